@@ -1,0 +1,47 @@
+"""Conversation memory: which past events an agent sees, as chat messages."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from voicehub.agents.llm import ChatMessage
+from voicehub.core.events import Event, EventKind
+
+if TYPE_CHECKING:
+    from voicehub.core.hub import Hub
+
+_SPOKEN = (EventKind.MESSAGE, EventKind.TRANSCRIPT, EventKind.DELIVERY)
+
+
+class MemoryProvider(Protocol):
+    async def messages(self, hub: Hub, room_id: str, agent_id: str) -> list[ChatMessage]: ...
+
+
+class SlidingWindowMemory:
+    """The last `max_events` spoken events of the room (user, agents, deliveries).
+
+    Reading the window is O(window), not O(history), so per-message cost stays flat as a
+    conversation grows.
+    """
+
+    def __init__(self, max_events: int = 50) -> None:
+        if max_events < 1:
+            raise ValueError(f"max_events must be at least 1, got {max_events}")
+        self.max_events = max_events
+
+    async def messages(self, hub: Hub, room_id: str, agent_id: str) -> list[ChatMessage]:
+        events = await hub.store.recent_events(room_id, self.max_events)
+        return [m for m in (event_to_message(e, agent_id) for e in events) if m is not None]
+
+
+def event_to_message(event: Event, agent_id: str) -> ChatMessage | None:
+    """How `agent_id` sees `event`: its own words as assistant, everyone else's as user."""
+    if event.kind not in _SPOKEN or not event.text or event.metadata.get("partial"):
+        return None
+    if event.role == "user":
+        return ChatMessage(role="user", content=event.text)
+    if event.source == agent_id or event.kind is EventKind.DELIVERY:
+        return ChatMessage(role="assistant", content=event.text)
+    if event.role == "system":
+        return ChatMessage(role="system", content=event.text)
+    return ChatMessage(role="user", content=f"[{event.source}] {event.text}", name=None)

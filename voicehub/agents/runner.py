@@ -1,0 +1,112 @@
+"""The agent runner: the tool loop.
+
+Each step asks the model for a turn; tool calls are validated and executed and their results
+fed back. The run stops on a final answer (a turn without tool calls), when a named stop tool
+is called, or at the step limit (default 30).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from voicehub.agents.agent import Agent
+from voicehub.agents.llm import ChatMessage, ToolCall, ToolChoice, complete
+from voicehub.agents.tools import Tool, ToolContext, ToolResult
+from voicehub.errors import ConfigError
+
+PrepareStep = Callable[[int, list[ChatMessage]], Awaitable[list[ChatMessage]] | list[ChatMessage]]
+ToolObserver = Callable[[ToolCall, ToolResult], Awaitable[None]]
+
+
+class StopReason(StrEnum):
+    FINAL_ANSWER = "final_answer"
+    STOP_TOOL = "stop_tool"
+    STEP_LIMIT = "step_limit"
+
+
+@dataclass
+class RunResult:
+    """What a run produced. `text` is the final answer (or the last text spoken)."""
+
+    text: str
+    stop_reason: StopReason
+    steps: int
+    messages: list[ChatMessage]
+    tool_calls: list[tuple[ToolCall, ToolResult]] = field(default_factory=list)
+
+    @property
+    def stop_call(self) -> tuple[ToolCall, ToolResult] | None:
+        """The stop tool call that ended the run, if any."""
+        return self.tool_calls[-1] if self.stop_reason is StopReason.STOP_TOOL else None
+
+    def calls_to(self, name: str) -> list[tuple[ToolCall, ToolResult]]:
+        return [pair for pair in self.tool_calls if pair[0].name == name]
+
+
+async def run_agent(
+    agent: Agent,
+    messages: Sequence[ChatMessage],
+    *,
+    context: ToolContext | None = None,
+    extra_tools: Sequence[Tool] = (),
+    stop_tools: Sequence[str] = (),
+    max_steps: int | None = None,
+    prepare_step: PrepareStep | None = None,
+    on_tool_result: ToolObserver | None = None,
+    tool_choice: ToolChoice = "auto",
+) -> RunResult:
+    """Run `agent` over `messages` until a final answer, a stop tool, or the step limit.
+
+    `prepare_step(step, messages)` returns the messages the model sees at that step, so state
+    (a blackboard summary, say) can be injected without growing the history.
+    """
+    if agent.llm is None:
+        raise ConfigError(f"agent {agent.id!r} has no llm: give it a ScriptedLLM or a chat model")
+    tools = {t.name: t for t in (*agent.tools, *extra_tools)}
+    specs = [t.spec for t in tools.values()]
+    history = list(messages)
+    if agent.instructions and not (history and history[0].role == "system"):
+        history.insert(0, ChatMessage(role="system", content=agent.instructions))
+    base_context = context or ToolContext(agent_id=agent.id)
+    limit = max_steps or agent.max_steps
+    calls: list[tuple[ToolCall, ToolResult]] = []
+    spoken: list[str] = []
+    for step in range(1, limit + 1):
+        seen = history
+        if prepare_step is not None:
+            prepared = prepare_step(step, list(history))
+            seen = await prepared if inspect.isawaitable(prepared) else prepared
+        turn = await complete(agent.llm, seen, specs, tool_choice=tool_choice)
+        history.append(ChatMessage(role="assistant", content=turn.text,
+                                   tool_calls=tuple(turn.tool_calls)))
+        if turn.text:
+            spoken.append(turn.text)
+        if not turn.tool_calls:
+            return RunResult(turn.text, StopReason.FINAL_ANSWER, step, history, calls)
+        stopped = False
+        for call in turn.tool_calls:
+            result = await _execute(call, tools, base_context)
+            calls.append((call, result))
+            history.append(ChatMessage(role="tool", content=result.content,
+                                       tool_call_id=call.id, name=call.name))
+            if on_tool_result is not None:
+                await on_tool_result(call, result)
+            stopped = stopped or call.name in stop_tools
+        if stopped:
+            return RunResult(turn.text, StopReason.STOP_TOOL, step, history, calls)
+    return RunResult(spoken[-1] if spoken else "", StopReason.STEP_LIMIT, limit, history, calls)
+
+
+async def _execute(call: ToolCall, tools: dict[str, Tool], context: ToolContext) -> ToolResult:
+    tool = tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "none"
+        return ToolResult(call.id, call.name,
+                          f"error: unknown tool {call.name!r}; available tools: {known}",
+                          is_error=True)
+    scoped = ToolContext(hub=context.hub, room_id=context.room_id, agent_id=context.agent_id,
+                         call_id=call.id, state=context.state)
+    return await tool.invoke(call.arguments, scoped)

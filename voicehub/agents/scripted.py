@@ -1,0 +1,198 @@
+"""The scripted LLM: the offline default brain.
+
+Deterministic rules from configuration, like a good IVR. Each rule matches a phrase or a regex
+in the latest user message (or in a framework instruction), and then says a line, calls a tool
+with arguments taken from the message, or both. When the tool's result comes back, the rule's
+`reply` template turns it into speech.
+
+Templates use `{name}` placeholders: regex named groups, `message` (the matched text),
+`last_user` (the latest user message), `result` (the tool output), and `result.field` for a
+field of a JSON tool result. Unknown placeholders render empty.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from voicehub.agents.llm import (
+    ChatMessage,
+    LLMChunk,
+    TextDelta,
+    ToolCall,
+    ToolCallChunk,
+    ToolChoice,
+    ToolSpec,
+)
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
+
+
+class ScriptedRule(BaseModel):
+    """One rule. At least one of `match`/`regex` and one of `say`/`tool` must be set
+    (`match=["*"]` matches anything)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    match: tuple[str, ...] = ()
+    regex: str | None = None
+    on: Literal["user", "instruction"] = "user"
+    say: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    reply: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ScriptedRule:
+        if not self.match and self.regex is None:
+            raise ValueError("a rule needs `match` phrases or a `regex`")
+        if self.say is None and self.tool is None:
+            raise ValueError("a rule needs `say` or `tool`")
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"regex {self.regex!r} is invalid: {exc}") from None
+        return self
+
+
+class ScriptedLLM:
+    """An `LLM` driven by `ScriptedRule`s. Identical input gives identical output."""
+
+    def __init__(
+        self,
+        rules: Sequence[ScriptedRule | Mapping[str, Any]] = (),
+        *,
+        fallback: str = "Sorry, I can't help with that yet.",
+        instruction_fallback: str | None = None,
+    ) -> None:
+        self.rules = [r if isinstance(r, ScriptedRule) else ScriptedRule.model_validate(r)
+                      for r in rules]
+        self._compiled = [_compile(rule) for rule in self.rules]
+        self.fallback = fallback
+        self.instruction_fallback = instruction_fallback
+        self._calls = 0
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> AsyncIterator[LLMChunk]:
+        for chunk in self.respond(messages, tools, tool_choice=tool_choice):
+            yield chunk
+
+    def respond(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> list[LLMChunk]:
+        """The whole turn at once (the streaming API wraps this)."""
+        if not messages:
+            return [TextDelta(text=self.fallback)]
+        last = messages[-1]
+        if last.role == "tool":
+            return self._after_tool(messages)
+        last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        on = "instruction" if last.role == "system" else "user"
+        text = last.content if last.role in ("system", "user") else last_user
+        available = {spec.name for spec in tools}
+        for index, rule in enumerate(self.rules):
+            if rule.on != on:
+                continue
+            groups = _match(self._compiled[index], rule, text)
+            if groups is None:
+                continue
+            wants_tool = rule.tool is not None and tool_choice != "none"
+            if wants_tool and tool_choice not in ("auto", "required", rule.tool):
+                continue
+            if wants_tool and tools and rule.tool not in available:
+                continue  # the tool is not offered to this agent right now
+            values = {**groups, "message": text, "last_user": last_user}
+            chunks: list[LLMChunk] = []
+            if rule.say is not None:
+                chunks.append(TextDelta(text=render(rule.say, values)))
+            if wants_tool and rule.tool is not None:
+                self._calls += 1
+                arguments = {k: render(v, values) if isinstance(v, str) else v
+                             for k, v in rule.arguments.items()}
+                call = ToolCall(id=f"call_{index}_{self._calls}", name=rule.tool,
+                                arguments=json.dumps(arguments))
+                chunks.append(ToolCallChunk(call=call))
+            if chunks:
+                return chunks
+        if on == "instruction" and self.instruction_fallback is not None:
+            return [TextDelta(text=render(self.instruction_fallback,
+                                          {"message": text, "last_user": last_user}))]
+        return [TextDelta(text=self.fallback)]
+
+    def _after_tool(self, messages: Sequence[ChatMessage]) -> list[LLMChunk]:
+        results: list[str] = []
+        for message in reversed(messages):
+            if message.role != "tool":
+                break
+            results.append(message.content)
+        results.reverse()
+        asking = messages[-len(results) - 1] if len(messages) > len(results) else None
+        rule = self._rule_of(asking)
+        last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        result = " ".join(results)
+        values: dict[str, Any] = {"result": result, "last_user": last_user, "message": last_user}
+        try:
+            values["result_data"] = json.loads(result)
+        except json.JSONDecodeError:
+            pass
+        template = rule.reply if rule is not None and rule.reply is not None else "{result}"
+        return [TextDelta(text=render(template, values))]
+
+    def _rule_of(self, message: ChatMessage | None) -> ScriptedRule | None:
+        if message is None or not message.tool_calls:
+            return None
+        parts = message.tool_calls[0].id.split("_")
+        if len(parts) == 3 and parts[0] == "call" and parts[1].isdigit():
+            index = int(parts[1])
+            if index < len(self.rules):
+                return self.rules[index]
+        return None
+
+
+def _compile(rule: ScriptedRule) -> list[re.Pattern[str]]:
+    patterns = [re.compile(rule.regex, re.IGNORECASE | re.DOTALL)] if rule.regex else []
+    for phrase in rule.match:
+        if phrase == "*":
+            patterns.append(re.compile(r"(?s).*"))
+        else:
+            patterns.append(re.compile(r"\b" + re.escape(phrase) + r"\b", re.IGNORECASE))
+    return patterns
+
+
+def _match(patterns: list[re.Pattern[str]], rule: ScriptedRule, text: str) -> dict[str, str] | None:
+    for pattern in patterns:
+        found = pattern.search(text)
+        if found is not None:
+            return {k: (v or "").strip() for k, v in found.groupdict().items()}
+    return None
+
+
+def render(template: str, values: Mapping[str, Any]) -> str:
+    """Fill `{name}` and `{name.field}` placeholders; unknown names render empty."""
+
+    def lookup(found: re.Match[str]) -> str:
+        head, *path = found.group(1).split(".")
+        value: Any = values.get(head)
+        if path and head == "result":
+            value = values.get("result_data")
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is None:
+            return ""
+        return value if isinstance(value, str) else json.dumps(value)
+
+    return _PLACEHOLDER.sub(lookup, template)

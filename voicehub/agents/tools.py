@@ -1,0 +1,163 @@
+"""Tools from typed Python functions.
+
+The JSON schema comes from a pydantic model built from the signature; arguments are validated
+before the function runs, and a bad argument becomes an error result the model sees (so it can
+correct itself) rather than an exception.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+from pydantic import BaseModel, ValidationError, create_model
+
+from voicehub.agents.llm import ToolSpec
+from voicehub.errors import ToolError
+
+if TYPE_CHECKING:
+    from voicehub.core.hub import Hub
+
+log = logging.getLogger("voicehub.tools")
+
+
+@dataclass
+class ToolContext:
+    """Where a tool runs. Tools declare a parameter of this type to receive it."""
+
+    hub: Hub | None = None
+    room_id: str = ""
+    agent_id: str = ""
+    call_id: str = ""
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call produced: text for the model, and whether it is an error."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    data: Any = None
+
+
+class Tool:
+    """A callable the model may use, with a validated argument model."""
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        self.function = function
+        self.name = name or function.__name__
+        self.description = description or _first_paragraph(inspect.getdoc(function) or "")
+        self.context_parameter: str | None = None
+        self.arguments_model = self._build_model()
+        self.spec = ToolSpec(name=self.name, description=self.description,
+                             parameters=self._schema())
+
+    def _build_model(self) -> type[BaseModel]:
+        hints = get_type_hints(self.function)
+        fields: dict[str, Any] = {}
+        for parameter in inspect.signature(self.function).parameters.values():
+            annotation = hints.get(parameter.name, Any)
+            if annotation is ToolContext:
+                self.context_parameter = parameter.name
+                continue
+            default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+            fields[parameter.name] = (annotation, default)
+        model: type[BaseModel] = create_model(f"{self.name}_arguments", **fields)
+        return model
+
+    def _schema(self) -> dict[str, Any]:
+        schema = self.arguments_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+    async def invoke(
+        self, arguments: str | Mapping[str, Any], context: ToolContext | None = None
+    ) -> ToolResult:
+        """Validate `arguments` (JSON text or a mapping) and run the tool. Never raises for
+        bad arguments or tool failures: those become error results."""
+        call_id = context.call_id if context else ""
+        try:
+            raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
+        except json.JSONDecodeError as exc:
+            return self._error(call_id, f"arguments are not valid JSON ({exc.msg}); "
+                                        f"send a JSON object matching the schema")
+        if not isinstance(raw, dict):
+            return self._error(call_id, "arguments must be a JSON object")
+        try:
+            parsed = self.arguments_model.model_validate(raw)
+        except ValidationError as exc:
+            return self._error(call_id, _describe_validation(exc))
+        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        if self.context_parameter is not None:
+            kwargs[self.context_parameter] = context or ToolContext()
+        try:
+            value = self.function(**kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        except ToolError as exc:
+            return self._error(call_id, str(exc))
+        except Exception as exc:  # a tool's bug is reported to the model, not raised
+            log.exception("tool %s failed", self.name)
+            return self._error(call_id, f"{type(exc).__name__}: {exc}")
+        return ToolResult(call_id, self.name, _to_text(value), data=value)
+
+    def _error(self, call_id: str, message: str) -> ToolResult:
+        return ToolResult(call_id, self.name, f"error in tool {self.name}: {message}",
+                          is_error=True)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Any:
+    """Decorator turning a typed function into a `Tool` (usable bare or with arguments)."""
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        return Tool(fn, name=name, description=description)
+
+    return wrap(function) if function is not None else wrap
+
+
+
+
+def _first_paragraph(doc: str) -> str:
+    return doc.strip().split("\n\n", 1)[0].replace("\n", " ")
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        problems.append(f"{where}: {error['msg']}")
+    return "bad arguments: " + "; ".join(problems)
+
+
+def _to_text(value: Any) -> str:
+    if value is None:
+        return "done"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str)

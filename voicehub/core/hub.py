@@ -1,0 +1,274 @@
+"""The hub: one per process. It owns rooms, hooks, the store, agents, tasks and delivery."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from voicehub.core.channels import Channel
+from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.events import ChannelType, Event, EventKind
+from voicehub.core.hooks import (
+    HookContext,
+    HookExecution,
+    HookFunction,
+    HookOutcome,
+    HookRegistry,
+    HookTrigger,
+)
+from voicehub.core.room import Room
+from voicehub.core.store.base import RoomRecord, RoomStatus, Store
+from voicehub.core.store.memory import MemoryStore
+from voicehub.errors import RoomNotFoundError, UnknownAgentError
+
+if TYPE_CHECKING:
+    from voicehub.agents.agent import Agent
+    from voicehub.orchestration.base import Orchestration
+    from voicehub.orchestration.delegation import Delegation, TaskHandle
+
+log = logging.getLogger("voicehub.hub")
+
+
+class Deliverer(Protocol):
+    """What `hub.deliver` hands results to (the delivery service)."""
+
+    async def deliver(
+        self, room_id: str, content: str, *, strategy: Any = None,
+        metadata: dict[str, Any] | None = None, delivery_id: str | None = None,
+    ) -> str: ...
+
+
+class _Default:
+    """Marker: use the hub's default orchestration."""
+
+
+DEFAULT: Any = _Default()
+
+
+class Hub:
+    """The runtime: rooms, channels, agents, hooks, store, delegation and delivery.
+
+    `max_concurrent_tasks` and `max_tasks_per_room` bound delegated work; extra tasks queue.
+    `delivery_strategy` is the desk default used by `deliver` when none is given.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store | None = None,
+        orchestration: Orchestration | None = None,
+        delivery_strategy: Any = "wait_for_idle",
+        clock: Clock | None = None,
+        max_concurrent_tasks: int = 64,
+        max_tasks_per_room: int = 16,
+        task_timeout: float | None = None,
+    ) -> None:
+        self.store: Store = store if store is not None else MemoryStore()
+        self.clock: Clock = clock or SystemClock()
+        self.hooks = HookRegistry()
+        self.orchestration = orchestration
+        self.delivery_strategy = delivery_strategy
+        self.delivery: Deliverer | None = None
+        self.agents: dict[str, Agent] = {}
+        self._rooms: dict[str, Room] = {}
+        self._room_orchestrations: dict[str, Orchestration] = {}
+        # The hub composes delegation; imported here so `core` stays importable on its own.
+        from voicehub.orchestration.delegation import Delegation
+
+        self.tasks: Delegation = Delegation(
+            self, max_concurrent=max_concurrent_tasks, max_per_room=max_tasks_per_room,
+            default_timeout=task_timeout,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Hub:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Start background services (the delivery service, if one is attached)."""
+        starter = getattr(self.delivery, "start", None)
+        if starter is not None:
+            await starter()
+
+    async def aclose(self) -> None:
+        """Cancel running tasks, stop delivery, close the store. Undelivered results stay."""
+        await self.tasks.cancel_all()
+        stopper = getattr(self.delivery, "aclose", None)
+        if stopper is not None:
+            await stopper()
+        await self.hooks.drain()
+        await self.store.close()
+
+    # -- agents --------------------------------------------------------------------------
+
+    def register_agent(self, agent: Agent) -> None:
+        self.agents[agent.id] = agent
+
+    def agent(self, agent_id: str) -> Agent:
+        try:
+            return self.agents[agent_id]
+        except KeyError:
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise UnknownAgentError(f"unknown agent {agent_id!r}; known agents: {known}") from None
+
+    # -- rooms ---------------------------------------------------------------------------
+
+    @property
+    def rooms(self) -> dict[str, Room]:
+        """Rooms live in memory now (closed rooms are only in the store)."""
+        return self._rooms
+
+    def room(self, room_id: str) -> Room:
+        room = self._rooms.get(room_id)
+        if room is None:
+            raise RoomNotFoundError(f"no open room {room_id!r}")
+        return room
+
+    async def create_room(
+        self,
+        room_id: str | None = None,
+        *,
+        parent_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        orchestration: Orchestration | None = DEFAULT,
+    ) -> Room:
+        """Open a new room, or reopen a stored one with the same id (a reconnecting call).
+
+        `orchestration` defaults to the hub's; pass None to run the room without one.
+        """
+        if room_id is None:
+            room_id = f"room-{uuid.uuid4().hex[:12]}"
+        if room_id in self._rooms:
+            return self._rooms[room_id]
+        stored = await self.store.get_room(room_id)
+        if stored is None:
+            record = RoomRecord(id=room_id, parent_id=parent_id, metadata=dict(metadata or {}))
+            await self.store.create_room(record)
+            room = Room(self, record)
+        else:
+            stored = stored.model_copy(update={"status": RoomStatus.OPEN, "closed_at": None})
+            if metadata:
+                stored.metadata.update(metadata)
+            await self.store.update_room(stored)
+            room = Room(self, stored, await self.store.last_seq(room_id))
+        self._rooms[room_id] = room
+        chosen = self.orchestration if orchestration is DEFAULT else orchestration
+        if chosen is not None:
+            self._room_orchestrations[room_id] = chosen
+            for agent in chosen.agents():
+                self.agents.setdefault(agent.id, agent)
+            await chosen.install(self, room_id)
+        await self.run_hooks(HookTrigger.ON_ROOM_CREATED, _system_event(room_id, "room opened"))
+        return room
+
+    def orchestration_of(self, room_id: str) -> Orchestration | None:
+        return self._room_orchestrations.get(room_id)
+
+    async def close_room(self, room_id: str) -> None:
+        """Close a room: cancel its tasks, unbind channels, persist, drop it from memory."""
+        room = self._rooms.get(room_id)
+        if room is None:
+            return
+        await self.tasks.cancel_room(room_id)
+        room.status = RoomStatus.CLOSED
+        for channel_id in list(room.channels):
+            await room.detach(channel_id)
+        await self.store.update_room(room.record())
+        await self.run_hooks(HookTrigger.ON_ROOM_CLOSED, _system_event(room_id, "room closed"))
+        self._rooms.pop(room_id, None)
+        self._room_orchestrations.pop(room_id, None)
+        self.hooks.drop_room(room_id)
+
+    async def attach(self, room_id: str, channel: Channel) -> None:
+        await self.room(room_id).attach(channel)
+
+    async def post(self, room_id: str, event: Event) -> Event | None:
+        """Append and broadcast `event` in `room_id`."""
+        return await self.room(room_id).post(event)
+
+    async def history(self, room_id: str, limit: int | None = None) -> list[Event]:
+        """The room's events from the store, oldest first."""
+        if limit is None:
+            return await self.store.list_events(room_id)
+        return await self.store.recent_events(room_id, limit)
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    def hook(
+        self,
+        trigger: HookTrigger,
+        *,
+        execution: HookExecution = HookExecution.SYNC,
+        priority: int = 0,
+        room_id: str | None = None,
+    ) -> Callable[[HookFunction], HookFunction]:
+        """Decorator registering a hub-wide (or, with `room_id`, room-scoped) hook."""
+
+        def register(function: HookFunction) -> HookFunction:
+            self.hooks.add(trigger, function, execution=execution, priority=priority,
+                           room_id=room_id)
+            return function
+
+        return register
+
+    async def run_hooks(self, trigger: HookTrigger, event: Event) -> HookOutcome:
+        room_id = event.room_id
+        if not self.hooks.has(trigger, room_id):
+            return HookOutcome(event)
+        return await self.hooks.run(trigger, event, HookContext(self, room_id, trigger))
+
+    # -- delegation and delivery ---------------------------------------------------------
+
+    async def delegate(
+        self,
+        agent: Agent | str,
+        task: str,
+        parent_room: str | Room,
+        *,
+        share_channels: Sequence[str] | None = None,
+        timeout: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> TaskHandle:
+        """Run `agent` on `task` in a new child room `<parent>::task-<n>`; returns at once."""
+        if isinstance(agent, str):
+            agent = self.agent(agent)
+        parent_id = parent_room.id if isinstance(parent_room, Room) else parent_room
+        return await self.tasks.delegate(agent, task, parent_id, share_channels=share_channels,
+                                         timeout=timeout, metadata=metadata)
+
+    async def deliver(
+        self,
+        room_id: str,
+        content: str,
+        strategy: Any = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        delivery_id: str | None = None,
+    ) -> str:
+        """Hand a result to the delivery service, to be spoken into `room_id` at the right
+        moment with `strategy` (the desk default when None). Returns the delivery id."""
+        if self.delivery is None:
+            from voicehub.delivery.service import DeliveryService
+
+            self.delivery = DeliveryService(self)
+            await self.delivery.start()
+        return await self.delivery.deliver(room_id, content, strategy=strategy,
+                                           metadata=metadata, delivery_id=delivery_id)
+
+    async def wait_idle(self) -> None:
+        """Wait until background hooks have run (tests)."""
+        await asyncio.sleep(0)
+        await self.hooks.drain()
+
+
+def _system_event(room_id: str, text: str) -> Event:
+    return Event(kind=EventKind.SYSTEM, text=text, source="hub", role="system",
+                 source_type=ChannelType.SYSTEM, room_id=room_id)

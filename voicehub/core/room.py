@@ -1,0 +1,94 @@
+"""Rooms: one conversation each. A room numbers its events, broadcasts them to its channels
+and runs the broadcast hooks around them."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from voicehub.core.channels import Channel
+from voicehub.core.events import Event
+from voicehub.core.hooks import HookContext, HookTrigger
+from voicehub.core.store.base import RoomRecord, RoomStatus
+from voicehub.errors import RoomClosedError
+
+if TYPE_CHECKING:
+    from voicehub.core.hub import Hub
+
+log = logging.getLogger("voicehub.room")
+
+
+class Room:
+    """A live room. Create rooms with `Hub.create_room`, not directly."""
+
+    def __init__(self, hub: Hub, record: RoomRecord, last_seq: int = 0) -> None:
+        self.hub = hub
+        self.id = record.id
+        self.parent_id = record.parent_id
+        self.created_at = record.created_at
+        self.metadata: dict[str, Any] = dict(record.metadata)
+        self.status = record.status
+        self.channels: dict[str, Channel] = {}
+        self._seq = last_seq
+
+    @property
+    def is_open(self) -> bool:
+        return self.status is RoomStatus.OPEN
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def record(self) -> RoomRecord:
+        return RoomRecord(id=self.id, parent_id=self.parent_id, status=self.status,
+                          metadata=dict(self.metadata), created_at=self.created_at,
+                          closed_at=time.time() if not self.is_open else None)
+
+    async def attach(self, channel: Channel) -> None:
+        """Bind `channel` to this room (it will receive broadcasts)."""
+        self.channels[channel.channel_id] = channel
+        await channel.on_attach(self)
+
+    async def detach(self, channel_id: str) -> None:
+        channel = self.channels.pop(channel_id, None)
+        if channel is not None:
+            await channel.on_detach(self)
+
+    async def set_metadata(self, **updates: Any) -> None:
+        """Merge `updates` into the room metadata and persist it."""
+        self.metadata.update(updates)
+        await self.hub.store.update_room(self.record())
+
+    async def post(self, event: Event) -> Event | None:
+        """Append `event` and broadcast it. Returns the stored event, or None if a
+        BEFORE_BROADCAST hook blocked it."""
+        if not self.is_open:
+            raise RoomClosedError(f"room {self.id!r} is closed: open a new room to continue")
+        hooks = self.hub.hooks
+        if event.room_id != self.id:
+            event = event.model_copy(update={"room_id": self.id})
+        if hooks.has(HookTrigger.BEFORE_BROADCAST, self.id):
+            outcome = await hooks.run(HookTrigger.BEFORE_BROADCAST, event,
+                                      HookContext(self.hub, self.id, HookTrigger.BEFORE_BROADCAST))
+            if outcome.blocked:
+                log.info("event %s blocked in room %s by %s: %s",
+                         event.id, self.id, outcome.blocked_by, outcome.reason)
+                return None
+            event = outcome.event
+        # Number the event before any await so concurrent posts keep their order.
+        self._seq += 1
+        event = event.model_copy(update={"seq": self._seq, "room_id": self.id})
+        await self.hub.store.append_event(event)
+        for channel in list(self.channels.values()):
+            if channel.channel_id == event.source:
+                continue
+            try:
+                await channel.on_event(event, self)
+            except Exception:  # one broken channel must not silence the others
+                log.exception("channel %s failed on event %s in room %s",
+                              channel.channel_id, event.id, self.id)
+        if hooks.has(HookTrigger.AFTER_BROADCAST, self.id):
+            await hooks.run(HookTrigger.AFTER_BROADCAST, event,
+                            HookContext(self.hub, self.id, HookTrigger.AFTER_BROADCAST))
+        return event

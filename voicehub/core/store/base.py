@@ -1,0 +1,130 @@
+"""The store protocol: rooms, events, room metadata, tasks and the delivery outbox.
+
+Records are pydantic models so they cross the store boundary validated and serialisable.
+Every implementation must keep `put_delivery` idempotent by delivery id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from voicehub.core.events import Event
+
+
+class RoomStatus(StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class RoomRecord(BaseModel):
+    """A room as stored. Closed child rooms stay here (archived) after leaving memory."""
+
+    id: str
+    parent_id: str | None = None
+    status: RoomStatus = RoomStatus.OPEN
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=time.time)
+    closed_at: float | None = None
+
+
+class TaskStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self not in (TaskStatus.QUEUED, TaskStatus.RUNNING)
+
+
+class TaskRecord(BaseModel):
+    """Delegated work: who did what in which child room, and how it ended."""
+
+    id: str
+    parent_room_id: str
+    child_room_id: str
+    agent_id: str
+    input: str
+    status: TaskStatus = TaskStatus.QUEUED
+    output: str = ""
+    reason: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=time.time)
+    finished_at: float | None = None
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    DELIVERING = "delivering"
+    DELIVERED = "delivered"
+    INTERRUPTED = "interrupted"
+    HELD = "held"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+    @property
+    def final(self) -> bool:
+        return self in (DeliveryStatus.DELIVERED, DeliveryStatus.EXPIRED, DeliveryStatus.FAILED)
+
+
+class DeliveryRecord(BaseModel):
+    """One result waiting to be spoken into a room (the outbox row)."""
+
+    id: str
+    room_id: str
+    content: str
+    strategy: dict[str, Any] = Field(default_factory=dict)
+    status: DeliveryStatus = DeliveryStatus.PENDING
+    attempts: int = 0
+    max_attempts: int = 3
+    created_at: float = Field(default_factory=time.time)
+    arrived_at: float = 0.0
+    expires_at: float | None = None
+    updated_at: float = Field(default_factory=time.time)
+    error: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Store(Protocol):
+    """Persistence for the hub. Implementations: `MemoryStore`, `SQLiteStore`."""
+
+    async def create_room(self, room: RoomRecord) -> None: ...
+    async def get_room(self, room_id: str) -> RoomRecord | None: ...
+    async def update_room(self, room: RoomRecord) -> None: ...
+    async def list_rooms(
+        self, *, parent_id: str | None = None, status: RoomStatus | None = None
+    ) -> list[RoomRecord]: ...
+
+    async def append_event(self, event: Event) -> None: ...
+    async def list_events(
+        self, room_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]: ...
+    async def recent_events(self, room_id: str, limit: int) -> list[Event]: ...
+    async def last_seq(self, room_id: str) -> int: ...
+
+    async def save_task(self, task: TaskRecord) -> None: ...
+    async def get_task(self, task_id: str) -> TaskRecord | None: ...
+    async def list_tasks(
+        self, *, parent_room_id: str | None = None, statuses: Sequence[TaskStatus] | None = None
+    ) -> list[TaskRecord]: ...
+    async def count_tasks(self, parent_room_id: str) -> int: ...
+
+    async def put_delivery(self, delivery: DeliveryRecord) -> bool: ...
+    async def update_delivery(self, delivery: DeliveryRecord) -> None: ...
+    async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None: ...
+    async def list_deliveries(
+        self,
+        *,
+        room_id: str | None = None,
+        statuses: Sequence[DeliveryStatus] | None = None,
+    ) -> list[DeliveryRecord]: ...
+
+    async def close(self) -> None: ...

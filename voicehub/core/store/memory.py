@@ -1,0 +1,111 @@
+"""An in-memory store for tests and quick runs. Nothing survives the process."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from voicehub.core.events import Event
+from voicehub.core.store.base import (
+    DeliveryRecord,
+    DeliveryStatus,
+    RoomRecord,
+    RoomStatus,
+    TaskRecord,
+    TaskStatus,
+)
+
+
+class MemoryStore:
+    """Dictionaries behind the `Store` protocol. Records are copied in and out, as a real
+    store would, so callers never share mutable state with it."""
+
+    def __init__(self) -> None:
+        self._rooms: dict[str, RoomRecord] = {}
+        self._events: dict[str, list[Event]] = {}
+        self._tasks: dict[str, TaskRecord] = {}
+        self._deliveries: dict[str, DeliveryRecord] = {}
+
+    async def create_room(self, room: RoomRecord) -> None:
+        self._rooms[room.id] = room.model_copy(deep=True)
+
+    async def get_room(self, room_id: str) -> RoomRecord | None:
+        room = self._rooms.get(room_id)
+        return room.model_copy(deep=True) if room else None
+
+    async def update_room(self, room: RoomRecord) -> None:
+        self._rooms[room.id] = room.model_copy(deep=True)
+
+    async def list_rooms(
+        self, *, parent_id: str | None = None, status: RoomStatus | None = None
+    ) -> list[RoomRecord]:
+        return [
+            room.model_copy(deep=True)
+            for room in self._rooms.values()
+            if (parent_id is None or room.parent_id == parent_id)
+            and (status is None or room.status == status)
+        ]
+
+    async def append_event(self, event: Event) -> None:
+        self._events.setdefault(event.room_id, []).append(event)  # events are frozen
+
+    async def list_events(
+        self, room_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        events = [e for e in self._events.get(room_id, ()) if e.seq > after_seq]
+        return events if limit is None else events[:limit]
+
+    async def recent_events(self, room_id: str, limit: int) -> list[Event]:
+        return self._events.get(room_id, [])[-limit:] if limit > 0 else []
+
+    async def last_seq(self, room_id: str) -> int:
+        events = self._events.get(room_id)
+        return events[-1].seq if events else 0
+
+    async def save_task(self, task: TaskRecord) -> None:
+        self._tasks[task.id] = task.model_copy(deep=True)
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        task = self._tasks.get(task_id)
+        return task.model_copy(deep=True) if task else None
+
+    async def list_tasks(
+        self, *, parent_room_id: str | None = None, statuses: Sequence[TaskStatus] | None = None
+    ) -> list[TaskRecord]:
+        return [
+            task.model_copy(deep=True)
+            for task in self._tasks.values()
+            if (parent_room_id is None or task.parent_room_id == parent_room_id)
+            and (statuses is None or task.status in statuses)
+        ]
+
+    async def count_tasks(self, parent_room_id: str) -> int:
+        return sum(1 for task in self._tasks.values() if task.parent_room_id == parent_room_id)
+
+    async def put_delivery(self, delivery: DeliveryRecord) -> bool:
+        if delivery.id in self._deliveries:
+            return False
+        self._deliveries[delivery.id] = delivery.model_copy(deep=True)
+        return True
+
+    async def update_delivery(self, delivery: DeliveryRecord) -> None:
+        self._deliveries[delivery.id] = delivery.model_copy(deep=True)
+
+    async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None:
+        delivery = self._deliveries.get(delivery_id)
+        return delivery.model_copy(deep=True) if delivery else None
+
+    async def list_deliveries(
+        self,
+        *,
+        room_id: str | None = None,
+        statuses: Sequence[DeliveryStatus] | None = None,
+    ) -> list[DeliveryRecord]:
+        return [
+            d.model_copy(deep=True)
+            for d in sorted(self._deliveries.values(), key=lambda d: (d.created_at, d.id))
+            if (room_id is None or d.room_id == room_id)
+            and (statuses is None or d.status in statuses)
+        ]
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,256 @@
+"""Delegation: run an agent on a task in a child room, in the background.
+
+`hub.delegate(...)` returns a `TaskHandle` at once. The work waits for a slot (a hub-wide and
+a per-room limit, queued in order), runs in child room `<parent>::task-<n>` with an optional
+timeout on the hub clock, and ends with a structured `TaskResult`: ok, failed (with a reason),
+timed_out or cancelled. A worker's exception is logged and becomes a failed result; it never
+reaches the caller as a traceback. The finished child room is archived in the store and
+dropped from memory, and so is the handle, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from voicehub.agents.agent import Agent
+from voicehub.agents.channel import AgentChannel
+from voicehub.agents.llm import ChatMessage, ToolCall
+from voicehub.agents.tools import ToolResult
+from voicehub.core.events import ChannelType, Event, EventKind
+from voicehub.core.hooks import HookTrigger
+from voicehub.core.store.base import TaskRecord, TaskStatus
+from voicehub.errors import VoicehubError
+
+if TYPE_CHECKING:
+    from voicehub.core.hub import Hub
+
+log = logging.getLogger("voicehub.delegation")
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """How delegated work ended. `output` is the worker's answer when `status` is ok."""
+
+    task_id: str
+    agent_id: str
+    parent_room_id: str
+    status: TaskStatus
+    output: str = ""
+    reason: str = ""
+    tool_calls: tuple[tuple[ToolCall, ToolResult], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status is TaskStatus.OK
+
+    def describe(self) -> str:
+        """One line for a model or a person: the answer, or why there is none."""
+        if self.ok:
+            return self.output
+        return f"{self.agent_id} {self.status.value.replace('_', ' ')}: {self.reason}"
+
+
+@dataclass(eq=False)
+class TaskHandle:
+    """A running (or queued) task. Await `result()`; `cancel()` stops it."""
+
+    task_id: str
+    agent_id: str
+    parent_room_id: str
+    input: str
+    status: TaskStatus = TaskStatus.QUEUED
+    _future: asyncio.Future[TaskResult] = field(default_factory=lambda: asyncio.get_running_loop()
+                                                .create_future(), repr=False)
+    _runner: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def child_room_id(self) -> str:
+        return self.task_id
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    async def result(self) -> TaskResult:
+        """Wait for the result (waiting can itself be cancelled without cancelling the task)."""
+        return await asyncio.shield(self._future)
+
+    def cancel(self) -> bool:
+        """Cancel the task; returns False if it had already finished."""
+        if self._future.done() or self._runner is None:
+            return False
+        self._runner.cancel()
+        return True
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        return self.result().__await__()
+
+
+class Delegation:
+    """The hub's task manager."""
+
+    def __init__(self, hub: Hub, *, max_concurrent: int, max_per_room: int,
+                 default_timeout: float | None) -> None:
+        if max_concurrent < 1 or max_per_room < 1:
+            raise VoicehubError("task concurrency limits must be at least 1")
+        self.hub = hub
+        self.max_per_room = max_per_room
+        self.default_timeout = default_timeout
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._room_slots: dict[str, asyncio.Semaphore] = {}
+        self._counters: dict[str, int] = {}
+        self._live: dict[str, TaskHandle] = {}
+
+    @property
+    def live(self) -> dict[str, TaskHandle]:
+        """Tasks queued or running now."""
+        return self._live
+
+    def get(self, task_id: str) -> TaskHandle | None:
+        return self._live.get(task_id)
+
+    def of_room(self, parent_room_id: str) -> list[TaskHandle]:
+        return [h for h in self._live.values() if h.parent_room_id == parent_room_id]
+
+    async def delegate(
+        self,
+        agent: Agent,
+        task: str,
+        parent_room_id: str,
+        *,
+        share_channels: Sequence[str] | None = None,
+        timeout: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> TaskHandle:
+        parent = self.hub.room(parent_room_id)
+        shared = []
+        for channel_id in share_channels or ():
+            channel = parent.channels.get(channel_id)
+            if channel is None:
+                known = ", ".join(sorted(parent.channels)) or "none"
+                raise VoicehubError(f"cannot share channel {channel_id!r} with a worker: room "
+                                    f"{parent_room_id!r} has no such channel (it has: {known})")
+            shared.append(channel)
+        number = self._counters.get(parent_room_id)
+        if number is None:
+            number = await self.hub.store.count_tasks(parent_room_id)
+        number += 1
+        self._counters[parent_room_id] = number
+        handle = TaskHandle(f"{parent_room_id}::task-{number}", agent.id, parent_room_id, task)
+        self._live[handle.task_id] = handle
+        record = TaskRecord(id=handle.task_id, parent_room_id=parent_room_id,
+                            child_room_id=handle.task_id, agent_id=agent.id, input=task,
+                            metadata=dict(metadata or {}))
+        await self.hub.store.save_task(record)
+        await self.hub.run_hooks(HookTrigger.ON_TASK_DELEGATED,
+                                 _task_event(parent_room_id, handle, task))
+        limit = timeout if timeout is not None else self.default_timeout
+        handle._runner = asyncio.create_task(self._run(handle, agent, record, shared, limit))
+        return handle
+
+    async def _run(self, handle: TaskHandle, agent: Agent, record: TaskRecord,
+                   shared: list[Any], timeout: float | None) -> None:
+        room_slots = self._room_slots.setdefault(handle.parent_room_id,
+                                                 asyncio.Semaphore(self.max_per_room))
+        result: TaskResult
+        try:
+            async with room_slots, self._slots:
+                handle.status = TaskStatus.RUNNING
+                await self.hub.store.save_task(record.model_copy(
+                    update={"status": TaskStatus.RUNNING}))
+                result = await self._work_with_timeout(handle, agent, shared, timeout)
+        except asyncio.CancelledError:
+            result = TaskResult(handle.task_id, agent.id, handle.parent_room_id,
+                                TaskStatus.CANCELLED, reason="cancelled before it finished")
+        except Exception as exc:  # the worker's fault must never crash the hub
+            log.exception("task %s (%s) failed", handle.task_id, agent.id)
+            result = TaskResult(handle.task_id, agent.id, handle.parent_room_id,
+                                TaskStatus.FAILED, reason=f"{type(exc).__name__}: {exc}")
+        await self._finish(handle, record, result)
+
+    async def _work_with_timeout(self, handle: TaskHandle, agent: Agent, shared: list[Any],
+                                 timeout: float | None) -> TaskResult:
+        if timeout is None:
+            return await self._work(handle, agent, shared)
+        work = asyncio.create_task(self._work(handle, agent, shared))
+        watchdog = asyncio.create_task(self.hub.clock.sleep(timeout))
+        try:
+            await asyncio.wait({work, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watchdog.cancel()
+            if not work.done():
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+        if work.cancelled():
+            return TaskResult(handle.task_id, agent.id, handle.parent_room_id,
+                              TaskStatus.TIMED_OUT, reason=f"no result within {timeout:g} s")
+        return work.result()
+
+    async def _work(self, handle: TaskHandle, agent: Agent, shared: list[Any]) -> TaskResult:
+        hub = self.hub
+        child = await hub.create_room(handle.task_id, parent_id=handle.parent_room_id,
+                                      metadata={"task_id": handle.task_id, "agent_id": agent.id},
+                                      orchestration=None)
+        try:
+            for channel in shared:
+                await child.attach(channel)
+            await child.post(Event(kind=EventKind.MESSAGE, text=handle.input,
+                                   source=handle.parent_room_id, role="user",
+                                   source_type=ChannelType.SYSTEM))
+            worker = AgentChannel(agent)
+            run = await worker.run(child, [ChatMessage(role="user", content=handle.input)])
+            if run.text:
+                await worker.say(child, run.text)
+            return TaskResult(handle.task_id, agent.id, handle.parent_room_id, TaskStatus.OK,
+                              output=run.text, tool_calls=tuple(run.tool_calls))
+        finally:
+            await hub.close_room(child.id)
+
+    async def _finish(self, handle: TaskHandle, record: TaskRecord, result: TaskResult) -> None:
+        handle.status = result.status
+        self._live.pop(handle.task_id, None)
+        final = record.model_copy(update={"status": result.status, "output": result.output,
+                                          "reason": result.reason, "finished_at": time.time()})
+        try:
+            await self.hub.store.save_task(final)
+            event = _task_event(handle.parent_room_id, handle, result.describe(),
+                                status=result.status.value)
+            await self.hub.run_hooks(HookTrigger.ON_TASK_COMPLETED, event)
+        finally:
+            if not handle._future.done():
+                handle._future.set_result(result)
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel one task by id; False if it is not live."""
+        handle = self._live.get(task_id)
+        if handle is None or not handle.cancel():
+            return False
+        await asyncio.gather(handle.result(), return_exceptions=True)
+        return True
+
+    async def cancel_room(self, room_id: str) -> None:
+        """Cancel every task of `room_id` and forget the room's counters."""
+        handles = self.of_room(room_id)
+        for handle in handles:
+            handle.cancel()
+        if handles:
+            await asyncio.gather(*(h.result() for h in handles), return_exceptions=True)
+        self._room_slots.pop(room_id, None)
+        self._counters.pop(room_id, None)
+
+    async def cancel_all(self) -> None:
+        handles = list(self._live.values())
+        for handle in handles:
+            handle.cancel()
+        if handles:
+            await asyncio.gather(*(h.result() for h in handles), return_exceptions=True)
+
+
+def _task_event(room_id: str, handle: TaskHandle, text: str, **metadata: Any) -> Event:
+    return Event(kind=EventKind.TASK, text=text, source="hub", role="system",
+                 source_type=ChannelType.SYSTEM, room_id=room_id,
+                 metadata={"task_id": handle.task_id, "agent_id": handle.agent_id, **metadata})
