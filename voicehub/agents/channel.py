@@ -65,7 +65,8 @@ class AgentChannel(Channel):
         if routed is None:
             return True
         return routed == self.channel_id or self.channel_id in event.metadata.get(
-            "_always_process", ())
+            "_always_process", ()
+        )
 
     async def on_event(self, event: Event, room: Room) -> None:
         if not self.wants(event):
@@ -91,24 +92,46 @@ class AgentChannel(Channel):
             await self.say(room, result.text)
         return result
 
-    async def run(self, room: Room, messages: list[ChatMessage]) -> RunResult:
+    async def run(
+        self, room: Room, messages: list[ChatMessage], *, stop_tools: Sequence[str] = ()
+    ) -> RunResult:
         """Run the tool loop in `room`, recording tool calls and results as events."""
         context = ToolContext(hub=room.hub, room_id=room.id, agent_id=self.agent.id)
 
         async def record(call: ToolCall, result: ToolResult) -> None:
-            await room.post(self._event(EventKind.TOOL_CALL, call.arguments, tool=call.name,
-                                        call_id=call.id))
-            await room.post(self._event(EventKind.TOOL_RESULT, result.content, tool=call.name,
-                                        call_id=call.id, is_error=result.is_error))
+            await room.post(
+                self._event(EventKind.TOOL_CALL, call.arguments, tool=call.name, call_id=call.id)
+            )
+            await room.post(
+                self._event(
+                    EventKind.TOOL_RESULT,
+                    result.content,
+                    tool=call.name,
+                    call_id=call.id,
+                    is_error=result.is_error,
+                )
+            )
 
-        return await run_agent(self.agent, messages, context=context,
-                               extra_tools=self.extra_tools, prepare_step=self.prepare_step,
-                               on_tool_result=record)
+        return await run_agent(
+            self.agent,
+            messages,
+            context=context,
+            extra_tools=self.extra_tools,
+            prepare_step=self.prepare_step,
+            on_tool_result=record,
+            stop_tools=stop_tools,
+        )
 
     async def say(self, room: Room, text: str, **metadata: object) -> Event | None:
         """Post `text` as this agent's message."""
         return await room.post(self._event(EventKind.MESSAGE, text, **metadata))
 
     def _event(self, kind: EventKind, text: str, **metadata: object) -> Event:
-        return Event(kind=kind, text=text, source=self.channel_id, role="assistant",
-                     source_type=ChannelType.AGENT, metadata=dict(metadata))
+        return Event(
+            kind=kind,
+            text=text,
+            source=self.channel_id,
+            role="assistant",
+            source_type=ChannelType.AGENT,
+            metadata=dict(metadata),
+        )

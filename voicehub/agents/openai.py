@@ -46,7 +46,7 @@ LOCAL_API_KEY_PLACEHOLDER = "not-needed"
 
 
 class LLMProviderError(VoicehubError):
-    """The model provider failed: HTTP error, broken connection, timeout or an error in the stream."""
+    """The model provider failed: an HTTP error, a lost connection, a timeout or a stream error."""
 
     def __init__(
         self, message: str, *, model: str, base_url: str, status_code: int | None = None
@@ -115,7 +115,7 @@ class OpenAIChatLLM:
         *,
         tool_choice: ToolChoice = "auto",
     ) -> AsyncIterator[LLMChunk]:
-        """Run one model turn, yielding `TextDelta`s and, at the end of the turn, `ToolCallChunk`s."""
+        """Run one model turn: `TextDelta`s as they arrive, then `ToolCallChunk`s at its end."""
         from openai import OpenAIError, omit
 
         request_messages = _chat_messages(messages)
@@ -166,7 +166,9 @@ class OpenAIChatLLM:
             raise self._error(f"the server sent a data line that is not JSON ({exc})") from exc
         if not finished:
             # A clean end of body without finish_reason means a proxy or server cut the turn short.
-            raise self._error("the stream ended before the model finished its turn (no finish_reason)")
+            raise self._error(
+                "the stream ended before the model finished its turn (no finish_reason)"
+            )
 
     def _error(self, detail: str, status_code: int | None = None) -> LLMProviderError:
         return LLMProviderError(
@@ -181,14 +183,16 @@ class OpenAIChatLLM:
 
         if isinstance(exc, APITimeoutError):
             return self._error(
-                f"no answer within the {self.timeout:g}s timeout; raise timeout= or check the server"
+                f"no answer within the {self.timeout:g}s timeout; check the server or raise timeout"
             )
         if isinstance(exc, APIConnectionError):
             cause = exc.__cause__
             reason = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
             if mid_stream:
                 return self._error(f"the connection broke mid-stream ({reason})")
-            return self._error(f"could not connect ({reason}); is the server running and reachable?")
+            return self._error(
+                f"could not connect ({reason}); is the server running and reachable?"
+            )
         if isinstance(exc, APIStatusError):
             status = exc.status_code
             return self._error(
@@ -196,7 +200,9 @@ class OpenAIChatLLM:
             )
         if isinstance(exc, APIError):
             # The SDK raises a bare APIError for an `error` object inside a data chunk.
-            return self._error(f"the server reported an error in the stream: {_server_message(exc)}")
+            return self._error(
+                f"the server reported an error in the stream: {_server_message(exc)}"
+            )
         return self._error(str(exc))
 
 
@@ -263,7 +269,10 @@ def _chat_messages(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessag
                 assistant["name"] = message.name
             mapped.append(assistant)
         elif message.role == "system":
-            system: ChatCompletionSystemMessageParam = {"role": "system", "content": message.content}
+            system: ChatCompletionSystemMessageParam = {
+                "role": "system",
+                "content": message.content,
+            }
             if message.name:
                 system["name"] = message.name
             mapped.append(system)
@@ -327,7 +336,7 @@ class _PartialCall:
 
 
 class _ToolCallAssembler:
-    """Joins streamed tool-call fragments by `index`; only a call's first fragment has id and name."""
+    """Joins streamed tool-call fragments by `index`; only the first fragment has id and name."""
 
     def __init__(self) -> None:
         self._calls: list[_PartialCall] = []

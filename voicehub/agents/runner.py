@@ -80,8 +80,9 @@ async def run_agent(
             prepared = prepare_step(step, list(history))
             seen = await prepared if inspect.isawaitable(prepared) else prepared
         turn = await complete(agent.llm, seen, specs, tool_choice=tool_choice)
-        history.append(ChatMessage(role="assistant", content=turn.text,
-                                   tool_calls=tuple(turn.tool_calls)))
+        history.append(
+            ChatMessage(role="assistant", content=turn.text, tool_calls=tuple(turn.tool_calls))
+        )
         if turn.text:
             spoken.append(turn.text)
         if not turn.tool_calls:
@@ -90,8 +91,11 @@ async def run_agent(
         for call in turn.tool_calls:
             result = await _execute(call, tools, base_context)
             calls.append((call, result))
-            history.append(ChatMessage(role="tool", content=result.content,
-                                       tool_call_id=call.id, name=call.name))
+            history.append(
+                ChatMessage(
+                    role="tool", content=result.content, tool_call_id=call.id, name=call.name
+                )
+            )
             if on_tool_result is not None:
                 await on_tool_result(call, result)
             stopped = stopped or call.name in stop_tools
@@ -104,9 +108,17 @@ async def _execute(call: ToolCall, tools: dict[str, Tool], context: ToolContext)
     tool = tools.get(call.name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "none"
-        return ToolResult(call.id, call.name,
-                          f"error: unknown tool {call.name!r}; available tools: {known}",
-                          is_error=True)
-    scoped = ToolContext(hub=context.hub, room_id=context.room_id, agent_id=context.agent_id,
-                         call_id=call.id, state=context.state)
+        return ToolResult(
+            call.id,
+            call.name,
+            f"error: unknown tool {call.name!r}; available tools: {known}",
+            is_error=True,
+        )
+    scoped = ToolContext(
+        hub=context.hub,
+        room_id=context.room_id,
+        agent_id=context.agent_id,
+        call_id=call.id,
+        state=context.state,
+    )
     return await tool.invoke(call.arguments, scoped)

@@ -12,6 +12,7 @@ field of a JSON tool result. Unknown placeholders render empty.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -70,8 +71,9 @@ class ScriptedLLM:
         fallback: str = "Sorry, I can't help with that yet.",
         instruction_fallback: str | None = None,
     ) -> None:
-        self.rules = [r if isinstance(r, ScriptedRule) else ScriptedRule.model_validate(r)
-                      for r in rules]
+        self.rules = [
+            r if isinstance(r, ScriptedRule) else ScriptedRule.model_validate(r) for r in rules
+        ]
         self._compiled = [_compile(rule) for rule in self.rules]
         self.fallback = fallback
         self.instruction_fallback = instruction_fallback
@@ -121,16 +123,26 @@ class ScriptedLLM:
                 chunks.append(TextDelta(text=render(rule.say, values)))
             if wants_tool and rule.tool is not None:
                 self._calls += 1
-                arguments = {k: render(v, values) if isinstance(v, str) else v
-                             for k, v in rule.arguments.items()}
-                call = ToolCall(id=f"call_{index}_{self._calls}", name=rule.tool,
-                                arguments=json.dumps(arguments))
+                arguments = {
+                    k: render(v, values) if isinstance(v, str) else v
+                    for k, v in rule.arguments.items()
+                }
+                call = ToolCall(
+                    id=f"call_{index}_{self._calls}",
+                    name=rule.tool,
+                    arguments=json.dumps(arguments),
+                )
                 chunks.append(ToolCallChunk(call=call))
             if chunks:
                 return chunks
         if on == "instruction" and self.instruction_fallback is not None:
-            return [TextDelta(text=render(self.instruction_fallback,
-                                          {"message": text, "last_user": last_user}))]
+            return [
+                TextDelta(
+                    text=render(
+                        self.instruction_fallback, {"message": text, "last_user": last_user}
+                    )
+                )
+            ]
         return [TextDelta(text=self.fallback)]
 
     def _after_tool(self, messages: Sequence[ChatMessage]) -> list[LLMChunk]:
@@ -145,10 +157,8 @@ class ScriptedLLM:
         last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
         result = " ".join(results)
         values: dict[str, Any] = {"result": result, "last_user": last_user, "message": last_user}
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             values["result_data"] = json.loads(result)
-        except json.JSONDecodeError:
-            pass
         template = rule.reply if rule is not None and rule.reply is not None else "{result}"
         return [TextDelta(text=render(template, values))]
 

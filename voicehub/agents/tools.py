@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints
 
@@ -62,8 +62,9 @@ class Tool:
         self.description = description or _first_paragraph(inspect.getdoc(function) or "")
         self.context_parameter: str | None = None
         self.arguments_model = self._build_model()
-        self.spec = ToolSpec(name=self.name, description=self.description,
-                             parameters=self._schema())
+        self.spec = ToolSpec(
+            name=self.name, description=self.description, parameters=self._schema()
+        )
 
     def _build_model(self) -> type[BaseModel]:
         hints = get_type_hints(self.function)
@@ -95,8 +96,10 @@ class Tool:
         try:
             raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
         except json.JSONDecodeError as exc:
-            return self._error(call_id, f"arguments are not valid JSON ({exc.msg}); "
-                                        f"send a JSON object matching the schema")
+            return self._error(
+                call_id,
+                f"arguments are not valid JSON ({exc.msg}); send a JSON object matching the schema",
+            )
         if not isinstance(raw, dict):
             return self._error(call_id, "arguments must be a JSON object")
         try:
@@ -118,8 +121,9 @@ class Tool:
         return ToolResult(call_id, self.name, _to_text(value), data=value)
 
     def _error(self, call_id: str, message: str) -> ToolResult:
-        return ToolResult(call_id, self.name, f"error in tool {self.name}: {message}",
-                          is_error=True)
+        return ToolResult(
+            call_id, self.name, f"error in tool {self.name}: {message}", is_error=True
+        )
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -137,8 +141,6 @@ def tool(
         return Tool(fn, name=name, description=description)
 
     return wrap(function) if function is not None else wrap
-
-
 
 
 def _first_paragraph(doc: str) -> str:

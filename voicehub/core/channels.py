@@ -30,10 +30,10 @@ class Channel(ABC):
     async def on_event(self, event: Event, room: Room) -> None:
         """Receive an event broadcast in `room`."""
 
-    async def on_attach(self, room: Room) -> None:
+    async def on_attach(self, room: Room) -> None:  # noqa: B027 (optional hook)
         """Called when the channel is bound to `room`."""
 
-    async def on_detach(self, room: Room) -> None:
+    async def on_detach(self, room: Room) -> None:  # noqa: B027 (optional hook)
         """Called when the channel is unbound from `room` (or the room closes)."""
 
 
@@ -58,8 +58,14 @@ class TextChannel(Channel):
 
     async def send(self, room: Room, text: str, **metadata: object) -> Event | None:
         """Post a user message into `room` as this channel."""
-        event = Event(kind=EventKind.MESSAGE, text=text, source=self.channel_id,
-                      source_type=self.channel_type, role="user", metadata=dict(metadata))
+        event = Event(
+            kind=EventKind.MESSAGE,
+            text=text,
+            source=self.channel_id,
+            source_type=self.channel_type,
+            role="user",
+            metadata=dict(metadata),
+        )
         return await room.post(event)
 
     async def on_event(self, event: Event, room: Room) -> None:

@@ -72,8 +72,20 @@ class Event(BaseModel):
         return self.model_copy(update={"metadata": {**self.metadata, **updates}})
 
 
-def message(text: str, *, source: str = "user", role: str = "user",
-            source_type: ChannelType = ChannelType.TEXT, **metadata: Any) -> Event:
+def message(
+    text: str,
+    *,
+    source: str = "user",
+    role: str = "user",
+    source_type: ChannelType = ChannelType.TEXT,
+    **metadata: Any,
+) -> Event:
     """Shorthand for a message event."""
-    return Event(kind=EventKind.MESSAGE, text=text, source=source, role=role,
-                 source_type=source_type, metadata=metadata)
+    return Event(
+        kind=EventKind.MESSAGE,
+        text=text,
+        source=source,
+        role=role,
+        source_type=source_type,
+        metadata=metadata,
+    )

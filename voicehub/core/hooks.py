@@ -116,8 +116,14 @@ class HookRegistry:
         name: str = "",
     ) -> Hook:
         self._order += 1
-        hook = Hook(priority, self._order, trigger, execution, function,
-                    name or getattr(function, "__name__", "hook"))
+        hook = Hook(
+            priority,
+            self._order,
+            trigger,
+            execution,
+            function,
+            name or getattr(function, "__name__", "hook"),
+        )
         table = self._global if room_id is None else self._rooms.setdefault(room_id, {})
         hooks = table.setdefault(trigger, [])
         hooks.append(hook)
@@ -179,11 +185,11 @@ class HookRegistry:
         try:
             await hook.function(event, context)
         except Exception:  # an observer must never break the room
-            log.exception("async hook %r failed on %s in room %s",
-                          hook.name, context.trigger, context.room_id)
+            log.exception(
+                "async hook %r failed on %s in room %s", hook.name, context.trigger, context.room_id
+            )
 
     async def drain(self) -> None:
         """Wait for running ASYNC hooks (tests and shutdown)."""
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from voicehub.core.channels import Channel
 from voicehub.core.clock import Clock, SystemClock
@@ -19,6 +19,7 @@ from voicehub.core.hooks import (
     HookRegistry,
     HookTrigger,
 )
+from voicehub.core.jobs import BackgroundJobs
 from voicehub.core.room import Room
 from voicehub.core.store.base import RoomRecord, RoomStatus, Store
 from voicehub.core.store.memory import MemoryStore
@@ -26,19 +27,11 @@ from voicehub.errors import RoomNotFoundError, UnknownAgentError
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
+    from voicehub.delivery.service import DeliveryService
     from voicehub.orchestration.base import Orchestration
     from voicehub.orchestration.delegation import Delegation, TaskHandle
 
 log = logging.getLogger("voicehub.hub")
-
-
-class Deliverer(Protocol):
-    """What `hub.deliver` hands results to (the delivery service)."""
-
-    async def deliver(
-        self, room_id: str, content: str, *, strategy: Any = None,
-        metadata: dict[str, Any] | None = None, delivery_id: str | None = None,
-    ) -> str: ...
 
 
 class _Default:
@@ -71,17 +64,22 @@ class Hub:
         self.hooks = HookRegistry()
         self.orchestration = orchestration
         self.delivery_strategy = delivery_strategy
-        self.delivery: Deliverer | None = None
         self.agents: dict[str, Agent] = {}
+        self.jobs = BackgroundJobs()
         self._rooms: dict[str, Room] = {}
         self._room_orchestrations: dict[str, Orchestration] = {}
-        # The hub composes delegation; imported here so `core` stays importable on its own.
+        # The hub composes delegation and delivery; they are imported here, not at module
+        # level, because both build on `core` (dependencies point one way).
+        from voicehub.delivery.service import DeliveryService
         from voicehub.orchestration.delegation import Delegation
 
         self.tasks: Delegation = Delegation(
-            self, max_concurrent=max_concurrent_tasks, max_per_room=max_tasks_per_room,
+            self,
+            max_concurrent=max_concurrent_tasks,
+            max_per_room=max_tasks_per_room,
             default_timeout=task_timeout,
         )
+        self.delivery: DeliveryService = DeliveryService(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -93,17 +91,15 @@ class Hub:
         await self.aclose()
 
     async def start(self) -> None:
-        """Start background services (the delivery service, if one is attached)."""
-        starter = getattr(self.delivery, "start", None)
-        if starter is not None:
-            await starter()
+        """Start background services: the delivery service reloads unfinished results."""
+        await self.delivery.start()
 
     async def aclose(self) -> None:
         """Cancel running tasks, stop delivery, close the store. Undelivered results stay."""
+        for room_id in {*self._rooms}:
+            await self.jobs.cancel_room(room_id)
         await self.tasks.cancel_all()
-        stopper = getattr(self.delivery, "aclose", None)
-        if stopper is not None:
-            await stopper()
+        await self.delivery.aclose()
         await self.hooks.drain()
         await self.store.close()
 
@@ -177,6 +173,7 @@ class Hub:
         room = self._rooms.get(room_id)
         if room is None:
             return
+        await self.jobs.cancel_room(room_id)
         await self.tasks.cancel_room(room_id)
         room.status = RoomStatus.CLOSED
         for channel_id in list(room.channels):
@@ -213,8 +210,9 @@ class Hub:
         """Decorator registering a hub-wide (or, with `room_id`, room-scoped) hook."""
 
         def register(function: HookFunction) -> HookFunction:
-            self.hooks.add(trigger, function, execution=execution, priority=priority,
-                           room_id=room_id)
+            self.hooks.add(
+                trigger, function, execution=execution, priority=priority, room_id=room_id
+            )
             return function
 
         return register
@@ -236,13 +234,21 @@ class Hub:
         share_channels: Sequence[str] | None = None,
         timeout: float | None = None,
         metadata: dict[str, Any] | None = None,
+        stop_tools: Sequence[str] = (),
     ) -> TaskHandle:
         """Run `agent` on `task` in a new child room `<parent>::task-<n>`; returns at once."""
         if isinstance(agent, str):
             agent = self.agent(agent)
         parent_id = parent_room.id if isinstance(parent_room, Room) else parent_room
-        return await self.tasks.delegate(agent, task, parent_id, share_channels=share_channels,
-                                         timeout=timeout, metadata=metadata)
+        return await self.tasks.delegate(
+            agent,
+            task,
+            parent_id,
+            share_channels=share_channels,
+            timeout=timeout,
+            metadata=metadata,
+            stop_tools=stop_tools,
+        )
 
     async def deliver(
         self,
@@ -255,20 +261,23 @@ class Hub:
     ) -> str:
         """Hand a result to the delivery service, to be spoken into `room_id` at the right
         moment with `strategy` (the desk default when None). Returns the delivery id."""
-        if self.delivery is None:
-            from voicehub.delivery.service import DeliveryService
-
-            self.delivery = DeliveryService(self)
-            await self.delivery.start()
-        return await self.delivery.deliver(room_id, content, strategy=strategy,
-                                           metadata=metadata, delivery_id=delivery_id)
+        return await self.delivery.deliver(
+            room_id, content, strategy=strategy, metadata=metadata, delivery_id=delivery_id
+        )
 
     async def wait_idle(self) -> None:
-        """Wait until background hooks have run (tests)."""
+        """Wait until background jobs and hooks have finished (tests, shutdown)."""
         await asyncio.sleep(0)
+        await self.jobs.wait()
         await self.hooks.drain()
 
 
 def _system_event(room_id: str, text: str) -> Event:
-    return Event(kind=EventKind.SYSTEM, text=text, source="hub", role="system",
-                 source_type=ChannelType.SYSTEM, room_id=room_id)
+    return Event(
+        kind=EventKind.SYSTEM,
+        text=text,
+        source="hub",
+        role="system",
+        source_type=ChannelType.SYSTEM,
+        room_id=room_id,
+    )

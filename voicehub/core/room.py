@@ -41,9 +41,14 @@ class Room:
         return self._seq
 
     def record(self) -> RoomRecord:
-        return RoomRecord(id=self.id, parent_id=self.parent_id, status=self.status,
-                          metadata=dict(self.metadata), created_at=self.created_at,
-                          closed_at=time.time() if not self.is_open else None)
+        return RoomRecord(
+            id=self.id,
+            parent_id=self.parent_id,
+            status=self.status,
+            metadata=dict(self.metadata),
+            created_at=self.created_at,
+            closed_at=time.time() if not self.is_open else None,
+        )
 
     async def attach(self, channel: Channel) -> None:
         """Bind `channel` to this room (it will receive broadcasts)."""
@@ -69,11 +74,19 @@ class Room:
         if event.room_id != self.id:
             event = event.model_copy(update={"room_id": self.id})
         if hooks.has(HookTrigger.BEFORE_BROADCAST, self.id):
-            outcome = await hooks.run(HookTrigger.BEFORE_BROADCAST, event,
-                                      HookContext(self.hub, self.id, HookTrigger.BEFORE_BROADCAST))
+            outcome = await hooks.run(
+                HookTrigger.BEFORE_BROADCAST,
+                event,
+                HookContext(self.hub, self.id, HookTrigger.BEFORE_BROADCAST),
+            )
             if outcome.blocked:
-                log.info("event %s blocked in room %s by %s: %s",
-                         event.id, self.id, outcome.blocked_by, outcome.reason)
+                log.info(
+                    "event %s blocked in room %s by %s: %s",
+                    event.id,
+                    self.id,
+                    outcome.blocked_by,
+                    outcome.reason,
+                )
                 return None
             event = outcome.event
         # Number the event before any await so concurrent posts keep their order.
@@ -86,9 +99,16 @@ class Room:
             try:
                 await channel.on_event(event, self)
             except Exception:  # one broken channel must not silence the others
-                log.exception("channel %s failed on event %s in room %s",
-                              channel.channel_id, event.id, self.id)
+                log.exception(
+                    "channel %s failed on event %s in room %s",
+                    channel.channel_id,
+                    event.id,
+                    self.id,
+                )
         if hooks.has(HookTrigger.AFTER_BROADCAST, self.id):
-            await hooks.run(HookTrigger.AFTER_BROADCAST, event,
-                            HookContext(self.hub, self.id, HookTrigger.AFTER_BROADCAST))
+            await hooks.run(
+                HookTrigger.AFTER_BROADCAST,
+                event,
+                HookContext(self.hub, self.id, HookTrigger.AFTER_BROADCAST),
+            )
         return event

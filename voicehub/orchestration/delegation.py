@@ -64,8 +64,9 @@ class TaskHandle:
     parent_room_id: str
     input: str
     status: TaskStatus = TaskStatus.QUEUED
-    _future: asyncio.Future[TaskResult] = field(default_factory=lambda: asyncio.get_running_loop()
-                                                .create_future(), repr=False)
+    _future: asyncio.Future[TaskResult] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future(), repr=False
+    )
     _runner: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
@@ -93,8 +94,9 @@ class TaskHandle:
 class Delegation:
     """The hub's task manager."""
 
-    def __init__(self, hub: Hub, *, max_concurrent: int, max_per_room: int,
-                 default_timeout: float | None) -> None:
+    def __init__(
+        self, hub: Hub, *, max_concurrent: int, max_per_room: int, default_timeout: float | None
+    ) -> None:
         if max_concurrent < 1 or max_per_room < 1:
             raise VoicehubError("task concurrency limits must be at least 1")
         self.hub = hub
@@ -125,6 +127,7 @@ class Delegation:
         share_channels: Sequence[str] | None = None,
         timeout: float | None = None,
         metadata: dict[str, Any] | None = None,
+        stop_tools: Sequence[str] = (),
     ) -> TaskHandle:
         parent = self.hub.room(parent_room_id)
         shared = []
@@ -132,8 +135,10 @@ class Delegation:
             channel = parent.channels.get(channel_id)
             if channel is None:
                 known = ", ".join(sorted(parent.channels)) or "none"
-                raise VoicehubError(f"cannot share channel {channel_id!r} with a worker: room "
-                                    f"{parent_room_id!r} has no such channel (it has: {known})")
+                raise VoicehubError(
+                    f"cannot share channel {channel_id!r} with a worker: room "
+                    f"{parent_room_id!r} has no such channel (it has: {known})"
+                )
             shared.append(channel)
         number = self._counters.get(parent_room_id)
         if number is None:
@@ -142,41 +147,74 @@ class Delegation:
         self._counters[parent_room_id] = number
         handle = TaskHandle(f"{parent_room_id}::task-{number}", agent.id, parent_room_id, task)
         self._live[handle.task_id] = handle
-        record = TaskRecord(id=handle.task_id, parent_room_id=parent_room_id,
-                            child_room_id=handle.task_id, agent_id=agent.id, input=task,
-                            metadata=dict(metadata or {}))
+        record = TaskRecord(
+            id=handle.task_id,
+            parent_room_id=parent_room_id,
+            child_room_id=handle.task_id,
+            agent_id=agent.id,
+            input=task,
+            metadata=dict(metadata or {}),
+        )
         await self.hub.store.save_task(record)
-        await self.hub.run_hooks(HookTrigger.ON_TASK_DELEGATED,
-                                 _task_event(parent_room_id, handle, task))
+        await self.hub.run_hooks(
+            HookTrigger.ON_TASK_DELEGATED, _task_event(parent_room_id, handle, task)
+        )
         limit = timeout if timeout is not None else self.default_timeout
-        handle._runner = asyncio.create_task(self._run(handle, agent, record, shared, limit))
+        handle._runner = asyncio.create_task(
+            self._run(handle, agent, record, shared, limit, tuple(stop_tools))
+        )
         return handle
 
-    async def _run(self, handle: TaskHandle, agent: Agent, record: TaskRecord,
-                   shared: list[Any], timeout: float | None) -> None:
-        room_slots = self._room_slots.setdefault(handle.parent_room_id,
-                                                 asyncio.Semaphore(self.max_per_room))
+    async def _run(
+        self,
+        handle: TaskHandle,
+        agent: Agent,
+        record: TaskRecord,
+        shared: list[Any],
+        timeout: float | None,
+        stop_tools: tuple[str, ...],
+    ) -> None:
+        room_slots = self._room_slots.setdefault(
+            handle.parent_room_id, asyncio.Semaphore(self.max_per_room)
+        )
         result: TaskResult
         try:
             async with room_slots, self._slots:
                 handle.status = TaskStatus.RUNNING
-                await self.hub.store.save_task(record.model_copy(
-                    update={"status": TaskStatus.RUNNING}))
-                result = await self._work_with_timeout(handle, agent, shared, timeout)
+                await self.hub.store.save_task(
+                    record.model_copy(update={"status": TaskStatus.RUNNING})
+                )
+                result = await self._work_with_timeout(handle, agent, shared, timeout, stop_tools)
         except asyncio.CancelledError:
-            result = TaskResult(handle.task_id, agent.id, handle.parent_room_id,
-                                TaskStatus.CANCELLED, reason="cancelled before it finished")
+            result = TaskResult(
+                handle.task_id,
+                agent.id,
+                handle.parent_room_id,
+                TaskStatus.CANCELLED,
+                reason="cancelled before it finished",
+            )
         except Exception as exc:  # the worker's fault must never crash the hub
             log.exception("task %s (%s) failed", handle.task_id, agent.id)
-            result = TaskResult(handle.task_id, agent.id, handle.parent_room_id,
-                                TaskStatus.FAILED, reason=f"{type(exc).__name__}: {exc}")
+            result = TaskResult(
+                handle.task_id,
+                agent.id,
+                handle.parent_room_id,
+                TaskStatus.FAILED,
+                reason=f"{type(exc).__name__}: {exc}",
+            )
         await self._finish(handle, record, result)
 
-    async def _work_with_timeout(self, handle: TaskHandle, agent: Agent, shared: list[Any],
-                                 timeout: float | None) -> TaskResult:
+    async def _work_with_timeout(
+        self,
+        handle: TaskHandle,
+        agent: Agent,
+        shared: list[Any],
+        timeout: float | None,
+        stop_tools: tuple[str, ...],
+    ) -> TaskResult:
         if timeout is None:
-            return await self._work(handle, agent, shared)
-        work = asyncio.create_task(self._work(handle, agent, shared))
+            return await self._work(handle, agent, shared, stop_tools)
+        work = asyncio.create_task(self._work(handle, agent, shared, stop_tools))
         watchdog = asyncio.create_task(self.hub.clock.sleep(timeout))
         try:
             await asyncio.wait({work, watchdog}, return_when=asyncio.FIRST_COMPLETED)
@@ -186,39 +224,70 @@ class Delegation:
                 work.cancel()
                 await asyncio.gather(work, return_exceptions=True)
         if work.cancelled():
-            return TaskResult(handle.task_id, agent.id, handle.parent_room_id,
-                              TaskStatus.TIMED_OUT, reason=f"no result within {timeout:g} s")
+            return TaskResult(
+                handle.task_id,
+                agent.id,
+                handle.parent_room_id,
+                TaskStatus.TIMED_OUT,
+                reason=f"no result within {timeout:g} s",
+            )
         return work.result()
 
-    async def _work(self, handle: TaskHandle, agent: Agent, shared: list[Any]) -> TaskResult:
+    async def _work(
+        self, handle: TaskHandle, agent: Agent, shared: list[Any], stop_tools: tuple[str, ...]
+    ) -> TaskResult:
         hub = self.hub
-        child = await hub.create_room(handle.task_id, parent_id=handle.parent_room_id,
-                                      metadata={"task_id": handle.task_id, "agent_id": agent.id},
-                                      orchestration=None)
+        child = await hub.create_room(
+            handle.task_id,
+            parent_id=handle.parent_room_id,
+            metadata={"task_id": handle.task_id, "agent_id": agent.id},
+            orchestration=None,
+        )
         try:
             for channel in shared:
                 await child.attach(channel)
-            await child.post(Event(kind=EventKind.MESSAGE, text=handle.input,
-                                   source=handle.parent_room_id, role="user",
-                                   source_type=ChannelType.SYSTEM))
+            await child.post(
+                Event(
+                    kind=EventKind.MESSAGE,
+                    text=handle.input,
+                    source=handle.parent_room_id,
+                    role="user",
+                    source_type=ChannelType.SYSTEM,
+                )
+            )
             worker = AgentChannel(agent)
-            run = await worker.run(child, [ChatMessage(role="user", content=handle.input)])
+            run = await worker.run(
+                child, [ChatMessage(role="user", content=handle.input)], stop_tools=stop_tools
+            )
             if run.text:
                 await worker.say(child, run.text)
-            return TaskResult(handle.task_id, agent.id, handle.parent_room_id, TaskStatus.OK,
-                              output=run.text, tool_calls=tuple(run.tool_calls))
+            return TaskResult(
+                handle.task_id,
+                agent.id,
+                handle.parent_room_id,
+                TaskStatus.OK,
+                output=run.text,
+                tool_calls=tuple(run.tool_calls),
+            )
         finally:
             await hub.close_room(child.id)
 
     async def _finish(self, handle: TaskHandle, record: TaskRecord, result: TaskResult) -> None:
         handle.status = result.status
         self._live.pop(handle.task_id, None)
-        final = record.model_copy(update={"status": result.status, "output": result.output,
-                                          "reason": result.reason, "finished_at": time.time()})
+        final = record.model_copy(
+            update={
+                "status": result.status,
+                "output": result.output,
+                "reason": result.reason,
+                "finished_at": time.time(),
+            }
+        )
         try:
             await self.hub.store.save_task(final)
-            event = _task_event(handle.parent_room_id, handle, result.describe(),
-                                status=result.status.value)
+            event = _task_event(
+                handle.parent_room_id, handle, result.describe(), status=result.status.value
+            )
             await self.hub.run_hooks(HookTrigger.ON_TASK_COMPLETED, event)
         finally:
             if not handle._future.done():
@@ -251,6 +320,12 @@ class Delegation:
 
 
 def _task_event(room_id: str, handle: TaskHandle, text: str, **metadata: Any) -> Event:
-    return Event(kind=EventKind.TASK, text=text, source="hub", role="system",
-                 source_type=ChannelType.SYSTEM, room_id=room_id,
-                 metadata={"task_id": handle.task_id, "agent_id": handle.agent_id, **metadata})
+    return Event(
+        kind=EventKind.TASK,
+        text=text,
+        source="hub",
+        role="system",
+        source_type=ChannelType.SYSTEM,
+        room_id=room_id,
+        metadata={"task_id": handle.task_id, "agent_id": handle.agent_id, **metadata},
+    )

@@ -155,8 +155,8 @@ class Resampler:
     """A streaming rational resampler: push int16 chunks, get int16 chunks, then flush.
 
     The output is aligned with the input (the filter delay is compensated) and the total
-    output length is ``ceil(n_in * to_rate / from_rate)``. Latency is about 16 samples of
-    the lower rate.
+    output length is ``ceil(n_in * to_rate / from_rate)``. Latency is 16 samples of the
+    lower rate. Equal rates pass samples through unchanged.
     """
 
     def __init__(self, from_rate: int, to_rate: int) -> None:
@@ -184,6 +184,8 @@ class Resampler:
         """Feed int16 samples; return the output samples that are now computable."""
         if self._flushed:
             raise RuntimeError("Resampler was flushed: create a new one for a new stream")
+        if self.from_rate == self.to_rate:
+            return np.array(samples, dtype=np.int16)
         chunk = np.asarray(samples, dtype=np.float64)
         self._buffer = np.concatenate((self._buffer, chunk))
         self._consumed += len(chunk)
@@ -194,6 +196,8 @@ class Resampler:
         if self._flushed:
             return np.zeros(0, dtype=np.int16)
         self._flushed = True
+        if self.from_rate == self.to_rate:
+            return np.zeros(0, dtype=np.int16)
         total = -(-self._consumed * self._up // self._down)  # ceil without floats
         tail = np.zeros(self._delay // self._up + 1, dtype=np.float64)
         self._buffer = np.concatenate((self._buffer, tail))

@@ -1,0 +1,1 @@
+"""Delivery: speaking background results into a call at the right moment."""

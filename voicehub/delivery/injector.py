@@ -1,0 +1,73 @@
+"""How the delivery service speaks into a room: the `Injector` protocol, and the text-room
+injector that posts a message at once."""
+
+from __future__ import annotations
+
+import asyncio
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from voicehub.core.events import ChannelType, Event, EventKind
+
+if TYPE_CHECKING:
+    from voicehub.core.clock import Clock
+    from voicehub.core.hub import Hub
+
+
+class InjectOutcome(StrEnum):
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"
+
+
+class Injector(Protocol):
+    """Speaks a result into a live session.
+
+    `inject` returns only when the speech is over: FINISHED when it played to the end (the
+    transport confirmed playout), INTERRUPTED when the caller cut it off. It raises on
+    failure. `allow_interrupt` lets it cut the agent's own speech (the Immediate strategy).
+    """
+
+    async def inject(
+        self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
+    ) -> InjectOutcome: ...
+
+
+class TextInjector:
+    """Delivers into a text room by posting the result as a delivery message now."""
+
+    def __init__(self, hub: Hub, room_id: str) -> None:
+        self.hub = hub
+        self.room_id = room_id
+
+    async def inject(
+        self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
+    ) -> InjectOutcome:
+        await self.hub.post(
+            self.room_id,
+            Event(
+                kind=EventKind.DELIVERY,
+                text=text,
+                source="delivery",
+                role="assistant",
+                source_type=ChannelType.SYSTEM,
+                metadata=metadata,
+            ),
+        )
+        return InjectOutcome.FINISHED
+
+
+class AlwaysIdle:
+    """Activity of a room with no voice: live and idle since it was attached."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.user_speaking = False
+        self.is_idle = True
+        self.idle_since: float | None = clock.now()
+        self.session_live = True
+        self.version = 0
+
+    def snapshot(self) -> AlwaysIdle:
+        return self
+
+    async def wait_for_change(self, after_version: int) -> Any:
+        await asyncio.Event().wait()  # a text room's activity never changes

@@ -1,0 +1,1 @@
+"""Voice engine: audio utilities, the VoiceSession seam, and speech providers."""

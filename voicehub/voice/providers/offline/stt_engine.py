@@ -1,0 +1,229 @@
+"""PocketSphinx recognition without livekit: a decoder pool and a per-caller recognizer.
+
+A PocketSphinx ``Decoder`` loads the en-us model shipped in the wheel (about 90 MB and one
+second per decoder), so decoders are pooled and reused across calls. A decoder holds the GIL
+while it decodes, so worker threads would not run in parallel: callers feed it 20 ms frames
+inline, which keeps each hold short (1-4 ms).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from voicehub.voice.audio import FrameSplitter, pcm16_to_int16, resample_pcm16
+from voicehub.voice.providers import vendor_import
+
+SAMPLE_RATE = 16000
+"""The rate the en-us acoustic model expects."""
+
+_FRAME_MS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """The result of one utterance. Times are seconds from the start of the stream."""
+
+    text: str
+    confidence: float = 0.0
+    start_time: float = 0.0
+    end_time: float = 0.0
+
+
+class DecoderPool:
+    """Idle PocketSphinx decoders, ready for the next stream.
+
+    A released decoder gets its cepstral mean reset, so a result never depends on which
+    call used the decoder before.
+    """
+
+    def __init__(self, *, max_idle: int = 8, **decoder_options: Any) -> None:
+        self._options: dict[str, Any] = {"loglevel": "FATAL", **decoder_options}
+        self._idle: list[Any] = []
+        self._max_idle = max_idle
+        self._lock = threading.Lock()
+        self._initial_cmn: str | None = None
+
+    def acquire(self) -> Any:
+        """Return an idle decoder, or build one (blocking, about one second)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        with vendor_import("pocketsphinx"):
+            from pocketsphinx import Decoder
+
+        decoder = Decoder(**self._options)
+        if self._initial_cmn is None:
+            self._initial_cmn = decoder.get_cmn(False)
+        return decoder
+
+    def release(self, decoder: Any) -> None:
+        """Give a decoder back (it must not be in an utterance)."""
+        if self._initial_cmn is not None:
+            decoder.set_cmn(self._initial_cmn)
+        with self._lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append(decoder)
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    """The hypothesis changed while the caller is still speaking."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    """An utterance ended (flush or trailing silence) with this transcript."""
+
+    transcript: Transcript
+
+
+RecognizerEvent = Partial | Final
+
+
+class SphinxRecognizer:
+    """One caller's recognition state over a pooled decoder: 16 kHz PCM16 in, events out.
+
+    A cheap gate (PocketSphinx's built-in WebRTC VAD, about 2 us per frame) keeps silence
+    away from the decoder, which costs 1-4 ms per frame: it starts feeding with ``pre_roll``
+    seconds of buffered audio when it hears speech, and stops after ``hangover`` seconds
+    without speech. When ``endpoint_silence`` is set and the utterance has words, that much
+    silence ends it with a :class:`Final`, which makes STT turn detection possible.
+    """
+
+    def __init__(
+        self,
+        decoder: Any,
+        *,
+        gate: bool = True,
+        pre_roll: float = 0.3,
+        hangover: float = 0.5,
+        endpoint_silence: float | None = 1.0,
+    ) -> None:
+        self.decoder = decoder
+        self._frames = FrameSplitter(SAMPLE_RATE, _FRAME_MS)
+        self._gate = None
+        if gate:
+            with vendor_import("pocketsphinx"):
+                from pocketsphinx import Vad
+
+            self._gate = Vad(Vad.LOOSE, SAMPLE_RATE, _FRAME_MS / 1000)
+        self._pre_roll: deque[bytes] = deque(maxlen=max(1, round(pre_roll * 50)))
+        self._hangover_frames = max(1, round(hangover * 50))
+        self._endpoint_frames = round(endpoint_silence * 50) if endpoint_silence else None
+        self._frame_index = 0  # 20 ms frames seen since the stream started
+        self._feeding = False
+        self._silent_frames = 0
+        self._in_utterance = False
+        self._speech_start: int | None = None  # frame index of the first speech frame
+        self._speech_end = 0
+        self._text = ""
+
+    @property
+    def text(self) -> str:
+        """The current hypothesis of the open utterance."""
+        return self._text
+
+    def feed(self, pcm16: bytes, sample_rate: int = SAMPLE_RATE) -> list[RecognizerEvent]:
+        """Process audio of any length; return the partials and finals it produced."""
+        if sample_rate != SAMPLE_RATE:
+            pcm16 = resample_pcm16(pcm16, sample_rate, SAMPLE_RATE)
+        events: list[RecognizerEvent] = []
+        for frame in self._frames.push(pcm16):
+            self._feed_frame(frame, events)
+        return events
+
+    def _feed_frame(self, frame: bytes, events: list[RecognizerEvent]) -> None:
+        index = self._frame_index
+        self._frame_index += 1
+        speech = self._gate is None or bool(self._gate.is_speech(frame))
+        if speech:
+            self._silent_frames = 0
+            self._speech_end = index + 1
+            if self._speech_start is None:
+                self._speech_start = index
+        else:
+            self._silent_frames += 1
+
+        before = self._text
+        if self._feeding:
+            self._decode(frame)
+        elif speech:
+            self._feeding = True
+            self._decode(b"".join(self._pre_roll) + frame)
+            self._pre_roll.clear()
+        else:
+            self._pre_roll.append(frame)
+        if self._text and self._text != before:
+            events.append(Partial(self._text))
+
+        if self._gate is not None and self._silent_frames >= self._hangover_frames:
+            self._feeding = False
+        if self._endpoint_frames and self._silent_frames >= self._endpoint_frames and self._text:
+            events.append(Final(self._end_utterance()))
+
+    def _decode(self, pcm16: bytes) -> None:
+        if not self._in_utterance:
+            self.decoder.start_utt()
+            self._in_utterance = True
+        self.decoder.process_raw(pcm16, False, False)
+        hypothesis = self.decoder.hyp()
+        self._text = hypothesis.hypstr if hypothesis is not None else ""
+
+    def finish(self) -> Transcript:
+        """End the open utterance now (a flush) and return its transcript, maybe empty."""
+        pending = self._frames.flush(pad=False)
+        if pending and self._feeding:
+            self._decode(pending)
+        return self._end_utterance()
+
+    def _end_utterance(self) -> Transcript:
+        text, confidence = "", 0.0
+        if self._in_utterance:
+            self.decoder.end_utt()
+            self._in_utterance = False
+            hypothesis = self.decoder.hyp()
+            if hypothesis is not None:
+                text, confidence = hypothesis.hypstr, min(1.0, max(0.0, hypothesis.prob))
+        start = self._speech_start if self._speech_start is not None else self._frame_index
+        self._text = ""
+        self._speech_start = None
+        return Transcript(
+            text=text,
+            confidence=confidence,
+            start_time=start * _FRAME_MS / 1000,
+            end_time=max(start, self._speech_end) * _FRAME_MS / 1000,
+        )
+
+    def close(self) -> None:
+        """End any utterance so the decoder can go back to the pool."""
+        if self._in_utterance:
+            self.decoder.end_utt()
+            self._in_utterance = False
+
+
+_shared_pool = DecoderPool()
+
+
+def shared_pool() -> DecoderPool:
+    """The process-wide decoder pool used by default."""
+    return _shared_pool
+
+
+def transcribe(pcm16: bytes, sample_rate: int) -> str:
+    """Recognize a whole recording (any rate; resampled to 16 kHz); return its words.
+
+    Synchronous and livekit-free, for tests and the CLI. The whole buffer is one utterance.
+    """
+    pcm16_to_int16(pcm16)  # reject odd-sized input with a clear error
+    decoder = _shared_pool.acquire()
+    try:
+        recognizer = SphinxRecognizer(decoder, gate=False, endpoint_silence=None)
+        recognizer.feed(pcm16, sample_rate)
+        return recognizer.finish().text
+    finally:
+        _shared_pool.release(decoder)
