@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
@@ -13,6 +16,26 @@ from voicehub.core.store.base import (
     TaskRecord,
     TaskStatus,
 )
+
+
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+def _copy_json(value: Any) -> Any:
+    """Copy JSON-shaped data (dicts, lists, scalars); much cheaper than `copy.deepcopy`."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _copy(record: _Record) -> _Record:
+    """A copy sharing nothing mutable with `record` (records hold only JSON-shaped data;
+    their only mutable fields are the `metadata` and `strategy` dicts)."""
+    update = {name: _copy_json(value) for name in ("metadata", "strategy")
+              if (value := getattr(record, name, None))}
+    return record.model_copy(update=update)
 
 
 class MemoryStore:
@@ -26,20 +49,20 @@ class MemoryStore:
         self._deliveries: dict[str, DeliveryRecord] = {}
 
     async def create_room(self, room: RoomRecord) -> None:
-        self._rooms[room.id] = room.model_copy(deep=True)
+        self._rooms[room.id] = _copy(room)
 
     async def get_room(self, room_id: str) -> RoomRecord | None:
         room = self._rooms.get(room_id)
-        return room.model_copy(deep=True) if room else None
+        return _copy(room) if room else None
 
     async def update_room(self, room: RoomRecord) -> None:
-        self._rooms[room.id] = room.model_copy(deep=True)
+        self._rooms[room.id] = _copy(room)
 
     async def list_rooms(
         self, *, parent_id: str | None = None, status: RoomStatus | None = None
     ) -> list[RoomRecord]:
         return [
-            room.model_copy(deep=True)
+            _copy(room)
             for room in self._rooms.values()
             if (parent_id is None or room.parent_id == parent_id)
             and (status is None or room.status == status)
@@ -62,17 +85,17 @@ class MemoryStore:
         return events[-1].seq if events else 0
 
     async def save_task(self, task: TaskRecord) -> None:
-        self._tasks[task.id] = task.model_copy(deep=True)
+        self._tasks[task.id] = _copy(task)
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         task = self._tasks.get(task_id)
-        return task.model_copy(deep=True) if task else None
+        return _copy(task) if task else None
 
     async def list_tasks(
         self, *, parent_room_id: str | None = None, statuses: Sequence[TaskStatus] | None = None
     ) -> list[TaskRecord]:
         return [
-            task.model_copy(deep=True)
+            _copy(task)
             for task in self._tasks.values()
             if (parent_room_id is None or task.parent_room_id == parent_room_id)
             and (statuses is None or task.status in statuses)
@@ -84,15 +107,15 @@ class MemoryStore:
     async def put_delivery(self, delivery: DeliveryRecord) -> bool:
         if delivery.id in self._deliveries:
             return False
-        self._deliveries[delivery.id] = delivery.model_copy(deep=True)
+        self._deliveries[delivery.id] = _copy(delivery)
         return True
 
     async def update_delivery(self, delivery: DeliveryRecord) -> None:
-        self._deliveries[delivery.id] = delivery.model_copy(deep=True)
+        self._deliveries[delivery.id] = _copy(delivery)
 
     async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None:
         delivery = self._deliveries.get(delivery_id)
-        return delivery.model_copy(deep=True) if delivery else None
+        return _copy(delivery) if delivery else None
 
     async def list_deliveries(
         self,
@@ -101,7 +124,7 @@ class MemoryStore:
         statuses: Sequence[DeliveryStatus] | None = None,
     ) -> list[DeliveryRecord]:
         return [
-            d.model_copy(deep=True)
+            _copy(d)
             for d in sorted(self._deliveries.values(), key=lambda d: (d.created_at, d.id))
             if (room_id is None or d.room_id == room_id)
             and (statuses is None or d.status in statuses)
