@@ -16,8 +16,12 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="print performance figures")
     bench.add_argument("--json", type=Path, help="also write the figures as nested JSON")
     bench.add_argument("--only", action="append", help="run only this section (repeatable)")
-    bench.add_argument("--store", choices=["sqlite", "memory"], default="sqlite",
-                       help="store the figures are measured on (default: sqlite, as served)")
+    bench.add_argument(
+        "--store",
+        choices=["sqlite", "memory"],
+        default="sqlite",
+        help="store the figures are measured on (default: sqlite, as served)",
+    )
     bench.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
     return parser
 

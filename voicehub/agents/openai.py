@@ -123,7 +123,7 @@ class OpenAIChatLLM:
         choice = _tool_choice(tool_choice, tools)
         self.last_usage = None
         assembler = _ToolCallAssembler()
-        received_any = False
+        streaming = False
         finished = False
         try:
             response = await self._client.chat.completions.create(
@@ -137,18 +137,16 @@ class OpenAIChatLLM:
                 temperature=self.temperature if self.temperature is not None else omit,
                 extra_body=self._extra_body,
             )
+            streaming = True
             async with response:
                 async for chunk in response:
-                    received_any = True
                     if chunk.usage is not None:
                         self.last_usage = TokenUsage(
                             prompt_tokens=chunk.usage.prompt_tokens,
                             completion_tokens=chunk.usage.completion_tokens,
                             total_tokens=chunk.usage.total_tokens,
                         )
-                    for streamed in chunk.choices:
-                        if streamed.index != 0:  # we never ask for n > 1
-                            continue
+                    for streamed in chunk.choices:  # one choice: we never ask for n > 1
                         delta = streamed.delta
                         if delta.content:
                             yield TextDelta(text=delta.content)
@@ -161,7 +159,7 @@ class OpenAIChatLLM:
                                     raise self._error("the model streamed a tool call with no name")
                                 yield ToolCallChunk(call=call)
         except OpenAIError as exc:
-            raise self._provider_error(exc, mid_stream=received_any) from exc
+            raise self._provider_error(exc, mid_stream=streaming) from exc
         except json.JSONDecodeError as exc:
             raise self._error(f"the server sent a data line that is not JSON ({exc})") from exc
         if not finished:
@@ -191,7 +189,7 @@ class OpenAIChatLLM:
             if mid_stream:
                 return self._error(f"the connection broke mid-stream ({reason})")
             return self._error(
-                f"could not connect ({reason}); is the server running and reachable?"
+                f"could not reach the server ({reason}); is it running and reachable?"
             )
         if isinstance(exc, APIStatusError):
             status = exc.status_code

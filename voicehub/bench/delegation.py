@@ -29,8 +29,16 @@ def look_up(topic: str) -> str:
 
 
 def _worker(agent_id: str) -> Agent:
-    llm = ScriptedLLM([{"regex": r"(?P<topic>.+)", "tool": "look_up",
-                        "arguments": {"topic": "{topic}"}, "reply": "{result}"}])
+    llm = ScriptedLLM(
+        [
+            {
+                "regex": r"(?P<topic>.+)",
+                "tool": "look_up",
+                "arguments": {"topic": "{topic}"},
+                "reply": "{result}",
+            }
+        ]
+    )
     return Agent(id=agent_id, llm=llm, tools=(look_up,))
 
 
@@ -63,8 +71,9 @@ async def round_trip(kind: str, folder: Path, count: int = 1000) -> dict[str, An
         return summary_ms(durations)
 
 
-async def concurrent_rooms(kind: str, folder: Path, rooms: int = 100,
-                           per_room: int = 20) -> dict[str, Any]:
+async def concurrent_rooms(
+    kind: str, folder: Path, rooms: int = 100, per_room: int = 20
+) -> dict[str, Any]:
     """`rooms` rooms delegating at once; delegations (worker tasks) per second."""
     supervisor = _supervisor()
     async with Hub(store=_store(kind, folder, "concurrent"), orchestration=None) as hub:
@@ -78,8 +87,11 @@ async def concurrent_rooms(kind: str, folder: Path, rooms: int = 100,
         await asyncio.gather(*(one_room(room_id) for room_id in ids))
         elapsed = time.perf_counter() - started
         delegations = rooms * per_room * 2
-        return {"per_s": round(delegations / elapsed, 1), "delegations": delegations,
-                "seconds": round(elapsed, 3)}
+        return {
+            "per_s": round(delegations / elapsed, 1),
+            "delegations": delegations,
+            "seconds": round(elapsed, 3),
+        }
 
 
 async def retained_bytes(kind: str, folder: Path, count: int = 1000) -> float:
@@ -102,9 +114,15 @@ async def retained_bytes(kind: str, folder: Path, count: int = 1000) -> float:
 
 async def text_room(kind: str, folder: Path, count: int = 1000) -> dict[str, Any]:
     """Messages through a text room with a scripted agent reply; cost vs history length."""
-    agent = Agent(id="desk", llm=ScriptedLLM([
-        {"regex": r"order (?P<number>\d+)", "say": "Order {number} is on its way."},
-        {"match": ["*"], "say": "Tell me your order number."}]))
+    agent = Agent(
+        id="desk",
+        llm=ScriptedLLM(
+            [
+                {"regex": r"order (?P<number>\d+)", "say": "Order {number} is on its way."},
+                {"match": ["*"], "say": "Tell me your order number."},
+            ]
+        ),
+    )
     async with Hub(store=_store(kind, folder, "text_room"), orchestration=None) as hub:
         room = await hub.create_room("chat")
         text = TextChannel()
@@ -134,8 +152,9 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
         delegation = {
             "store": store,
             "round_trip_ms": await round_trip(store, folder, n),
-            "concurrent_100_rooms": await concurrent_rooms(store, folder,
-                                                           per_room=5 if quick else 20),
+            "concurrent_100_rooms": await concurrent_rooms(
+                store, folder, per_room=5 if quick else 20
+            ),
             "retained_bytes_per_finished": await retained_bytes(store, folder, n),
         }
         text = await text_room(store, folder, n)

@@ -29,8 +29,9 @@ class _InstantInjector:
         self.done = asyncio.Event()
         self.expected = 0
 
-    async def inject(self, text: str, *, allow_interrupt: bool,
-                     metadata: dict[str, Any]) -> InjectOutcome:
+    async def inject(
+        self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
+    ) -> InjectOutcome:
         self.started.append(self.clock.now())
         if len(self.started) >= self.expected:
             self.done.set()
@@ -45,16 +46,18 @@ def _store(kind: str, folder: Path, name: str) -> Store:
     return MemoryStore()
 
 
-async def lag_beyond_buffer(kind: str, folder: Path, rooms: int = 200, rounds: int = 5,
-                            buffer: float = 0.2) -> dict[str, float]:
+async def lag_beyond_buffer(
+    kind: str, folder: Path, rooms: int = 200, rounds: int = 5, buffer: float = 0.2
+) -> dict[str, float]:
     """Independent calls: in each, the caller talks while a result arrives, then stops. How
     long after `idle onset + buffer` does the injection start? Real event loop, real clock.
     Calls are staggered (seeded random gaps) as real calls are, not synchronised."""
     clock = SystemClock()
     lags: list[float] = []
     rng = random.Random(7)
-    async with Hub(store=_store(kind, folder, "lag"), clock=clock,
-                   delivery_strategy=WaitForIdle(buffer=buffer)) as hub:
+    async with Hub(
+        store=_store(kind, folder, "lag"), clock=clock, delivery_strategy=WaitForIdle(buffer=buffer)
+    ) as hub:
 
         async def call(index: int) -> None:
             room = await hub.create_room(f"lag-{index}", orchestration=None)
@@ -81,8 +84,9 @@ async def lag_beyond_buffer(kind: str, folder: Path, rooms: int = 200, rounds: i
 async def per_second(kind: str, folder: Path, rooms: int = 1000, per_room: int = 5) -> float:
     """Deliveries per second across `rooms` idle rooms (Immediate strategy, instant playout)."""
     clock = SystemClock()
-    async with Hub(store=_store(kind, folder, "throughput"), clock=clock,
-                   delivery_strategy=Immediate()) as hub:
+    async with Hub(
+        store=_store(kind, folder, "throughput"), clock=clock, delivery_strategy=Immediate()
+    ) as hub:
         injectors = []
         for i in range(rooms):
             room = await hub.create_room(f"tp-{i}", orchestration=None)

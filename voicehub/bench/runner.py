@@ -28,8 +28,9 @@ def flatten(figures: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return rows
 
 
-def run_bench(only: list[str] | None, store: str, quick: bool,
-              json_path: Path | None) -> dict[str, Any]:
+def run_bench(
+    only: list[str] | None, store: str, quick: bool, json_path: Path | None
+) -> dict[str, Any]:
     """Run the chosen sections (all by default), print each figure, optionally write JSON."""
     sections = _sections()
     unknown = sorted(set(only or []) - set(sections))

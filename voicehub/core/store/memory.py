@@ -17,7 +17,6 @@ from voicehub.core.store.base import (
     TaskStatus,
 )
 
-
 _Record = TypeVar("_Record", bound=BaseModel)
 
 
@@ -33,8 +32,11 @@ def _copy_json(value: Any) -> Any:
 def _copy(record: _Record) -> _Record:
     """A copy sharing nothing mutable with `record` (records hold only JSON-shaped data;
     their only mutable fields are the `metadata` and `strategy` dicts)."""
-    update = {name: _copy_json(value) for name in ("metadata", "strategy")
-              if (value := getattr(record, name, None))}
+    update = {
+        name: _copy_json(value)
+        for name in ("metadata", "strategy")
+        if (value := getattr(record, name, None))
+    }
     return record.model_copy(update=update)
 
 

@@ -1,0 +1,184 @@
+"""What only the SQLite store promises: durability, WAL, and clear errors about bad files."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from voicehub.core.events import Event
+from voicehub.core.store.base import (
+    DeliveryRecord,
+    DeliveryStatus,
+    RoomRecord,
+    RoomStatus,
+    TaskRecord,
+    TaskStatus,
+)
+from voicehub.core.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from voicehub.errors import StoreError
+
+
+async def test_everything_survives_closing_and_reopening_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    room = RoomRecord(id="main", metadata={"caller": "+15550100", "nested": {"a": [1, 2]}})
+    child = RoomRecord(
+        id="child", parent_id="main", status=RoomStatus.CLOSED, created_at=1.0, closed_at=2.0
+    )
+    events = [Event(room_id="main", seq=seq, text=f"turn {seq}") for seq in range(1, 6)]
+    task = TaskRecord(
+        id="t1",
+        parent_room_id="main",
+        child_room_id="child",
+        agent_id="researcher",
+        input="find it",
+        status=TaskStatus.OK,
+        output="found",
+    )
+    delivery = DeliveryRecord(
+        id="d1", room_id="main", content="found", status=DeliveryStatus.HELD, attempts=2
+    )
+
+    store = SQLiteStore(path)
+    await store.create_room(room)
+    await store.create_room(child)
+    for e in events:
+        await store.append_event(e)
+    await store.save_task(task)
+    await store.put_delivery(delivery)
+    await store.close()
+
+    reopened = SQLiteStore(str(path))  # a str path works as well as a Path
+    try:
+        assert await reopened.get_room("main") == room
+        assert await reopened.list_rooms(parent_id="main") == [child]
+        assert await reopened.list_events("main") == events
+        assert await reopened.last_seq("main") == 5
+        assert await reopened.get_task("t1") == task
+        assert await reopened.get_delivery("d1") == delivery
+        assert await reopened.put_delivery(delivery) is False  # still idempotent after reopen
+    finally:
+        await reopened.close()
+
+
+async def test_the_file_is_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)
+    await store.append_event(Event(room_id="main", seq=1))
+
+    # journal_mode=WAL is persistent, so a separate connection sees it.
+    other = sqlite3.connect(path)
+    try:
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert other.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        other.close()
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [os.urandom(16384), b"rooms:\n  - main\n" * 100],
+    ids=["random-bytes", "text-file"],
+)
+async def test_a_file_that_is_not_a_database_raises_store_error_naming_it(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "not-a-db.db"
+    path.write_bytes(content)
+
+    with pytest.raises(StoreError, match="not a SQLite database or is corrupt") as raised:
+        SQLiteStore(path)
+    assert str(path) in str(raised.value)
+    assert path.read_bytes() == content  # the file is left as it was
+
+
+async def test_a_corrupt_database_raises_store_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)
+    for seq in range(1, 500):
+        await store.append_event(Event(room_id="main", seq=seq, text="x" * 200))
+    await store.close()
+    data = bytearray(path.read_bytes())
+    page = 4096  # keep the header page, scramble every page after it
+    data[page:] = bytes((b * 7 + 13) % 256 for b in range(len(data) - page))
+    path.write_bytes(bytes(data))
+
+    with pytest.raises(StoreError) as raised:
+        reopened = SQLiteStore(path)
+        try:
+            await reopened.recent_events("main", 5)
+        finally:
+            await reopened.close()
+    assert str(path) in str(raised.value)
+
+
+async def test_a_file_from_a_newer_schema_version_raises_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    future = sqlite3.connect(path)
+    future.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    future.close()
+
+    with pytest.raises(StoreError, match="newer voicehub") as raised:
+        SQLiteStore(path)
+    assert str(path) in str(raised.value)
+
+
+async def test_a_foreign_sqlite_database_raises_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "other-app.db"
+    foreign = sqlite3.connect(path)
+    foreign.execute("CREATE TABLE contacts (name TEXT)")
+    foreign.commit()
+    foreign.close()
+
+    with pytest.raises(StoreError, match="not a voicehub store") as raised:
+        SQLiteStore(path)
+    assert str(path) in str(raised.value)
+
+
+async def test_a_missing_directory_raises_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "no-such-dir" / "hub.db"
+    with pytest.raises(StoreError, match="directory exists") as raised:
+        SQLiteStore(path)
+    assert str(path) in str(raised.value)
+
+
+async def test_using_a_closed_store_raises_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)
+    await store.close()
+    await store.close()  # closing twice is harmless
+
+    with pytest.raises(StoreError, match="closed") as raised:
+        await store.get_room("main")
+    assert str(path) in str(raised.value)
+    with pytest.raises(StoreError, match="closed"):
+        await store.append_event(Event(room_id="main", seq=1))
+
+
+async def test_appending_a_seq_twice_raises_store_error(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "hub.db")
+    await store.append_event(Event(room_id="main", seq=1, text="first"))
+
+    with pytest.raises(StoreError, match="seq 1 of room 'main'"):
+        await store.append_event(Event(room_id="main", seq=1, text="second"))
+    assert [e.text for e in await store.list_events("main")] == ["first"]
+    await store.close()
+
+
+async def test_recent_events_on_a_long_history_returns_the_last_n_in_order(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "hub.db")
+    for seq in range(1, 10_001):
+        await store.append_event(Event(room_id="main", seq=seq, text=f"turn {seq}"))
+        if seq % 1000 == 0:  # another room's history interleaved, which must not leak in
+            await store.append_event(Event(room_id="other", seq=seq // 1000))
+
+    recent = await store.recent_events("main", 20)
+    assert [e.seq for e in recent] == list(range(9_981, 10_001))
+    assert [e.text for e in recent][-1] == "turn 10000"
+    assert await store.last_seq("main") == 10_000
+    await store.close()

@@ -1,0 +1,276 @@
+"""The `Store` contract, run against every implementation: the memory store and SQLite on a file."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from voicehub.core.events import ChannelType, Event, EventKind
+from voicehub.core.store.base import (
+    DeliveryRecord,
+    DeliveryStatus,
+    RoomRecord,
+    RoomStatus,
+    Store,
+    TaskRecord,
+    TaskStatus,
+)
+from voicehub.core.store.memory import MemoryStore
+from voicehub.core.store.sqlite import SQLiteStore
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    implementation: Store = (
+        MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "hub.db")
+    )
+    yield implementation
+    await implementation.close()
+
+
+def event(room_id: str, seq: int, text: str = "", **metadata: object) -> Event:
+    return Event(room_id=room_id, seq=seq, text=text or f"{room_id} #{seq}", metadata=metadata)
+
+
+def task(task_id: str, parent: str = "main", status: TaskStatus = TaskStatus.QUEUED) -> TaskRecord:
+    return TaskRecord(
+        id=task_id,
+        parent_room_id=parent,
+        child_room_id=f"{parent}/{task_id}",
+        agent_id="researcher",
+        input=f"look up {task_id}",
+        status=status,
+    )
+
+
+def delivery(
+    delivery_id: str,
+    room_id: str = "main",
+    created_at: float = 100.0,
+    status: DeliveryStatus = DeliveryStatus.PENDING,
+) -> DeliveryRecord:
+    return DeliveryRecord(
+        id=delivery_id,
+        room_id=room_id,
+        content=f"result {delivery_id}",
+        created_at=created_at,
+        status=status,
+    )
+
+
+# Rooms
+
+
+async def test_a_created_room_reads_back_equal(store: Store) -> None:
+    room = RoomRecord(id="main", metadata={"caller": "+15550100", "tags": ["vip"], "n": 1.5})
+    await store.create_room(room)
+    assert await store.get_room("main") == room
+
+
+async def test_an_unknown_room_is_none(store: Store) -> None:
+    assert await store.get_room("nowhere") is None
+
+
+async def test_update_room_replaces_status_closed_at_and_metadata(store: Store) -> None:
+    await store.create_room(RoomRecord(id="child", parent_id="main", created_at=10.0))
+    closed = RoomRecord(
+        id="child",
+        parent_id="main",
+        status=RoomStatus.CLOSED,
+        metadata={"result": "done"},
+        created_at=10.0,
+        closed_at=20.0,
+    )
+    await store.update_room(closed)
+    assert await store.get_room("child") == closed
+
+
+async def test_list_rooms_filters_by_parent_and_status(store: Store) -> None:
+    await store.create_room(RoomRecord(id="main"))
+    await store.create_room(RoomRecord(id="a", parent_id="main"))
+    await store.create_room(RoomRecord(id="b", parent_id="main", status=RoomStatus.CLOSED))
+    await store.create_room(RoomRecord(id="c", parent_id="other"))
+
+    assert [r.id for r in await store.list_rooms()] == ["main", "a", "b", "c"]
+    assert [r.id for r in await store.list_rooms(parent_id="main")] == ["a", "b"]
+    assert [r.id for r in await store.list_rooms(status=RoomStatus.CLOSED)] == ["b"]
+    assert [r.id for r in await store.list_rooms(parent_id="main", status=RoomStatus.OPEN)] == ["a"]
+    assert await store.list_rooms(parent_id="nobody") == []
+
+
+async def test_stored_rooms_do_not_share_state_with_the_caller(store: Store) -> None:
+    room = RoomRecord(id="main", metadata={"k": "v"})
+    await store.create_room(room)
+    room.metadata["k"] = "changed"
+    fetched = await store.get_room("main")
+    assert fetched is not None and fetched.metadata == {"k": "v"}
+
+
+# Events
+
+
+async def test_appended_events_list_in_seq_order_and_read_back_equal(store: Store) -> None:
+    events = [
+        Event(
+            kind=EventKind.TOOL_RESULT,
+            text="42",
+            source="researcher",
+            source_type=ChannelType.AGENT,
+            role="tool",
+            metadata={"call_id": "c1", "nested": {"a": [1, 2]}},
+            room_id="main",
+            seq=1,
+        ),
+        event("main", 2),
+        event("main", 3),
+    ]
+    for e in events:
+        await store.append_event(e)
+    await store.append_event(event("other", 1))
+
+    assert await store.list_events("main") == events
+    assert await store.list_events("nowhere") == []
+
+
+async def test_list_events_after_seq_and_limit(store: Store) -> None:
+    for seq in range(1, 11):
+        await store.append_event(event("main", seq))
+
+    assert [e.seq for e in await store.list_events("main", after_seq=7)] == [8, 9, 10]
+    assert [e.seq for e in await store.list_events("main", limit=3)] == [1, 2, 3]
+    assert [e.seq for e in await store.list_events("main", after_seq=4, limit=2)] == [5, 6]
+    assert await store.list_events("main", after_seq=10) == []
+    assert await store.list_events("main", limit=0) == []
+
+
+async def test_recent_events_are_the_last_n_oldest_first(store: Store) -> None:
+    for seq in range(1, 11):
+        await store.append_event(event("main", seq))
+    await store.append_event(event("other", 1))
+
+    assert [e.seq for e in await store.recent_events("main", 3)] == [8, 9, 10]
+    assert [e.seq for e in await store.recent_events("main", 50)] == list(range(1, 11))
+    assert await store.recent_events("main", 0) == []
+    assert await store.recent_events("nowhere", 5) == []
+
+
+async def test_last_seq_is_the_highest_appended_or_zero(store: Store) -> None:
+    assert await store.last_seq("main") == 0
+    for seq in (1, 2, 3):
+        await store.append_event(event("main", seq))
+    await store.append_event(event("other", 9))
+    assert await store.last_seq("main") == 3
+    assert await store.last_seq("other") == 9
+
+
+# Tasks
+
+
+async def test_save_task_then_get_reads_back_equal(store: Store) -> None:
+    saved = task("t1")
+    await store.save_task(saved)
+    assert await store.get_task("t1") == saved
+    assert await store.get_task("missing") is None
+
+
+async def test_save_task_upserts_by_id(store: Store) -> None:
+    await store.save_task(task("t1"))
+    finished = task("t1", status=TaskStatus.OK).model_copy(
+        update={"output": "found it", "finished_at": 123.0, "metadata": {"tokens": 50}}
+    )
+    await store.save_task(finished)
+
+    assert await store.get_task("t1") == finished
+    assert await store.count_tasks("main") == 1
+    assert await store.list_tasks() == [finished]
+
+
+async def test_list_tasks_filters_by_parent_and_statuses(store: Store) -> None:
+    await store.save_task(task("t1", status=TaskStatus.RUNNING))
+    await store.save_task(task("t2", status=TaskStatus.OK))
+    await store.save_task(task("t3", status=TaskStatus.QUEUED))
+    await store.save_task(task("t4", parent="other", status=TaskStatus.RUNNING))
+    # An update keeps the task's place in the listing.
+    await store.save_task(task("t1", status=TaskStatus.FAILED))
+
+    assert [t.id for t in await store.list_tasks()] == ["t1", "t2", "t3", "t4"]
+    assert [t.id for t in await store.list_tasks(parent_room_id="main")] == ["t1", "t2", "t3"]
+    unfinished = [TaskStatus.QUEUED, TaskStatus.RUNNING]
+    assert [t.id for t in await store.list_tasks(statuses=unfinished)] == ["t3", "t4"]
+    assert [t.id for t in await store.list_tasks(parent_room_id="main", statuses=unfinished)] == [
+        "t3"
+    ]
+    assert await store.list_tasks(statuses=[]) == []
+
+
+async def test_count_tasks_counts_per_parent_room(store: Store) -> None:
+    assert await store.count_tasks("main") == 0
+    for task_id in ("t1", "t2", "t3"):
+        await store.save_task(task(task_id))
+    await store.save_task(task("t4", parent="other"))
+    assert await store.count_tasks("main") == 3
+    assert await store.count_tasks("other") == 1
+
+
+# Deliveries
+
+
+async def test_put_delivery_is_idempotent_and_never_overwrites(store: Store) -> None:
+    first = delivery("d1")
+    assert await store.put_delivery(first) is True
+    again = delivery("d1").model_copy(update={"content": "a different result"})
+    assert await store.put_delivery(again) is False
+
+    assert await store.get_delivery("d1") == first
+    assert await store.list_deliveries() == [first]
+
+
+async def test_update_delivery_replaces_the_record(store: Store) -> None:
+    await store.put_delivery(delivery("d1"))
+    delivered = delivery("d1", status=DeliveryStatus.DELIVERED).model_copy(
+        update={"attempts": 1, "updated_at": 200.0, "metadata": {"spoken": True}}
+    )
+    await store.update_delivery(delivered)
+
+    assert await store.get_delivery("d1") == delivered
+    assert await store.get_delivery("missing") is None
+
+
+async def test_list_deliveries_by_room_and_statuses_ordered_by_created_at_then_id(
+    store: Store,
+) -> None:
+    await store.put_delivery(delivery("d3", created_at=30.0))
+    await store.put_delivery(delivery("d2", created_at=10.0, status=DeliveryStatus.HELD))
+    await store.put_delivery(delivery("d1", created_at=10.0))
+    await store.put_delivery(delivery("d4", room_id="other", created_at=5.0))
+    await store.put_delivery(delivery("d5", created_at=20.0, status=DeliveryStatus.DELIVERED))
+
+    assert [d.id for d in await store.list_deliveries()] == ["d4", "d1", "d2", "d5", "d3"]
+    assert [d.id for d in await store.list_deliveries(room_id="main")] == [
+        "d1",
+        "d2",
+        "d5",
+        "d3",
+    ]
+    waiting = [DeliveryStatus.PENDING, DeliveryStatus.HELD]
+    assert [d.id for d in await store.list_deliveries(statuses=waiting)] == [
+        "d4",
+        "d1",
+        "d2",
+        "d3",
+    ]
+    assert [d.id for d in await store.list_deliveries(room_id="other", statuses=waiting)] == ["d4"]
+    assert await store.list_deliveries(room_id="nowhere") == []
+    assert await store.list_deliveries(statuses=[]) == []
+
+
+async def test_list_deliveries_follows_status_updates(store: Store) -> None:
+    await store.put_delivery(delivery("d1"))
+    await store.update_delivery(delivery("d1", status=DeliveryStatus.DELIVERING))
+
+    assert await store.list_deliveries(statuses=[DeliveryStatus.PENDING]) == []
+    assert [d.id for d in await store.list_deliveries(statuses=[DeliveryStatus.DELIVERING])] == [
+        "d1"
+    ]

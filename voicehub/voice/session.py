@@ -1,0 +1,67 @@
+"""The voice session seam.
+
+A `VoiceSession` runs one call: caller audio in (`push_audio`), agent audio out through the
+call's `CallTransport`. It feeds the room's `VoiceActivity` (which drives delivery) and
+appends transcript events to the room. It implements the delivery `Injector`: `inject`
+speaks a result verbatim (`say`) or through the model (`generate_reply`) and returns only
+when the speech finished (with the transport's playout confirmation) or was interrupted.
+
+Two implementations fit behind it: the pipeline session on livekit-agents `AgentSession`
+(VAD, STT, LLM, TTS), and later a realtime session for speech-to-speech models. Tests use a
+scripted fake on a virtual clock.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from voicehub.delivery.injector import InjectOutcome
+
+if TYPE_CHECKING:
+    from voicehub.agents.agent import Agent
+    from voicehub.agents.tools import Tool
+    from voicehub.voice.activity import VoiceActivity
+
+
+class VoiceSession(Protocol):
+    """One live call."""
+
+    room_id: str
+    activity: VoiceActivity
+
+    async def start(self) -> None:
+        """Start processing; speaks the desk greeting if there is one."""
+        ...
+
+    async def push_audio(self, pcm16: bytes) -> None:
+        """Caller audio: PCM16 mono at the transport's sample rate, any whole frame size."""
+        ...
+
+    def playout_confirmed(self, speech_id: str) -> None:
+        """The transport reports that speech `speech_id` has been played to the caller."""
+        ...
+
+    async def say(self, text: str, *, allow_interrupt: bool = True) -> InjectOutcome:
+        """Speak `text` verbatim; returns when played out or interrupted."""
+        ...
+
+    async def generate_reply(self, instructions: str) -> InjectOutcome:
+        """Have the agent's model answer `instructions` aloud; returns when done."""
+        ...
+
+    async def inject(self, text: str, *, allow_interrupt: bool,
+                     metadata: dict[str, Any]) -> InjectOutcome:
+        """The delivery `Injector`: speak a background result into the call."""
+        ...
+
+    async def interrupt(self) -> None:
+        """Stop the agent's current speech."""
+        ...
+
+    async def update_agent(self, agent: Agent, *, extra_tools: list[Tool] | None = None) -> None:
+        """Switch the agent on the call (handoff): instructions, tools and voice."""
+        ...
+
+    async def aclose(self) -> None:
+        """End the call's processing (the room stays; held results wait for a reconnect)."""
+        ...
