@@ -21,7 +21,7 @@ class SlidingWindowMemory:
     """The last `max_events` spoken events of the room (user, agents, deliveries).
 
     Reading the window is O(window), not O(history), so per-message cost stays flat as a
-    conversation grows.
+    conversation grows (the tail read widens only while tool events crowd it).
     """
 
     def __init__(self, max_events: int = 50) -> None:
@@ -30,8 +30,15 @@ class SlidingWindowMemory:
         self.max_events = max_events
 
     async def messages(self, hub: Hub, room_id: str, agent_id: str) -> list[ChatMessage]:
-        events = await hub.store.recent_events(room_id, self.max_events)
-        return [m for m in (event_to_message(e, agent_id) for e in events) if m is not None]
+        # Tool calls and system events share the room, so the last `max_events` events may
+        # hold fewer spoken ones: read a wider tail until the window is full or history ends.
+        fetch = self.max_events
+        while True:
+            events = await hub.store.recent_events(room_id, fetch)
+            spoken = [m for m in (event_to_message(e, agent_id) for e in events) if m is not None]
+            if len(spoken) >= self.max_events or len(events) < fetch:
+                return spoken[-self.max_events :]
+            fetch *= 2
 
 
 def event_to_message(event: Event, agent_id: str) -> ChatMessage | None:

@@ -2,7 +2,7 @@
 
 Each step asks the model for a turn; tool calls are validated and executed and their results
 fed back. The run stops on a final answer (a turn without tool calls), when a named stop tool
-is called, or at the step limit (default 30).
+is called successfully, or at the step limit (default 30).
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ class RunResult:
     steps: int
     messages: list[ChatMessage]
     tool_calls: list[tuple[ToolCall, ToolResult]] = field(default_factory=list)
+    stopped_by: tuple[ToolCall, ToolResult] | None = None
 
     @property
     def stop_call(self) -> tuple[ToolCall, ToolResult] | None:
         """The stop tool call that ended the run, if any."""
-        return self.tool_calls[-1] if self.stop_reason is StopReason.STOP_TOOL else None
+        return self.stopped_by
 
     def calls_to(self, name: str) -> list[tuple[ToolCall, ToolResult]]:
         return [pair for pair in self.tool_calls if pair[0].name == name]
@@ -87,7 +88,7 @@ async def run_agent(
             spoken.append(turn.text)
         if not turn.tool_calls:
             return RunResult(turn.text, StopReason.FINAL_ANSWER, step, history, calls)
-        stopped = False
+        stopped_by: tuple[ToolCall, ToolResult] | None = None
         for call in turn.tool_calls:
             result = await _execute(call, tools, base_context)
             calls.append((call, result))
@@ -98,9 +99,12 @@ async def run_agent(
             )
             if on_tool_result is not None:
                 await on_tool_result(call, result)
-            stopped = stopped or call.name in stop_tools
-        if stopped:
-            return RunResult(turn.text, StopReason.STOP_TOOL, step, history, calls)
+            # A stop tool that failed (bad arguments, say) does not stop the run: the model
+            # sees the error and can call it again correctly.
+            if call.name in stop_tools and not result.is_error:
+                stopped_by = (call, result)
+        if stopped_by is not None:
+            return RunResult(turn.text, StopReason.STOP_TOOL, step, history, calls, stopped_by)
     return RunResult(spoken[-1] if spoken else "", StopReason.STEP_LIMIT, limit, history, calls)
 
 

@@ -77,7 +77,6 @@ class ScriptedLLM:
         self._compiled = [_compile(rule) for rule in self.rules]
         self.fallback = fallback
         self.instruction_fallback = instruction_fallback
-        self._calls = 0
 
     async def stream(
         self,
@@ -115,20 +114,21 @@ class ScriptedLLM:
             wants_tool = rule.tool is not None and tool_choice != "none"
             if wants_tool and tool_choice not in ("auto", "required", rule.tool):
                 continue
-            if wants_tool and tools and rule.tool not in available:
+            if wants_tool and rule.tool not in available:
                 continue  # the tool is not offered to this agent right now
             values = {**groups, "message": text, "last_user": last_user}
             chunks: list[LLMChunk] = []
             if rule.say is not None:
                 chunks.append(TextDelta(text=render(rule.say, values)))
             if wants_tool and rule.tool is not None:
-                self._calls += 1
                 arguments = {
                     k: render(v, values) if isinstance(v, str) else v
                     for k, v in rule.arguments.items()
                 }
+                # The id depends only on the input (determinism) and the conversation length
+                # (unique within a conversation); the rule index lets the reply find its rule.
                 call = ToolCall(
-                    id=f"call_{index}_{self._calls}",
+                    id=f"call_{index}_{len(messages)}",
                     name=rule.tool,
                     arguments=json.dumps(arguments),
                 )

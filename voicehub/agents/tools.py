@@ -12,12 +12,12 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ValidationError, create_model
+from pydantic import BaseModel, Field, ValidationError, create_model
 
 from voicehub.agents.llm import ToolSpec
-from voicehub.errors import ToolError
+from voicehub.errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
     from voicehub.core.hub import Hub
@@ -67,7 +67,14 @@ class Tool:
         )
 
     def _build_model(self) -> type[BaseModel]:
-        hints = get_type_hints(self.function)
+        try:
+            # include_extras keeps Annotated metadata (the parameter descriptions).
+            hints = get_type_hints(self.function, include_extras=True)
+        except NameError as exc:
+            raise ConfigError(
+                f"tool {self.name!r}: cannot resolve a type annotation ({exc}); define the "
+                "types a tool uses at module level"
+            ) from None
         fields: dict[str, Any] = {}
         for parameter in inspect.signature(self.function).parameters.values():
             annotation = hints.get(parameter.name, Any)
@@ -75,7 +82,7 @@ class Tool:
                 self.context_parameter = parameter.name
                 continue
             default = ... if parameter.default is inspect.Parameter.empty else parameter.default
-            fields[parameter.name] = (annotation, default)
+            fields[parameter.name] = (_with_description(annotation), default)
         model: type[BaseModel] = create_model(f"{self.name}_arguments", **fields)
         return model
 
@@ -141,6 +148,15 @@ def tool(
         return Tool(fn, name=name, description=description)
 
     return wrap(function) if function is not None else wrap
+
+
+def _with_description(annotation: Any) -> Any:
+    """`Annotated[T, "text"]` is shorthand for `Annotated[T, Field(description="text")]`."""
+    if get_origin(annotation) is not Annotated:
+        return annotation
+    base, *extras = get_args(annotation)
+    converted = [Field(description=x) if isinstance(x, str) else x for x in extras]
+    return Annotated[(base, *converted)]
 
 
 def _first_paragraph(doc: str) -> str:

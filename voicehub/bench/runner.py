@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-Section = Callable[[str, bool], Awaitable[dict[str, Any]]]
+Section = Callable[[str, bool], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _sections() -> dict[str, Section]:
@@ -40,7 +40,7 @@ def run_bench(
     for name, section in sections.items():
         if only and name not in only:
             continue
-        result = asyncio.run(section(store, quick))
+        result: dict[str, Any] = asyncio.run(section(store, quick))
         for key, value in result.items():
             figures.setdefault(key, {}).update(value)
         for key, value in flatten(result):

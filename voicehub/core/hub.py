@@ -20,10 +20,10 @@ from voicehub.core.hooks import (
     HookTrigger,
 )
 from voicehub.core.jobs import BackgroundJobs
-from voicehub.core.room import Room
+from voicehub.core.room import Room, closed_message
 from voicehub.core.store.base import RoomRecord, RoomStatus, Store
 from voicehub.core.store.memory import MemoryStore
-from voicehub.errors import RoomNotFoundError, UnknownAgentError
+from voicehub.errors import RoomClosedError, RoomNotFoundError, UnknownAgentError
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -188,8 +188,17 @@ class Hub:
         await self.room(room_id).attach(channel)
 
     async def post(self, room_id: str, event: Event) -> Event | None:
-        """Append and broadcast `event` in `room_id`."""
-        return await self.room(room_id).post(event)
+        """Append and broadcast `event` in `room_id`.
+
+        Raises RoomClosedError if the room was closed, RoomNotFoundError if it never existed.
+        """
+        room = self._rooms.get(room_id)
+        if room is None:
+            stored = await self.store.get_room(room_id)
+            if stored is not None and stored.status is RoomStatus.CLOSED:
+                raise RoomClosedError(closed_message(room_id))
+            room = self.room(room_id)
+        return await room.post(event)
 
     async def history(self, room_id: str, limit: int | None = None) -> list[Event]:
         """The room's events from the store, oldest first."""

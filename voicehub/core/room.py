@@ -69,7 +69,7 @@ class Room:
         """Append `event` and broadcast it. Returns the stored event, or None if a
         BEFORE_BROADCAST hook blocked it."""
         if not self.is_open:
-            raise RoomClosedError(f"room {self.id!r} is closed: open a new room to continue")
+            raise RoomClosedError(closed_message(self.id))
         hooks = self.hub.hooks
         if event.room_id != self.id:
             event = event.model_copy(update={"room_id": self.id})
@@ -112,3 +112,10 @@ class Room:
                 HookContext(self.hub, self.id, HookTrigger.AFTER_BROADCAST),
             )
         return event
+
+
+def closed_message(room_id: str) -> str:
+    return (
+        f"room {room_id!r} is closed: reopen it with hub.create_room({room_id!r}) "
+        "or open a new room to continue"
+    )

@@ -1,5 +1,5 @@
-"""How the delivery service speaks into a room: the `Injector` protocol, and the text-room
-injector that posts a message at once."""
+"""What a live session offers the delivery service: the `Injector` it speaks through and the
+`ActivityFeed` it watches, plus the text-room injector that posts a message at once."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from voicehub.core.events import ChannelType, Event, EventKind
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.core.hub import Hub
+    from voicehub.delivery.policy import ActivityState
 
 
 class InjectOutcome(StrEnum):
@@ -30,6 +31,17 @@ class Injector(Protocol):
     async def inject(
         self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
     ) -> InjectOutcome: ...
+
+
+class ActivityFeed(Protocol):
+    """What the delivery driver reads from a room's activity (VoiceActivity satisfies it)."""
+
+    @property
+    def version(self) -> int: ...
+
+    def snapshot(self) -> ActivityState: ...
+
+    async def wait_for_change(self, after_version: int) -> Any: ...
 
 
 class TextInjector:

@@ -7,6 +7,7 @@ maximum attempts or when a hook blocks it. `add` is idempotent by delivery id.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from typing import Any
 
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, Store
 from voicehub.delivery.policy import DeliveryStrategy
+
+_TIE_STEP = 1e-6
 
 # Statuses a restarted service must pick up again. `delivering` means the process stopped
 # mid-speech: the speech was never confirmed, so it is spoken again (it was not delivered).
@@ -46,6 +49,7 @@ class Outbox:
         self.ttl = ttl
         self.max_attempts = max_attempts
         self.wall = wall
+        self._last_created = -math.inf
 
     async def add(
         self,
@@ -59,7 +63,9 @@ class Outbox:
     ) -> tuple[DeliveryRecord, bool]:
         """Persist a new result. Returns the record and whether it is new (False when the
         id was already in the outbox, in which case the stored record is returned as is)."""
-        now = self.wall()
+        # Strictly increasing, so the store's (created_at, id) order is the arrival order
+        # even when a coarse or virtual wall clock stamps two results alike.
+        now = self._last_created = max(self.wall(), self._last_created + _TIE_STEP)
         record = DeliveryRecord(
             id=delivery_id or f"dlv-{uuid.uuid4().hex}",
             room_id=room_id,
@@ -99,7 +105,13 @@ class Outbox:
         return updated
 
     def expired(self, record: DeliveryRecord) -> bool:
+        """Whether `record` is past its time to live."""
         return record.expires_at is not None and self.wall() >= record.expires_at
 
+    def seconds_left(self, record: DeliveryRecord) -> float | None:
+        """Seconds until `record` expires (<= 0 when it has), or None without a TTL."""
+        return None if record.expires_at is None else record.expires_at - self.wall()
+
     async def unfinished(self, room_id: str | None = None) -> list[DeliveryRecord]:
+        """Records not yet delivered, expired or failed, oldest first."""
         return await self.store.list_deliveries(room_id=room_id, statuses=UNFINISHED)

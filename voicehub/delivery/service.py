@@ -1,28 +1,31 @@
 """The delivery service: one small asyncio driver per room around the pure policy.
 
 Each room has its own queue and driver task, so rooms never wait on each other. A driver
-asks `policy.decide` what to do, sleeps on the hub clock until the wake time or the next
-change (activity, a new item, a session attaching), and injects through the room's
-`Injector`. Every attempt fires BEFORE_DELIVER (may block or rewrite) and AFTER_DELIVER (sees
-the outcome and any error), with the strategy in `event.metadata["strategy"]`.
+asks `policy.decide` what to do, sleeps on the hub clock until the wake time, the next
+expiry or retry, or the next change (activity, a new item, a session attaching), and
+injects through the room's `Injector`. Every attempt fires BEFORE_DELIVER (may block or
+rewrite) and AFTER_DELIVER (sees the outcome, any error, and whether the item is `final`),
+with the strategy name in `event.metadata["strategy"]`. A failing hook is logged; it never
+stops the driver nor makes an item be spoken twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
-from voicehub.delivery.injector import InjectOutcome, Injector
+from voicehub.delivery.injector import ActivityFeed, Injector, InjectOutcome
 from voicehub.delivery.outbox import Outbox
 from voicehub.delivery.policy import (
-    ActivityState,
     Deliver,
     DeliveryStrategy,
     PendingItem,
@@ -35,37 +38,58 @@ from voicehub.delivery.policy import (
 if TYPE_CHECKING:
     from voicehub.core.hub import Hub
 
+__all__ = ["ActivityFeed", "DeliveryService"]
+
 log = logging.getLogger("voicehub.delivery")
+_TTL = "time to live passed"
+_OUTCOMES = frozenset(InjectOutcome)
 
 
-class ActivityFeed(Protocol):
-    """What the driver reads from a room's activity (VoiceActivity satisfies it)."""
-
-    @property
-    def version(self) -> int: ...
-
-    def snapshot(self) -> ActivityState: ...
-
-    async def wait_for_change(self, after_version: int) -> Any: ...
+def _id(item: PendingItem) -> str:  # the delivery id of a queue item (`_RoomQueue.stamp`)
+    return item.delivery_id.partition(":")[2]
 
 
 class _RoomQueue:
     """One room's pending items, session and driver task."""
 
-    __slots__ = ("activity", "changed", "driver", "injector", "items", "room_id", "watcher")
-
     def __init__(self, room_id: str) -> None:
         self.room_id = room_id
         self.items: dict[str, tuple[DeliveryRecord, PendingItem]] = {}
+        self.not_before: dict[str, float] = {}  # retry back-off after a failed injection
+        self.order = itertools.count()
         self.injector: Injector | None = None
         self.activity: ActivityFeed | None = None
         self.changed = asyncio.Event()
         self.driver: asyncio.Task[None] | None = None
         self.watcher: asyncio.Task[None] | None = None
 
+    def stamp(self, record: DeliveryRecord, arrived_at: float) -> None:
+        """Queue `record` as arrived at `arrived_at`, keeping its place if already queued.
+
+        The policy breaks arrival-time ties by `delivery_id`; results stamped alike (a
+        restart, a coarse clock) must still go in arrival order, so the policy sees a key
+        `"<sequence>:<delivery id>"` instead of the bare id.
+        """
+        queued = self.items.get(record.id)
+        key = queued[1].delivery_id if queued else f"{next(self.order):012d}:{record.id}"
+        strategy = strategy_from_json(record.strategy)
+        self.items[record.id] = (record, PendingItem(key, arrived_at, strategy))
+        self.changed.set()
+
+    def update(self, record: DeliveryRecord) -> None:
+        self.items[record.id] = (record, self.items[record.id][1])
+
+    def forget(self, delivery_id: str) -> None:
+        self.items.pop(delivery_id, None)
+        self.not_before.pop(delivery_id, None)
+
 
 class DeliveryService:
-    """Speaks results into rooms at the right moment, exactly once, and never loses one."""
+    """Speaks results into rooms at the right moment, exactly once, and never loses one.
+
+    `retry_delay` spaces the attempts of an item whose injection raised (doubling each
+    time), so a short outage of the voice stack does not use up `max_attempts` at once.
+    """
 
     def __init__(
         self,
@@ -74,12 +98,14 @@ class DeliveryService:
         default_strategy: DeliveryStrategy | str | None = None,
         ttl: float | None = 24 * 3600.0,
         max_attempts: int = 3,
+        retry_delay: float = 1.0,
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.hub = hub
         self.clock = hub.clock
         self._default_strategy = default_strategy
         self.outbox = Outbox(hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall)
+        self.retry_delay = retry_delay
         self._rooms: dict[str, _RoomQueue] = {}
         self._started = False
 
@@ -92,12 +118,18 @@ class DeliveryService:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Reload every unfinished item from the store; they wait for a live session."""
+        """Reload every unfinished item from the store; they are held for a live session."""
         if self._started:
             return
         self._started = True
         for record in await self.outbox.unfinished():
-            self._enqueue(record)
+            queue = self._queue(record.room_id)
+            # Arrival times from a previous process mean nothing on this monotonic clock.
+            queue.stamp(record, self.clock.now())
+            if queue.injector is None:
+                await self._hold(queue, record.id)
+        for queue in list(self._rooms.values()):
+            await self._expire(queue)
 
     async def aclose(self) -> None:
         """Stop the drivers. Undelivered items stay in the store for the next start."""
@@ -117,32 +149,35 @@ class DeliveryService:
         metadata: dict[str, Any] | None = None,
         delivery_id: str | None = None,
     ) -> str:
-        """Persist a result and schedule it. Idempotent by `delivery_id`."""
+        """Persist a result and schedule it. Idempotent by `delivery_id` (the stored
+        record wins, even if the id is handed in again for another room)."""
         chosen = parse_strategy(strategy, self.default_strategy)
+        now = self.clock.now()
         record, new = await self.outbox.add(
-            room_id,
-            content,
-            chosen,
-            arrived_at=self.clock.now(),
-            metadata=metadata,
-            delivery_id=delivery_id,
+            room_id, content, chosen, arrived_at=now, metadata=metadata, delivery_id=delivery_id
         )
-        if new or (not record.status.final and record.id not in self._queue(room_id).items):
-            self._enqueue(record)
-            queue = self._queue(room_id)
-            if queue.injector is None:
-                await self._hold(queue, record.id)
+        queue = self._queue(record.room_id)
+        if record.status.final or (not new and record.id in queue.items):
+            return record.id
+        queue.stamp(record, now)
+        if queue.injector is None:
+            await self._hold(queue, record.id)
         return record.id
 
     async def attach(self, room_id: str, injector: Injector, activity: ActivityFeed) -> None:
-        """A session for this room's conversation went live: held items become pending."""
+        """A session for this room's conversation went live: held items become pending.
+
+        Held items count as arriving now, so the caller who just connected gets the full
+        wait of each strategy (`max_wait` included) before a held result is spoken.
+        """
         queue = self._queue(room_id)
         await self._stop(queue)
         queue.injector, queue.activity = injector, activity
-        for delivery_id, (record, item) in list(queue.items.items()):
+        queue.not_before.clear()
+        for record, _ in list(queue.items.values()):
             if record.status is DeliveryStatus.HELD:
-                record = await self.outbox.set_status(record, DeliveryStatus.PENDING)
-                queue.items[delivery_id] = (record, item)
+                pending = await self.outbox.set_status(record, DeliveryStatus.PENDING)
+                queue.stamp(pending, self.clock.now())
         queue.watcher = asyncio.create_task(self._watch(queue, activity))
         queue.driver = asyncio.create_task(self._drive(queue))
 
@@ -164,23 +199,15 @@ class DeliveryService:
     # -- internals ---------------------------------------------------------------------
 
     def _queue(self, room_id: str) -> _RoomQueue:
-        queue = self._rooms.get(room_id)
-        if queue is None:
-            queue = self._rooms[room_id] = _RoomQueue(room_id)
-        return queue
-
-    def _enqueue(self, record: DeliveryRecord) -> None:
-        queue = self._queue(record.room_id)
-        # Arrival times from a previous process mean nothing on this monotonic clock.
-        item = PendingItem(record.id, self.clock.now(), strategy_from_json(record.strategy))
-        queue.items[record.id] = (record, item)
-        queue.changed.set()
+        if room_id not in self._rooms:
+            self._rooms[room_id] = _RoomQueue(room_id)
+        return self._rooms[room_id]
 
     async def _hold(self, queue: _RoomQueue, delivery_id: str) -> None:
         record, item = queue.items[delivery_id]
         if record.status is not DeliveryStatus.HELD:
             record = await self.outbox.set_status(record, DeliveryStatus.HELD)
-            queue.items[delivery_id] = (record, item)
+            queue.update(record)
             await self._after(record, "held", item.strategy)
 
     async def _stop(self, queue: _RoomQueue) -> None:
@@ -214,13 +241,23 @@ class DeliveryService:
             await queue.changed.wait()
             return
         now = self.clock.now()
-        action = decide(activity.snapshot(), [item for _, item in queue.items.values()], now)
+        retry_at = [t for t in queue.not_before.values() if t > now]
+        ready = [
+            item for key, (_, item) in queue.items.items() if queue.not_before.get(key, now) <= now
+        ]
+        action = decide(activity.snapshot(), ready, now)
         if isinstance(action, Deliver):
             await self._attempt(queue, action.items)
-        elif isinstance(action, WakeAt):
-            await self._wait(queue, action.time - now)
-        else:
+            return
+        # Wake for the policy's time, the next retry, or the next expiry, if any.
+        wake = min([action.time if isinstance(action, WakeAt) else math.inf, *retry_at])
+        for record, _ in queue.items.values():
+            left = self.outbox.seconds_left(record)
+            wake = wake if left is None else min(wake, now + left)
+        if wake == math.inf:
             await queue.changed.wait()
+        else:
+            await self._wait(queue, wake - now)
 
     async def _wait(self, queue: _RoomQueue, seconds: float) -> None:
         """Sleep `seconds` on the hub clock, or less if something changes."""
@@ -235,91 +272,96 @@ class DeliveryService:
     async def _expire(self, queue: _RoomQueue) -> None:
         for delivery_id, (record, item) in list(queue.items.items()):
             if self.outbox.expired(record):
-                del queue.items[delivery_id]
-                record = await self.outbox.set_status(
-                    record, DeliveryStatus.EXPIRED, error="time to live passed"
-                )
+                queue.forget(delivery_id)
+                record = await self.outbox.set_status(record, DeliveryStatus.EXPIRED, error=_TTL)
                 await self._after(record, "expired", item.strategy)
 
     async def _attempt(self, queue: _RoomQueue, items: tuple[PendingItem, ...]) -> None:
-        injector = queue.injector
-        assert injector is not None
-        records = [queue.items[item.delivery_id][0] for item in items]
+        injector, activity = queue.injector, queue.activity
+        assert injector is not None and activity is not None
         strategy = items[0].strategy
-        texts = []
-        for i, record in enumerate(records):
-            outcome = await self.hub.run_hooks(
-                HookTrigger.BEFORE_DELIVER, self._event(record, strategy)
-            )
-            if outcome.blocked:
-                del queue.items[record.id]
-                failed = await self.outbox.set_status(
-                    record,
-                    DeliveryStatus.FAILED,
-                    attempted=True,
-                    error=f"blocked by hook {outcome.blocked_by}: {outcome.reason}",
+        live: list[DeliveryRecord] = []
+        texts: list[str] = []
+        for item in items:
+            record = queue.items[_id(item)][0]
+            try:
+                outcome = await self.hub.run_hooks(
+                    HookTrigger.BEFORE_DELIVER, self._event(record, strategy)
                 )
-                await self._after(failed, "failed", strategy, failed.error)
-                records[i] = failed
+            except Exception as exc:  # a broken gate fails the attempt, never lets it through
+                log.exception("BEFORE_DELIVER hook failed in room %s", queue.room_id)
+                tried = await self.outbox.set_status(record, record.status, attempted=True)
+                error = f"BEFORE_DELIVER hook raised {type(exc).__name__}: {exc}"
+                await self._settle(queue, [tried], None, error, strategy)
                 continue
+            if outcome.blocked:
+                queue.forget(record.id)
+                error = f"blocked by hook {outcome.blocked_by}: {outcome.reason}"
+                failed = await self.outbox.set_status(
+                    record, DeliveryStatus.FAILED, attempted=True, error=error
+                )
+                await self._after(failed, "failed", strategy, error)
+                continue
+            live.append(record)
             texts.append(outcome.event.text)
-        live = [r for r in records if not r.status.final]
-        if not live:
+        # Hooks may take time: if the caller started talking meanwhile, decide again later
+        # (with no live item left, decide() never says Deliver).
+        live_items = [queue.items[record.id][1] for record in live]
+        if not isinstance(decide(activity.snapshot(), live_items, self.clock.now()), Deliver):
             return
-        live = [
-            await self.outbox.set_status(r, DeliveryStatus.DELIVERING, attempted=True) for r in live
-        ]
-        metadata = {
-            "delivery_ids": [r.id for r in live],
-            "strategy": _name(strategy),
-            **live[0].metadata,
-        }
+        delivering = DeliveryStatus.DELIVERING
+        for i, record in enumerate(live):
+            live[i] = await self.outbox.set_status(record, delivering, attempted=True)
+            queue.update(live[i])  # a cancelled injection leaves them `delivering`, never lost
+        name, text = _name(strategy), "\n\n".join(texts)
+        metadata = {**live[0].metadata, "delivery_ids": [r.id for r in live], "strategy": name}
         try:
             result = await injector.inject(
-                "\n\n".join(texts),
-                allow_interrupt=_name(strategy) == "immediate",
-                metadata=metadata,
+                text, allow_interrupt=name == "immediate", metadata=metadata
             )
-            error = ""
-        except asyncio.CancelledError:
-            # The session went away mid-speech: the item was not delivered; hold it.
-            for record in live:
-                queue.items[record.id] = (record, queue.items[record.id][1])
-            raise
+            error = "" if result in _OUTCOMES else f"injector returned {result!r}"
         except Exception as exc:
             log.exception("injection failed in room %s", queue.room_id)
             result, error = None, f"{type(exc).__name__}: {exc}"
-        for record in live:
-            await self._settle(queue, record, result, error, strategy)
+        await self._settle(queue, live, None if error else result, error, strategy)
 
     async def _settle(
         self,
         queue: _RoomQueue,
-        record: DeliveryRecord,
+        records: list[DeliveryRecord],
         result: InjectOutcome | None,
         error: str,
         strategy: DeliveryStrategy,
     ) -> None:
-        item = queue.items[record.id][1]
-        if result is InjectOutcome.FINISHED:
-            del queue.items[record.id]
-            done = await self.outbox.set_status(record, DeliveryStatus.DELIVERED)
-            await self._after(done, "delivered", strategy)
-            return
-        outcome = "interrupted" if result is InjectOutcome.INTERRUPTED else "failed"
-        if record.attempts >= record.max_attempts:
-            del queue.items[record.id]
-            failed = await self.outbox.set_status(
-                record,
-                DeliveryStatus.FAILED,
-                error=error or f"{outcome} on each of {record.attempts} attempts",
-            )
-            await self._after(failed, "failed", strategy, failed.error)
-            return
-        status = DeliveryStatus.INTERRUPTED if result is not None else DeliveryStatus.PENDING
-        requeued = await self.outbox.set_status(record, status, error=error)
-        queue.items[record.id] = (requeued, item)
-        await self._after(requeued, outcome, strategy, error)
+        """Persist the outcome of one injection for every item in it, then run the hooks
+        (so a hook that fails or is cancelled cannot leave a spoken item queued)."""
+        settled: list[tuple[DeliveryRecord, str, str]] = []
+        for record in records:
+            if result is InjectOutcome.FINISHED:
+                queue.forget(record.id)
+                done = await self.outbox.set_status(record, DeliveryStatus.DELIVERED)
+                settled.append((done, "delivered", ""))
+                continue
+            outcome = "interrupted" if result is InjectOutcome.INTERRUPTED else "failed"
+            if record.attempts >= record.max_attempts:
+                queue.forget(record.id)
+                failed = await self.outbox.set_status(
+                    record,
+                    DeliveryStatus.FAILED,
+                    error=error or f"{outcome} on each of {record.attempts} attempts",
+                )
+                settled.append((failed, "failed", failed.error))
+                continue
+            if result is None:
+                delay = self.retry_delay * 2 ** max(0, record.attempts - 1)
+                queue.not_before[record.id] = self.clock.now() + delay
+            interrupted = result is InjectOutcome.INTERRUPTED
+            status = DeliveryStatus.INTERRUPTED if interrupted else DeliveryStatus.PENDING
+            requeued = await self.outbox.set_status(record, status, error=error)
+            queue.update(requeued)
+            settled.append((requeued, outcome, error))
+        for record, outcome, reason in settled:
+            await self._after(record, outcome, strategy, reason)
 
     def _event(self, record: DeliveryRecord, strategy: DeliveryStrategy, **extra: Any) -> Event:
         return Event(
@@ -329,11 +371,12 @@ class DeliveryService:
             role="assistant",
             source_type=ChannelType.SYSTEM,
             room_id=record.room_id,
+            # The caller's metadata first: it must not mask the service's own keys.
             metadata={
+                **record.metadata,
                 "delivery_id": record.id,
                 "strategy": _name(strategy),
                 "attempt": record.attempts + 1,
-                **record.metadata,
                 **extra,
             },
         )
@@ -341,12 +384,14 @@ class DeliveryService:
     async def _after(
         self, record: DeliveryRecord, outcome: str, strategy: DeliveryStrategy, error: str = ""
     ) -> None:
-        await self.hub.run_hooks(
-            HookTrigger.AFTER_DELIVER,
-            self._event(
-                record, strategy, outcome=outcome, error=error or None, attempt=record.attempts
-            ),
+        final, attempt = record.status.final, record.attempts
+        event = self._event(
+            record, strategy, outcome=outcome, error=error or None, attempt=attempt, final=final
         )
+        try:
+            await self.hub.run_hooks(HookTrigger.AFTER_DELIVER, event)
+        except Exception:  # an observer must not undo a delivery nor stop the driver
+            log.exception("AFTER_DELIVER hook failed for delivery %s", record.id)
 
 
 def _name(strategy: DeliveryStrategy) -> str:

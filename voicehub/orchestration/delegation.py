@@ -106,6 +106,7 @@ class Delegation:
         self._room_slots: dict[str, asyncio.Semaphore] = {}
         self._counters: dict[str, int] = {}
         self._live: dict[str, TaskHandle] = {}
+        self._finishing: set[asyncio.Task[None]] = set()
 
     @property
     def live(self) -> dict[str, TaskHandle]:
@@ -142,7 +143,9 @@ class Delegation:
             shared.append(channel)
         number = self._counters.get(parent_room_id)
         if number is None:
-            number = await self.hub.store.count_tasks(parent_room_id)
+            counted = await self.hub.store.count_tasks(parent_room_id)
+            # Another delegation may have counted (and numbered) while this one waited.
+            number = self._counters.get(parent_room_id, counted)
         number += 1
         self._counters[parent_room_id] = number
         handle = TaskHandle(f"{parent_room_id}::task-{number}", agent.id, parent_room_id, task)
@@ -163,7 +166,26 @@ class Delegation:
         handle._runner = asyncio.create_task(
             self._run(handle, agent, record, shared, limit, tuple(stop_tools))
         )
+        handle._runner.add_done_callback(lambda runner: self._runner_done(runner, handle, record))
         return handle
+
+    def _runner_done(
+        self, runner: asyncio.Task[None], handle: TaskHandle, record: TaskRecord
+    ) -> None:
+        """A runner cancelled before its first step never enters `_run` (so none of its
+        handlers ran): finish the task as cancelled here, or its waiters would hang."""
+        if handle._future.done():
+            return
+        result = TaskResult(
+            handle.task_id,
+            handle.agent_id,
+            handle.parent_room_id,
+            TaskStatus.CANCELLED,
+            reason="cancelled before it started",
+        )
+        finishing = asyncio.create_task(self._finish(handle, record, result))
+        self._finishing.add(finishing)
+        finishing.add_done_callback(self._finishing.discard)
 
     async def _run(
         self,

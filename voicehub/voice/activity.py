@@ -277,15 +277,12 @@ class VoiceActivity:
         key = self._state_key()
         if key == self._key:
             return  # a repeated or invisible event: nothing for waiters to see
-        previous_live = self._key[6]
         self._key = key
-        user, speaking, thinking, queued, awaiting, unplayed, live = key
+        user, speaking, thinking, queued, awaiting, unplayed, _ = key
         idle = not (user or speaking or thinking or queued or awaiting or unplayed)
-        if not idle:
-            self._idle_since = None
-        elif self._idle_since is None or live != previous_live:
-            # A new idle period; attaching or detaching a session also starts one.
-            self._idle_since = self._clock.now()
+        # Idle after a change means a new idle period: either the room just became idle,
+        # or the only thing that changed is `session_live` (attach/detach restarts it).
+        self._idle_since = self._clock.now() if idle else None
         self._version += 1
         self._snapshot = None
         change = self._change

@@ -212,7 +212,9 @@ class Resampler:
         positions = np.arange(self._produced, stop, dtype=np.int64) * self._down + self._delay
         oldest = positions // self._up - self._buffer_start - (self._taps - 1)
         rows = sliding_window_view(self._buffer, self._taps)[oldest]
-        values = np.einsum("nk,nk->n", rows, self._phases[positions % self._up])
+        values: npt.NDArray[np.float64] = np.einsum(
+            "nk,nk->n", rows, self._phases[positions % self._up]
+        )
         self._produced = stop
         # Keep only the history the next output can still reach.
         next_newest = (stop * self._down + self._delay) // self._up - self._buffer_start

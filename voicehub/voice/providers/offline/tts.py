@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Never
 
 from voicehub.voice.audio import Resampler, int16_to_pcm16
 from voicehub.voice.providers import vendor_import
@@ -28,7 +29,7 @@ __all__ = ["ESpeakTTS", "OfflineTTS", "PiperTTS", "synthesize"]
 _NATIVE_RATE = 22050  # both engines; other rates are resampled
 
 
-class OfflineTTS(tts.TTS):
+class OfflineTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
     """A TTS plugin over a shared offline engine; the engine loads lazily, once per process."""
 
     def __init__(self, voice: TTSVoice, *, sample_rate: int = _NATIVE_RATE) -> None:
