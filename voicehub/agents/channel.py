@@ -87,15 +87,21 @@ class AgentChannel(Channel):
         messages = await self.memory.messages(room.hub, room.id, self.agent.id)
         if instruction is not None:
             messages.append(ChatMessage(role="system", content=instruction))
-        result = await self.run(room, messages)
+        result = await self.run(room, messages, announce=True)
         if result.text:
             await self.say(room, result.text)
         return result
 
     async def run(
-        self, room: Room, messages: list[ChatMessage], *, stop_tools: Sequence[str] = ()
+        self,
+        room: Room,
+        messages: list[ChatMessage],
+        *,
+        stop_tools: Sequence[str] = (),
+        announce: bool = False,
     ) -> RunResult:
-        """Run the tool loop in `room`, recording tool calls and results as events."""
+        """Run the tool loop in `room`, recording tool calls and results as events.
+        With `announce`, text the agent says alongside tool calls is posted at once."""
         context = ToolContext(hub=room.hub, room_id=room.id, agent_id=self.agent.id)
 
         async def record(call: ToolCall, result: ToolResult) -> None:
@@ -119,8 +125,12 @@ class AgentChannel(Channel):
             extra_tools=self.extra_tools,
             prepare_step=self.prepare_step,
             on_tool_result=record,
+            on_interim_text=(lambda text: self._announce(room, text)) if announce else None,
             stop_tools=stop_tools,
         )
+
+    async def _announce(self, room: Room, text: str) -> None:
+        await self.say(room, text)
 
     async def say(self, room: Room, text: str, **metadata: object) -> Event | None:
         """Post `text` as this agent's message."""

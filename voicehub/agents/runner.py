@@ -19,6 +19,7 @@ from voicehub.errors import ConfigError
 
 PrepareStep = Callable[[int, list[ChatMessage]], Awaitable[list[ChatMessage]] | list[ChatMessage]]
 ToolObserver = Callable[[ToolCall, ToolResult], Awaitable[None]]
+TextObserver = Callable[[str], Awaitable[None]]
 
 
 class StopReason(StrEnum):
@@ -57,12 +58,15 @@ async def run_agent(
     max_steps: int | None = None,
     prepare_step: PrepareStep | None = None,
     on_tool_result: ToolObserver | None = None,
+    on_interim_text: TextObserver | None = None,
     tool_choice: ToolChoice = "auto",
 ) -> RunResult:
     """Run `agent` over `messages` until a final answer, a stop tool, or the step limit.
 
     `prepare_step(step, messages)` returns the messages the model sees at that step, so state
     (a blackboard summary, say) can be injected without growing the history.
+    `on_interim_text` receives text the model says in the same turn as tool calls ("Sure, I'll
+    look into it"), before the tools run, so a caller hears it without waiting for them.
     """
     if agent.llm is None:
         raise ConfigError(f"agent {agent.id!r} has no llm: give it a ScriptedLLM or a chat model")
@@ -88,6 +92,8 @@ async def run_agent(
             spoken.append(turn.text)
         if not turn.tool_calls:
             return RunResult(turn.text, StopReason.FINAL_ANSWER, step, history, calls)
+        if turn.text and on_interim_text is not None:
+            await on_interim_text(turn.text)
         stopped_by: tuple[ToolCall, ToolResult] | None = None
         for call in turn.tool_calls:
             result = await _execute(call, tools, base_context)

@@ -1,7 +1,7 @@
 """Hooks: code that runs around room events.
 
 SYNC hooks run in priority order (lowest first) and may block an event or replace it with a
-modified copy. ASYNC hooks only observe: they run in the background and their errors are
+modified copy. A SYNC hook that raises is logged and skipped (fail open). ASYNC hooks only observe: they run in the background and their errors are
 logged without touching the room.
 """
 
@@ -162,7 +162,18 @@ class HookRegistry:
         for hook in hooks:
             if hook.execution is not HookExecution.SYNC:
                 continue
-            result = await hook.function(event, context)
+            try:
+                result = await hook.function(event, context)
+            except Exception:
+                # Fail open: a broken gate must not stop every post in the room or lose a
+                # delivery. The error is logged with the hook's name; the event goes on.
+                log.exception(
+                    "sync hook %r failed on %s in room %s; skipped",
+                    hook.name,
+                    context.trigger,
+                    context.room_id,
+                )
+                continue
             if isinstance(result, Event):
                 event = result
             elif isinstance(result, HookResult):

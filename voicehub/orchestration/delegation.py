@@ -166,12 +166,10 @@ class Delegation:
         handle._runner = asyncio.create_task(
             self._run(handle, agent, record, shared, limit, tuple(stop_tools))
         )
-        handle._runner.add_done_callback(lambda runner: self._runner_done(runner, handle, record))
+        handle._runner.add_done_callback(lambda _: self._runner_done(handle, record))
         return handle
 
-    def _runner_done(
-        self, runner: asyncio.Task[None], handle: TaskHandle, record: TaskRecord
-    ) -> None:
+    def _runner_done(self, handle: TaskHandle, record: TaskRecord) -> None:
         """A runner cancelled before its first step never enters `_run` (so none of its
         handlers ran): finish the task as cancelled here, or its waiters would hang."""
         if handle._future.done():

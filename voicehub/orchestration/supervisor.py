@@ -238,7 +238,7 @@ class Supervisor(Orchestration):
 
 
 def combine(results: Sequence[TaskResult]) -> str:
-    """Worker results as one text: each answer, or why there is none."""
-    if len(results) == 1:
-        return results[0].describe()
-    return "\n".join(f"{r.agent_id}: {r.describe()}" for r in results)
+    """Worker results as one text to be spoken: each answer, or why there is none. Answers
+    are not prefixed with agent ids (a caller should not hear "analyst-a:"); a failure names
+    the worker so the caller knows which part is missing."""
+    return "\n".join(r.describe() for r in results)

@@ -1,0 +1,349 @@
+"""Desk files: the examples load, and every broken file names the file and the field."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from voicehub.config import DeskConfig, load_desk_file, load_desk_folder
+from voicehub.delivery.policy import Immediate, Queued, WaitForIdle
+from voicehub.errors import ConfigError
+
+CHANNELS = Path(__file__).resolve().parent.parent / "channels"
+
+# A small valid desk; each error test breaks one thing in it.
+VALID = """\
+name = "mini"
+title = "Mini desk"
+
+[delivery]
+strategy = "wait_for_idle"
+buffer = 0.5
+
+[knowledge]
+file = "kb.toml"
+
+[[agents]]
+id = "desk"
+tools = ["search_knowledge"]
+
+[agents.scripted]
+fallback = "Pardon?"
+
+[[agents.scripted.rules]]
+regex = 'research (?P<topic>.+)'
+say = "On it: {topic}."
+tool = "delegate_workers"
+arguments = { task = "{topic}" }
+reply = "{result.message}"
+
+[[agents]]
+id = "worker"
+tools = ["search_knowledge"]
+
+[[agents.scripted.rules]]
+match = "*"
+tool = "search_knowledge"
+arguments = { query = "{message}" }
+
+[supervisor]
+agent = "desk"
+workers = ["worker"]
+"""
+
+KNOWLEDGE = """\
+[[entries]]
+topic = "tea"
+keywords = ["green tea"]
+text = "Tea is brewed from leaves."
+"""
+
+
+def write_desk(folder: Path, text: str, name: str = "mini.toml") -> Path:
+    (folder / "kb.toml").write_text(KNOWLEDGE)
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+def error_of(folder: Path, text: str) -> str:
+    path = write_desk(folder, text)
+    with pytest.raises(ConfigError) as caught:
+        load_desk_file(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: "), message
+    return message
+
+
+# -- valid desks -------------------------------------------------------------------------
+
+
+def test_the_example_desks_load() -> None:
+    desks = load_desk_folder(CHANNELS)
+    assert sorted(desks) == ["drafting", "research"]
+
+    research = desks["research"]
+    assert research.source == CHANNELS / "research.toml"
+    assert research.front_agent_id == "desk"
+    assert research.greeting
+    assert research.supervisor is not None
+    assert research.supervisor.workers == ("analyst-a", "analyst-b")
+    assert research.delivery.to_strategy() == WaitForIdle(1.0)
+    assert research.delivery.mode == "say"
+    assert research.voice.stt == "pocketsphinx"
+
+    drafting = desks["drafting"]
+    assert drafting.loop is not None
+    assert drafting.loop.reviewers == ("editor", "fact-checker")
+    assert drafting.loop.strategy == "parallel"
+    assert drafting.orchestration_tools("editor") == ["submit_verdict"]
+    assert drafting.orchestration_tools("desk") == ["delegate_loop", "check_tasks", "cancel_task"]
+
+
+def test_a_minimal_desk_gets_defaults(tmp_path: Path) -> None:
+    path = write_desk(tmp_path, 'name = "tiny"\n[[agents]]\nid = "solo"\n')
+    config = load_desk_file(path)
+    assert config.front_agent_id == "solo"
+    assert config.voice.vad == "silero" and config.voice.tts == "piper"
+    assert config.delivery.to_strategy() == WaitForIdle(1.0)
+    assert config.agents[0].llm.provider == "scripted"
+
+
+@pytest.mark.parametrize(
+    ("table", "strategy"),
+    [
+        ('strategy = "immediate"', Immediate()),
+        ('strategy = "queued"\nbuffer = 3', Queued(3.0)),
+        ('strategy = "wait_for_idle"\nbuffer = 2\nmax_wait = 10', WaitForIdle(2.0, 10.0)),
+    ],
+)
+def test_delivery_tables_become_strategies(tmp_path: Path, table: str, strategy: object) -> None:
+    text = VALID.replace('strategy = "wait_for_idle"\nbuffer = 0.5', table)
+    assert load_desk_file(write_desk(tmp_path, text)).delivery.to_strategy() == strategy
+
+
+def test_a_desk_with_supervisor_and_loop_gives_the_front_both(tmp_path: Path) -> None:
+    text = VALID + '\n[[agents]]\nid = "writer"\n[[agents]]\nid = "editor"\n'
+    text += '[loop]\nproducer = "writer"\nreviewers = ["editor"]\n'
+    config = load_desk_file(write_desk(tmp_path, text))
+    assert config.orchestration_tools("desk") == [
+        "delegate_workers",
+        "delegate_loop",
+        "check_tasks",
+        "cancel_task",
+    ]
+
+
+def test_pipeline_and_swarm_sections_are_validated_and_kept(tmp_path: Path) -> None:
+    text = VALID + (
+        "[pipeline]\nstages = [\n"
+        '  { phase = "intake", agent = "desk", next = "work" },\n'
+        '  { phase = "work", agent = "worker", can_return_to = ["intake"] },\n]\n'
+        '[swarm]\nagents = ["desk", "worker"]\nentry = "desk"\n'
+    )
+    config = load_desk_file(write_desk(tmp_path, text))
+    assert config.pipeline is not None and config.pipeline.stages[1].can_return_to == ("intake",)
+    assert config.swarm is not None and config.swarm.entry == "desk"
+
+
+# -- errors name the file and the field ----------------------------------------------------
+
+
+def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    message = error_of(tmp_path, 'name = "mini"\ntitle = "Mini\n')
+    assert "TOML syntax error" in message
+    assert re.search(r"line 2, column \d+", message), message
+
+
+def test_unknown_field_is_named_with_a_suggestion(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VALID.replace("[delivery]", '[voice]\nvda = "silero"\n[delivery]'))
+    assert "voice.vda: unknown field 'vda' (did you mean 'vad'?)" in message
+    assert "allowed here: stt, tts, vad" in message
+
+
+def test_unknown_field_in_a_rule(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VALID.replace('say = "On it', 'sya = "On it'))
+    assert "agents[0].scripted.rules[0].sya: unknown field 'sya' (did you mean 'say'?)" in message
+
+
+def test_bad_regex_names_the_rule(tmp_path: Path) -> None:
+    text = VALID.replace('match = "*"', "regex = '('")
+    message = error_of(tmp_path, text)
+    assert "agents[1].scripted.rules[0].regex: regex '(' is invalid:" in message
+
+
+def test_unknown_agent_in_supervisor_workers(tmp_path: Path) -> None:
+    message = error_of(
+        tmp_path, VALID.replace('workers = ["worker"]', 'workers = ["worker", "ghost"]')
+    )
+    assert (
+        "supervisor.workers[1]: unknown agent 'ghost'; agents in this desk: desk, worker" in message
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "path"),
+    [
+        ('[loop]\nagent = "desk"\nproducer = "nobody"\nreviewers = ["worker"]', "loop.producer"),
+        ('[swarm]\nagents = ["desk", "x"]\nentry = "desk"', "swarm.agents[1]"),
+        ('[pipeline]\nstages = [{ phase = "a", agent = "zed" }]', "pipeline.stages[0].agent"),
+    ],
+)
+def test_unknown_agents_in_other_sections(tmp_path: Path, section: str, path: str) -> None:
+    message = error_of(tmp_path, VALID + section + "\n")
+    assert f"{path}: unknown agent" in message
+
+
+def test_unknown_builtin_tool_lists_the_known_ones(tmp_path: Path) -> None:
+    message = error_of(
+        tmp_path, VALID.replace('tools = ["search_knowledge"]', 'tools = ["web"]', 1)
+    )
+    assert (
+        "agents[0].tools[0]: unknown builtin tool 'web'; known builtin tools: search_knowledge"
+    ) in message
+
+
+def test_orchestration_tools_are_not_listed_as_builtins(tmp_path: Path) -> None:
+    text = VALID.replace('tools = ["search_knowledge"]', 'tools = ["delegate_workers"]', 1)
+    message = error_of(tmp_path, text)
+    assert "agents[0].tools[0]: 'delegate_workers' is not listed in tools" in message
+    assert "[supervisor]" in message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            'strategy = "wait_for_idle"',
+            'strategy = "eventually"',
+            "delivery.strategy: Input should be",
+        ),
+        (
+            "[supervisor]",
+            '[supervisor]\nstrategy = "random"',
+            "supervisor.strategy: Input should be",
+        ),
+        (
+            'strategy = "wait_for_idle"\nbuffer = 0.5',
+            'strategy = "immediate"\nbuffer = 1',
+            "delivery.buffer: strategy 'immediate' speaks at once",
+        ),
+        ("buffer = 0.5", "buffer = -1", "delivery.buffer: Input should be greater than or equal"),
+        (
+            'strategy = "wait_for_idle"',
+            'strategy = "queued"\nmax_wait = 3',
+            "delivery.max_wait: only strategy 'wait_for_idle'",
+        ),
+    ],
+)
+def test_bad_delivery_and_orchestration_strategies(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    message = error_of(tmp_path, VALID.replace(old, new))
+    assert expected in message
+    if "eventually" in new:
+        assert "'immediate', 'wait_for_idle' or 'queued' (got 'eventually')" in message
+
+
+def test_reserved_voice_providers_are_refused_for_now(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VALID + '[voice]\nstt = "deepgram"\n')
+    assert "voice.stt: 'deepgram' is reserved for a later release; use 'pocketsphinx'" in message
+
+
+def test_rule_tool_must_be_available_to_the_agent(tmp_path: Path) -> None:
+    message = error_of(
+        tmp_path, VALID.replace('tool = "delegate_workers"', 'tool = "delegate_loop"')
+    )
+    assert "agents[0].scripted.rules[0].tool: tool 'delegate_loop' is not available" in message
+    assert "delegate_workers" in message  # lists what the agent has
+
+
+def test_placeholders_must_exist(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VALID.replace('"{result.message}"', '"Done with {topic}"'))
+    # Regex groups do not reach `reply`, which renders after the tool result.
+    assert "agents[0].scripted.rules[0].reply: unknown placeholder {topic}" in message
+    message = error_of(tmp_path, VALID.replace('task = "{topic}"', 'task = "{topci}"'))
+    assert "agents[0].scripted.rules[0].arguments.task: unknown placeholder {topci}" in message
+
+
+def test_knowledge_tool_needs_a_knowledge_table(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VALID.replace('[knowledge]\nfile = "kb.toml"\n', ""))
+    assert "agents[0].tools[0]: tool 'search_knowledge' needs a knowledge base" in message
+
+
+def test_missing_or_broken_knowledge_file(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VALID.replace("kb.toml", "missing.toml"))
+    assert "knowledge.file:" in message and "missing.toml: knowledge file not found" in message
+    (tmp_path / "bad.toml").write_text('[[entries]]\ntopic = "x"\n')
+    message = error_of(tmp_path, VALID.replace("kb.toml", "bad.toml"))
+    assert "bad.toml: entries[0].text: Field required" in message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('name = "mini"', 'name = "Mini Desk"', "name: 'Mini Desk' is not a valid slug"),
+        ('id = "worker"', 'id = "desk"', "agents[1].id: agent id 'desk' is used twice"),
+        (
+            'workers = ["worker"]',
+            'workers = ["desk", "worker"]',
+            "supervisor.workers: 'desk' is the front agent; it cannot be a worker",
+        ),
+        (
+            'id = "worker"',
+            'id = "worker"\nllm = { provider = "openai" }',
+            "agents[1].llm.model: provider 'openai' needs a model name",
+        ),
+        (
+            'id = "desk"',
+            'id = "desk"\nllm = { provider = "openai", model = "m" }',
+            "agents[0].scripted: rules are only used with llm = 'scripted'",
+        ),
+        ('title = "Mini desk"', "", None),
+    ],
+)
+def test_more_field_errors(tmp_path: Path, old: str, new: str, expected: str | None) -> None:
+    text = VALID.replace(old, new, 1)
+    if expected is None:
+        load_desk_file(write_desk(tmp_path, text))  # title is optional
+        return
+    assert expected in error_of(tmp_path, text)
+
+
+def test_loop_without_supervisor_needs_a_front_agent(tmp_path: Path) -> None:
+    text = 'name = "solo"\n[[agents]]\nid = "w"\n[[agents]]\nid = "r"\n'
+    text += '[loop]\nproducer = "w"\nreviewers = ["r"]\n'
+    assert "loop.agent: name the front agent" in error_of(tmp_path, text)
+
+
+def test_missing_required_fields(tmp_path: Path) -> None:
+    message = error_of(tmp_path, 'title = "x"\n')
+    assert f"{tmp_path / 'mini.toml'}: name: required field is missing" in message
+    assert "agents: required field is missing" in message
+
+
+def test_duplicate_desk_names_in_a_folder(tmp_path: Path) -> None:
+    write_desk(tmp_path, VALID, "a.toml")
+    write_desk(tmp_path, VALID, "b.toml")
+    with pytest.raises(ConfigError) as caught:
+        load_desk_folder(tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / 'b.toml'}: name: desk name 'mini' is already used by "
+        f"{tmp_path / 'a.toml'}; desk names must be unique"
+    )
+
+
+def test_missing_file_and_folder(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="desk file not found"):
+        load_desk_file(tmp_path / "nope.toml")
+    with pytest.raises(ConfigError, match="no such desk folder"):
+        load_desk_folder(tmp_path / "nope")
+
+
+def test_desk_config_is_immutable(tmp_path: Path) -> None:
+    config = load_desk_file(write_desk(tmp_path, VALID))
+    with pytest.raises(ValueError):
+        config.name = "other"  # type: ignore[misc]
+    assert isinstance(config, DeskConfig)
