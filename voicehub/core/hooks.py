@@ -1,8 +1,8 @@
 """Hooks: code that runs around room events.
 
 SYNC hooks run in priority order (lowest first) and may block an event or replace it with a
-modified copy. A SYNC hook that raises is logged and skipped (fail open). ASYNC hooks only observe: they run in the background and their errors are
-logged without touching the room.
+modified copy; a SYNC hook that raises is logged and skipped (fail open). ASYNC hooks only
+observe: they run in the background and their errors are logged without touching the room.
 """
 
 from __future__ import annotations
