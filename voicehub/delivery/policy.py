@@ -1,6 +1,6 @@
 """The delivery policy: when to speak pending results into a call. Pure and sans-I/O.
 
-`decide(activity, pending, now)` looks at a room's activity snapshot, the room's pending
+`decide(snapshot, pending, now)` looks at a room's activity snapshot, the room's pending
 items and the current time, and returns one `Action`:
 
 - `Deliver(items)`: make one injection now (a single item, or one `Queued` batch);
@@ -253,7 +253,7 @@ def _order(item: PendingItem) -> tuple[float, str]:
     return (item.arrived_at, item.delivery_id)
 
 
-def decide(activity: ActivityState, pending: Sequence[PendingItem], now: float) -> Action:
+def decide(snapshot: ActivityState, pending: Sequence[PendingItem], now: float) -> Action:
     """Choose the next action for one room. Pure: same inputs, same answer.
 
     Readiness, given the room is live and the caller is not speaking:
@@ -272,9 +272,9 @@ def decide(activity: ActivityState, pending: Sequence[PendingItem], now: float) 
     can become ready), else `WaitForChange`. Items repeating a `delivery_id` already seen
     are ignored, so one call never speaks an id twice. Order of `pending` does not matter.
     """
-    if not pending or not activity.session_live or activity.user_speaking:
+    if not pending or not snapshot.session_live or snapshot.user_speaking:
         return _WAIT_FOR_CHANGE
-    idle_since = activity.idle_since if activity.is_idle else None
+    idle_since = snapshot.idle_since if snapshot.is_idle else None
 
     best: tuple[PendingItem, ...] | None = None
     best_key: tuple[float, str] | None = None
