@@ -284,16 +284,11 @@ class DeliveryService:
         texts: list[str] = []
         for item in items:
             record = queue.items[_id(item)][0]
-            try:
-                outcome = await self.hub.run_hooks(
-                    HookTrigger.BEFORE_DELIVER, self._event(record, strategy)
-                )
-            except Exception as exc:  # a broken gate fails the attempt, never lets it through
-                log.exception("BEFORE_DELIVER hook failed in room %s", queue.room_id)
-                tried = await self.outbox.set_status(record, record.status, attempted=True)
-                error = f"BEFORE_DELIVER hook raised {type(exc).__name__}: {exc}"
-                await self._settle(queue, [tried], None, error, strategy)
-                continue
+            # A BEFORE_DELIVER hook that raises is logged and skipped by the hook registry
+            # (fail open): a broken filter must not lose a result. To stop a result, block it.
+            outcome = await self.hub.run_hooks(
+                HookTrigger.BEFORE_DELIVER, self._event(record, strategy)
+            )
             if outcome.blocked:
                 queue.forget(record.id)
                 error = f"blocked by hook {outcome.blocked_by}: {outcome.reason}"
