@@ -49,8 +49,9 @@ class VoiceSession(Protocol):
         """Have the agent's model answer `instructions` aloud; returns when done."""
         ...
 
-    async def inject(self, text: str, *, allow_interrupt: bool,
-                     metadata: dict[str, Any]) -> InjectOutcome:
+    async def inject(
+        self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
+    ) -> InjectOutcome:
         """The delivery `Injector`: speak a background result into the call."""
         ...
 
