@@ -13,13 +13,32 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from voicehub.voice.audio import FrameSplitter, pcm16_to_int16, resample_pcm16
+from voicehub.voice.audio import (
+    FrameSplitter,
+    Resampler,
+    energy_above,
+    int16_to_pcm16,
+    pcm16_to_int16,
+    resample_pcm16,
+    rms,
+)
 from voicehub.voice.providers import vendor_import
 
 SAMPLE_RATE = 16000
 """The rate the en-us acoustic model expects."""
 
 _FRAME_MS = 20
+
+# Live cepstral mean normalization starts from the model's wideband mean and needs seconds
+# of audio to adapt. Phone audio (nothing above 4 kHz) is far from it, so a phone call's
+# first utterance came out as noise (word error rate 77%). Seeding with this mean, measured
+# on band-limited speech, brought it to 43%.
+NARROWBAND_CMN = "48.47,36.01,-33.75,42.65,-9.11,-7.71,18.78,-24.57,8.32,-0.35,-7.34,10.17,-10.07"
+_NARROWBAND_CUTOFF_HZ = 4500
+_NARROWBAND_MAX_ENERGY = 1e-5  # phone speech measured under 1e-6, wideband over 3e-4
+_PROBE_SPEECH_BYTES = 2 * SAMPLE_RATE // 5  # judge the band on 200 ms of speech...
+_PROBE_BYTES = 2 * SAMPLE_RATE // 2  # ...at the end of the first 500 ms fed (with pre-roll)
+_PROBE_MIN_RMS = 100.0  # about -50 dBFS
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +141,10 @@ class SphinxRecognizer:
         self._speech_start: int | None = None  # frame index of the first speech frame
         self._speech_end = 0
         self._text = ""
+        self._resampler: Resampler | None = None
+        self._held: list[bytes] | None = []  # None once the band is known
+        self.narrowband = False
+        """True once the first speech turned out band-limited (phone audio)."""
 
     @property
     def text(self) -> str:
@@ -131,7 +154,9 @@ class SphinxRecognizer:
     def feed(self, pcm16: bytes, sample_rate: int = SAMPLE_RATE) -> list[RecognizerEvent]:
         """Process audio of any length; return the partials and finals it produced."""
         if sample_rate != SAMPLE_RATE:
-            pcm16 = resample_pcm16(pcm16, sample_rate, SAMPLE_RATE)
+            if self._resampler is None or self._resampler.from_rate != sample_rate:
+                self._resampler = Resampler(sample_rate, SAMPLE_RATE)
+            pcm16 = int16_to_pcm16(self._resampler.push(pcm16_to_int16(pcm16)))
         events: list[RecognizerEvent] = []
         for frame in self._frames.push(pcm16):
             self._feed_frame(frame, events)
@@ -166,7 +191,15 @@ class SphinxRecognizer:
         if self._endpoint_frames and self._silent_frames >= self._endpoint_frames and self._text:
             events.append(Final(self._end_utterance()))
 
-    def _decode(self, pcm16: bytes) -> None:
+    def _decode(self, pcm16: bytes, *, last: bool = False) -> None:
+        if self._held is not None:
+            # Before the first words, hold audio until we know the band (see NARROWBAND_CMN).
+            self._held.append(pcm16)
+            if sum(map(len, self._held)) < _PROBE_BYTES and not last:
+                return
+            pcm16 = b"".join(self._held)
+            self._held = None
+            self._seed_cmn_for_bandwidth(pcm16[-_PROBE_SPEECH_BYTES:])
         if not self._in_utterance:
             self.decoder.start_utt()
             self._in_utterance = True
@@ -174,11 +207,19 @@ class SphinxRecognizer:
         hypothesis = self.decoder.hyp()
         self._text = hypothesis.hypstr if hypothesis is not None else ""
 
+    def _seed_cmn_for_bandwidth(self, pcm16: bytes) -> None:
+        samples = pcm16_to_int16(pcm16)
+        if rms(samples) < _PROBE_MIN_RMS:
+            return  # too quiet to judge: keep the model's mean
+        if energy_above(samples, SAMPLE_RATE, _NARROWBAND_CUTOFF_HZ) < _NARROWBAND_MAX_ENERGY:
+            self.narrowband = True
+            self.decoder.set_cmn(NARROWBAND_CMN)
+
     def finish(self) -> Transcript:
         """End the open utterance now (a flush) and return its transcript, maybe empty."""
         pending = self._frames.flush(pad=False)
-        if pending and self._feeding:
-            self._decode(pending)
+        if self._feeding or self._held:
+            self._decode(pending or b"", last=True)
         return self._end_utterance()
 
     def _end_utterance(self) -> Transcript:
@@ -206,6 +247,38 @@ class SphinxRecognizer:
             self._in_utterance = False
 
 
+_EDGE_SILENCE = 0.3  # the decoder needs silence around words to anchor <s> and </s>
+
+
+def recognize_pcm(decoder: Any, pcm16: bytes, sample_rate: int) -> Transcript:
+    """Recognize a whole recording as one utterance on ``decoder`` (blocking).
+
+    One ``full_utt`` call lets PocketSphinx normalize with the recording's own cepstral
+    mean, which beats live normalization on a cold decoder (on phone audio, word error rate
+    47% against 88%). It holds the GIL throughout, about 0.2 s per second of audio.
+    """
+    audio = resample_pcm16(pcm16, sample_rate, SAMPLE_RATE)
+    edge = bytes(2 * round(_EDGE_SILENCE * SAMPLE_RATE))
+    decoder.start_utt()
+    try:
+        decoder.process_raw(edge + audio + edge, False, True)
+    finally:
+        decoder.end_utt()
+    hypothesis = decoder.hyp()
+    if hypothesis is None or not hypothesis.hypstr:
+        return Transcript("")
+    # seg() frames are 10 ms; fillers such as <s>, <sil> and [NOISE] are not words
+    spoken = [seg for seg in decoder.seg() if seg.word[:1] not in ("<", "[", "+")]
+    start = spoken[0].start_frame / 100 - _EDGE_SILENCE if spoken else 0.0
+    end = (spoken[-1].end_frame + 1) / 100 - _EDGE_SILENCE if spoken else 0.0
+    return Transcript(
+        hypothesis.hypstr,
+        min(1.0, max(0.0, hypothesis.prob)),
+        max(0.0, start),
+        max(0.0, end),
+    )
+
+
 _shared_pool = DecoderPool()
 
 
@@ -219,11 +292,8 @@ def transcribe(pcm16: bytes, sample_rate: int) -> str:
 
     Synchronous and livekit-free, for tests and the CLI. The whole buffer is one utterance.
     """
-    pcm16_to_int16(pcm16)  # reject odd-sized input with a clear error
     decoder = _shared_pool.acquire()
     try:
-        recognizer = SphinxRecognizer(decoder, gate=False, endpoint_silence=None)
-        recognizer.feed(pcm16, sample_rate)
-        return recognizer.finish().text
+        return recognize_pcm(decoder, pcm16, sample_rate).text
     finally:
         _shared_pool.release(decoder)

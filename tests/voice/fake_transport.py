@@ -1,0 +1,127 @@
+"""An in-memory `CallTransport` for voice session tests.
+
+It records the agent's audio, marks, clears and client events, and confirms marks back to
+the bound session (`transport.session = ...`) in one of three ways:
+
+- ``ack="immediate"``: as soon as the mark arrives (a transport with no playout buffer);
+- ``ack="clock"``: ``ack_delay`` seconds later on ``clock`` (a phone with a jitter buffer);
+- ``ack="manual"``: only when the test calls `ack` (to hold the agent in "playout pending").
+
+A clear drops the marks still pending, as a flushed buffer has nothing left to confirm.
+Tests wait on `wait_for(predicate)`, which wakes on every transport call: no polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Literal
+
+from voicehub.core.clock import Clock, SystemClock
+from voicehub.voice.session import VoiceSession
+
+AckMode = Literal["immediate", "clock", "manual"]
+
+
+class FakeTransport:
+    """Records everything the session sends; confirms playout as configured."""
+
+    def __init__(
+        self,
+        sample_rate: int = 16000,
+        *,
+        ack: AckMode = "immediate",
+        ack_delay: float = 0.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self._sample_rate = sample_rate
+        self.ack_mode: AckMode = ack
+        self.ack_delay = ack_delay
+        self.clock: Clock = clock or SystemClock()
+        self.session: VoiceSession | None = None
+        self.audio = bytearray()
+        self.chunks = 0
+        self.first_audio_at: float | None = None
+        self.marks: list[str] = []
+        self.pending: list[str] = []
+        self.acked: list[str] = []
+        self.clears = 0
+        self.events: list[dict[str, Any]] = []
+        self._changed = asyncio.Condition()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- CallTransport ----------------------------------------------------------------
+
+    @property
+    def sample_rate(self) -> int:
+        return self._sample_rate
+
+    async def send_audio(self, pcm16: bytes) -> None:
+        if self.first_audio_at is None:
+            self.first_audio_at = self.clock.now()
+        self.audio += pcm16
+        self.chunks += 1
+        await self._notify()
+
+    async def mark(self, speech_id: str) -> None:
+        self.marks.append(speech_id)
+        self.pending.append(speech_id)
+        if self.ack_mode == "immediate":
+            self.ack(speech_id)
+        elif self.ack_mode == "clock":
+            task = asyncio.create_task(self._ack_later(speech_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        await self._notify()
+
+    async def clear(self) -> None:
+        self.clears += 1
+        self.pending.clear()
+        await self._notify()
+
+    async def send_event(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+        await self._notify()
+
+    # -- test controls ----------------------------------------------------------------
+
+    def ack(self, speech_id: str | None = None) -> None:
+        """Confirm `speech_id` (default: every pending mark) to the bound session."""
+        ids = list(self.pending) if speech_id is None else [speech_id]
+        for mark in ids:
+            if mark in self.pending:
+                self.pending.remove(mark)
+                self.acked.append(mark)
+                if self.session is not None:
+                    self.session.playout_confirmed(mark)
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+        """Wait until `predicate()` holds, re-checking after every transport call."""
+
+        async def until() -> None:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+
+        await asyncio.wait_for(until(), timeout)
+
+    def events_of(self, kind: str) -> list[dict[str, Any]]:
+        return [event for event in self.events if event.get("type") == kind]
+
+    @property
+    def seconds_of_audio(self) -> float:
+        return len(self.audio) / 2 / self._sample_rate
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    # -- internals --------------------------------------------------------------------
+
+    async def _ack_later(self, speech_id: str) -> None:
+        await self.clock.sleep(self.ack_delay)
+        self.ack(speech_id)
+        await self._notify()
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()

@@ -1,0 +1,220 @@
+"""Offline STT: PocketSphinx on speech synthesized by Piper, checked by keywords."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from voicehub.errors import ProtocolError
+from voicehub.voice.providers.offline import synthesize, transcribe
+from voicehub.voice.providers.offline.stt_engine import (
+    Final,
+    Partial,
+    SphinxRecognizer,
+    shared_pool,
+)
+
+RESEARCH = "please research solar panels"
+WEATHER = "what is the weather tomorrow"
+
+
+def silence(seconds: float, rate: int = 16000) -> bytes:
+    return bytes(2 * int(seconds * rate))
+
+
+@cache
+def speech(text: str, rate: int = 16000) -> bytes:
+    return synthesize(text, voice="piper", sample_rate=rate)
+
+
+def words(text: str) -> set[str]:
+    return set(text.split())
+
+
+def test_transcribe_recognizes_keywords() -> None:
+    assert {"research", "solar", "panels"} <= words(transcribe(speech(RESEARCH), 16000))
+
+
+def test_transcribe_resamples_other_rates() -> None:
+    assert {"research", "solar"} <= words(transcribe(speech(RESEARCH, 22050), 22050))
+
+
+def test_transcribe_is_deterministic_across_pooled_decoders() -> None:
+    audio = silence(0.3) + speech(WEATHER) + silence(0.3)
+    assert transcribe(audio, 16000) == transcribe(audio, 16000)
+    assert {"weather", "tomorrow"} <= words(transcribe(audio, 16000))
+
+
+def test_transcribe_rejects_odd_sized_pcm() -> None:
+    with pytest.raises(ProtocolError, match="expected an even number"):
+        transcribe(bytes(3), 16000)
+
+
+class CountingDecoder:
+    """Stands in for a PocketSphinx decoder to observe what the gate lets through."""
+
+    def __init__(self) -> None:
+        self.fed: list[int] = []
+        self.utterances = 0
+
+    def start_utt(self) -> None:
+        self.utterances += 1
+
+    def process_raw(self, data: bytes, no_search: bool, full_utt: bool) -> None:
+        self.fed.append(len(data))
+
+    def hyp(self) -> Any:
+        return None
+
+    def end_utt(self) -> None:
+        pass
+
+
+def test_gate_keeps_silence_away_from_the_decoder() -> None:
+    decoder = CountingDecoder()
+    recognizer = SphinxRecognizer(decoder, pre_roll=0.3, hangover=0.5)
+    assert recognizer.feed(silence(2.0)) == []
+    assert decoder.fed == [] and decoder.utterances == 0
+
+    recognizer.feed(speech(RESEARCH) + silence(2.0))
+    assert decoder.utterances == 1
+    assert decoder.fed[0] == 16 * 640  # 300 ms of pre-roll plus the first speech frame
+    fed_seconds = sum(decoder.fed) / 32000
+    spoken_seconds = len(speech(RESEARCH)) / 32000
+    assert fed_seconds < spoken_seconds + 0.3 + 0.5 + 0.1  # speech, pre-roll, hangover
+
+
+def test_recognizer_reports_partials_then_a_final_on_trailing_silence() -> None:
+    decoder = shared_pool().acquire()
+    try:
+        recognizer = SphinxRecognizer(decoder, endpoint_silence=1.0)
+        events = recognizer.feed(silence(0.5) + speech(RESEARCH) + silence(1.2))
+    finally:
+        recognizer.close()
+        shared_pool().release(decoder)
+    partials = [e for e in events if isinstance(e, Partial)]
+    finals = [e for e in events if isinstance(e, Final)]
+    assert len(partials) >= 3 and events.index(partials[-1]) < events.index(finals[0])
+    assert len(finals) == 1
+    transcript = finals[0].transcript
+    assert {"research", "solar"} <= words(transcript.text)
+    assert 0.3 <= transcript.start_time <= 0.7
+    assert transcript.end_time == pytest.approx(0.5 + len(speech(RESEARCH)) / 32000, abs=0.3)
+    assert 0.0 < transcript.confidence <= 1.0
+
+
+# -- the livekit plugin -------------------------------------------------------------------
+
+
+def frames(pcm: bytes, rate: int = 16000, ms: int = 20) -> Iterator[Any]:
+    from livekit import rtc
+
+    size = rate * ms // 1000 * 2
+    for start in range(0, len(pcm), size):
+        chunk = pcm[start : start + size].ljust(size, b"\x00")
+        yield rtc.AudioFrame(chunk, rate, 1, size // 2)
+
+
+async def collect(stream: Any) -> list[Any]:
+    # The timeout only guards against a hang; events come from audio already pushed.
+    return await asyncio.wait_for(_drain(stream), timeout=60)
+
+
+async def _drain(stream: Any) -> list[Any]:
+    return [event async for event in stream]
+
+
+async def test_stream_yields_partials_before_the_final() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    stt = PocketSphinxSTT()
+    assert stt.capabilities.streaming and stt.capabilities.interim_results
+    assert stt.capabilities.manual_flush  # so AgentSession flushes on VAD end of speech
+    stream = stt.stream()
+    for frame in frames(silence(0.4) + speech(RESEARCH) + silence(0.3)):
+        stream.push_frame(frame)
+    stream.flush()  # what AgentSession does on VAD end of speech
+    stream.end_input()
+    events = await collect(stream)
+    kinds = [e.type for e in events]
+
+    assert kinds[0] == T.START_OF_SPEECH
+    first_final = kinds.index(T.FINAL_TRANSCRIPT)
+    assert kinds[1:first_final].count(T.INTERIM_TRANSCRIPT) >= 3
+    assert set(kinds[1:first_final]) == {T.INTERIM_TRANSCRIPT}
+    assert kinds[first_final + 1] == T.END_OF_SPEECH
+    final = events[first_final].alternatives[0]
+    assert {"research", "solar"} <= words(final.text)
+    assert final.language == "en-US"
+    assert T.RECOGNITION_USAGE in kinds[first_final:]
+
+
+async def test_each_flush_ends_one_utterance() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    stream = PocketSphinxSTT(endpoint_silence=None).stream()
+    for text in (RESEARCH, WEATHER):
+        for frame in frames(silence(0.3) + speech(text) + silence(0.3)):
+            stream.push_frame(frame)
+        stream.flush()
+    stream.flush()  # nothing said since: an empty final, which AgentSession waits for
+    stream.end_input()
+    finals = [e.alternatives[0] for e in await collect(stream) if e.type == T.FINAL_TRANSCRIPT]
+    assert {"research", "solar"} <= words(finals[0].text)
+    assert {"weather", "tomorrow"} <= words(finals[1].text)
+    assert finals[1].start_time > finals[0].end_time
+    assert all(f.text == "" for f in finals[2:])
+
+
+async def test_trailing_silence_ends_the_utterance_without_a_flush() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    stream = PocketSphinxSTT(endpoint_silence=0.8).stream()
+    for frame in frames(speech(WEATHER) + silence(1.0)):
+        stream.push_frame(frame)
+
+    async def until_end_of_speech() -> list[Any]:
+        seen = []
+        async for event in stream:  # no flush, no end_input: the endpoint fires by itself
+            seen.append(event)
+            if event.type == T.END_OF_SPEECH:
+                break
+        return seen
+
+    seen = await asyncio.wait_for(until_end_of_speech(), timeout=60)
+    await stream.aclose()
+    assert [e.type for e in seen[-2:]] == [T.FINAL_TRANSCRIPT, T.END_OF_SPEECH]
+    assert {"weather", "tomorrow"} <= words(seen[-2].alternatives[0].text)
+
+
+async def test_stream_resamples_48k_input_in_10ms_frames() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    stream = PocketSphinxSTT().stream()
+    for frame in frames(silence(0.3, 48000) + speech(RESEARCH, 48000), rate=48000, ms=10):
+        stream.push_frame(frame)
+    stream.end_input()
+    finals = [e for e in await collect(stream) if e.type == T.FINAL_TRANSCRIPT]
+    assert {"research", "solar"} <= words(finals[0].alternatives[0].text)
+
+
+async def test_recognize_a_whole_buffer() -> None:
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    event = await PocketSphinxSTT().recognize(list(frames(speech(WEATHER, 24000), 24000)))
+    assert {"weather", "tomorrow"} <= words(event.alternatives[0].text)

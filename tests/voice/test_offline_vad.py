@@ -1,0 +1,191 @@
+"""Offline VAD: the sans-I/O segmenter, the WebRTC plugin and Silero, on synthesized speech."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from voicehub.voice import audio
+from voicehub.voice.providers.offline import synthesize
+from voicehub.voice.providers.offline.vad_segmenter import (
+    SpeechSegmenter,
+    Transition,
+)
+
+FRAME = bytes(640)  # 20 ms at 16 kHz
+PAD = 0.8  # seconds of silence around the speech
+
+
+def run_segmenter(decisions: str, min_speech: float, min_silence: float) -> list[Any]:
+    """Feed one 20 ms frame per character ('S' speech, '.' silence); list the transitions."""
+    segmenter = SpeechSegmenter(
+        16000, min_speech_duration=min_speech, min_silence_duration=min_silence
+    )
+    out: list[tuple[int, Transition]] = []
+    for index, mark in enumerate(decisions):
+        transition = segmenter.process(FRAME, mark == "S")
+        if transition is not Transition.NONE:
+            out.append((index, transition))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("decisions", "expected"),
+    [
+        ("." * 50, []),
+        ("S" + "." * 30, []),  # a 20 ms click is not speech
+        ("..SSS" + "." * 30, [(4, Transition.STARTED), (14, Transition.ENDED)]),
+        # a 100 ms pause inside speech does not split it
+        ("SSSS.....SSSS" + "." * 20, [(2, Transition.STARTED), (22, Transition.ENDED)]),
+        ("SSS" + "." * 17 + "SSS", [(2, Transition.STARTED), (12, Transition.ENDED),
+                                    (22, Transition.STARTED)]),
+    ],
+)  # fmt: skip
+def test_segmenter_hysteresis(decisions: str, expected: list[tuple[int, Transition]]) -> None:
+    # 20 ms frames: speech starts on the 3rd speech frame, ends on the 10th silent one
+    assert run_segmenter(decisions, min_speech=0.06, min_silence=0.2) == expected
+
+
+def test_segmenter_audio_has_pre_roll_and_the_whole_segment() -> None:
+    segmenter = SpeechSegmenter(16000, prefix_padding_duration=0.3, min_silence_duration=0.1)
+    frames = [bytes([i]) * 640 for i in range(60)]  # each frame recognizable by its bytes
+    decisions = [20 <= i < 40 for i in range(60)]
+    captured = {}
+    for frame, speech in zip(frames, decisions, strict=True):
+        transition = segmenter.process(frame, speech)
+        if transition is not Transition.NONE:
+            captured[transition] = segmenter.speech_audio()
+    start = captured[Transition.STARTED]
+    assert start == b"".join(frames[5:23])  # 300 ms (15 frames) of pre-roll, 3 speech frames
+    assert captured[Transition.ENDED] == b"".join(frames[5:45])  # plus 100 ms of tail
+    assert segmenter.speech_duration == 0.0 or not segmenter.speaking
+
+
+def test_segmenter_reset_forgets_the_segment() -> None:
+    segmenter = SpeechSegmenter(16000)
+    for _ in range(5):
+        segmenter.process(FRAME, True)
+    assert segmenter.speaking
+    segmenter.reset()
+    assert not segmenter.speaking and segmenter.speech_audio() == b"" and segmenter.elapsed == 0
+
+
+# -- livekit plugins on real speech -------------------------------------------------------
+
+
+@cache
+def padded_speech(rate: int) -> tuple[bytes, float]:
+    """Speech with PAD seconds of silence each side, and the speech's duration."""
+    voiced = synthesize("please research solar panels", voice="piper", sample_rate=rate)
+    pad = bytes(2 * int(PAD * rate))
+    return pad + voiced + pad, len(voiced) / 2 / rate
+
+
+def frames(pcm: bytes, rate: int, ms: int = 20) -> Iterator[Any]:
+    from livekit import rtc
+
+    size = rate * ms // 1000 * 2
+    for start in range(0, len(pcm), size):
+        chunk = pcm[start : start + size].ljust(size, b"\x00")
+        yield rtc.AudioFrame(chunk, rate, 1, size // 2)
+
+
+async def vad_events(vad: Any, pcm: bytes, rate: int, ms: int = 20) -> list[Any]:
+    stream = vad.stream()
+    for frame in frames(pcm, rate, ms):
+        stream.push_frame(frame)
+    stream.end_input()
+
+    async def drain() -> list[Any]:
+        return [event async for event in stream]
+
+    try:  # the timeout only guards against a hang; all audio is already pushed
+        return await asyncio.wait_for(drain(), timeout=60)
+    finally:
+        await stream.aclose()
+
+
+@cache
+def shared_vad(kind: str) -> Any:
+    from voicehub.voice.providers.offline import load_vad
+
+    return load_vad(kind)  # type: ignore[arg-type]
+
+
+def boundaries(events: list[Any]) -> list[Any]:
+    from livekit.agents.vad import VADEventType
+
+    return [e for e in events if e.type != VADEventType.INFERENCE_DONE]
+
+
+@pytest.mark.parametrize("kind", ["webrtc", "silero"])
+@pytest.mark.parametrize("rate", [16000, 8000])
+async def test_detects_start_and_end_of_padded_speech(kind: str, rate: int) -> None:
+    from livekit.agents.vad import VADEventType
+
+    pcm, spoken = padded_speech(rate)
+    events = await vad_events(shared_vad(kind), pcm, rate)
+    start, end = boundaries(events)
+    assert (start.type, end.type) == (VADEventType.START_OF_SPEECH, VADEventType.END_OF_SPEECH)
+    assert PAD <= start.timestamp <= PAD + 0.3
+    assert PAD + spoken <= end.timestamp <= PAD + spoken + 0.7
+    assert end.speech_duration == pytest.approx(spoken, abs=0.4)
+    segment = sum(frame.duration for frame in end.frames)
+    assert spoken < segment < spoken + 1.2  # pre-roll + speech + trailing silence
+    assert sum(frame.duration for frame in start.frames) >= 0.3  # the pre-roll is there
+
+
+@pytest.mark.parametrize("kind", ["webrtc", "silero"])
+async def test_no_speech_in_silence_or_faint_noise(kind: str) -> None:
+    from livekit.agents.vad import VADEventType
+
+    noise = np.random.default_rng(7).normal(0, 30, 16000 * 2)  # about -60 dBFS
+    pcm = bytes(32000) + audio.int16_to_pcm16(np.rint(noise))
+    events = await vad_events(shared_vad(kind), pcm, 16000)
+    assert boundaries(events) == []
+    inferences = [e for e in events if e.type == VADEventType.INFERENCE_DONE]
+    assert inferences and not any(e.speaking for e in inferences)
+
+
+async def test_webrtc_reframes_odd_chunk_sizes_into_20ms_frames() -> None:
+    pcm, _ = padded_speech(16000)
+    vad = shared_vad("webrtc")
+    reference = [(e.type, e.timestamp) for e in boundaries(await vad_events(vad, pcm, 16000))]
+    for ms in (7, 50):  # not sizes WebRTC accepts, so cut into 20 ms frames
+        reframed = boundaries(await vad_events(vad, pcm, 16000, ms))
+        assert [(e.type, e.timestamp) for e in reframed] == reference
+
+
+async def test_webrtc_resamples_unsupported_rates() -> None:
+    pcm, _ = padded_speech(24000)
+    start, end = boundaries(await vad_events(shared_vad("webrtc"), pcm, 24000))
+    assert PAD <= start.timestamp <= PAD + 0.3
+    assert end.frames[0].sample_rate == 16000
+
+
+async def test_webrtc_emits_an_inference_per_20ms_frame() -> None:
+    from livekit.agents.vad import VADEventType
+
+    events = await vad_events(shared_vad("webrtc"), bytes(640 * 10), 16000)
+    inferences = [e for e in events if e.type == VADEventType.INFERENCE_DONE]
+    assert len(inferences) == 10
+    assert inferences[-1].samples_index == 3200
+    assert inferences[-1].timestamp == pytest.approx(0.2)
+    assert inferences[0].frames[0].samples_per_channel == 320
+
+
+def test_bad_vad_options_are_named() -> None:
+    from voicehub.voice.providers.offline import WebRtcVAD, load_vad
+
+    with pytest.raises(ValueError, match="unknown VAD kind 'energy'"):
+        load_vad("energy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mode must be 0, 1, 2 or 3, got 7"):
+        WebRtcVAD(mode=7)

@@ -1,0 +1,397 @@
+"""The pipeline `VoiceSession` on livekit-agents' `AgentSession` (VAD, STT, LLM, TTS).
+
+Audio flows through the custom livekit I/O of `voicehub.voice.livekit_io`: a `SpeechHandle`
+(and so `say` and `inject`) ends only once the transport confirmed playout. livekit's
+signals drive `VoiceActivity` as follows:
+
+- ``user_state_changed`` (VAD start/end of speech) -> user speaking.
+- ``agent_state_changed`` "thinking" (LLM or tools running) -> agent thinking.
+- audio segments (see `livekit_io`) -> agent speaking, playout pending; a confirmation
+  while livekit still says "speaking" -> thinking until livekit's next state.
+- ``speech_created`` -> reply queued, until its first audio or its end.
+- end of user speech -> awaiting answer, until a reply is created or starts thinking, the
+  turn proves empty, or `answer_timeout` passes (livekit may drop a turn silently).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from voicehub.agents.tools import Tool, ToolContext
+from voicehub.core.events import ChannelType, Event, EventKind
+from voicehub.delivery.injector import InjectOutcome
+from voicehub.errors import ConfigError, VoicehubError
+from voicehub.voice.activity import VoiceActivity
+from voicehub.voice.livekit_io import CallerAudioInput, TransportAudioOutput
+from voicehub.voice.llm_adapter import LiveKitAgent, running_in_tool
+from voicehub.voice.providers import vendor_import
+
+with vendor_import("livekit-agents"):
+    from livekit.agents import AgentSession, llm, stt, tts, vad
+    from livekit.agents.voice import events
+    from livekit.agents.voice.speech_handle import SpeechHandle
+
+if TYPE_CHECKING:
+    from voicehub.agents.agent import Agent
+    from voicehub.core.hub import Hub
+    from voicehub.voice.transport import CallTransport
+
+__all__ = ["LiveKitVoiceSession"]
+
+log = logging.getLogger("voicehub.voice")
+
+DeliveryMode = Literal["say", "generate"]
+_RESULT_INSTRUCTIONS = "Tell the caller this result now: {text}"
+
+
+class LiveKitVoiceSession:
+    """A `VoiceSession` (and delivery `Injector`) on a livekit `AgentSession`.
+
+    `stt`, `tts` and `vad` are livekit plugins, shared across calls; `voices` maps an
+    agent's `voice` name to a TTS. `delivery_mode` picks how `inject` speaks a result:
+    verbatim ("say") or through the model ("generate"). Endpointing defaults favour
+    quick turns; `answer_timeout` bounds "awaiting answer" when livekit drops a turn.
+    """
+
+    def __init__(
+        self,
+        hub: Hub,
+        room_id: str,
+        agent: Agent,
+        transport: CallTransport,
+        *,
+        stt: stt.STT[Any],
+        tts: tts.TTS[Any],
+        vad: vad.VAD,
+        greeting: str | None = None,
+        delivery_mode: DeliveryMode = "say",
+        extra_tools: Sequence[Tool] = (),
+        voices: Mapping[str, tts.TTS[Any]] | None = None,
+        turn_detection: Literal["vad", "stt"] = "vad",
+        min_endpointing_delay: float = 0.3,
+        max_endpointing_delay: float = 1.5,
+        min_interruption_duration: float = 0.3,
+        preemptive_generation: bool = False,
+        answer_timeout: float = 4.0,
+        close_timeout: float = 0.2,
+        attach_delivery: bool = True,
+        activity: VoiceActivity | None = None,
+    ) -> None:
+        if delivery_mode not in ("say", "generate"):
+            raise ConfigError(f"delivery_mode {delivery_mode!r}: expected 'say' or 'generate'")
+        self.hub = hub
+        self.room_id = room_id
+        self.transport = transport
+        self.activity = activity if activity is not None else VoiceActivity(hub.clock)
+        self.greeting = greeting
+        self.delivery_mode: DeliveryMode = delivery_mode
+        self.answer_timeout = answer_timeout
+        self._voices = dict(voices or {})
+        self._attach_delivery = attach_delivery
+        self.agent = agent
+        self._extra_tools = tuple(extra_tools)
+        self._desk_agent = self._build_agent(agent, self._extra_tools, None)  # validates first
+        self._input = CallerAudioInput(transport.sample_rate)
+        self._output = TransportAudioOutput(transport, self.activity, self._segment_started)
+        self._session: AgentSession[None] = AgentSession(
+            stt=stt,
+            vad=vad,
+            tts=tts,
+            turn_handling={
+                "turn_detection": turn_detection,  # unset loads a 240 MB end-of-turn model
+                "endpointing": {
+                    "min_delay": min_endpointing_delay,
+                    "max_delay": max_endpointing_delay,
+                },
+                "interruption": {
+                    "mode": "vad",
+                    "min_duration": min_interruption_duration,
+                    "resume_false_interruption": False,  # needs a pausable output
+                },
+                "preemptive_generation": {"enabled": preemptive_generation},
+            },
+            aec_warmup_duration=None,  # else barge-in is ignored for the first 3 s of speech
+            user_away_timeout=None,
+            session_close_transcript_timeout=close_timeout,
+        )
+        self._segment_ids = itertools.count(1)
+        self._queued: set[str] = set()  # speeches created, no audio yet
+        self._turn_heard = False
+        self._answer_timer: asyncio.TimerHandle | None = None
+        self._events: asyncio.Queue[Callable[[], Awaitable[Any]]] = asyncio.Queue()
+        self._events_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self._started = self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the livekit session, attach delivery, and speak the greeting if any."""
+        if self._started or self._closed:
+            return
+        session = self._session
+        for name, handler in (
+            ("user_state_changed", self._on_user_state),
+            ("agent_state_changed", self._on_agent_state),
+            ("user_input_transcribed", self._on_transcribed),
+            ("conversation_item_added", self._on_item_added),
+            ("function_tools_executed", self._on_tools_executed),
+            ("speech_created", self._on_speech_created),
+            ("close", self._on_close),
+        ):
+            session.on(name, handler)  # type: ignore[arg-type]
+        session.input.audio = self._input
+        session.output.audio = self._output
+        self._events_task = asyncio.create_task(self._send_events())
+        await session.start(self._desk_agent, record=False)
+        self._started = True
+        self.activity.session_attached()
+        if self.greeting:
+            session.say(self.greeting)
+        if self._attach_delivery:
+            await self.hub.delivery.attach(self.room_id, self, self.activity)
+
+    async def aclose(self) -> None:
+        """End the call's processing quickly; idempotent. The room stays open."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._attach_delivery and self._started:
+            await self.hub.delivery.detach(self.room_id)
+        self._input.close()
+        await self._session.aclose()
+        self._desk_agent.entered.set()  # release an update_agent that can no longer finish
+        self._answered()
+        self.activity.session_detached()
+        await self._output.drain()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._events.join(), timeout=2.0)
+        if self._events_task is not None:
+            self._events_task.cancel()
+
+    @property
+    def agent_session(self) -> AgentSession[None]:
+        """The underlying livekit session (metrics, history, advanced options)."""
+        return self._session
+
+    # -- audio ------------------------------------------------------------------------------
+
+    async def push_audio(self, pcm16: bytes) -> None:
+        """Caller audio at the transport rate, any whole number of samples."""
+        if not self._closed:
+            self._input.push(pcm16)
+
+    def playout_confirmed(self, speech_id: str) -> None:
+        """The transport played the segment marked `speech_id` (and all before it)."""
+        if self._session.agent_state == "speaking":
+            # livekit moves on (next step, or listening) only after this; until then the
+            # agent is busy with its turn, not idle
+            self.activity.agent_thinking_started()
+        self._output.confirm(speech_id)
+
+    # -- speaking ---------------------------------------------------------------------------
+
+    async def say(self, text: str, *, allow_interrupt: bool = True) -> InjectOutcome:
+        """Speak `text` verbatim (the caller may barge in if `allow_interrupt`)."""
+        return await self._wait(self._running().say(text, allow_interruptions=allow_interrupt))
+
+    async def generate_reply(self, instructions: str) -> InjectOutcome:
+        """Have the agent's model answer `instructions` aloud; returns once played out."""
+        return await self._wait(self._running().generate_reply(instructions=instructions))
+
+    async def inject(
+        self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
+    ) -> InjectOutcome:
+        """The delivery `Injector`: cut the agent's speech first if `allow_interrupt`
+        (Immediate), then speak the result; the caller can always barge in."""
+        if allow_interrupt:
+            await self.interrupt()
+        if self.delivery_mode == "say":
+            return await self.say(text)
+        return await self.generate_reply(_RESULT_INSTRUCTIONS.format(text=text))
+
+    async def interrupt(self) -> None:
+        """Stop the agent's current and queued speech (uninterruptible speech plays on)."""
+        try:
+            done = self._running().interrupt()
+        except RuntimeError as exc:
+            log.info("room %s: not interrupting: %s", self.room_id, exc)
+            return
+        await done
+
+    async def update_agent(self, agent: Agent, *, extra_tools: list[Tool] | None = None) -> None:
+        """Hand the call to `agent` (instructions, tools, voice); the history carries over.
+
+        Returns once the new agent is live (livekit first lets the current speech finish),
+        or at once when called from a tool of the current agent (that would deadlock).
+        """
+        session = self._running()
+        tools = tuple(extra_tools) if extra_tools is not None else self._extra_tools
+        history = session.current_agent.chat_ctx.copy()
+        new = self._build_agent(agent, tools, history)
+        session.update_agent(new)
+        self.agent, self._extra_tools, self._desk_agent = agent, tools, new
+        if not running_in_tool():
+            await new.entered.wait()
+
+    # -- livekit events ---------------------------------------------------------------------
+
+    # Order matters below: set the new busy flag before clearing the old one, so the
+    # activity is never idle for an instant in the middle of a turn.
+
+    def _on_user_state(self, ev: events.UserStateChangedEvent) -> None:
+        if ev.new_state == "speaking":
+            self.activity.user_speech_started()
+        else:
+            self._await_answer()  # until a reply starts, or the turn proves empty
+            self.activity.user_speech_stopped()
+        self._send_event({"type": "user_state", "state": ev.new_state})
+
+    def _on_agent_state(self, ev: events.AgentStateChangedEvent) -> None:
+        if ev.new_state == "thinking":
+            self.activity.agent_thinking_started()
+            self._answered()
+        else:
+            self.activity.agent_thinking_finished()
+        self._send_event({"type": "agent_state", "state": ev.new_state})
+
+    def _on_transcribed(self, ev: events.UserInputTranscribedEvent) -> None:
+        if not ev.transcript.strip():
+            if ev.is_final and not self._turn_heard:
+                self._answered()  # noise: livekit will not answer a turn without words
+            return
+        self._turn_heard = True
+        if ev.is_final:
+            self._await_answer()
+        self._send_event(
+            {"type": "transcript", "role": "user", "text": ev.transcript, "final": ev.is_final}
+        )
+
+    def _on_speech_created(self, ev: events.SpeechCreatedEvent) -> None:
+        handle = ev.speech_handle
+        if not handle.done() and handle.id not in self._queued:
+            self._queued.add(handle.id)
+            self.activity.reply_queued()
+            handle.add_done_callback(lambda done: self._dequeue(done.id))
+        self._answered()  # the reply exists: "queued" took over from "awaiting"
+
+    def _on_item_added(self, ev: events.ConversationItemAddedEvent) -> None:
+        item = ev.item
+        if not isinstance(item, llm.ChatMessage) or not (text := item.text_content):
+            return
+        if item.role == "user":
+            # the client has seen the STT finals already; the room gets the committed turn
+            self._post(EventKind.TRANSCRIPT, text, role="user", source="caller", item_id=item.id)
+        elif item.role == "assistant":
+            self._post(EventKind.TRANSCRIPT, text, item_id=item.id, interrupted=item.interrupted)
+            self._send_event(
+                {"type": "transcript", "role": "assistant", "text": text, "final": True}
+            )
+
+    def _on_tools_executed(self, ev: events.FunctionToolsExecutedEvent) -> None:
+        for call, out in ev.zipped():
+            meta = {"tool": call.name, "call_id": call.call_id}
+            self._post(EventKind.TOOL_CALL, call.arguments, **meta)
+            self._post(EventKind.TOOL_RESULT, out.output, is_error=out.is_error, **meta)
+            named = {"type": "tool_call", "name": call.name, "arguments": call.arguments}
+            self._send_event({**named, "call_id": call.call_id})
+
+    def _on_close(self, ev: events.CloseEvent) -> None:
+        if ev.error is not None and not self._closed:
+            log.error("room %s: voice session closed by an error: %s", self.room_id, ev.error)
+            self._close_task = asyncio.get_running_loop().create_task(self.aclose())
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _segment_started(self) -> str:
+        """A new audio segment of the current speech: its mark id, which is also the
+        speech id `VoiceActivity` tracks (one livekit speech may have several)."""
+        speech = self._session.current_speech
+        segment_id = f"{speech.id if speech else 'speech'}/{next(self._segment_ids)}"
+        self.activity.agent_speech_started(segment_id)  # first: never idle in between
+        if speech is not None:
+            self._dequeue(speech.id)
+        return segment_id
+
+    def _dequeue(self, speech_id: str) -> None:
+        if speech_id in self._queued:
+            self._queued.discard(speech_id)
+            self.activity.reply_dequeued()
+
+    def _await_answer(self) -> None:
+        if self._answer_timer is not None:
+            self._answer_timer.cancel()
+        self.activity.user_turn_awaiting_answer(True)
+        self._answer_timer = asyncio.get_running_loop().call_later(
+            self.answer_timeout, self._answered
+        )
+
+    def _answered(self) -> None:
+        self._turn_heard = False
+        if self._answer_timer is not None:
+            self._answer_timer.cancel()
+            self._answer_timer = None
+        self.activity.user_turn_awaiting_answer(False)
+
+    def _build_agent(
+        self, spec: Agent, extra_tools: Sequence[Tool], history: llm.ChatContext | None
+    ) -> LiveKitAgent:
+        voice = None
+        if spec.voice is not None and (voice := self._voices.get(spec.voice)) is None:
+            known = ", ".join(sorted(self._voices)) or "none"
+            raise ConfigError(
+                f"agent {spec.id!r} asks for voice {spec.voice!r}, which this session does "
+                f"not have (known voices: {known}); add it to `voices`"
+            )
+        context = ToolContext(hub=self.hub, room_id=self.room_id, agent_id=spec.id)
+        return LiveKitAgent(spec, context, extra_tools=extra_tools, voice=voice, chat_ctx=history)
+
+    def _running(self) -> AgentSession[None]:
+        if not self._started or self._closed:
+            raise VoicehubError(
+                f"the voice session of room {self.room_id!r} is not running; "
+                "start() it first (results stay queued until a session is live)"
+            )
+        return self._session
+
+    async def _wait(self, handle: SpeechHandle) -> InjectOutcome:
+        await handle
+        if handle.interrupted:
+            return InjectOutcome.INTERRUPTED
+        error = handle.exception()
+        if error is not None:
+            raise VoicehubError(f"room {self.room_id!r}: speech failed: {error}") from error
+        return InjectOutcome.FINISHED
+
+    def _post(
+        self, kind: EventKind, text: str, *, role: str = "assistant", **metadata: Any
+    ) -> None:
+        source = metadata.pop("source", self.agent.id)
+        event = Event(
+            kind=kind,
+            text=text,
+            role=role,
+            source=source,
+            source_type=ChannelType.VOICE,
+            metadata=metadata,
+        )
+        self._events.put_nowait(lambda: self.hub.post(self.room_id, event))
+
+    def _send_event(self, event: dict[str, Any]) -> None:
+        self._events.put_nowait(lambda: self.transport.send_event(event))
+
+    async def _send_events(self) -> None:
+        # one ordered worker: room posts and client events never block livekit's callbacks
+        while True:
+            send = await self._events.get()
+            try:
+                await send()
+            except Exception:
+                log.exception("room %s: could not record a voice event", self.room_id)
+            finally:
+                self._events.task_done()
