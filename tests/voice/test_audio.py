@@ -343,3 +343,12 @@ def test_rms_and_dbfs() -> None:
     assert audio.dbfs(tone) == pytest.approx(-9.03, abs=0.01)
     assert audio.rms(b"") == 0.0
     assert audio.dbfs(bytes(320)) == -math.inf
+
+
+def test_energy_above_tells_phone_audio_from_wideband() -> None:
+    noise = np.random.default_rng(3).normal(0, 3000, 8000)
+    wideband = np.clip(np.rint(noise), -32768, 32767).astype(np.int16)
+    phone = audio.resample(audio.resample(wideband, 16000, 8000), 8000, 16000)
+    assert audio.energy_above(wideband, 16000, 4500) > 0.3  # white noise: about 44%
+    assert audio.energy_above(phone, 16000, 4500) < 1e-6
+    assert audio.energy_above(np.zeros(320), 16000, 4500) == 0.0

@@ -13,6 +13,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from voicehub.errors import ProtocolError
+from voicehub.voice import audio
 from voicehub.voice.providers.offline import synthesize, transcribe
 from voicehub.voice.providers.offline.stt_engine import (
     Final,
@@ -76,6 +77,9 @@ class CountingDecoder:
     def end_utt(self) -> None:
         pass
 
+    def set_cmn(self, cmn: str) -> None:
+        pass
+
 
 def test_gate_keeps_silence_away_from_the_decoder() -> None:
     decoder = CountingDecoder()
@@ -85,7 +89,9 @@ def test_gate_keeps_silence_away_from_the_decoder() -> None:
 
     recognizer.feed(speech(RESEARCH) + silence(2.0))
     assert decoder.utterances == 1
-    assert decoder.fed[0] == 16 * 640  # 300 ms of pre-roll plus the first speech frame
+    # 300 ms of pre-roll and 200 ms of speech, held back to check the audio band
+    assert decoder.fed[0] == 25 * 640
+    assert decoder.fed[1:3] == [640, 640]  # then frame by frame
     fed_seconds = sum(decoder.fed) / 32000
     spoken_seconds = len(speech(RESEARCH)) / 32000
     assert fed_seconds < spoken_seconds + 0.3 + 0.5 + 0.1  # speech, pre-roll, hangover
@@ -108,6 +114,23 @@ def test_recognizer_reports_partials_then_a_final_on_trailing_silence() -> None:
     assert 0.3 <= transcript.start_time <= 0.7
     assert transcript.end_time == pytest.approx(0.5 + len(speech(RESEARCH)) / 32000, abs=0.3)
     assert 0.0 < transcript.confidence <= 1.0
+    assert not recognizer.narrowband
+
+
+def test_phone_audio_is_detected_and_recognized() -> None:
+    # 8 kHz, through G.711 mu-law and back, like a Twilio media stream
+    phone = audio.ulaw2lin(audio.lin2ulaw(speech(RESEARCH, 8000)))
+    decoder = shared_pool().acquire()
+    try:
+        recognizer = SphinxRecognizer(decoder, endpoint_silence=None)
+        for frame in audio.FrameSplitter(8000).push(silence(0.5, 8000) + phone):
+            recognizer.feed(frame, 8000)
+        transcript = recognizer.finish()
+    finally:
+        recognizer.close()
+        shared_pool().release(decoder)
+    assert recognizer.narrowband
+    assert {"research", "solar"} <= words(transcript.text)
 
 
 # -- the livekit plugin -------------------------------------------------------------------
@@ -200,13 +223,14 @@ async def test_trailing_silence_ends_the_utterance_without_a_flush() -> None:
     assert {"weather", "tomorrow"} <= words(seen[-2].alternatives[0].text)
 
 
-async def test_stream_resamples_48k_input_in_10ms_frames() -> None:
+@pytest.mark.parametrize(("rate", "ms"), [(48000, 10), (8000, 20)])
+async def test_stream_resamples_other_rates(rate: int, ms: int) -> None:
     from livekit.agents.stt import SpeechEventType as T
 
     from voicehub.voice.providers.offline import PocketSphinxSTT
 
     stream = PocketSphinxSTT().stream()
-    for frame in frames(silence(0.3, 48000) + speech(RESEARCH, 48000), rate=48000, ms=10):
+    for frame in frames(silence(0.3, rate) + speech(RESEARCH, rate), rate=rate, ms=ms):
         stream.push_frame(frame)
     stream.end_input()
     finals = [e for e in await collect(stream) if e.type == T.FINAL_TRANSCRIPT]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from voicehub.errors import MissingExtraError
 from voicehub.voice import audio
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.providers.offline.vad_segmenter import (
@@ -62,11 +64,14 @@ def test_segmenter_audio_has_pre_roll_and_the_whole_segment() -> None:
     for frame, speech in zip(frames, decisions, strict=True):
         transition = segmenter.process(frame, speech)
         if transition is not Transition.NONE:
-            captured[transition] = segmenter.speech_audio()
-    start = captured[Transition.STARTED]
-    assert start == b"".join(frames[5:23])  # 300 ms (15 frames) of pre-roll, 3 speech frames
-    assert captured[Transition.ENDED] == b"".join(frames[5:45])  # plus 100 ms of tail
-    assert segmenter.speech_duration == 0.0 or not segmenter.speaking
+            captured[transition] = (segmenter.speech_audio(), segmenter.speech_duration)
+    start_audio, start_speech = captured[Transition.STARTED]
+    assert start_audio == b"".join(frames[5:23])  # 300 ms (15 frames) of pre-roll + 3 speech
+    assert start_speech == pytest.approx(0.06)
+    end_audio, end_speech = captured[Transition.ENDED]
+    assert end_audio == b"".join(frames[5:45])  # the speech, then 100 ms of tail
+    assert end_speech == pytest.approx(0.4)  # 20 frames of speech, the tail excluded
+    assert segmenter.silence_duration == pytest.approx(0.4)  # 100 ms tail + 15 frames after
 
 
 def test_segmenter_reset_forgets_the_segment() -> None:
@@ -189,3 +194,17 @@ def test_bad_vad_options_are_named() -> None:
         load_vad("energy")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="mode must be 0, 1, 2 or 3, got 7"):
         WebRtcVAD(mode=7)
+
+
+def test_missing_packages_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import voicehub.voice.providers.offline as offline
+    from voicehub.voice.providers.offline import WebRtcVAD
+
+    monkeypatch.setitem(sys.modules, "webrtcvad", None)  # makes `import webrtcvad` fail
+    with pytest.raises(MissingExtraError, match=r"webrtcvad-wheels .*voicehub\[voice\]"):
+        WebRtcVAD()
+
+    monkeypatch.setitem(sys.modules, "livekit", None)
+    monkeypatch.delitem(sys.modules, "voicehub.voice.providers.offline.vad")
+    with pytest.raises(MissingExtraError, match="livekit-agents is not installed"):
+        offline.load_vad  # noqa: B018  (the lazy import is what fails)

@@ -85,9 +85,13 @@ class PocketSphinxSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
         """Where streams get their decoders."""
         return self._pool
 
-    def prewarm(self) -> None:
-        """Load one decoder into the pool now (blocking, about one second)."""
-        self._pool.release(self._pool.acquire())
+    def prewarm(self, decoders: int = 1) -> None:
+        """Load decoders into the pool now (blocking, about one second each).
+
+        Do it at startup: a stream that finds the pool empty builds a decoder, and that
+        stalls the event loop (PocketSphinx holds the GIL while loading).
+        """
+        self._pool.prewarm(decoders)
 
     def new_recognizer(self, decoder: Any) -> SphinxRecognizer:
         """A recognizer over ``decoder`` with this plugin's options."""

@@ -31,8 +31,8 @@ _FRAME_MS = 20
 
 # Live cepstral mean normalization starts from the model's wideband mean and needs seconds
 # of audio to adapt. Phone audio (nothing above 4 kHz) is far from it, so a phone call's
-# first utterance came out as noise (word error rate 77%). Seeding with this mean, measured
-# on band-limited speech, brought it to 43%.
+# first utterance came out as noise (word error rate 77-80% on synthesized sentences).
+# Seeding with this mean, measured on band-limited speech, brought it to 43-50%.
 NARROWBAND_CMN = "48.47,36.01,-33.75,42.65,-9.11,-7.71,18.78,-24.57,8.32,-0.35,-7.34,10.17,-10.07"
 _NARROWBAND_CUTOFF_HZ = 4500
 _NARROWBAND_MAX_ENERGY = 1e-5  # phone speech measured under 1e-6, wideband over 3e-4
@@ -43,7 +43,7 @@ _PROBE_MIN_RMS = 100.0  # about -50 dBFS
 
 @dataclass(frozen=True, slots=True)
 class Transcript:
-    """The result of one utterance. Times are seconds from the start of the stream."""
+    """The result of one utterance. Times are seconds from the start of the audio."""
 
     text: str
     confidence: float = 0.0
@@ -70,6 +70,9 @@ class DecoderPool:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
+        return self._build()
+
+    def _build(self) -> Any:
         with vendor_import("pocketsphinx"):
             from pocketsphinx import Decoder
 
@@ -77,6 +80,17 @@ class DecoderPool:
         if self._initial_cmn is None:
             self._initial_cmn = decoder.get_cmn(False)
         return decoder
+
+    def prewarm(self, count: int = 1) -> None:
+        """Build decoders until ``count`` are idle (blocking).
+
+        Building one holds the GIL for 0.4-1.2 s even in a worker thread, stalling the
+        event loop, so a server should prewarm at startup rather than on a call's first frame.
+        """
+        with self._lock:
+            missing = min(count, self._max_idle) - len(self._idle)
+        for _ in range(missing):
+            self.release(self._build())
 
     def release(self, decoder: Any) -> None:
         """Give a decoder back (it must not be in an utterance)."""
@@ -112,6 +126,9 @@ class SphinxRecognizer:
     seconds of buffered audio when it hears speech, and stops after ``hangover`` seconds
     without speech. When ``endpoint_silence`` is set and the utterance has words, that much
     silence ends it with a :class:`Final`, which makes STT turn detection possible.
+
+    The first 500 ms fed (pre-roll included) are held back once per recognizer to check
+    whether the audio is band-limited phone audio; partials start after that.
     """
 
     def __init__(
@@ -218,8 +235,9 @@ class SphinxRecognizer:
     def finish(self) -> Transcript:
         """End the open utterance now (a flush) and return its transcript, maybe empty."""
         pending = self._frames.flush(pad=False)
-        if self._feeding or self._held:
-            self._decode(pending or b"", last=True)
+        tail = pending if pending and self._feeding else b""
+        if tail or self._held:
+            self._decode(tail, last=True)
         return self._end_utterance()
 
     def _end_utterance(self) -> Transcript:

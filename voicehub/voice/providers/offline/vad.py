@@ -142,12 +142,19 @@ class WebRtcVADStream(vad.VADStream):
             if resampler is not None:
                 pcm = int16_to_pcm16(resampler.push(item.data))
             if splitter.pending == 0 and _is_webrtc_frame(len(pcm), rate):
-                self._process(segmenter, pcm, rate)  # the common case: no re-framing
+                # the common case: no re-framing, and the event can carry the input frame
+                self._process(segmenter, pcm, rate, item if resampler is None else None)
                 continue
             for frame in splitter.push(pcm):
                 self._process(segmenter, frame, rate)
 
-    def _process(self, segmenter: SpeechSegmenter, frame: bytes, rate: int) -> None:
+    def _process(
+        self,
+        segmenter: SpeechSegmenter,
+        frame: bytes,
+        rate: int,
+        source: rtc.AudioFrame | None = None,
+    ) -> None:
         started = time.perf_counter()
         speech = bool(self._detector.is_speech(frame, rate))
         inference_duration = time.perf_counter() - started
@@ -161,7 +168,7 @@ class WebRtcVADStream(vad.VADStream):
                 timestamp=segmenter.elapsed,
                 speech_duration=segmenter.speech_duration,
                 silence_duration=segmenter.silence_duration,
-                frames=[rtc.AudioFrame(frame, rate, 1, samples)],
+                frames=[source if source is not None else rtc.AudioFrame(frame, rate, 1, samples)],
                 probability=1.0 if speech else 0.0,
                 inference_duration=inference_duration,
                 speaking=segmenter.speaking,
