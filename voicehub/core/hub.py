@@ -165,6 +165,19 @@ class Hub:
         await self.run_hooks(HookTrigger.ON_ROOM_CREATED, _system_event(room_id, "room opened"))
         return room
 
+    async def create_child_room(
+        self, parent_id: str, room_id: str, *, metadata: dict[str, Any] | None = None
+    ) -> Room:
+        """Open a new child room with no orchestration. Unlike `create_room` it never reopens
+        a stored room: child ids are unique, so the store lookup is skipped."""
+        if parent_id not in self._rooms:
+            raise RoomNotFoundError(f"no open room {parent_id!r} to open child {room_id!r} in")
+        record = RoomRecord(id=room_id, parent_id=parent_id, metadata=dict(metadata or {}))
+        await self.store.create_room(record)
+        room = self._rooms[room_id] = Room(self, record)
+        await self.run_hooks(HookTrigger.ON_ROOM_CREATED, _system_event(room_id, "room opened"))
+        return room
+
     def orchestration_of(self, room_id: str) -> Orchestration | None:
         return self._room_orchestrations.get(room_id)
 

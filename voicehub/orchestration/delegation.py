@@ -25,6 +25,7 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.store.base import TaskRecord, TaskStatus
 from voicehub.errors import VoicehubError
+from voicehub.orchestration.admission import Admission
 
 if TYPE_CHECKING:
     from voicehub.core.hub import Hub
@@ -102,8 +103,8 @@ class Delegation:
         self.hub = hub
         self.max_per_room = max_per_room
         self.default_timeout = default_timeout
-        self._slots = asyncio.Semaphore(max_concurrent)
-        self._room_slots: dict[str, asyncio.Semaphore] = {}
+        self._admission = Admission(max_concurrent, max_per_room)
+        self._holding: set[str] = set()  # ids of tasks that hold a running slot
         self._counters: dict[str, int] = {}
         self._live: dict[str, TaskHandle] = {}
         self._finishing: set[asyncio.Task[None]] = set()
@@ -150,12 +151,17 @@ class Delegation:
         self._counters[parent_room_id] = number
         handle = TaskHandle(f"{parent_room_id}::task-{number}", agent.id, parent_room_id, task)
         self._live[handle.task_id] = handle
+        # When a slot is free the task is stored as running at once: one write, not two.
+        free = self._admission.try_take(parent_room_id)
+        if free:
+            self._holding.add(handle.task_id)
         record = TaskRecord(
             id=handle.task_id,
             parent_room_id=parent_room_id,
             child_room_id=handle.task_id,
             agent_id=agent.id,
             input=task,
+            status=TaskStatus.RUNNING if free else TaskStatus.QUEUED,
             metadata=dict(metadata or {}),
         )
         await self.hub.store.save_task(record)
@@ -194,17 +200,15 @@ class Delegation:
         timeout: float | None,
         stop_tools: tuple[str, ...],
     ) -> None:
-        room_slots = self._room_slots.setdefault(
-            handle.parent_room_id, asyncio.Semaphore(self.max_per_room)
-        )
         result: TaskResult
         try:
-            async with room_slots, self._slots:
-                handle.status = TaskStatus.RUNNING
-                await self.hub.store.save_task(
-                    record.model_copy(update={"status": TaskStatus.RUNNING})
-                )
-                result = await self._work_with_timeout(handle, agent, shared, timeout, stop_tools)
+            if handle.task_id not in self._holding:
+                await self._admission.take(handle.parent_room_id)
+                self._holding.add(handle.task_id)
+                record = record.model_copy(update={"status": TaskStatus.RUNNING})
+                await self.hub.store.save_task(record)
+            handle.status = TaskStatus.RUNNING
+            result = await self._work_with_timeout(handle, agent, shared, timeout, stop_tools)
         except asyncio.CancelledError:
             result = TaskResult(
                 handle.task_id,
@@ -257,11 +261,10 @@ class Delegation:
         self, handle: TaskHandle, agent: Agent, shared: list[Any], stop_tools: tuple[str, ...]
     ) -> TaskResult:
         hub = self.hub
-        child = await hub.create_room(
+        child = await hub.create_child_room(
+            handle.parent_room_id,
             handle.task_id,
-            parent_id=handle.parent_room_id,
             metadata={"task_id": handle.task_id, "agent_id": agent.id},
-            orchestration=None,
         )
         try:
             for channel in shared:
@@ -295,6 +298,9 @@ class Delegation:
     async def _finish(self, handle: TaskHandle, record: TaskRecord, result: TaskResult) -> None:
         handle.status = result.status
         self._live.pop(handle.task_id, None)
+        if handle.task_id in self._holding:
+            self._holding.discard(handle.task_id)
+            self._admission.release(handle.parent_room_id)
         final = record.model_copy(
             update={
                 "status": result.status,
@@ -328,7 +334,6 @@ class Delegation:
             handle.cancel()
         if handles:
             await asyncio.gather(*(h.result() for h in handles), return_exceptions=True)
-        self._room_slots.pop(room_id, None)
         self._counters.pop(room_id, None)
 
     async def cancel_all(self) -> None:
