@@ -82,7 +82,7 @@ def error_of(folder: Path, text: str) -> str:
 
 def test_the_example_desks_load() -> None:
     desks = load_desk_folder(CHANNELS)
-    assert sorted(desks) == ["drafting", "research"]
+    assert sorted(desks) == ["drafting", "research", "swarm", "triage"]
 
     research = desks["research"]
     assert research.source == CHANNELS / "research.toml"
@@ -100,6 +100,22 @@ def test_the_example_desks_load() -> None:
     assert drafting.loop.strategy == "parallel"
     assert drafting.orchestration_tools("editor") == ["submit_verdict"]
     assert drafting.orchestration_tools("desk") == ["delegate_loop", "check_tasks", "cancel_task"]
+
+    triage = desks["triage"]
+    assert triage.pipeline is not None and [s.agent for s in triage.pipeline.stages] == [
+        "triage",
+        "handler",
+        "resolver",
+    ]
+    assert (triage.front_agent_id, triage.entry_agent_id) == ("triage", "triage")
+    assert triage.handoff_targets("resolver") == ["handler"]  # can_return_to
+    assert triage.orchestration_tools("handler") == ["handoff_conversation", "ask_user"]
+    assert triage.agent("handler").voice == "espeak"
+
+    swarm = desks["swarm"]
+    assert swarm.swarm is not None and swarm.entry_agent_id == "sales"
+    assert swarm.handoff_targets("billing") == ["sales", "support"]
+    assert swarm.orchestration_tools("sales") == ["handoff_conversation"]
 
 
 def test_a_minimal_desk_gets_defaults(tmp_path: Path) -> None:
@@ -136,16 +152,74 @@ def test_a_desk_with_supervisor_and_loop_gives_the_front_both(tmp_path: Path) ->
     ]
 
 
-def test_pipeline_and_swarm_sections_are_validated_and_kept(tmp_path: Path) -> None:
-    text = VALID + (
-        "[pipeline]\nstages = [\n"
-        '  { phase = "intake", agent = "desk", next = "work" },\n'
-        '  { phase = "work", agent = "worker", can_return_to = ["intake"] },\n]\n'
-        '[swarm]\nagents = ["desk", "worker"]\nentry = "desk"\n'
-    )
-    config = load_desk_file(write_desk(tmp_path, text))
+PIPELINE = (
+    "[pipeline]\nstages = [\n"
+    '  { phase = "intake", agent = "desk", next = "work" },\n'
+    '  { phase = "work", agent = "worker", can_return_to = ["intake"] },\n]\n'
+)
+SWARM = '[swarm]\nagents = ["desk", "worker"]\nentry = "worker"\n'
+
+
+def test_pipeline_and_swarm_sections_give_handoff_targets(tmp_path: Path) -> None:
+    config = load_desk_file(write_desk(tmp_path, VALID + PIPELINE))
     assert config.pipeline is not None and config.pipeline.stages[1].can_return_to == ("intake",)
-    assert config.swarm is not None and config.swarm.entry == "desk"
+    assert config.handoff_targets("desk") == ["worker"]
+    assert config.handoff_targets("worker") == ["desk"]
+    assert config.conversation_agent_ids == ["desk", "worker"]
+    assert config.orchestration_tools("desk") == [
+        "delegate_workers",
+        "check_tasks",
+        "cancel_task",
+        "handoff_conversation",
+    ]
+
+    config = load_desk_file(write_desk(tmp_path, VALID + SWARM))
+    assert config.swarm is not None and config.entry_agent_id == "worker"
+    assert config.front_agent_id == "desk"  # the supervisor's agent still delegates
+    assert config.handoff_targets("worker") == ["desk"]
+
+
+def test_a_desk_runs_a_pipeline_or_a_swarm_not_both(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VALID + PIPELINE + SWARM)
+    assert "swarm: a desk runs [pipeline] or [swarm], not both" in message
+
+
+def test_rules_may_use_handoff_and_ask_user_where_the_desk_gives_them(tmp_path: Path) -> None:
+    handoff = (
+        '\n[[agents.scripted.rules]]\nmatch = "bill"\ntool = "handoff_conversation"\n'
+        'arguments = { target = "worker" }\n'
+    )
+    asks = '\n[[agents.scripted.rules]]\nmatch = "pick"\ntool = "ask_user"\n'
+    rules = VALID.replace(
+        '\n[[agents]]\nid = "worker"', handoff + asks + '\n[[agents]]\nid = "worker"'
+    )
+    message = error_of(tmp_path, rules)
+    assert "tool 'handoff_conversation' is not available to agent 'desk'" in message
+    message = error_of(tmp_path, rules + PIPELINE)
+    assert "rules[2].tool: tool 'ask_user' is not available to agent 'desk'" in message
+    config = load_desk_file(
+        write_desk(tmp_path, rules + PIPELINE + '[ask_user]\nagents = ["desk"]\n')
+    )
+    assert config.ask_user is not None and config.ask_user.timeout == 60.0
+    assert config.orchestration_tools("desk")[-2:] == ["handoff_conversation", "ask_user"]
+
+
+def test_ask_user_agents_must_talk_with_the_caller(tmp_path: Path) -> None:
+    message = error_of(tmp_path, VALID + '[ask_user]\nagents = ["worker"]\n')
+    assert "ask_user.agents[0]: 'worker' never talks with the caller" in message
+    assert "(agents on the call: desk)" in message
+    message = error_of(tmp_path, VALID + '[ask_user]\nagents = ["ghost"]\n')
+    assert "ask_user.agents[0]: unknown agent 'ghost'" in message
+
+
+def test_section_tools_and_voices_are_checked(tmp_path: Path) -> None:
+    for name, section in [("ask_user", "[ask_user]"), ("handoff_conversation", "[pipeline]")]:
+        text = VALID.replace('tools = ["search_knowledge"]', f'tools = ["{name}"]', 1)
+        message = error_of(tmp_path, text)
+        assert f"agents[0].tools[0]: '{name}' is not listed in tools" in message
+        assert section in message
+    message = error_of(tmp_path, VALID.replace('id = "worker"', 'id = "worker"\nvoice = "robot"'))
+    assert "agents[1].voice: Input should be 'piper' or 'espeak'" in message
 
 
 # -- errors name the file and the field ----------------------------------------------------

@@ -1,9 +1,12 @@
 """Desks: a validated desk file composed into something that runs.
 
 `build_desk(config)` builds the agents (their LLMs and builtin tools), the `Supervisor` and/or
-`Loop` in background (voice) mode, and the delivery strategy. `Desk.orchestration()` installs
-the front agent into a room with the tools those orchestrations give it; `Desk.make_hub()`
-gives a hub whose rooms all run the desk.
+`Loop` in background (voice) mode, the `[pipeline]` or `[swarm]` strategy, and the delivery
+strategy. `Desk.orchestration()` is what a text room runs: the front agent with the tools
+those orchestrations give it, or the pipeline/swarm agents handing off to each other.
+`Desk.call_orchestration()` is the same for a call, where the voice session is the agent
+(`voicehub.voice.desk_call.start_desk_call`). `Desk.make_hub()` gives a hub whose rooms all
+run the desk.
 
     desks = load_desks("channels")
     hub = desks["research"].make_hub()
@@ -11,6 +14,7 @@ gives a hub whose rooms all run the desk.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,9 +29,17 @@ from voicehub.agents.tools import Tool
 from voicehub.config import AgentConfig, DeskConfig, load_desk_folder
 from voicehub.core.hub import Hub
 from voicehub.delivery.policy import DeliveryStrategy
+from voicehub.desk_conversation import handoff_strategy, text_ask_user_tool
 from voicehub.errors import ConfigError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.loop import Loop
+from voicehub.orchestration.pipeline import HandoffStrategy
+from voicehub.orchestration.state import (
+    STATE_KEY,
+    HasMetadata,
+    get_conversation_state,
+    set_conversation_state,
+)
 from voicehub.orchestration.supervisor import Supervisor
 from voicehub.tools.knowledge import KnowledgeBase
 from voicehub.tools.registry import DeskResources, make_tool
@@ -45,8 +57,10 @@ class Desk:
 
     `agents` holds every agent as the orchestrations run it (loop reviewers carry their
     `submit_verdict` tool). `extra_tools` are what the front agent gets on top of its own
-    tools: `delegate_workers`, `delegate_loop`, `check_tasks`, `cancel_task` (each once).
-    `pipeline` and `swarm` sections are validated and kept in `config` but not run yet.
+    tools: `delegate_workers`, `delegate_loop`, `check_tasks`, `cancel_task` (each once);
+    `tools_for` adds `ask_user` where `[ask_user]` says. `handoff` is the `[pipeline]` or
+    `[swarm]` strategy (its agents carry those tools; each gets `handoff_conversation` to
+    the agents it can reach when installed).
     """
 
     config: DeskConfig
@@ -58,6 +72,8 @@ class Desk:
     loop: Loop | None = None
     knowledge: KnowledgeBase | None = None
     base_dir: Path = field(default_factory=Path)
+    handoff: HandoffStrategy | None = None
+    ask_user_tool: Tool | None = None  # the text-room one; a call brings a spoken one
 
     @property
     def name(self) -> str:
@@ -77,13 +93,53 @@ class Desk:
         """How the voice session speaks a result: verbatim ("say") or through the model."""
         return self.config.delivery.mode
 
-    def orchestration(self) -> DeskOrchestration:
-        """The strategy to install in a room (stateless: one may serve many rooms)."""
-        return DeskOrchestration(self)
+    @property
+    def handoff_instruction(self) -> str | None:
+        """What an agent handed the conversation answers at once (`[pipeline]`/`[swarm]`)."""
+        section = self.config.pipeline or self.config.swarm
+        return section.handoff_instruction if section is not None else None
+
+    @property
+    def entry_agent(self) -> Agent:
+        """The agent a new conversation starts with (see `DeskConfig.entry_agent_id`)."""
+        return self.agents[self.config.entry_agent_id]
+
+    def orchestration(self) -> Orchestration:
+        """What a text room runs: the `handoff` strategy, else the front agent with its
+        tools. One object serves many rooms (and one handoff handler per hub)."""
+        return self.handoff if self.handoff is not None else DeskOrchestration(self)
+
+    def call_orchestration(self) -> DeskOrchestration:
+        """What a call's room runs: no agent channels (the voice session is the agent), the
+        conversation state of a pipeline or swarm, the desk's name in the room metadata."""
+        return DeskOrchestration(self, voice=True)
 
     def front_agent_with_tools(self) -> Agent:
         """The front agent with the orchestration tools added, for a voice session."""
         return self.front_agent.with_tools(*self.extra_tools)
+
+    def tools_for(self, agent_id: str) -> tuple[Tool, ...]:
+        """What the desk adds to `agent_id`'s own tools, but the per-room handoff tool: the
+        delegation tools for the front agent, and (text) `ask_user` where configured."""
+        tools = list(self.extra_tools) if agent_id == self.front_agent.id else []
+        asking = self.config.ask_user
+        if self.ask_user_tool is not None and asking is not None and agent_id in asking.agents:
+            tools.append(self.ask_user_tool)
+        return tuple(tools)
+
+    def handoff_targets(self, agent_id: str) -> list[str]:
+        """The agents `agent_id` may hand the conversation to (none without a strategy)."""
+        return self.handoff.targets_for(agent_id) if self.handoff is not None else []
+
+    def active_agent(self, room: HasMetadata) -> Agent:
+        """The agent that has the conversation in `room`: the pipeline or swarm state's
+        active agent, else the entry agent (a new conversation, or a desk without one)."""
+        if self.handoff is None:
+            return self.front_agent
+        active = get_conversation_state(room).active_agent_id
+        if active is not None and active in self.config.conversation_agent_ids:
+            return self.agents[active]
+        return self.entry_agent
 
     async def aclose(self) -> None:
         """Close the model clients the desk created (OpenAI HTTP connections)."""
@@ -103,21 +159,31 @@ class Desk:
 
 
 class DeskOrchestration(Orchestration):
-    """Installs a desk in a room: the front agent, with the Supervisor's and the Loop's
-    tools, answers the room; the orchestrations run their agents in child rooms."""
+    """Installs a desk in a room. In a text room the front agent, with the Supervisor's and
+    the Loop's tools, answers; the orchestrations run their agents in child rooms.
 
-    def __init__(self, desk: Desk) -> None:
+    With `voice`, no agent channel is attached: the call's voice session runs the agent and
+    answers the transcripts. A pipeline or swarm desk gets its starting conversation state
+    (kept when a stored room reopens, so a reconnecting caller finds the same agent).
+    """
+
+    def __init__(self, desk: Desk, *, voice: bool = False) -> None:
         self.desk = desk
+        self.voice = voice
 
     def agents(self) -> list[Agent]:
         return list(self.desk.agents.values())
 
     async def install(self, hub: Hub, room_id: str) -> None:
         room = hub.room(room_id)
-        # Remember the desk with the conversation, so a reconnect can find it again.
-        await room.set_metadata(desk=self.desk.name)
         desk = self.desk
-        await room.attach(AgentChannel(desk.front_agent, extra_tools=desk.extra_tools))
+        # Remember the desk with the conversation, so a reconnect can find it again.
+        await room.set_metadata(desk=desk.name)
+        if not self.voice:
+            tools = desk.tools_for(desk.front_agent.id)
+            await room.attach(AgentChannel(desk.front_agent, extra_tools=tools))
+        elif desk.handoff is not None and STATE_KEY not in room.metadata:
+            await set_conversation_state(room, desk.handoff.initial_state())
 
 
 def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Desk:
@@ -152,7 +218,8 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
     if loop is not None:
         tools += loop.tools()
         agents.update({reviewer.id: reviewer for reviewer in loop.reviewers})
-    return Desk(
+    asking = config.ask_user
+    desk = Desk(
         config=config,
         agents=agents,
         front_agent=front,
@@ -162,7 +229,21 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
         loop=loop,
         knowledge=knowledge,
         base_dir=base,
+        ask_user_tool=(
+            text_ask_user_tool(timeout=asking.timeout, max_reasks=asking.max_reasks)
+            if asking is not None
+            else None
+        ),
     )
+    # The strategy runs each agent with what the desk adds to it (delegation, ask_user).
+    members = {
+        agent_id: agent.with_tools(*desk.tools_for(agent_id)) for agent_id, agent in agents.items()
+    }
+    try:
+        handoff = handoff_strategy(config, members)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return dataclasses.replace(desk, handoff=handoff) if handoff is not None else desk
 
 
 def load_desks(folder: str | Path) -> dict[str, Desk]:

@@ -106,6 +106,28 @@ def test_a_call_after_tool_output_opens_a_new_assistant_message() -> None:
     assert roles == [("user", 0), ("assistant", 1), ("tool", 0), ("assistant", 1), ("tool", 0)]
 
 
+def test_what_was_said_while_a_tool_ran_goes_before_its_call() -> None:
+    # ask_user by voice: the questions are spoken (and added) while the tool still runs
+    ctx = llm.ChatContext.empty()
+    ctx.add_message(role="user", content="it is broken")
+    ctx.add_message(role="assistant", content="Let me check.")
+    ctx.insert(llm.FunctionCall(call_id="q", name="ask_user", arguments="{}"))
+    ctx.add_message(role="assistant", content="Restarted your router?")
+    ctx.add_message(role="assistant", content="Which service?")
+    ctx.insert(llm.FunctionCallOutput(call_id="q", name="ask_user", output="{}", is_error=False))
+
+    assert to_messages(ctx) == [
+        ChatMessage(role="user", content="it is broken"),
+        ChatMessage(role="assistant", content="Let me check."),
+        ChatMessage(role="assistant", content="Restarted your router?"),
+        ChatMessage(role="assistant", content="Which service?"),
+        ChatMessage(
+            role="assistant", tool_calls=(ToolCall(id="q", name="ask_user", arguments="{}"),)
+        ),
+        ChatMessage(role="tool", content="{}", tool_call_id="q", name="ask_user"),
+    ]
+
+
 # -- tools and tool choice ------------------------------------------------------------------
 
 

@@ -50,16 +50,29 @@ the file and the field path (`channels/research.toml: agents[1].scripted.rules[0
     max_iterations = 3
     strategy = "sequential"           # or "parallel"; also task_timeout, delegation_message
 
-    [pipeline]                        # validated and stored; not run yet
-    stages = [{ phase = "intake", agent = "desk", next = "review", can_return_to = [] }]
-    [swarm]                           # validated and stored; not run yet
+    [pipeline]                        # phases in order; each stage's agent gets
+    stages = [                        #   handoff_conversation to the agents it can reach
+      { phase = "intake", agent = "desk", next = "review" },
+      { phase = "review", agent = "writer", can_return_to = ["intake"] },
+    ]
+    handoff_instruction = "..."       # optional: the new agent answers it at once (a greeting)
+    [swarm]                           # or peers handing off to each other (not both)
     agents = ["desk", "writer"]
     entry = "desk"
+    handoff_instruction = "..."       # optional, as for [pipeline]
 
-The front agent (the one on the call) is `supervisor.agent`, else `loop.agent`, else the first
-agent. Scripted rules are checked too: regexes compile, `{placeholders}` name regex groups
-(or message/last_user; result/result.field in `reply`), and a rule's `tool` must be one the
-agent actually gets (unless [pipeline] or [swarm] may add more).
+    [ask_user]                        # these agents get ask_user (typed questions; spoken
+    agents = ["desk"]                 #   and heard on a call)
+    timeout = 60.0                    # seconds per answer
+    max_reasks = 2                    # asked again when the answer is not understood
+
+The front agent (the one that delegates) is `supervisor.agent`, else `loop.agent`, else the
+entry agent: the first pipeline stage's agent, the swarm's entry, else the first agent. With
+[pipeline] or [swarm], the call is with whichever agent has the conversation. An agent's
+`voice` ("piper" or "espeak") is its TTS voice on a call. Scripted rules are checked too:
+regexes compile, `{placeholders}` name regex groups (or message/last_user; result/result.field
+in `reply`), and a rule's `tool` must be one the agent actually gets (its builtins and what
+the sections add: see `DeskConfig.orchestration_tools`).
 
 Modules: `models` (the tables), `desk_file` (`DeskConfig` and the checks across tables); this
 module loads files. `voicehub.desk.build_desk` turns a `DeskConfig` into a runnable desk.
@@ -75,6 +88,7 @@ from pydantic import ValidationError
 from voicehub.config.desk_file import DeskConfig
 from voicehub.config.models import (
     AgentConfig,
+    AskUserConfig,
     DeliveryConfig,
     KnowledgeConfig,
     LLMConfig,
@@ -92,6 +106,7 @@ from voicehub.tools.knowledge import KnowledgeBase
 
 __all__ = [
     "AgentConfig",
+    "AskUserConfig",
     "DeliveryConfig",
     "DeskConfig",
     "KnowledgeConfig",

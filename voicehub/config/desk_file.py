@@ -9,6 +9,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from voicehub.config.models import (
     AgentConfig,
+    AskUserConfig,
     DeliveryConfig,
     KnowledgeConfig,
     LoopConfig,
@@ -38,6 +39,7 @@ class DeskConfig(StrictModel):
     loop: LoopConfig | None = None
     pipeline: PipelineConfig | None = None
     swarm: SwarmConfig | None = None
+    ask_user: AskUserConfig | None = None
     _source: Path | None = PrivateAttr(default=None)
 
     @property
@@ -47,12 +49,53 @@ class DeskConfig(StrictModel):
 
     @property
     def front_agent_id(self) -> str:
-        """The agent that talks to the caller."""
+        """The agent that delegates (`[supervisor]`/`[loop]`), else the entry agent."""
+        if self.supervisor is not None:
+            return self.supervisor.agent
+        if self.loop is not None and self.loop.agent is not None:
+            return self.loop.agent
+        return self.entry_agent_id
+
+    @property
+    def entry_agent_id(self) -> str:
+        """The agent a new conversation starts with: the first pipeline stage's, the swarm's
+        entry, else the front agent (the first agent when nothing else says)."""
+        if self.pipeline is not None:
+            return self.pipeline.stages[0].agent
+        if self.swarm is not None:
+            return self.swarm.entry
         if self.supervisor is not None:
             return self.supervisor.agent
         if self.loop is not None and self.loop.agent is not None:
             return self.loop.agent
         return self.agents[0].id
+
+    @property
+    def conversation_agent_ids(self) -> list[str]:
+        """The agents that may have the conversation (pipeline stages or swarm members in
+        order; else just the front agent)."""
+        if self.pipeline is not None:
+            return list(dict.fromkeys(stage.agent for stage in self.pipeline.stages))
+        if self.swarm is not None:
+            return list(self.swarm.agents)
+        return [self.front_agent_id]
+
+    def handoff_targets(self, agent_id: str) -> list[str]:
+        """The agents `agent_id` may hand the conversation to: in a swarm every other member;
+        in a pipeline the agents of the phases its stages lead to (`next`, `can_return_to`)."""
+        if self.swarm is not None:
+            members = self.swarm.agents
+            return [other for other in members if other != agent_id] if agent_id in members else []
+        if self.pipeline is None:
+            return []
+        stages = self.pipeline.stages
+        reached: set[str] = set()
+        for stage in stages:
+            if stage.agent == agent_id:
+                reached |= {stage.next} if stage.next else set()
+                reached |= set(stage.can_return_to)
+        targets = [s.agent for s in stages if s.phase in reached and s.agent != agent_id]
+        return list(dict.fromkeys(targets))  # stage order, each once
 
     def agent(self, agent_id: str) -> AgentConfig:
         """The `[[agents]]` table with id `agent_id` (StopIteration if there is none)."""
@@ -67,6 +110,10 @@ class DeskConfig(StrictModel):
             names += ["check_tasks", "cancel_task"]
         if self.loop is not None and agent_id in self.loop.reviewers:
             names.append("submit_verdict")
+        if self.handoff_targets(agent_id):
+            names.append("handoff_conversation")
+        if self.ask_user is not None and agent_id in self.ask_user.agents:
+            names.append("ask_user")
         return names
 
     @model_validator(mode="after")
@@ -97,9 +144,25 @@ def _reference_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
         ]
     if desk.swarm is not None:
         refs += [(f"swarm.agents[{j}]", a) for j, a in enumerate(desk.swarm.agents)]
+    if desk.ask_user is not None:
+        refs += [(f"ask_user.agents[{j}]", a) for j, a in enumerate(desk.ask_user.agents)]
     for path, ref in refs:
         if ref is not None and ref not in ids:
             yield path, f"unknown agent {ref!r}; agents in this desk: {', '.join(ids)}"
+    if desk.pipeline is not None and desk.swarm is not None:
+        yield "swarm", "a desk runs [pipeline] or [swarm], not both: keep one of them"
+    if desk.swarm is not None:
+        yield from _repeats("swarm.agents", desk.swarm.agents)
+    if desk.ask_user is not None:
+        yield from _repeats("ask_user.agents", desk.ask_user.agents)
+        talking = desk.conversation_agent_ids
+        for j, asker in enumerate(desk.ask_user.agents):
+            if asker in ids and asker not in talking:
+                yield (
+                    f"ask_user.agents[{j}]",
+                    f"{asker!r} never talks with the caller, so it cannot ask them anything "
+                    f"(agents on the call: {', '.join(talking)})",
+                )
     front = desk.front_agent_id
     if desk.supervisor is not None:
         yield from _repeats("supervisor.workers", desk.supervisor.workers)
@@ -127,8 +190,8 @@ def _tool_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
         for j, name in enumerate(agent.tools):
             if BUILTIN_TOOLS[name].needs_knowledge and desk.knowledge is None:
                 yield f"agents[{i}].tools[{j}]", needs_knowledge_message(name)
-        if agent.scripted is None or desk.pipeline is not None or desk.swarm is not None:
-            continue  # pipeline and swarm will add handoff tools of their own
+        if agent.scripted is None:
+            continue
         offered = [*agent.tools, *desk.orchestration_tools(agent.id)]
         for j, rule in enumerate(agent.scripted.rules):
             if rule.tool is not None and rule.tool not in offered:

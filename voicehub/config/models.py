@@ -60,7 +60,17 @@ def _pattern(regex: str, what: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+# Tools a desk section gives agents; naming one in `tools` points to the section instead.
+SECTION_TOOLS = {
+    "handoff_conversation": "[pipeline] or [swarm]",
+    "ask_user": "[ask_user]",
+}
+
+
 def _builtin_tool(value: str) -> str:
+    section = SECTION_TOOLS.get(value)
+    if section is not None:
+        raise ValueError(f"{value!r} is not listed in tools: the desk's {section} section adds it")
     if value not in BUILTIN_TOOLS:
         raise ValueError(unknown_tool_message(value))
     return value
@@ -215,7 +225,7 @@ class AgentConfig(StrictModel):
     keywords: tuple[str, ...] = ()
     when_to_use: str = ""
     when_not_to_use: str = ""
-    voice: str | None = None
+    voice: Literal["piper", "espeak"] | None = None  # on a call: this agent's TTS voice
     tools: tuple[ToolName, ...] = ()
     llm: LLMConfig = Field(default_factory=LLMConfig)
     scripted: ScriptedConfig | None = None
@@ -254,7 +264,8 @@ class LoopConfig(StrictModel):
 
 
 class PipelineStage(StrictModel):
-    """One phase of a pipeline (stored for the Pipeline orchestration)."""
+    """One phase of a pipeline: `agent` has the conversation; it may hand off to the agent
+    of the `next` phase, or back to those of `can_return_to`."""
 
     phase: Slug
     agent: str
@@ -263,9 +274,14 @@ class PipelineStage(StrictModel):
 
 
 class PipelineConfig(StrictModel):
-    """Phases in order, each run by one agent (stored for the Pipeline orchestration)."""
+    """Phases in order, each run by one agent; the first stage's agent starts.
+
+    `handoff_instruction`: the instruction the agent receiving the conversation answers at
+    once (to greet the caller); without it, that agent speaks at the caller's next turn.
+    """
 
     stages: tuple[PipelineStage, ...] = Field(min_length=1)
+    handoff_instruction: str | None = None
 
     @model_validator(mode="after")
     def _phases_exist(self) -> PipelineConfig:
@@ -283,13 +299,28 @@ class PipelineConfig(StrictModel):
 
 
 class SwarmConfig(StrictModel):
-    """Peers that hand the caller to each other, starting at `entry` (stored for Swarm)."""
+    """Peers that hand the caller to each other, starting at `entry`
+    (`handoff_instruction` as in `PipelineConfig`)."""
 
     agents: tuple[str, ...] = Field(min_length=1)
     entry: str
+    handoff_instruction: str | None = None
 
     @model_validator(mode="after")
     def _entry_is_a_member(self) -> SwarmConfig:
         if self.entry not in self.agents:
             raise field_error("entry", f"{self.entry!r} is not one of the swarm's agents")
         return self
+
+
+class AskUserConfig(StrictModel):
+    """Agents that may ask the caller questions (`ask_user`): yes/no, options, free text.
+
+    In a text room the question is posted; on a call it is spoken and the answer heard.
+    `timeout` bounds each wait for an answer; an answer that is not understood is asked
+    again at most `max_reasks` times (then the question's default is used).
+    """
+
+    agents: tuple[str, ...] = Field(min_length=1)
+    timeout: PositiveSeconds = 60.0
+    max_reasks: int = Field(default=2, ge=0, le=5)

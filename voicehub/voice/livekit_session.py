@@ -55,7 +55,8 @@ class LiveKitVoiceSession:
     `stt`, `tts` and `vad` are livekit plugins, shared across calls; `voices` maps an
     agent's `voice` name to a TTS. `delivery_mode` picks how `inject` speaks a result:
     verbatim ("say") or through the model ("generate"). Endpointing defaults favour
-    quick turns; `answer_timeout` bounds "awaiting answer" when livekit drops a turn.
+    quick turns; `answer_timeout` bounds "awaiting answer" when livekit drops a turn. While
+    `reply_gate()` is False, caller turns get no reply, only a room transcript (for ask_user).
     """
 
     def __init__(
@@ -72,6 +73,7 @@ class LiveKitVoiceSession:
         delivery_mode: DeliveryMode = "say",
         extra_tools: Sequence[Tool] = (),
         voices: Mapping[str, tts.TTS[Any]] | None = None,
+        reply_gate: Callable[[], bool] | None = None,
         turn_detection: Literal["vad", "stt"] = "vad",
         min_endpointing_delay: float = 0.3,
         max_endpointing_delay: float = 1.5,
@@ -84,17 +86,13 @@ class LiveKitVoiceSession:
     ) -> None:
         if delivery_mode not in ("say", "generate"):
             raise ConfigError(f"delivery_mode {delivery_mode!r}: expected 'say' or 'generate'")
-        self.hub = hub
-        self.room_id = room_id
-        self.transport = transport
+        self.hub, self.room_id, self.transport = hub, room_id, transport
         self.activity = activity if activity is not None else VoiceActivity(hub.clock)
-        self.greeting = greeting
+        self.greeting, self.answer_timeout = greeting, answer_timeout
         self.delivery_mode: DeliveryMode = delivery_mode
-        self.answer_timeout = answer_timeout
         self._voices = dict(voices or {})
-        self._attach_delivery = attach_delivery
-        self.agent = agent
-        self._extra_tools = tuple(extra_tools)
+        self._reply_gate, self._attach_delivery = reply_gate, attach_delivery
+        self.agent, self._extra_tools = agent, tuple(extra_tools)
         self._desk_agent = self._build_agent(agent, self._extra_tools, None)  # validates first
         self._input = CallerAudioInput(transport.sample_rate)
         self._output = TransportAudioOutput(transport, self.activity, self._segment_started)
@@ -121,12 +119,11 @@ class LiveKitVoiceSession:
         )
         self._segment_ids = itertools.count(1)
         self._queued: set[str] = set()  # speeches created, no audio yet
-        self._turn_heard = False
+        self._turn_heard = self._started = self._closed = False
         self._answer_timer: asyncio.TimerHandle | None = None
         self._events: asyncio.Queue[Callable[[], Awaitable[Any]]] = asyncio.Queue()
         self._events_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
-        self._started = self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -145,8 +142,7 @@ class LiveKitVoiceSession:
             ("close", self._on_close),
         ):
             session.on(name, handler)  # type: ignore[arg-type]
-        session.input.audio = self._input
-        session.output.audio = self._output
+        session.input.audio, session.output.audio = self._input, self._output
         self._events_task = asyncio.create_task(self._send_events())
         await session.start(self._desk_agent, record=False)
         self._started = True
@@ -189,8 +185,7 @@ class LiveKitVoiceSession:
     def playout_confirmed(self, speech_id: str) -> None:
         """The transport played the segment marked `speech_id` (and all before it)."""
         if self._session.agent_state == "speaking":
-            # livekit moves on (next step, or listening) only after this; until then the
-            # agent is busy with its turn, not idle
+            # livekit moves on (next step, or listening) only after this: busy until then
             self.activity.agent_thinking_started()
         self._output.confirm(speech_id)
 
@@ -232,8 +227,7 @@ class LiveKitVoiceSession:
         """
         session = self._running()
         tools = tuple(extra_tools) if extra_tools is not None else self._extra_tools
-        history = session.current_agent.chat_ctx.copy()
-        new = self._build_agent(agent, tools, history)
+        new = self._build_agent(agent, tools, session.current_agent.chat_ctx.copy())
         session.update_agent(new)
         self.agent, self._extra_tools, self._desk_agent = agent, tools, new
         if not running_in_tool():
@@ -331,6 +325,12 @@ class LiveKitVoiceSession:
             self.answer_timeout, self._answered
         )
 
+    def _gate(self, text: str) -> bool:
+        if closed := self._reply_gate is not None and not self._reply_gate():
+            self._answered()  # no reply will come: not "awaiting" one either
+            self._post(EventKind.TRANSCRIPT, text, role="user", source="caller")
+        return not closed
+
     def _answered(self) -> None:
         self._turn_heard = False
         if self._answer_timer is not None:
@@ -339,7 +339,7 @@ class LiveKitVoiceSession:
         self.activity.user_turn_awaiting_answer(False)
 
     def _build_agent(
-        self, spec: Agent, extra_tools: Sequence[Tool], history: llm.ChatContext | None
+        self, spec: Agent, tools: Sequence[Tool], history: llm.ChatContext | None
     ) -> LiveKitAgent:
         voice = None
         if spec.voice is not None and (voice := self._voices.get(spec.voice)) is None:
@@ -349,7 +349,9 @@ class LiveKitVoiceSession:
                 f"not have (known voices: {known}); add it to `voices`"
             )
         context = ToolContext(hub=self.hub, room_id=self.room_id, agent_id=spec.id)
-        return LiveKitAgent(spec, context, extra_tools=extra_tools, voice=voice, chat_ctx=history)
+        return LiveKitAgent(
+            spec, context, extra_tools=tools, voice=voice, chat_ctx=history, reply_gate=self._gate
+        )
 
     def _running(self) -> AgentSession[None]:
         if not self._started or self._closed:

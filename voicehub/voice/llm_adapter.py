@@ -13,8 +13,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Never, TypeAlias
 
@@ -40,6 +41,7 @@ with vendor_import("livekit-agents"):
         NotGivenOr,
     )
     from livekit.agents.voice.events import RunContext
+    from livekit.agents.voice.speech_handle import SpeechHandle
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -47,13 +49,14 @@ if TYPE_CHECKING:
 # A raw function tool whose handler takes (raw_arguments, run context).
 LiveKitTool: TypeAlias = "llm.RawFunctionTool[..., Any]"
 
-# Set while one of our tools runs inside livekit's tool executor (see `running_in_tool`).
-_IN_TOOL: ContextVar[bool] = ContextVar("voicehub_in_livekit_tool", default=False)
+# The speech whose tool is running, while one of our tools runs inside livekit's executor.
+_TOOL_SPEECH: ContextVar[SpeechHandle | None] = ContextVar("voicehub_tool_speech", default=None)
 
 __all__ = [
     "LiveKitAgent",
     "LiveKitLLM",
     "LiveKitTool",
+    "hold_tool_speech",
     "livekit_tool",
     "livekit_tools",
     "running_in_tool",
@@ -67,7 +70,8 @@ class LiveKitAgent(_LKAgent):
     """A voicehub `Agent` as a livekit ``Agent``; its tools run with `context`.
 
     `voice` overrides the session's TTS; `chat_ctx` carries history over on a handoff.
-    `entered` is set once livekit made this the live agent.
+    `reply_gate(text)` sees each completed caller turn first: False means no reply (the
+    turn answers an open question). `entered` is set once livekit made this the live agent.
     """
 
     def __init__(
@@ -78,6 +82,7 @@ class LiveKitAgent(_LKAgent):
         extra_tools: Sequence[Tool] = (),
         voice: tts.TTS[Any] | None = None,
         chat_ctx: llm.ChatContext | None = None,
+        reply_gate: Callable[[str], bool] | None = None,
     ) -> None:
         if spec.llm is None:
             raise ConfigError(
@@ -93,10 +98,19 @@ class LiveKitAgent(_LKAgent):
         )
         self.spec = spec
         self.entered = asyncio.Event()
+        self._reply_gate = reply_gate
 
     async def on_enter(self) -> None:
         """livekit's hook when this agent becomes active."""
         self.entered.set()
+
+    async def on_user_turn_completed(
+        self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
+    ) -> None:
+        """livekit's hook before it answers a caller turn: `reply_gate` may stop the reply."""
+        gate = self._reply_gate
+        if gate is not None and not gate(new_message.text_content or ""):
+            raise llm.StopResponse()
 
 
 class LiveKitLLM(llm.LLM[Never]):  # Never: no events beyond livekit's own
@@ -178,7 +192,9 @@ def to_messages(chat_ctx: llm.ChatContext) -> list[ChatMessage]:
     Consecutive function calls join the assistant message before them (the OpenAI shape:
     one assistant message with its tool calls, then one tool message per call). A call
     without an output, or an output without its call, is dropped: chat APIs reject both.
-    Empty messages, handoff and config-update items, images and audio are left out.
+    What was said while a tool ran (an ask_user question) goes before the call, which stays
+    next to its output. Empty messages, handoff and config-update items, images and audio
+    are left out.
     """
     items = chat_ctx.items
     answered = {i.call_id for i in items if isinstance(i, llm.FunctionCallOutput)}
@@ -203,12 +219,31 @@ def to_messages(chat_ctx: llm.ChatContext) -> list[ChatMessage]:
             else:
                 messages.append(ChatMessage(role="assistant", tool_calls=(call,)))
         elif isinstance(item, llm.FunctionCallOutput) and item.call_id in called:
+            _call_next_to_output(messages, item.call_id)
             messages.append(
                 ChatMessage(
                     role="tool", content=item.output, tool_call_id=item.call_id, name=item.name
                 )
             )
     return messages
+
+
+def _call_next_to_output(messages: list[ChatMessage], call_id: str) -> None:
+    """Move the tool calls holding `call_id` (with the outputs they have) to the end, after
+    messages spoken while the tool ran; their text stays where it was said."""
+    owner = next(i for i, m in enumerate(messages) if any(c.id == call_id for c in m.tool_calls))
+    end = owner + 1
+    while end < len(messages) and messages[end].role == "tool":
+        end += 1
+    if end == len(messages):
+        return  # already adjacent
+    calls, outputs = messages[owner], messages[owner + 1 : end]
+    del messages[owner + 1 : end]
+    if calls.content:
+        messages[owner] = calls.model_copy(update={"tool_calls": ()})
+    else:
+        del messages[owner]
+    messages += [ChatMessage(role="assistant", tool_calls=calls.tool_calls), *outputs]
 
 
 def to_tool_specs(tools: Sequence[llm.Tool]) -> list[ToolSpec]:
@@ -248,11 +283,11 @@ def livekit_tool(tool: Tool, context: ToolContext) -> LiveKitTool:
 
     async def invoke(raw_arguments: dict[str, Any], run_ctx: RunContext[Any]) -> str:
         scoped = dataclasses.replace(context, call_id=run_ctx.function_call.call_id)
-        token = _IN_TOOL.set(True)
+        token = _TOOL_SPEECH.set(run_ctx.speech_handle)
         try:
             result = await tool.invoke(raw_arguments, scoped)
         finally:
-            _IN_TOOL.reset(token)
+            _TOOL_SPEECH.reset(token)
         if result.is_error:
             # livekit puts a ToolError's message in the output, flagged as an error
             raise llm.ToolError(result.content)
@@ -272,4 +307,22 @@ def livekit_tools(tools: Sequence[Tool], context: ToolContext) -> list[LiveKitTo
 def running_in_tool() -> bool:
     """Whether the caller runs inside one of our tools invoked by livekit (livekit finishes
     the tool's speech before it switches agents, so a handoff must not wait for that)."""
-    return _IN_TOOL.get()
+    return _TOOL_SPEECH.get() is not None
+
+
+@contextlib.contextmanager
+def hold_tool_speech() -> Iterator[None]:
+    """Within one of our tools: the caller's turns may not interrupt the speech running the
+    tool until the block ends. livekit interrupts it at each caller turn, and an interrupted
+    speech drops the tool's reply; a tool that waits for the caller's answer (ask_user)
+    holds it. Elsewhere, or on a speech already interrupted, this does nothing."""
+    speech = _TOOL_SPEECH.get()
+    if speech is None or speech.interrupted or not speech.allow_interruptions:
+        yield
+        return
+    speech.allow_interruptions = False
+    try:
+        yield
+    finally:
+        if not speech.interrupted:  # a forced interrupt cannot be undone
+            speech.allow_interruptions = True
