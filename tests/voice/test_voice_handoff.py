@@ -79,6 +79,15 @@ async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
         ]
         heard = [e.text for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"]
         assert "broken" in heard[0] and "fixed" in heard[1]
+        # Each handoff call, and the line said while leaving, is recorded under the agent
+        # that made it, not the one it handed to.
+        calls = [e for e in history if e.kind is EventKind.TOOL_CALL]
+        assert [e.source for e in calls if e.metadata["tool"] == HANDOFF_TOOL] == [
+            "triage",
+            "handler",
+        ]
+        [leaving] = [e for e in history if "pass you to a technician" in e.text]
+        assert leaving.source == "triage"
         assert transport.acked == transport.marks  # every line played out, none cut
         await session.aclose()
 

@@ -93,6 +93,7 @@ class LiveKitVoiceSession:
         self._voices = dict(voices or {})
         self._reply_gate, self._attach_delivery = reply_gate, attach_delivery
         self.agent, self._extra_tools = agent, tuple(extra_tools)
+        self._leaving_agent_id: str | None = None
         self._desk_agent = self._build_agent(agent, self._extra_tools, None)  # validates first
         self._input = CallerAudioInput(transport.sample_rate)
         self._output = TransportAudioOutput(transport, self.activity, self._segment_started)
@@ -229,6 +230,7 @@ class LiveKitVoiceSession:
         tools = tuple(extra_tools) if extra_tools is not None else self._extra_tools
         new = self._build_agent(agent, tools, session.current_agent.chat_ctx.copy())
         session.update_agent(new)
+        self._leaving_agent_id = self.agent.id
         self.agent, self._extra_tools, self._desk_agent = agent, tools, new
         if not running_in_tool():
             await new.entered.wait()
@@ -373,7 +375,7 @@ class LiveKitVoiceSession:
     def _post(
         self, kind: EventKind, text: str, *, role: str = "assistant", **metadata: Any
     ) -> None:
-        source = metadata.pop("source", self.agent.id)
+        source = metadata.pop("source", None) or self._speaking_agent_id()
         event = Event(
             kind=kind,
             text=text,
@@ -383,6 +385,14 @@ class LiveKitVoiceSession:
             metadata=metadata,
         )
         self._events.put_nowait(lambda: self.hub.post(self.room_id, event))
+
+    def _speaking_agent_id(self) -> str:
+        # After a handoff livekit lets the old agent finish its turn: its last words and tool
+        # calls belong to it, not to `self.agent` (already the new one), until the new enters.
+        leaving = self._leaving_agent_id
+        if leaving is not None and not self._desk_agent.entered.is_set():
+            return leaving
+        return self.agent.id
 
     def _send_event(self, event: dict[str, Any]) -> None:
         self._events.put_nowait(lambda: self.transport.send_event(event))
