@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from voicehub.cli_commands import add_commands, run_command
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="voicehub", description=__doc__)
@@ -23,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         help="store the figures are measured on (default: sqlite, as served)",
     )
     bench.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
+    add_commands(commands)
     return parser
 
 
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
 
         run_bench(args.only, args.store, args.quick, args.json)
         return 0
+    if (code := run_command(args)) is not None:
+        return code
     return 2
 
 

@@ -1,0 +1,93 @@
+"""Run the real server (uvicorn on 127.0.0.1, a free port) inside a test's event loop.
+
+    async with running_server(settings, session_factory=...) as server:
+        server.url          # http://127.0.0.1:<port>
+        server.switchboard  # the hub, desks and live calls, for white-box checks
+
+Leaving the block shuts uvicorn down the ordinary way (lifespan shutdown included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+
+from voicehub.desk import Desk
+from voicehub.server.app import create_app, uvicorn_config
+from voicehub.server.calls import Switchboard
+from voicehub.server.settings import ServerSettings
+from voicehub.server.voice import SessionFactory
+
+
+class _Server(uvicorn.Server):
+    """uvicorn with an event for "listening" (no polling)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets=sockets)
+        self.listening.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # Ctrl-C belongs to the test runner
+        yield
+
+
+@dataclass
+class RunningServer:
+    """A server started by `running_server`."""
+
+    app: Starlette
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def switchboard(self) -> Switchboard:
+        board: Switchboard = self.app.state.switchboard
+        return board
+
+    async def get(self, path: str, **options: Any) -> httpx.Response:
+        async with httpx.AsyncClient(base_url=self.url, timeout=10) as client:
+            return await client.get(path, **options)
+
+
+@contextlib.asynccontextmanager
+async def running_server(
+    settings: ServerSettings,
+    *,
+    session_factory: SessionFactory | None = None,
+    desks: Mapping[str, Desk] | None = None,
+) -> AsyncIterator[RunningServer]:
+    """Serve `settings` (host forced to 127.0.0.1, port to a free one) until the block ends."""
+    settings = settings.model_copy(update={"host": "127.0.0.1", "port": 0, "log_level": "warning"})
+    app = create_app(settings, session_factory=session_factory, desks=desks)
+    server = _Server(uvicorn_config(app, settings))
+    serving = asyncio.create_task(server.serve())
+    listening = asyncio.create_task(server.listening.wait())
+    await asyncio.wait({serving, listening}, return_when=asyncio.FIRST_COMPLETED)
+    if not server.started:
+        listening.cancel()
+        await serving  # raises the startup error, if any
+        raise RuntimeError("uvicorn did not start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield RunningServer(app, port)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 30)

@@ -1,0 +1,126 @@
+"""A scripted `VoiceSession` for server tests: the real transport, no models.
+
+Caller audio is counted, not heard. `say` (and so `inject`) sends a little audio, a
+transcript and a speech mark through the transport, and returns once the client acks the
+mark, exactly like the real session. The factory keeps every session it built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+from voicehub.agents.agent import Agent
+from voicehub.agents.tools import Tool
+from voicehub.core.hub import Hub
+from voicehub.delivery.injector import InjectOutcome
+from voicehub.desk import Desk
+from voicehub.voice.activity import VoiceActivity
+from voicehub.voice.transport import CallTransport
+
+_ids = itertools.count(1)
+
+
+class ScriptedSession:
+    """Implements `VoiceSession` and the delivery `Injector` on a real `CallTransport`."""
+
+    def __init__(
+        self, hub: Hub, room_id: str, desk: Desk, transport: CallTransport, greeting: str | None
+    ) -> None:
+        self.hub, self.room_id, self.desk, self.transport = hub, room_id, desk, transport
+        self.greeting = greeting
+        self.activity = VoiceActivity(hub.clock)
+        self.caller_audio = bytearray()
+        self.confirmed: list[str] = []
+        self.said: list[str] = []
+        self.closed = False
+        self._playing: dict[str, asyncio.Future[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        self.activity.session_attached()
+        await self.hub.delivery.attach(self.room_id, self, self.activity)
+        if self.greeting:
+            task = asyncio.create_task(self.say(self.greeting))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def push_audio(self, pcm16: bytes) -> None:
+        self.caller_audio += pcm16
+
+    def playout_confirmed(self, speech_id: str) -> None:
+        self.confirmed.append(speech_id)
+        self.activity.playout_confirmed(speech_id)
+        playing = self._playing.pop(speech_id, None)
+        if playing is not None and not playing.done():
+            playing.set_result(None)
+
+    async def say(self, text: str, *, allow_interrupt: bool = True) -> InjectOutcome:
+        speech_id = f"fake-{next(_ids)}"
+        playing = asyncio.get_running_loop().create_future()
+        self._playing[speech_id] = playing
+        self.said.append(text)
+        self.activity.agent_speech_started(speech_id)
+        await self.transport.send_audio(bytes(640 * 5))  # 100 ms of silence stands for speech
+        await self.transport.send_event(
+            {"type": "transcript", "role": "assistant", "text": text, "final": True}
+        )
+        await self.transport.mark(speech_id)
+        self.activity.agent_speech_finished(speech_id, interrupted=False)
+        try:
+            await playing
+        except asyncio.CancelledError:
+            self.activity.agent_speech_finished(speech_id, interrupted=True)
+            raise
+        return InjectOutcome.FINISHED
+
+    async def generate_reply(self, instructions: str) -> InjectOutcome:
+        return await self.say(instructions)
+
+    async def inject(
+        self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
+    ) -> InjectOutcome:
+        return await self.say(text)
+
+    async def interrupt(self) -> None:
+        return None
+
+    async def update_agent(self, agent: Agent, *, extra_tools: list[Tool] | None = None) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await self.hub.delivery.detach(self.room_id)
+        for task in list(self._tasks):
+            task.cancel()
+        for playing in self._playing.values():
+            playing.cancel()
+        self.activity.session_detached()
+
+
+class ScriptedFactory:
+    """A `SessionFactory` building `ScriptedSession`s; `sessions` lists them in order."""
+
+    def __init__(self) -> None:
+        self.sessions: list[ScriptedSession] = []
+        self.prepared: list[str] = []
+
+    async def prepare(self, desks: Iterable[Desk]) -> None:
+        self.prepared = [desk.name for desk in desks]
+
+    async def start(
+        self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
+    ) -> ScriptedSession:
+        """Like `start_desk_call`: the room with the desk's call orchestration, greeting a
+        new conversation only."""
+        resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
+        await hub.create_room(room_id, orchestration=desk.call_orchestration())
+        greeting = None if resumed else desk.greeting
+        session = ScriptedSession(hub, room_id, desk, transport, greeting)
+        self.sessions.append(session)
+        await session.start()
+        return session

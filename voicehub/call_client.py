@@ -1,0 +1,396 @@
+"""`voicehub call`: call a desk over the real WebSocket, as a browser would.
+
+The client streams the caller's audio (synthesized words or a WAV file) in 20 ms frames at
+real-time pace, and silence between utterances like an open microphone; it plays the
+agent's audio on a virtual speaker and acks each speech mark once the audio before it has
+"played" (its duration after arrival; `playout_speed` plays faster, `math.inf` acks at
+once). It records every event and audio segment with its arrival time, waits until the
+conversation has settled (agent idle, no running work, no pending delivery), and reports
+a timeline.
+
+    async with CallClient(CallOptions(desk="research")) as call:
+        await call.wait_for_turn()
+        await call.say(pcm16, "could you research heat pumps")
+        await call.settle()
+    print(format_timeline(call.report))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import urllib.parse
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from voicehub.call_report import FRAME, RATE, AgentSegment, CallReport, ReceivedEvent, Utterance
+from voicehub.errors import VoicehubError
+
+__all__ = ["CallClient", "CallOptions", "caller_audio", "place_call"]
+
+FRAME_SECONDS = 0.02
+_SILENCE_FRAMES = 5  # an open microphone sends silence in 100 ms messages
+_BURST_FRAMES = 50  # fast mode: one second per message, the server's maximum
+_VOICED_RMS = 328.0  # -40 dBFS: louder frames are speech (synthesized callers are clean)
+
+
+@dataclass
+class CallOptions:
+    """Where to call and how to behave. `server` is the base URL (http or ws)."""
+
+    desk: str
+    server: str = "http://127.0.0.1:8080"
+    conversation: str | None = None
+    token: str | None = None
+    realtime: bool = True  # pace the caller's audio at 20 ms per frame
+    playout_speed: float = 1.0  # the virtual speaker's speed; math.inf acks marks at once
+    turn_timeout: float = 20.0  # how long to wait for the agent before speaking anyway
+    quiet: float = 1.0  # seconds without news before asking whether the call settled
+
+    def url(self) -> str:
+        """The call's WebSocket URL."""
+        base = urllib.parse.urlsplit(self.server)
+        scheme = {"http": "ws", "https": "wss"}.get(base.scheme, base.scheme or "ws")
+        query = urllib.parse.urlencode({"conversation": self.conversation or ""})
+        path = f"{base.path.rstrip('/')}/desks/{urllib.parse.quote(self.desk)}/call"
+        return urllib.parse.urlunsplit((scheme, base.netloc, path, query, ""))
+
+
+class CallClient:
+    """One call over the WebSocket protocol of `voicehub.transports.websocket`."""
+
+    def __init__(self, options: CallOptions) -> None:
+        if options.conversation is None:
+            options.conversation = f"cli-{uuid.uuid4().hex[:10]}"
+        self.options = options
+        self.report = CallReport(desk=options.desk, conversation=options.conversation)
+        self._ws: ClientConnection | None = None
+        self._t0 = 0.0
+        self._speech: deque[tuple[bytes, Utterance | None]] = deque()
+        self._open: AgentSegment | None = None
+        self._play_end = 0.0
+        self._acks: set[asyncio.Task[None]] = set()
+        self._last_news = 0.0
+        self._change = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> CallClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> dict[str, Any]:
+        """Open the call; returns the server's `session` event (raises if refused)."""
+        headers = {"Authorization": f"Bearer {self.options.token}"} if self.options.token else {}
+        self._ws = await connect(
+            self.options.url(), additional_headers=headers, max_size=2**20, compression=None
+        )
+        self._t0 = self._now_raw()
+        self._tasks = [asyncio.create_task(self._receive()), asyncio.create_task(self._mic())]
+        await self.wait_for(lambda: bool(self.report.events_of("session")) or self.closed, 30)
+        if not self.report.events_of("session"):
+            errors = [e.get("message") for e in self.report.events_of("error")]
+            reason = errors[0] if errors else self.report.close_reason
+            raise VoicehubError(f"the call was refused ({self.report.close_code}): {reason}")
+        session = self.report.events_of("session")[0]
+        self.report.room_id = str(session.get("room_id", ""))
+        self.report.resumed = bool(session.get("resumed"))
+        return session
+
+    async def close(self) -> None:
+        """Stop the microphone and close the socket (without a hangup message)."""
+        for task in self._tasks:
+            task.cancel()
+        for task in [*self._tasks, *self._acks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                task.cancel()
+                await task
+        if self._ws is not None:
+            await self._ws.close()
+            self.report.close_code = self.report.close_code or self._ws.close_code
+
+    async def hangup(self, timeout: float = 10.0) -> None:
+        """Say goodbye the protocol way and wait for the server to close the socket."""
+        if self._ws is not None and not self.closed:
+            with contextlib.suppress(ConnectionClosed):
+                await self._ws.send(json.dumps({"type": "hangup"}))
+            await self.wait_for(lambda: self.closed, timeout)
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def now(self) -> float:
+        """Seconds since the call connected (the timeline's clock)."""
+        return self._now_raw() - self._t0
+
+    # -- caller ----------------------------------------------------------------------------
+
+    async def say(self, pcm16: bytes, label: str) -> Utterance:
+        """Stream caller speech (16 kHz PCM16); returns once its last frame was sent."""
+        padded = pcm16 + bytes(-len(pcm16) % FRAME)
+        frames = [padded[i : i + FRAME] for i in range(0, len(padded), FRAME)]
+        utterance = Utterance(
+            label, len(padded) / 2 / RATE, frames=len(frames), voiced_frames=_voiced(padded)
+        )
+        self.report.utterances.append(utterance)
+        self._speech.extend((frame, utterance) for frame in frames)
+        if not self.options.realtime:  # a burst of trailing silence lets the VAD end the turn
+            self._speech.extend((bytes(FRAME), None) for _ in range(_BURST_FRAMES))
+        await utterance.done.wait()
+        return utterance
+
+    async def wait_for_turn(self) -> None:
+        """Wait until the agent has answered the last utterance (or greeted) and finished
+        playing, like a polite caller; gives up waiting for an answer after `turn_timeout`."""
+        last = self.report.utterances[-1].ended_at if self.report.utterances else None
+        with contextlib.suppress(TimeoutError):
+            await self.wait_for(lambda: self._agent_spoke_after(last), self.options.turn_timeout)
+        await self.wait_for(lambda: self._agent_done() or self.closed, self.options.turn_timeout)
+
+    async def settle(self, timeout: float = 90.0) -> bool:
+        """Wait until the conversation is over for now: played out, quiet for `quiet` s, and
+        the server idle with no running work and no pending delivery. False on timeout."""
+        deadline = self.now() + timeout
+        while not self.closed and self.now() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await self.wait_for(self._agent_done, deadline - self.now())
+            quiet_left = self._last_news + self.options.quiet - self.now()
+            if quiet_left > 0:  # news restarts the quiet period
+                await self._pause(min(quiet_left, deadline - self.now()))
+                continue
+            status = await self.status()
+            busy = ("running_tasks", "background_jobs", "pending_deliveries")
+            if status.get("idle") and not any(status.get(key) for key in busy):
+                self.report.settled = True
+                return True
+            await self._pause(min(0.5, max(0.0, deadline - self.now())))  # ask again soon
+        return False
+
+    async def status(self) -> dict[str, Any]:
+        """Ask the server what the conversation is waiting for."""
+        assert self._ws is not None
+        count = len(self.report.events_of("status"))
+        await self._ws.send(json.dumps({"type": "status"}))
+        await self.wait_for(lambda: len(self.report.events_of("status")) > count or self.closed)
+        statuses = self.report.events_of("status")
+        return statuses[-1] if len(statuses) > count else {}
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+        """Wait until `predicate()` holds, re-checking on every message (TimeoutError)."""
+
+        async def until() -> None:
+            while not predicate():
+                self._change.clear()
+                await self._change.wait()
+
+        await asyncio.wait_for(until(), timeout)
+
+    async def wait_for_event(
+        self,
+        kind: str,
+        where: Callable[[dict[str, Any]], bool] = lambda e: True,
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
+        """The first event of type `kind` matching `where` (already received or next)."""
+        found: list[dict[str, Any]] = []
+
+        def seen() -> bool:
+            found[:] = [e for e in self.report.events_of(kind) if where(e)]
+            return bool(found)
+
+        await self.wait_for(seen, timeout)
+        return found[0]
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _now_raw(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def _notify(self) -> None:
+        self._change.set()
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or less if a message arrives."""
+        self._change.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._change.wait(), seconds)
+
+    def _agent_spoke_after(self, moment: float | None) -> bool:
+        if moment is None:  # before the first utterance: the greeting, if the desk has one
+            session = self.report.events_of("session")
+            return not (session and session[0].get("greeting")) or bool(self.report.segments)
+        return any(segment.first_audio_at > moment for segment in self.report.segments)
+
+    def _agent_done(self) -> bool:
+        states = self.report.events_of("agent_state")
+        busy = bool(states) and states[-1].get("state") in ("speaking", "thinking")
+        unacked = any(s.mark_id and s.acked_at is None and not s.cut for s in self.report.segments)
+        return self._open is None and not unacked and not busy and not self._acks
+
+    async def _receive(self) -> None:
+        assert self._ws is not None
+        try:
+            async for message in self._ws:
+                now = self.now()
+                if isinstance(message, bytes):
+                    self._on_audio(message, now)
+                else:
+                    self._on_event(json.loads(message), now)
+                self._notify()
+        except ConnectionClosed:
+            pass
+        finally:
+            self.report.close_code = self._ws.close_code
+            self.report.close_reason = self._ws.close_reason or ""
+            self._closed.set()
+            self._notify()
+
+    def _on_audio(self, pcm16: bytes, now: float) -> None:
+        self._last_news = now
+        audio = self.report.agent_audio
+        if self._open is None:
+            self._open = AgentSegment(now, len(audio), len(audio), now)
+            self.report.segments.append(self._open)
+        audio += pcm16
+        self._open.end, self._open.last_audio_at = len(audio), now
+        # the virtual speaker plays chunks back to back, starting when they arrive
+        played_in = len(pcm16) / 2 / RATE / self.options.playout_speed
+        self._play_end = max(now, self._play_end) + played_in
+
+    def _on_event(self, event: dict[str, Any], now: float) -> None:
+        self.report.events.append(ReceivedEvent(now, event))
+        kind = event.get("type")
+        if kind != "status":
+            self._last_news = now
+        if kind == "speech_mark":
+            segment = self._open or AgentSegment(now, len(self.report.agent_audio), 0, now)
+            if self._open is None:
+                segment.end = segment.start
+                self.report.segments.append(segment)
+            segment.mark_id, self._open = str(event.get("id")), None
+            due = self._play_end
+            task = asyncio.create_task(self._ack(segment, max(0.0, due - now)))
+            self._acks.add(task)
+            task.add_done_callback(self._acks.discard)
+        elif kind == "clear":  # barge-in: drop what has not played, ack nothing of it
+            for task in list(self._acks):
+                task.cancel()
+            for segment in self.report.segments:
+                segment.cut = segment.cut or segment.acked_at is None
+            self._open, self._play_end = None, now
+
+    async def _ack(self, segment: AgentSegment, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)  # the audio before the mark is still playing
+        assert self._ws is not None
+        with contextlib.suppress(ConnectionClosed):
+            await self._ws.send(json.dumps({"type": "playout", "id": segment.mark_id}))
+            segment.acked_at = self.now()
+        self._notify()
+
+    async def _mic(self) -> None:
+        """The open microphone: queued speech frames, else silence, on a steady clock."""
+        assert self._ws is not None
+        silence = bytes(FRAME * _SILENCE_FRAMES)
+        next_at = self.now()
+        try:
+            while True:
+                if self._speech and not self.options.realtime:
+                    await self._send_frames(_BURST_FRAMES)
+                    next_at = self.now()
+                    continue
+                if self._speech:
+                    await self._send_frames(1)
+                    next_at += FRAME_SECONDS
+                else:
+                    await self._ws.send(silence)
+                    next_at += FRAME_SECONDS * _SILENCE_FRAMES
+                delay = next_at - self.now()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                elif delay < -0.5:  # the loop stalled: resume the clock, do not burst
+                    next_at = self.now()
+        except ConnectionClosed:
+            return
+
+    async def _send_frames(self, count: int) -> None:
+        assert self._ws is not None
+        batch: list[tuple[bytes, Utterance | None]] = []
+        while self._speech and len(batch) < count:
+            batch.append(self._speech.popleft())
+        await self._ws.send(b"".join(frame for frame, _ in batch))
+        now = self.now()
+        for _, utterance in batch:
+            if utterance is None:
+                continue
+            if utterance.started_at is None:
+                utterance.started_at = now
+            utterance.ended_at = self._last_news = now
+            utterance.frames_sent += 1
+            if utterance.frames_sent == utterance.voiced_frames:
+                utterance.voice_ended_at = now
+            if utterance.frames_sent == utterance.frames:
+                utterance.done.set()
+                self._notify()
+
+
+def _voiced(pcm16: bytes) -> int:
+    """Frames up to the last one louder than -40 dBFS (speech, not trailing silence)."""
+    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64).reshape(-1, FRAME // 2)
+    loud = np.flatnonzero(np.sqrt((samples * samples).mean(axis=1)) > _VOICED_RMS)
+    return int(loud[-1]) + 1 if loud.size else len(samples)
+
+
+def caller_audio(*, text: str | None = None, wav: str | Path | None = None) -> bytes:
+    """The caller's words as 16 kHz PCM16: `text` synthesized with Piper (PocketSphinx
+    understands it; eSpeak's voice it does not), or a WAV file resampled."""
+    from voicehub.voice.audio import read_wav, resample_pcm16
+
+    if wav is not None:
+        try:
+            audio = read_wav(wav)
+        except (OSError, ValueError) as exc:
+            raise VoicehubError(f"{wav}: cannot use it as the caller's audio: {exc}") from None
+        return resample_pcm16(audio.pcm16, audio.sample_rate, RATE)
+    if text is None or not text.strip():
+        raise VoicehubError("nothing to say: give the caller's words or a WAV file")
+    from voicehub.voice.providers.offline import synthesize
+
+    return synthesize(text, voice="piper", sample_rate=RATE)
+
+
+async def place_call(
+    options: CallOptions,
+    lines: Sequence[tuple[str, bytes]],
+    *,
+    settle_timeout: float = 90.0,
+    hangup: bool = True,
+) -> CallReport:
+    """Call, let the agent greet, speak each `(label, pcm16)` line after the agent answered
+    the previous one, wait for the conversation to settle, then hang up."""
+    async with CallClient(options) as call:
+        await call.wait_for_turn()
+        for number, (label, pcm16) in enumerate(lines):
+            if number:
+                await call.wait_for_turn()
+            await call.say(pcm16, label)
+        await call.settle(settle_timeout)
+        if hangup:
+            await call.hangup()
+    return call.report

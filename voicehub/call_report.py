@@ -1,0 +1,208 @@
+"""What a `voicehub call` produced: events, caller utterances, agent audio segments, and the
+printed timeline (who spoke when, tool calls, tasks, deliveries)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "FRAME",
+    "RATE",
+    "AgentSegment",
+    "CallReport",
+    "ReceivedEvent",
+    "Utterance",
+    "format_summary",
+    "format_timeline",
+]
+
+RATE = 16000
+FRAME = 640  # 20 ms of 16 kHz PCM16
+_WIDTH = 88  # characters of quoted text per timeline line
+
+
+@dataclass
+class ReceivedEvent:
+    """A JSON event from the server and when it arrived (seconds since connect)."""
+
+    at: float
+    event: dict[str, Any]
+
+    @property
+    def type(self) -> str:
+        return str(self.event.get("type"))
+
+
+@dataclass
+class Utterance:
+    """Caller speech as sent: when its first and last frames went out, and when its last
+    voiced frame did (`voice_ended_at`: the end of speech, before any trailing silence)."""
+
+    label: str
+    seconds: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    voice_ended_at: float | None = None
+    frames: int = 0
+    frames_sent: int = 0
+    voiced_frames: int = 0  # frames up to and including the last voiced one
+    done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    @property
+    def speech_end(self) -> float | None:
+        """When the caller stopped speaking, as the server heard it."""
+        return self.voice_ended_at if self.voice_ended_at is not None else self.ended_at
+
+
+@dataclass
+class AgentSegment:
+    """Agent audio up to one speech mark (or a clear): its bytes in `CallReport.agent_audio`."""
+
+    first_audio_at: float
+    start: int
+    end: int
+    last_audio_at: float
+    mark_id: str | None = None
+    acked_at: float | None = None
+    cut: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start) / 2 / RATE
+
+
+@dataclass
+class CallReport:
+    """Everything a call produced, in arrival order."""
+
+    desk: str
+    conversation: str
+    room_id: str = ""
+    resumed: bool = False
+    events: list[ReceivedEvent] = field(default_factory=list)
+    utterances: list[Utterance] = field(default_factory=list)
+    segments: list[AgentSegment] = field(default_factory=list)
+    agent_audio: bytearray = field(default_factory=bytearray)
+    close_code: int | None = None
+    close_reason: str = ""
+    settled: bool = False
+
+    def events_of(self, kind: str) -> list[dict[str, Any]]:
+        """The events of one type, in order."""
+        return [received.event for received in self.events if received.type == kind]
+
+    def segment_audio(self, segment: AgentSegment) -> bytes:
+        return bytes(self.agent_audio[segment.start : segment.end])
+
+    def latencies(self) -> list[float]:
+        """For each utterance: end of the caller's speech -> first agent audio after it."""
+        found = []
+        for utterance in self.utterances:
+            end = utterance.speech_end
+            later = [
+                s.first_audio_at
+                for s in self.segments
+                if end is not None and s.first_audio_at > end
+            ]
+            if end is not None and later:
+                found.append(min(later) - end)
+        return found
+
+
+def format_timeline(report: CallReport) -> str:
+    """The call as lines of `seconds  who  what`, in time order."""
+    entries: list[tuple[float, str, str]] = []
+    for received in report.events:
+        entry = _describe(received.event)
+        if entry is not None:
+            entries.append((received.at, *entry))
+    for utterance in report.utterances:
+        if utterance.started_at is not None:
+            said = f"speaking {_quote(utterance.label)} ({utterance.seconds:.1f} s)"
+            entries.append((utterance.started_at, "caller", said))
+        if utterance.speech_end is not None:
+            entries.append((utterance.speech_end, "caller", "stopped speaking"))
+    ends = sorted(u.speech_end for u in report.utterances if u.speech_end is not None)
+    for segment in report.segments:
+        if segment.end == segment.start:
+            continue
+        note = f"audio {segment.seconds:.1f} s"
+        before = [end for end in ends if end < segment.first_audio_at]
+        earlier = [s for s in report.segments if before and before[-1] < s.first_audio_at]
+        if before and earlier and earlier[0] is segment:
+            note += f" ({segment.first_audio_at - before[-1]:.2f} s after the caller stopped)"
+        entries.append((segment.first_audio_at, "agent", note + (" [cut]" if segment.cut else "")))
+    entries.sort(key=lambda entry: entry[0])
+    lines = [f"{'time':>7}  {'who':<9} what"]
+    lines += [f"{at:7.2f}  {who:<9} {what}" for at, who, what in entries]
+    return "\n".join(lines)
+
+
+def format_summary(report: CallReport) -> str:
+    """A few lines of totals: speech, audio, latency, tasks and deliveries."""
+    spoken = sum(u.seconds for u in report.utterances)
+    audio = sum(s.seconds for s in report.segments)
+    lines = [
+        f"room {report.room_id} ({'resumed' if report.resumed else 'new'} conversation)",
+        f"caller: {len(report.utterances)} utterance(s), {spoken:.1f} s; "
+        f"agent: {audio:.1f} s of audio in {len(report.segments)} segment(s)",
+    ]
+    latencies = report.latencies()
+    if latencies:
+        shown = ", ".join(f"{value:.2f} s" for value in latencies)
+        lines.append(f"end of caller speech -> first agent audio: {shown}")
+    finished = [str(e.get("status")) for e in report.events_of("task_finished")]
+    outcomes = [str(e.get("outcome")) for e in report.events_of("delivery")]
+    lines.append(
+        f"tasks: {len(report.events_of('task_started'))} started, {len(finished)} finished"
+        f"{' (' + ', '.join(finished) + ')' if finished else ''}; "
+        f"deliveries: {', '.join(outcomes) or 'none'}"
+    )
+    lines.append("settled" if report.settled else "did not settle before the timeout")
+    return "\n".join(lines)
+
+
+def _describe(event: dict[str, Any]) -> tuple[str, str] | None:
+    kind = event.get("type")
+    if kind == "session":
+        resumed = "resumed conversation" if event.get("resumed") else "new conversation"
+        return "system", f"connected to {event.get('room_id')} ({resumed})"
+    if kind == "transcript" and event.get("final"):
+        who = "heard" if event.get("role") == "user" else "agent"
+        return who, _quote(str(event.get("text", "")))
+    if kind == "tool_call":
+        return "tool", f"{event.get('name')} {_cut(str(event.get('arguments', '')))}"
+    if kind == "task_started":
+        where = event.get("child_room_id")
+        return "task", f"{event.get('agent_id')} started in {where}: {_cut(str(event.get('task')))}"
+    if kind == "task_finished":
+        return "task", f"{event.get('agent_id')} finished ({event.get('status')})"
+    if kind == "delivery_attempt":
+        return (
+            "delivery",
+            f"speaking result (attempt {event.get('attempt')}): {_quote(_text(event))}",
+        )
+    if kind == "delivery":
+        detail = f"{event.get('outcome')} ({event.get('strategy')}, attempt {event.get('attempt')})"
+        return "delivery", detail + (f": {event['error']}" if event.get("error") else "")
+    if kind == "clear":
+        return "agent", "cut off (the caller barged in)"
+    if kind == "error":
+        return "error", f"{event.get('code')}: {event.get('message')}"
+    return None
+
+
+def _text(event: dict[str, Any]) -> str:
+    return str(event.get("text", ""))
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())  # one line per entry, whatever the text holds
+    return text if len(text) <= _WIDTH else text[: _WIDTH - 3] + "..."
+
+
+def _quote(text: str) -> str:
+    return json.dumps(_cut(text), ensure_ascii=False)

@@ -1,0 +1,139 @@
+"""The ASGI app: desk calls over WebSocket, a read-only REST view, and the console page.
+
+    app = create_app(ServerSettings(channels_dir=Path("channels")))
+    serve(settings)   # uvicorn on settings.host:settings.port
+
+One `Hub` per process on one SQLite store; each call's room runs its desk's orchestration
+(see `voicehub.server.calls`). Routes:
+
+    GET  /                          the console page (call a desk with the microphone)
+    GET  /static/...                its script, worklet and style
+    WS   /desks/{desk}/call         a call (protocol: `voicehub.transports.websocket`)
+    GET  /health, /api/...          see `voicehub.server.api`
+
+Shutdown ends the calls (their delivery detaches, so undelivered results are held in the
+store) and closes the hub; a restarted server speaks them when the conversation calls back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket
+
+from voicehub.core.hub import Hub
+from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.desk import Desk, load_desks
+from voicehub.errors import ConfigError
+from voicehub.server.api import api_routes
+from voicehub.server.calls import Switchboard
+from voicehub.server.settings import ServerSettings
+from voicehub.server.voice import OfflineSessionFactory, SessionFactory
+
+if TYPE_CHECKING:
+    import uvicorn
+
+__all__ = ["WEB_DIR", "create_app", "serve", "uvicorn_config"]
+
+log = logging.getLogger("voicehub.server")
+
+WEB_DIR = Path(__file__).resolve().parent / "web"
+
+
+def create_app(
+    settings: ServerSettings,
+    *,
+    session_factory: SessionFactory | None = None,
+    desks: Mapping[str, Desk] | None = None,
+) -> Starlette:
+    """Build the app. Desks load now (a broken desk file raises ConfigError naming it);
+    the store, hub and voice models open when the app starts (its lifespan)."""
+    loaded = dict(desks) if desks is not None else load_desks(settings.channels_dir)
+    if not loaded:
+        raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
+    factory = session_factory if session_factory is not None else OfflineSessionFactory()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        settings.db_path.parent.mkdir(parents=True, exist_ok=True)
+        hub = Hub(store=SQLiteStore(settings.db_path), orchestration=None)
+        await hub.start()
+        if settings.prewarm:
+            await factory.prepare(loaded.values())
+        board = Switchboard(hub, loaded, factory, settings)
+        app.state.switchboard = board
+        log.info("serving desks %s from %s", ", ".join(sorted(loaded)), settings.db_path)
+        try:
+            yield
+        finally:
+            await board.close_all()
+            await hub.aclose()  # undelivered results stay in the store
+            for desk in loaded.values():
+                await desk.aclose()
+
+    routes = [
+        Route("/", index),
+        Mount("/static", StaticFiles(directory=WEB_DIR), name="static"),
+        WebSocketRoute("/desks/{desk}/call", call),
+        *api_routes(),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def index(request: Request) -> FileResponse:
+    """The console page."""
+    return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def call(websocket: WebSocket) -> None:
+    """One call to a desk."""
+    board: Switchboard = websocket.app.state.switchboard
+    await board.handle(websocket, websocket.path_params["desk"])
+
+
+def uvicorn_config(app: Starlette, settings: ServerSettings) -> uvicorn.Config:
+    """uvicorn settings for `app`: the WebSocket size limit sits above the app's own, so
+    a merely oversized message gets the app's clear close reason."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        ws_max_size=2 * max(settings.max_audio_bytes, settings.max_text_bytes),
+        ws_per_message_deflate=False,  # PCM does not compress; save the CPU
+        log_level=settings.log_level,
+        loop="asyncio",  # the loop the tests run on; uvloop gains little here
+        timeout_graceful_shutdown=5,
+    )
+
+
+def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> None:
+    """Run the server until interrupted (refuses a public address without a token).
+
+    `ready` is called with the server's URL once it accepts connections (with the port
+    the system chose when `settings.port` is 0).
+    """
+    import uvicorn
+
+    settings.check_bind()
+    config = uvicorn_config(create_app(settings), settings)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and ready is not None:
+                bound = [s.getsockname() for server in self.servers for s in server.sockets]
+                port = bound[0][1] if bound else settings.port
+                ready(settings.model_copy(update={"port": port}).base_url)
+
+    Server(config).run()

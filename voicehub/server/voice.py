@@ -1,0 +1,120 @@
+"""How the server starts a desk on a call: `start_desk_call` on the embedded voice stack.
+
+Models are loaded once per process and shared by every call (each call gets its own
+streams); `prepare` loads them at startup so the first caller does not wait. Tests pass
+their own `SessionFactory` (a scripted fake) to `create_app`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from voicehub.errors import ConfigError
+
+if TYPE_CHECKING:
+    from voicehub.core.hub import Hub
+    from voicehub.desk import Desk
+    from voicehub.voice.session import VoiceSession
+    from voicehub.voice.transport import CallTransport
+
+__all__ = ["VOICES", "OfflineSessionFactory", "SessionFactory"]
+
+VOICES = ("piper", "espeak")
+"""Agent `voice` names the embedded stack can speak with."""
+
+
+class SessionFactory(Protocol):
+    """Starts the voice session of one call."""
+
+    async def prepare(self, desks: Iterable[Desk]) -> None:
+        """Check and load what the desks' calls will need (once, at startup)."""
+        ...
+
+    async def start(
+        self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
+    ) -> VoiceSession:
+        """Open (or reopen) room `room_id` for a call to `desk` and return its started
+        session: the agent that has the conversation, with its tools, delivery attached,
+        the desk's greeting on a new conversation only."""
+        ...
+
+
+class OfflineSessionFactory:
+    """Pipeline sessions (livekit `AgentSession`) on the embedded offline stack named in
+    each desk's `[voice]` table, through `voicehub.voice.desk_call.start_desk_call`.
+    `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance)."""
+
+    def __init__(self, **session_options: Any) -> None:
+        self.session_options = session_options
+        self._stt: Any = None
+        self._vads: dict[str, Any] = {}
+        self._tts: dict[str, Any] = {}
+
+    async def prepare(self, desks: Iterable[Desk]) -> None:
+        """Check the desks' voices and load the STT, VADs and TTS engines they use.
+
+        Plugins are built here, on the event loop's thread (livekit registers plugins on the
+        main thread only); the slow model loading (about 2 s) runs in a worker thread.
+        """
+        models = [self._speech_to_text()]
+        for desk in desks:
+            self._vad(desk.config.voice.vad)
+            models.append(self._text_to_speech(desk.config.voice.tts))
+            models += [self._text_to_speech(name) for name in _agent_voices(desk)]
+        await asyncio.to_thread(lambda: [model.prewarm() for model in models])
+
+    async def start(
+        self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
+    ) -> VoiceSession:
+        """Run `desk` on the call with the shared models."""
+        from voicehub.voice.desk_call import start_desk_call
+
+        voice = desk.config.voice
+        return await start_desk_call(
+            hub,
+            desk,
+            room_id,
+            transport,
+            stt=self._speech_to_text(),
+            tts=self._text_to_speech(voice.tts),
+            vad=self._vad(voice.vad),
+            voices={name: self._text_to_speech(name) for name in _agent_voices(desk)},
+            **self.session_options,
+        )
+
+    # Providers are plain attributes filled on first use: one model per process.
+
+    def _speech_to_text(self) -> Any:
+        if self._stt is None:
+            from voicehub.voice.providers.offline import PocketSphinxSTT
+
+            self._stt = PocketSphinxSTT()
+        return self._stt
+
+    def _vad(self, kind: str) -> Any:
+        if kind not in self._vads:
+            from voicehub.voice.providers.offline import load_vad
+
+            self._vads[kind] = load_vad("webrtc" if kind == "webrtc" else "silero")
+        return self._vads[kind]
+
+    def _text_to_speech(self, kind: str) -> Any:
+        if kind not in self._tts:
+            from voicehub.voice.providers.offline import ESpeakTTS, PiperTTS
+
+            self._tts[kind] = ESpeakTTS() if kind == "espeak" else PiperTTS()
+        return self._tts[kind]
+
+
+def _agent_voices(desk: Desk) -> set[str]:
+    """The voices the desk's agents ask for; ConfigError for one the stack does not have."""
+    wanted = {agent.voice for agent in desk.agents.values() if agent.voice is not None}
+    for name in sorted(wanted - set(VOICES)):
+        where = desk.config.source or f"desk {desk.name!r}"
+        raise ConfigError(
+            f"{where}: an agent asks for voice {name!r}; the embedded stack speaks with "
+            f"{' or '.join(VOICES)}"
+        )
+    return wanted

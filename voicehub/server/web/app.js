@@ -1,0 +1,224 @@
+// The voicehub console: call a desk with the microphone, hear the agent, watch the
+// transcript, background tasks and deliveries. Protocol: voicehub/transports/websocket.py.
+
+const RATE = 16000;
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const token = params.get("token"); // when the server needs one, open /?token=...
+
+const ui = {
+  desk: $("desk"), conversation: $("conversation"), call: $("call"), hangup: $("hangup"),
+  status: $("status"), userState: $("user-state"), agentState: $("agent-state"),
+  transcript: $("transcript"), interim: $("interim"), tasks: $("tasks"),
+  deliveries: $("deliveries"), level: $("level").firstElementChild,
+};
+
+let call = null; // the live call: { socket, context, stream, node, player }
+
+// -- page setup --------------------------------------------------------------------------
+
+function newConversationId() {
+  const random = crypto.getRandomValues(new Uint32Array(2));
+  return `web-${random[0].toString(36)}${random[1].toString(36)}`;
+}
+
+function apiHeaders() {
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+async function loadDesks() {
+  const response = await fetch("/api/desks", { headers: apiHeaders() });
+  if (!response.ok) {
+    setStatus(`Cannot list desks (${response.status}): open this page as /?token=...`);
+    return;
+  }
+  const { desks } = await response.json();
+  ui.desk.replaceChildren(...desks.map((desk) => {
+    const option = new Option(`${desk.title} (${desk.name})`, desk.name);
+    option.title = desk.description;
+    return option;
+  }));
+  const wanted = params.get("desk") || localStorage.getItem("voicehub.desk");
+  if (wanted && desks.some((desk) => desk.name === wanted)) ui.desk.value = wanted;
+}
+
+ui.conversation.value = params.get("conversation")
+  || localStorage.getItem("voicehub.conversation") || newConversationId();
+$("new-conversation").addEventListener("click", () => {
+  ui.conversation.value = newConversationId();
+});
+$("dial").addEventListener("submit", (event) => {
+  event.preventDefault();
+  startCall().catch((error) => { setStatus(`Could not start the call: ${error}`); endCall(); });
+});
+ui.hangup.addEventListener("click", () => {
+  if (call?.socket.readyState === WebSocket.OPEN) call.socket.send(JSON.stringify({ type: "hangup" }));
+  endCall();
+});
+loadDesks();
+
+// -- the call ----------------------------------------------------------------------------
+
+async function startCall() {
+  const desk = ui.desk.value;
+  const conversation = ui.conversation.value.trim();
+  if (!desk || !ui.conversation.checkValidity()) return;
+  localStorage.setItem("voicehub.desk", desk);
+  localStorage.setItem("voicehub.conversation", conversation);
+  ui.call.disabled = true;
+  ui.hangup.disabled = false;
+  setStatus("Asking for the microphone...");
+
+  const stream = await navigator.mediaDevices.getUserMedia({
+    audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true },
+  });
+  const context = new AudioContext();
+  await context.audioWorklet.addModule("/static/capture-worklet.js");
+  const source = context.createMediaStreamSource(stream);
+  const node = new AudioWorkletNode(context, "voicehub-capture");
+  source.connect(node); // not connected to the speakers: no echo of the caller
+
+  const query = new URLSearchParams({ conversation });
+  if (token) query.set("token", token);
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${location.host}/desks/${encodeURIComponent(desk)}/call?${query}`);
+  socket.binaryType = "arraybuffer";
+  call = { socket, context, stream, node, player: new Player(context, socket) };
+
+  node.port.onmessage = ({ data }) => {
+    ui.level.style.width = `${Math.round(Math.min(1, data.peak * 2) * 100)}%`;
+    if (socket.readyState === WebSocket.OPEN) socket.send(data.frame);
+  };
+  socket.onopen = () => setStatus(`Connected to ${desk}; speak when you are ready.`);
+  socket.onmessage = ({ data }) => {
+    if (data instanceof ArrayBuffer) call?.player.enqueue(data);
+    else onEvent(JSON.parse(data));
+  };
+  socket.onclose = ({ code, reason }) => {
+    setStatus(`Call ended (${code}${reason ? `: ${reason}` : ""}).`);
+    endCall();
+  };
+}
+
+function endCall() {
+  if (!call) return;
+  const { socket, context, stream, player } = call;
+  call = null;
+  player.clear();
+  stream.getTracks().forEach((track) => track.stop());
+  if (socket.readyState <= WebSocket.OPEN) socket.close(1000, "hangup");
+  context.close();
+  ui.call.disabled = false;
+  ui.hangup.disabled = true;
+  ui.userState.textContent = ui.agentState.textContent = "-";
+  ui.level.style.width = "0";
+}
+
+// -- agent audio: play in order, ack each speech mark once played --------------------------
+
+class Player {
+  constructor(context, socket) {
+    this.context = context;
+    this.socket = socket;
+    this.cursor = 0; // context time at which queued audio ends
+    this.sources = new Set();
+    this.marks = new Map(); // mark id -> timer
+  }
+
+  enqueue(arrayBuffer) {
+    const pcm = new Int16Array(arrayBuffer);
+    const buffer = this.context.createBuffer(1, pcm.length, RATE); // resampled on playback
+    const samples = buffer.getChannelData(0);
+    for (let i = 0; i < pcm.length; i++) samples[i] = pcm[i] / 0x8000;
+    const source = this.context.createBufferSource();
+    source.buffer = buffer;
+    source.connect(this.context.destination);
+    this.cursor = Math.max(this.cursor, this.context.currentTime + 0.05);
+    source.start(this.cursor);
+    this.cursor += buffer.duration;
+    this.sources.add(source);
+    source.onended = () => this.sources.delete(source);
+  }
+
+  mark(id) {
+    // Everything queued so far ends at `cursor`: ack then, not when the bytes arrived.
+    const wait = Math.max(0, this.cursor - this.context.currentTime) * 1000;
+    const timer = setTimeout(() => {
+      this.marks.delete(id);
+      if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify({ type: "playout", id }));
+    }, wait);
+    this.marks.set(id, timer);
+  }
+
+  clear() {
+    // The caller barged in: stop at once; the cut audio is never acked.
+    for (const source of this.sources) source.stop();
+    this.sources.clear();
+    for (const timer of this.marks.values()) clearTimeout(timer);
+    this.marks.clear();
+    this.cursor = 0;
+  }
+}
+
+// -- events ------------------------------------------------------------------------------
+
+function onEvent(event) {
+  switch (event.type) {
+    case "session":
+      setStatus(`${event.title}: ${event.resumed ? "conversation resumed" : "new conversation"} (${event.room_id}).`);
+      break;
+    case "speech_mark": call?.player.mark(event.id); break;
+    case "clear": call?.player.clear(); break;
+    case "user_state": ui.userState.textContent = event.state; break;
+    case "agent_state": ui.agentState.textContent = event.state; break;
+    case "transcript":
+      if (event.role === "user" && !event.final) ui.interim.textContent = event.text;
+      else {
+        if (event.role === "user") ui.interim.textContent = "";
+        add(ui.transcript, event.role === "user" ? "caller" : "agent", event.text);
+      }
+      break;
+    case "tool_call": add(ui.transcript, "tool", `${event.name} ${event.arguments}`); break;
+    case "task_started":
+      upsert(ui.tasks, event.task_id, "running", `${event.agent_id}: ${event.task}`);
+      break;
+    case "task_finished":
+      upsert(ui.tasks, event.task_id, event.status, `${event.agent_id}: ${event.summary}`);
+      break;
+    case "delivery_attempt":
+      upsert(ui.deliveries, event.delivery_id, "speaking", event.text);
+      break;
+    case "delivery":
+      upsert(ui.deliveries, event.delivery_id, event.outcome, event.error ? `${event.text} (${event.error})` : event.text);
+      break;
+    case "error": add(ui.transcript, "error", `${event.code}: ${event.message}`); break;
+    default: break;
+  }
+}
+
+function add(list, who, text) {
+  const item = document.createElement("li");
+  item.className = who;
+  const label = document.createElement("b");
+  label.textContent = who;
+  item.append(label, " ", text);
+  list.append(item);
+  item.scrollIntoView({ block: "nearest" });
+}
+
+function upsert(list, id, state, text) {
+  let item = list.querySelector(`[data-id="${CSS.escape(id)}"]`);
+  if (!item) {
+    item = document.createElement("li");
+    item.dataset.id = id;
+    list.append(item);
+  }
+  const label = document.createElement("b");
+  label.className = `badge ${state}`;
+  label.textContent = state;
+  item.replaceChildren(label, " ", text);
+}
+
+function setStatus(text) {
+  ui.status.textContent = text;
+}
