@@ -211,3 +211,33 @@ async def test_hub_as_context_manager_closes_cleanly() -> None:
         room = await hub.create_room()
         event = await room.post(Event(kind=EventKind.SYSTEM, text="x", role="system"))
         assert event is not None
+
+
+async def test_release_room_unloads_it_but_keeps_it_open_in_the_store() -> None:
+    from voicehub.core.events import message
+    from voicehub.core.store.base import RoomStatus
+
+    async with Hub() as hub:
+        room = await hub.create_room("call-7", orchestration=None)
+        await room.post(message("hello"))
+        assert await hub.release_room("call-7")
+        assert "call-7" not in hub.rooms
+        stored = await hub.store.get_room("call-7")
+        assert stored is not None and stored.status is RoomStatus.OPEN
+        again = await hub.create_room("call-7", orchestration=None)  # the caller is back
+        event = await again.post(message("me again"))
+        assert event is not None and event.seq == 2
+
+
+async def test_release_room_waits_while_work_runs_for_the_room() -> None:
+    import asyncio
+
+    async with Hub() as hub:
+        await hub.create_room("busy", orchestration=None)
+        gate = asyncio.Event()
+        job = hub.jobs.start(gate.wait(), room_id="busy")
+        assert not await hub.release_room("busy")
+        assert "busy" in hub.rooms
+        gate.set()
+        await job
+        assert await hub.release_room("busy")

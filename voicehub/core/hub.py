@@ -197,6 +197,24 @@ class Hub:
         self._room_orchestrations.pop(room_id, None)
         self.hooks.drop_room(room_id)
 
+    async def release_room(self, room_id: str) -> bool:
+        """Unload a room from memory but keep it open in the store, so the conversation can
+        resume later with `create_room(room_id)` (a call that ended, say). Returns False, and
+        keeps the room, while it still has delegated tasks or background jobs running."""
+        room = self._rooms.get(room_id)
+        if room is None:
+            return True
+        if self.tasks.of_room(room_id) or self.jobs.of_room(room_id):
+            return False
+        for channel_id in list(room.channels):
+            await room.detach(channel_id)
+        await self.store.update_room(room.record())
+        self._rooms.pop(room_id, None)
+        self._room_orchestrations.pop(room_id, None)
+        self.hooks.drop_room(room_id)
+        self.tasks.forget_room(room_id)
+        return True
+
     async def attach(self, room_id: str, channel: Channel) -> None:
         await self.room(room_id).attach(channel)
 

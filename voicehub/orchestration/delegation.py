@@ -336,6 +336,11 @@ class Delegation:
             await asyncio.gather(*(h.result() for h in handles), return_exceptions=True)
         self._counters.pop(room_id, None)
 
+    def forget_room(self, room_id: str) -> None:
+        """Drop what is cached for a room leaving memory (its task counter is re-read from
+        the store if the room comes back)."""
+        self._counters.pop(room_id, None)
+
     async def cancel_all(self) -> None:
         handles = list(self._live.values())
         for handle in handles:

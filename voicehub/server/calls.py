@@ -91,6 +91,7 @@ class Switchboard:
         self.desks = desks
         self.factory = factory
         self.settings = settings
+        self._releasing: set[asyncio.Task[None]] = set()
         self.calls: dict[str, LiveCall] = {}
         self._install_hooks()
 
@@ -221,8 +222,28 @@ class Switchboard:
         finally:
             if self.calls.get(call.room_id) is call:
                 del self.calls[call.room_id]
+            try:
+                await self._release(call.room_id)
+            except Exception:
+                log.exception("room %s: could not unload the room", call.room_id)
             call.finished.set()
             log.info("room %s: call ended", call.room_id)
+
+    async def _release(self, room_id: str) -> None:
+        """Unload an ended call's room from memory (it stays open in the store for a
+        reconnect). While its workers still run it stays loaded; a background job releases
+        it when they are done, unless the caller is back by then."""
+        if room_id in self.calls or await self.hub.release_room(room_id):
+            return
+        handles = self.hub.tasks.of_room(room_id)
+        jobs = self.hub.jobs.of_room(room_id)
+
+        async def later() -> None:
+            await asyncio.gather(*(h.result() for h in handles), *jobs, return_exceptions=True)
+            await self._release(room_id)
+
+        self._releasing.add(task := asyncio.create_task(later()))
+        task.add_done_callback(self._releasing.discard)
 
     async def close_all(self) -> None:
         """End every call (server shutdown); their results stay held in the store."""
