@@ -231,13 +231,23 @@ def _channels(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def _describe_desk(desk: Any) -> list[str]:
     config = desk.config
     voice, delivery = config.voice, config.delivery
+    front = desk.entry_agent.id
+    own = [t.name for t in desk.agents[front].tools]
+    names = own + [t.name for t in desk.tools_for(front) if t.name not in own]
+    if desk.handoff is not None:
+        names.append(f"handoff_conversation to {', '.join(desk.handoff_targets(front))}")
+    tools = ", ".join(names) or "none"
     lines = [
         f"call:     /desks/{desk.name}/call?conversation=<id>",
         f"voice:    vad {voice.vad}, stt {voice.stt}, tts {voice.tts}",
-        f"agents:   {', '.join(config.agents[i].id for i in range(len(config.agents)))} "
-        f"(front: {desk.front_agent.id}; tools: "
-        f"{', '.join(t.name for t in desk.front_agent_with_tools().tools) or 'none'})",
+        f"agents:   {', '.join(agent.id for agent in config.agents)} "
+        f"(first to answer: {front}; its tools: {tools})",
     ]
+    if config.pipeline is not None:
+        stages = " -> ".join(f"{st.agent} ({st.phase})" for st in config.pipeline.stages)
+        lines.append(f"pipeline: {stages}")
+    if config.swarm is not None:
+        lines.append(f"swarm:    {', '.join(config.swarm.agents)} hand off to each other")
     if config.supervisor is not None:
         workers = ", ".join(config.supervisor.workers)
         lines.append(f"workers:  {workers} ({config.supervisor.strategy}, delegate_workers)")
