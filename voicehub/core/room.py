@@ -71,9 +71,9 @@ class Room:
         if not self.is_open:
             raise RoomClosedError(closed_message(self.id))
         hooks = self.hub.hooks
-        if event.room_id != self.id:
-            event = event.model_copy(update={"room_id": self.id})
         if hooks.has(HookTrigger.BEFORE_BROADCAST, self.id):
+            if event.room_id != self.id:  # hooks see the event as it will be stored
+                event = event.model_copy(update={"room_id": self.id})
             outcome = await hooks.run(
                 HookTrigger.BEFORE_BROADCAST,
                 event,
