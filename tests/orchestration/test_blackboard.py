@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from tests.fakes.recording_llm import RecordingLLM
 from voicehub.agents.agent import Agent
-from voicehub.agents.llm import ChatMessage, LLMChunk, ToolChoice, ToolSpec
 from voicehub.agents.runner import StopReason
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
@@ -26,25 +26,6 @@ from voicehub.orchestration.blackboard import (
 
 GUARD = 5.0
 LINE = r"(?P<id>target-\d+)[^\n]*: "  # one target line of the injected summary
-
-
-class RecordingLLM:
-    """Wraps an LLM and keeps the messages of every call."""
-
-    def __init__(self, inner: ScriptedLLM) -> None:
-        self.inner = inner
-        self.calls: list[list[ChatMessage]] = []
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> AsyncIterator[LLMChunk]:
-        self.calls.append(list(messages))
-        async for chunk in self.inner.stream(messages, tools, tool_choice=tool_choice):
-            yield chunk
 
 
 def rule(pattern: str, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -4,12 +4,12 @@ hooks, listeners, and the context the next agent receives."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from tests.fakes.recording_llm import RecordingLLM
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
-from voicehub.agents.llm import LLM, ChatMessage, LLMChunk, ToolChoice, ToolSpec
+from voicehub.agents.llm import LLM, ChatMessage
 from voicehub.agents.memory import SlidingWindowMemory
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import ToolContext
@@ -33,25 +33,6 @@ from voicehub.orchestration.state import (
     get_conversation_state,
     set_conversation_state,
 )
-
-
-class RecordingLLM:
-    """Wraps an LLM and keeps the messages of every model call."""
-
-    def __init__(self, inner: LLM) -> None:
-        self.inner = inner
-        self.calls: list[list[ChatMessage]] = []
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> AsyncIterator[LLMChunk]:
-        self.calls.append(list(messages))
-        async for chunk in self.inner.stream(messages, tools, tool_choice=tool_choice):
-            yield chunk
 
 
 def handoff_rule(phrase: str, target: str, **arguments: Any) -> dict[str, Any]:

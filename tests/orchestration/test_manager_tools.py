@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.fakes.recording_llm import RecordingLLM
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
-from voicehub.agents.llm import ChatMessage, LLMChunk, ToolChoice, ToolSpec
+from voicehub.agents.llm import ChatMessage
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool, ToolContext
 from voicehub.core.channels import TextChannel
@@ -29,25 +30,6 @@ from voicehub.orchestration.manager_tools import (
 )
 
 GUARD = 5.0
-
-
-class RecordingLLM:
-    """Wraps an LLM and keeps the messages of every call."""
-
-    def __init__(self, inner: ScriptedLLM) -> None:
-        self.inner = inner
-        self.calls: list[list[ChatMessage]] = []
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> AsyncIterator[LLMChunk]:
-        self.calls.append(list(messages))
-        async for chunk in self.inner.stream(messages, tools, tool_choice=tool_choice):
-            yield chunk
 
 
 def talker(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
 
+from tests.fakes.recording_llm import RecordingLLM
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
-from voicehub.agents.llm import LLM, ChatMessage, LLMChunk, ToolChoice, ToolSpec
+from voicehub.agents.llm import LLM, ChatMessage
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
 from voicehub.core.hub import Hub
@@ -19,25 +19,6 @@ from voicehub.orchestration.handoff import HANDOFF_TOOL
 from voicehub.orchestration.pipeline import handoff_handler_of
 from voicehub.orchestration.state import ConversationState, get_conversation_state
 from voicehub.orchestration.swarm import Swarm
-
-
-class RecordingLLM:
-    """Wraps an LLM and keeps the messages of every model call."""
-
-    def __init__(self, inner: LLM) -> None:
-        self.inner = inner
-        self.calls: list[list[ChatMessage]] = []
-
-    async def stream(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        *,
-        tool_choice: ToolChoice = "auto",
-    ) -> AsyncIterator[LLMChunk]:
-        self.calls.append(list(messages))
-        async for chunk in self.inner.stream(messages, tools, tool_choice=tool_choice):
-            yield chunk
 
 
 def to(phrase: str, target: str, summary: str) -> dict[str, Any]:
