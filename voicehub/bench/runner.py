@@ -12,9 +12,9 @@ Section = Callable[[str, bool], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _sections() -> dict[str, Section]:
-    from voicehub.bench import delegation, delivery
+    from voicehub.bench import delegation, delivery, voice
 
-    return {"delegation": delegation.run, "delivery": delivery.run}
+    return {"delegation": delegation.run, "delivery": delivery.run, "voice": voice.run}
 
 
 def flatten(figures: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -1,0 +1,118 @@
+"""Voice figures: voice-to-voice latency on the embedded stack, voicehub's CPU per frame
+against a bare livekit `AgentSession`, and how many calls one core carries.
+
+Caller audio is paced on the real clock, one 20 ms frame of 16 kHz PCM16 every 20 ms, as a
+socket delivers it. Calls run in-process: voicehub's `LiveKitVoiceSession` over an in-memory
+`CallTransport` that confirms playout as soon as a mark arrives (`voice_fakes`). The load
+figures (`voice_load`) use fast fake STT, LLM and TTS with WebRTC's VAD; after a warm-up the
+heap is frozen (`gc.freeze`), as a server does once started. One process is one core of
+Python (the GIL); the rest of the machine is left to the OS and other processes. Each figure
+comes with the settings it was measured under, and the load average, since the machine may
+be shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+class _HangupNoise(logging.Filter):
+    """Drops livekit's warning for a turn cut by the hang-up: the paced runs end calls
+    mid-utterance by design, hundreds at a time."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "speech scheduling is paused" not in record.getMessage()
+
+
+async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
+    """The `voice` section: about 35 s with `quick`, about 4 minutes without."""
+    hangup_noise = _HangupNoise()
+    logging.getLogger("livekit.agents").addFilter(hangup_noise)
+    try:
+        return await _run(store, quick)
+    finally:
+        logging.getLogger("livekit.agents").removeFilter(hangup_noise)
+
+
+async def _run(store: str, quick: bool) -> dict[str, Any]:
+    # imported here: livekit and the models load only when this section runs
+    from voicehub.bench.voice_fakes import CALLER_TEXT
+    from voicehub.bench.voice_latency import (
+        DEFAULTS,
+        RATE,
+        SILENCE,
+        TICK,
+        TUNED,
+        TURNS,
+        frames_of,
+        v2v_latency,
+    )
+    from voicehub.bench.voice_load import (
+        Load,
+        calls_per_core,
+        cpu_steal_ticks,
+        overhead,
+        sqlite_or_memory,
+        steal_pct_between,
+    )
+    from voicehub.voice.providers.offline import synthesize
+
+    started = time.perf_counter()
+    load_before, steal_before = os.getloadavg()[0], cpu_steal_ticks()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        turns = 2 if quick else len(TURNS)
+        latency = {"silero": await v2v_latency(store, folder, turns, "silero", TUNED)}
+        if not quick:
+            latency["webrtc"] = await v2v_latency(store, folder, turns, "webrtc", TUNED)
+            latency["silero_defaults"] = await v2v_latency(store, folder, turns, "silero", DEFAULTS)
+        utterance = frames_of(await asyncio.to_thread(synthesize, CALLER_TEXT, "piper", RATE))
+        pause = 75  # 1.5 s of silence after each utterance: a turn, then the reply
+        load = Load(sqlite_or_memory(store, folder), utterance + [SILENCE] * pause)
+        for variant in ("harness", "bare", "framework"):  # lazy imports and first turns
+            await load.run(variant, 4, 1.0, 1.0 if quick else load.cycle + 1.0, "per-call")
+        gc.collect()
+        gc.freeze()  # what survived the warm-up (modules, models) is no longer scanned
+        try:
+            if quick:
+                cost = await overhead(load, 25, 1, 1.0, 2.0, "per-call")
+                ramp = await calls_per_core(load, [25, 50], 1.0, 2.0, "shared", tries=1)
+                fixed: dict[str, Any] = {}
+            else:
+                cost = await overhead(load, 40, 6, 1.0, 4.0, "per-call")
+                steps = [25, 50, 75, 100, 125, 150, 200, 250, 300]
+                ramp = await calls_per_core(load, steps, 1.0, 4.0, "shared")
+                fixed = await calls_per_core(load, steps, 1.0, 4.0, "per-call")
+        finally:
+            gc.unfreeze()
+    silero = latency["silero"]
+    return {
+        "voice": {
+            "v2v_latency_ms": {key: silero[key] for key in ("median", "p95", "max")},
+            "v2v_latency_by_config": latency,
+            "v2v_setup": {
+                **TUNED,
+                "stack": "silero VAD, pocketsphinx, scripted LLM, piper (22.05 kHz)",
+                "turns_counted": turns,
+                "warmup_turns": 1,
+                "transport": "in-process, playout confirmed at once",
+            },
+            **cost,
+            **ramp,
+            **{f"{key}_per_call_plugins": value for key, value in fixed.items()},
+            "calls_transport": "in-process (voicehub CallTransport in memory, no socket)",
+            "caller_pattern": f"{len(utterance) * TICK:.2f} s of speech, {pause * TICK} s silence",
+            "gc": "gc.freeze() after warm-up",
+            "quick": quick,  # quick runs are smoke tests: one short round, +-15% noise
+            "load_average_1m": {"start": load_before, "end": os.getloadavg()[0]},
+            "cpu_steal_pct": steal_pct_between(steal_before, cpu_steal_ticks()),
+            "section_seconds": round(time.perf_counter() - started, 1),
+        }
+    }
