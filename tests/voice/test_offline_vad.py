@@ -208,3 +208,20 @@ def test_missing_packages_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.delitem(sys.modules, "voicehub.voice.providers.offline.vad")
     with pytest.raises(MissingExtraError, match="livekit-agents is not installed"):
         offline.load_vad  # noqa: B018  (the lazy import is what fails)
+
+
+def test_each_call_gets_its_own_vad_object_on_the_shared_model() -> None:
+    from livekit.plugins import silero
+
+    from voicehub.voice.providers.offline import load_vad
+    from voicehub.voice.providers.offline.vad import WebRtcVAD, vad_for_call
+
+    shared = load_vad("silero")
+    assert isinstance(shared, silero.VAD)
+    mine = vad_for_call(shared)
+    assert isinstance(mine, silero.VAD) and mine is not shared
+    assert mine._onnx_session is shared._onnx_session  # one model, loaded once
+    webrtc = WebRtcVAD(mode=2, min_silence_duration=0.5)
+    copy = vad_for_call(webrtc)
+    assert isinstance(copy, WebRtcVAD) and copy is not webrtc
+    assert (copy.mode, copy.min_silence_duration) == (2, 0.5)

@@ -17,6 +17,7 @@ store) and closes the hub; a restarted server speaks them when the conversation 
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -71,6 +72,11 @@ def create_app(
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         app.state.switchboard = board
+        # Models and modules loaded at start live as long as the process: move them out of
+        # the collector's view, so full collections stay short with many calls (measured:
+        # pauses of 20-190 ms at 75 calls without it).
+        gc.collect()
+        gc.freeze()
         log.info("serving desks %s from %s", ", ".join(sorted(loaded)), settings.db_path)
         try:
             yield

@@ -70,21 +70,25 @@ class OfflineSessionFactory:
     ) -> VoiceSession:
         """Run `desk` on the call with the shared models."""
         from voicehub.voice.desk_call import start_desk_call
+        from voicehub.voice.providers.offline import PocketSphinxSTT
+        from voicehub.voice.providers.offline.vad import vad_for_call
 
+        # Plugin objects of its own for each call (their metrics events are per object);
+        # the models behind them (decoders, Piper voice, Silero) are shared per process.
         voice = desk.config.voice
         return await start_desk_call(
             hub,
             desk,
             room_id,
             transport,
-            stt=self._speech_to_text(),
-            tts=self._text_to_speech(voice.tts),
-            vad=self._vad(voice.vad),
-            voices={name: self._text_to_speech(name) for name in _agent_voices(desk)},
+            stt=PocketSphinxSTT(),
+            tts=_new_tts(voice.tts),
+            vad=vad_for_call(self._vad(voice.vad)),
+            voices={name: _new_tts(name) for name in _agent_voices(desk)},
             **self.session_options,
         )
 
-    # Providers are plain attributes filled on first use: one model per process.
+    # The objects `prepare` warms up: loading them loads the models every call then shares.
 
     def _speech_to_text(self) -> Any:
         if self._stt is None:
@@ -102,10 +106,14 @@ class OfflineSessionFactory:
 
     def _text_to_speech(self, kind: str) -> Any:
         if kind not in self._tts:
-            from voicehub.voice.providers.offline import ESpeakTTS, PiperTTS
-
-            self._tts[kind] = ESpeakTTS() if kind == "espeak" else PiperTTS()
+            self._tts[kind] = _new_tts(kind)
         return self._tts[kind]
+
+
+def _new_tts(kind: str) -> Any:
+    from voicehub.voice.providers.offline import ESpeakTTS, PiperTTS
+
+    return ESpeakTTS() if kind == "espeak" else PiperTTS()
 
 
 def _agent_voices(desk: Desk) -> set[str]:
