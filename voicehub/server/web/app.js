@@ -69,8 +69,11 @@ async function startCall() {
   ui.hangup.disabled = false;
   setStatus("Asking for the microphone...");
 
+  // Echo cancellation keeps the agent's voice out of the microphone. No noise suppression: it
+  // is tuned for human ears and garbles words for the speech recognizer ("research" came out as
+  // "were search" in tests/server/test_browser.py); the server's VAD copes with room noise.
   const stream = await navigator.mediaDevices.getUserMedia({
-    audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true },
+    audio: { channelCount: 1, echoCancellation: true, noiseSuppression: false, autoGainControl: true },
   });
   const context = new AudioContext();
   await context.audioWorklet.addModule("/static/capture-worklet.js");
