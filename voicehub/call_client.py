@@ -55,6 +55,7 @@ class CallOptions:
     playout_speed: float = 1.0  # the virtual speaker's speed; math.inf acks marks at once
     turn_timeout: float = 20.0  # how long to wait for the agent before speaking anyway
     quiet: float = 1.0  # seconds without news before asking whether the call settled
+    turn_pause: float = 0.8  # the caller's pause after the agent falls quiet, before speaking
 
     def url(self) -> str:
         """The call's WebSocket URL."""
@@ -161,7 +162,17 @@ class CallClient:
         last = self.report.utterances[-1].ended_at if self.report.utterances else None
         with contextlib.suppress(TimeoutError):
             await self.wait_for(lambda: self._agent_spoke_after(last), self.options.turn_timeout)
-        await self.wait_for(lambda: self._agent_done() or self.closed, self.options.turn_timeout)
+        deadline = self.now() + self.options.turn_timeout
+        while not self.closed:
+            await self.wait_for(
+                lambda: self._agent_done() or self.closed, self.options.turn_timeout
+            )
+            # An agent often says a second line (a handoff greeting, a follow-up question):
+            # a polite caller lets a short pause pass first, and starts over if it speaks.
+            pause_left = self._last_news + self.options.turn_pause - self.now()
+            if pause_left <= 0 or self.now() >= deadline:
+                return
+            await self._pause(pause_left)
 
     async def settle(self, timeout: float = 90.0) -> bool:
         """Wait until the conversation is over for now: played out, quiet for `quiet` s, and

@@ -189,7 +189,8 @@ async def test_a_caller_who_keeps_talking_is_not_talked_over(
 ) -> None:
     chatter = next(line for line in speech if line.startswith("thank you"))
     report = await place_call(
-        options(server, "research", "e2e-chatter"),
+        # an eager caller: talks again as soon as the agent's answer has played
+        options(server, "research", "e2e-chatter", turn_pause=0.0),
         [(RESEARCH, speech[RESEARCH]), (chatter, speech[chatter])],
     )
     print(f"\n{format_timeline(report)}\n{format_summary(report)}")
