@@ -19,11 +19,11 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 
-from voicehub.desk import Desk
+from voicehub.desks.desk import Desk
+from voicehub.desks.voice_stack import SessionFactory
 from voicehub.server.app import create_app, uvicorn_config
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
-from voicehub.server.voice import SessionFactory
 
 
 class _Server(uvicorn.Server):

@@ -14,7 +14,6 @@ from voicehub.core.channels import Channel, TextChannel
 from voicehub.core.clock import Clock, SystemClock, VirtualClock
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookContext, HookExecution, HookResult, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
 from voicehub.core.store.memory import MemoryStore
 from voicehub.core.store.sqlite import SQLiteStore
@@ -27,6 +26,7 @@ from voicehub.errors import (
     UnknownAgentError,
     VoicehubError,
 )
+from voicehub.hub import Hub
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import TaskHandle, TaskResult
 from voicehub.orchestration.handoff import HandoffHandler, HandoffMemoryProvider, setup_handoff

@@ -7,7 +7,7 @@ import pytest
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.memory import SlidingWindowMemory, event_to_message
 from voicehub.core.events import ChannelType, Event, EventKind, message
-from voicehub.core.hub import Hub
+from voicehub.hub import Hub
 
 
 def said(

@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from voicehub.agents.tools import Tool, ToolContext, ToolResult, tool
-from voicehub.core.hub import Hub
 from voicehub.errors import ConfigError, ToolError
+from voicehub.hub import Hub
 
 
 def forecast(

@@ -9,8 +9,8 @@ import pytest
 from voicehub.core.channels import Channel
 from voicehub.core.events import Event, message
 from voicehub.core.hooks import HookContext, HookExecution, HookResult, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
+from voicehub.hub import Hub
 
 
 class Recorder(Channel):
@@ -242,7 +242,7 @@ async def test_removed_hook_no_longer_runs() -> None:
 async def test_a_raising_sync_hook_is_skipped_and_the_event_goes_on() -> None:
     from voicehub.core.events import message
     from voicehub.core.hooks import HookExecution, HookTrigger
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
     async with Hub() as hub:
         room = await hub.create_room("r", orchestration=None)

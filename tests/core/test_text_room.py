@@ -10,7 +10,7 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool
 from voicehub.core.channels import TextChannel
 from voicehub.core.events import EventKind
-from voicehub.core.hub import Hub
+from voicehub.hub import Hub
 
 
 def opening_hours(day: str) -> dict[str, str]:

@@ -21,16 +21,15 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.scripted_session import FakeSession
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookResult, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, Store
 from voicehub.delivery.injector import AlwaysIdle, InjectOutcome, TextInjector
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
 from voicehub.delivery.service import DeliveryService
-
-from .fake_session import FakeSession
+from voicehub.hub import Hub
 
 HubFactory = Callable[..., Awaitable[Hub]]
 WAIT_1S = WaitForIdle(buffer=1.0)

@@ -17,8 +17,8 @@ from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
 from voicehub.core.hooks import HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
+from voicehub.hub import Hub
 from voicehub.orchestration.answers import (
     ParsedAnswer,
     QuestionType,

@@ -15,8 +15,8 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
-from voicehub.core.hub import Hub
 from voicehub.errors import ConfigError
+from voicehub.hub import Hub
 from voicehub.orchestration.blackboard import (
     ALL_COMPLETE_WARNING,
     PLANS_EXIST_WARNING,

@@ -15,10 +15,10 @@ from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.core.events import Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.store.base import RoomStatus, TaskStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.errors import RoomNotFoundError, VoicehubError
+from voicehub.hub import Hub
 from voicehub.orchestration.delegation import TaskHandle, TaskResult
 
 # A safety net so a regression fails instead of hanging; behaviour never waits on it.

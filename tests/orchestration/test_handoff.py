@@ -16,8 +16,8 @@ from voicehub.agents.tools import ToolContext
 from voicehub.core.channels import TextChannel
 from voicehub.core.events import Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
+from voicehub.hub import Hub
 from voicehub.orchestration.handoff import (
     HANDOFF_TOOL,
     HandoffHandler,

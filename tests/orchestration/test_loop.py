@@ -13,10 +13,10 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
-from voicehub.core.hub import Hub
 from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import AlwaysIdle, TextInjector
 from voicehub.errors import ConfigError
+from voicehub.hub import Hub
 from voicehub.orchestration.delegation import TaskResult
 from voicehub.orchestration.loop import VERDICT_TOOL, Loop, Verdict, verdict_of
 

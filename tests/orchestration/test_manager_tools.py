@@ -17,8 +17,8 @@ from voicehub.agents.tools import Tool, ToolContext
 from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
+from voicehub.hub import Hub
 from voicehub.orchestration.directory import Directory, Workflow, WorkflowStep, WorkflowSummary
 from voicehub.orchestration.manager_tools import (
     PRE_RUN_HEADER,

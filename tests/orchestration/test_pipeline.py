@@ -14,9 +14,9 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
 from voicehub.core.events import Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
 from voicehub.errors import ConfigError
+from voicehub.hub import Hub
 from voicehub.orchestration.handoff import HANDOFF_TOOL
 from voicehub.orchestration.pipeline import (
     ConversationPipeline,

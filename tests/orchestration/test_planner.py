@@ -13,8 +13,8 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool
 from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock
-from voicehub.core.hub import Hub
 from voicehub.errors import ConfigError, ToolError
+from voicehub.hub import Hub
 from voicehub.orchestration.planner import (
     ANALYSIS_TOOL,
     THOUGHT_TOOL,

@@ -10,8 +10,8 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
 from voicehub.core.events import ChannelType, Event, EventKind, message
 from voicehub.core.hooks import HookContext, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
+from voicehub.hub import Hub
 from voicehub.orchestration.router import (
     ConversationRouter,
     RoutingConditions,

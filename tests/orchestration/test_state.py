@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from voicehub.core.hub import Hub
 from voicehub.errors import StoreError
+from voicehub.hub import Hub
 from voicehub.orchestration.state import (
     HUMAN,
     STATE_KEY,

@@ -16,11 +16,11 @@ from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.core.events import Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
 from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import AlwaysIdle, TextInjector
 from voicehub.errors import ConfigError
+from voicehub.hub import Hub
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.supervisor import DEFAULT_DELEGATION_MESSAGE, Supervisor
 

@@ -12,9 +12,9 @@ from voicehub.agents.channel import AgentChannel
 from voicehub.agents.llm import LLM, ChatMessage
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
 from voicehub.errors import ConfigError
+from voicehub.hub import Hub
 from voicehub.orchestration.handoff import HANDOFF_TOOL
 from voicehub.orchestration.pipeline import handoff_handler_of
 from voicehub.orchestration.state import ConversationState, get_conversation_state

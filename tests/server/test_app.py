@@ -15,12 +15,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.server.fake_session import ScriptedFactory
+from tests.fakes.server_session import ScriptedFactory
 from voicehub.agents.tools import ToolContext
-from voicehub.call_client import CallClient, CallOptions
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.sqlite import SQLiteStore
-from voicehub.desk import Desk, load_desks
+from voicehub.desks.desk import Desk, load_desks
 from voicehub.errors import ConfigError
 from voicehub.server.app import create_app
 from voicehub.server.settings import ServerSettings

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from tests.e2e_helpers import running_server
-from voicehub.desk import load_desks
+from voicehub.desks.desk import load_desks
+from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
-from voicehub.server.voice import OfflineSessionFactory
 from voicehub.voice.audio import write_wav
 from voicehub.voice.providers.offline.tts_engines import synthesize
 

@@ -1,5 +1,5 @@
 """End to end on the embedded stack: real uvicorn on 127.0.0.1, the real `websockets`
-client (`voicehub.call_client`), caller speech synthesized by Piper and streamed in real
+client (`voicehub.client.call`), caller speech synthesized by Piper and streamed in real
 time, Silero VAD and PocketSphinx on the server, the desks of `channels/`, Piper for the
 agent, and the agent's audio recognized back with PocketSphinx.
 
@@ -23,12 +23,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.e2e_helpers import RunningServer, running_server
-from voicehub import cli_commands
-from voicehub.call_client import CallClient, CallOptions, caller_audio, place_call
-from voicehub.call_report import AgentSegment, CallReport, format_summary, format_timeline
-from voicehub.desk import Desk, load_desks
+from voicehub import cli
+from voicehub.client.call import CallClient, CallOptions, caller_audio, place_call
+from voicehub.client.report import AgentSegment, CallReport, format_summary, format_timeline
+from voicehub.desks.desk import Desk, load_desks
+from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
-from voicehub.server.voice import OfflineSessionFactory
 from voicehub.voice.audio import read_wav
 from voicehub.voice.providers.offline import transcribe
 
@@ -287,7 +287,7 @@ async def test_voicehub_call_prints_the_timeline_and_writes_the_agent_audio(
     out = tmp_path / "agent.wav"
     argv = ["call", "research", "--server", server.url, "--say", RESEARCH, "--fast"]
     argv += ["--conversation", "e2e-cli", "--out", str(out)]
-    code = await asyncio.to_thread(cli_commands.main, argv)  # its own loop, in a thread
+    code = await asyncio.to_thread(cli.main, argv)  # its own loop, in a thread
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "tool      delegate_workers" in printed, printed

@@ -18,16 +18,16 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.voice.fake_transport import AckMode, FakeTransport
+from tests.fakes.memory_transport import AckMode, FakeTransport
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool, ToolContext, tool
 from voicehub.core.clock import Clock
 from voicehub.core.events import Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
-from voicehub.core.hub import Hub
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
+from voicehub.hub import Hub
 from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.livekit_session import LiveKitVoiceSession

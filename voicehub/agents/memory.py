@@ -8,7 +8,7 @@ from voicehub.agents.llm import ChatMessage
 from voicehub.core.events import Event, EventKind
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 _SPOKEN = (EventKind.MESSAGE, EventKind.TRANSCRIPT, EventKind.DELIVERY)
 

@@ -20,7 +20,7 @@ from voicehub.agents.llm import ToolSpec
 from voicehub.errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 log = logging.getLogger("voicehub.tools")
 

@@ -16,9 +16,9 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import tool
 from voicehub.bench.stats import summary_ms
 from voicehub.core.channels import TextChannel
-from voicehub.core.hub import Hub
 from voicehub.core.store.base import Store
 from voicehub.core.store.memory import MemoryStore
+from voicehub.hub import Hub
 from voicehub.orchestration.supervisor import Supervisor
 
 

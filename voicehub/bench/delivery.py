@@ -11,11 +11,11 @@ from typing import Any
 
 from voicehub.bench.stats import summary_ms
 from voicehub.core.clock import SystemClock
-from voicehub.core.hub import Hub
 from voicehub.core.store.base import Store
 from voicehub.core.store.memory import MemoryStore
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import Immediate, WaitForIdle
+from voicehub.hub import Hub
 from voicehub.voice.activity import VoiceActivity
 
 

@@ -32,7 +32,7 @@ with vendor_import("livekit-agents"):
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent as DeskAgent
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
     from voicehub.voice.session import VoiceSession
 
 __all__ = [

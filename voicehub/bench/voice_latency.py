@@ -24,7 +24,7 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.bench.stats import summary_ms
 from voicehub.bench.voice_fakes import LoopbackTransport, VoicehubCall
 from voicehub.bench.voice_load import sqlite_or_memory
-from voicehub.core.hub import Hub
+from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.providers.offline.vad import VADKind

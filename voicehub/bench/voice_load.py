@@ -37,8 +37,8 @@ from voicehub.bench.voice_fakes import (
     FakeTTS,
     VoicehubCall,
 )
-from voicehub.core.hub import Hub
 from voicehub.core.store.base import Store
+from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.providers.offline import load_vad
 

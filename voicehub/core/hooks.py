@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from voicehub.core.events import Event
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 log = logging.getLogger("voicehub.hooks")
 

@@ -14,7 +14,7 @@ from voicehub.core.store.base import RoomRecord, RoomStatus
 from voicehub.errors import RoomClosedError
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 log = logging.getLogger("voicehub.room")
 

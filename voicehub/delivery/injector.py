@@ -11,8 +11,8 @@ from voicehub.core.events import ChannelType, Event, EventKind
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
-    from voicehub.core.hub import Hub
     from voicehub.delivery.policy import ActivityState
+    from voicehub.hub import Hub
 
 
 class InjectOutcome(StrEnum):

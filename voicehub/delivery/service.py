@@ -36,7 +36,7 @@ from voicehub.delivery.policy import (
 )
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 __all__ = ["ActivityFeed", "DeliveryService"]
 

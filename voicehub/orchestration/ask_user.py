@@ -31,8 +31,8 @@ from voicehub.errors import ToolError
 from voicehub.orchestration.answers import AnswerValue, QuestionType, parse_answer, same_answer
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
     from voicehub.core.room import Room
+    from voicehub.hub import Hub
 
 ANSWER_ROUTE = "ask_user answer"
 """`_routed_to` of a message taken as an answer. Agent ids never contain spaces, so no agent

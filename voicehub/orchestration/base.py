@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 
 class Orchestration(ABC):

@@ -31,8 +31,8 @@ from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
     from voicehub.core.room import Room
+    from voicehub.hub import Hub
 
 TargetStatus = Literal["pending", "researching", "planning", "writing", "complete"]
 Priority = Literal["high", "medium", "low"]

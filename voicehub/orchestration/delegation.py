@@ -28,7 +28,7 @@ from voicehub.errors import VoicehubError
 from voicehub.orchestration.admission import Admission
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 log = logging.getLogger("voicehub.delegation")
 

@@ -40,8 +40,8 @@ from voicehub.orchestration.state import (
 )
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
     from voicehub.core.room import Room
+    from voicehub.hub import Hub
     from voicehub.orchestration.router import ConversationRouter
 
 log = logging.getLogger("voicehub.handoff")

@@ -25,8 +25,8 @@ from voicehub.orchestration.delegation import TaskResult
 from voicehub.orchestration.task_tools import task_tools
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
     from voicehub.core.room import Room
+    from voicehub.hub import Hub
 
 VERDICT_TOOL = "submit_verdict"
 

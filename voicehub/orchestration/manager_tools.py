@@ -25,7 +25,7 @@ from voicehub.errors import ToolError
 from voicehub.orchestration.directory import Directory, Kind, Workflow
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 PRE_RUN_TOOLS = ("list_agents", "list_workflows")
 """Tools run before the first model call when an agent has them (no arguments, read-only)."""

@@ -23,7 +23,7 @@ from voicehub.orchestration.state import HUMAN, ConversationState, get_conversat
 
 if TYPE_CHECKING:
     from voicehub.agents.channel import AgentChannel
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
     from voicehub.orchestration.handoff import HandoffHandler
 
 log = logging.getLogger("voicehub.router")

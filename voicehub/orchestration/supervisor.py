@@ -29,8 +29,8 @@ from voicehub.orchestration.delegation import TaskHandle, TaskResult
 from voicehub.orchestration.task_tools import task_tools
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
     from voicehub.core.room import Room
+    from voicehub.hub import Hub
 
 Strategy = Literal["sequential", "parallel"]
 

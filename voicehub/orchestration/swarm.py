@@ -18,7 +18,7 @@ from voicehub.orchestration.router import ConversationRouter
 from voicehub.orchestration.state import ConversationPhase, ConversationState
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 
 class Swarm(HandoffStrategy):

@@ -9,7 +9,7 @@ from voicehub.agents.tools import Tool, ToolContext
 from voicehub.errors import ToolError
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
 
 
 async def check_tasks(context: ToolContext) -> str:

@@ -31,14 +31,14 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from voicehub.core.hub import Hub
 from voicehub.core.store.sqlite import SQLiteStore
-from voicehub.desk import Desk, load_desks
+from voicehub.desks.desk import Desk, load_desks
+from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
+from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
-from voicehub.server.voice import OfflineSessionFactory, SessionFactory
 
 if TYPE_CHECKING:
     import uvicorn

@@ -42,10 +42,10 @@ from voicehub.transports.websocket import (
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
 
-    from voicehub.core.hub import Hub
-    from voicehub.desk import Desk
+    from voicehub.desks.desk import Desk
+    from voicehub.desks.voice_stack import SessionFactory
+    from voicehub.hub import Hub
     from voicehub.server.settings import ServerSettings
-    from voicehub.server.voice import SessionFactory
     from voicehub.voice.session import VoiceSession
 
 __all__ = ["CONVERSATION_PATTERN", "LiveCall", "Switchboard"]

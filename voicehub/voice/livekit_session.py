@@ -38,7 +38,7 @@ with vendor_import("livekit-agents"):
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
-    from voicehub.core.hub import Hub
+    from voicehub.hub import Hub
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["LiveKitVoiceSession"]

@@ -25,13 +25,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from voicehub.agents.channel import AgentChannel
+from voicehub.desks.voice_asker import VoiceAsker
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.orchestration.ask_user import ask_user_tool
 from voicehub.orchestration.handoff import HandoffHandler, handoff_tool
 from voicehub.orchestration.state import STATE_KEY, ConversationState, set_conversation_state
 from voicehub.voice.livekit_session import LiveKitVoiceSession
 from voicehub.voice.llm_adapter import LiveKitAgent
-from voicehub.voice.voice_asker import VoiceAsker
 
 if TYPE_CHECKING:
     from livekit.agents import stt as lk_stt
@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from livekit.agents import vad as lk_vad
 
     from voicehub.agents.tools import Tool
-    from voicehub.core.hub import Hub
     from voicehub.core.room import Room
-    from voicehub.desk import Desk
+    from voicehub.desks.desk import Desk
+    from voicehub.hub import Hub
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["DESK_GREETING", "DeskCall", "start_desk_call"]

@@ -8,11 +8,11 @@ import pytest
 
 from voicehub.core.channels import Channel, TextChannel
 from voicehub.core.events import Event, EventKind, message
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
 from voicehub.core.store.base import RoomStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.errors import RoomClosedError, RoomNotFoundError
+from voicehub.hub import Hub
 
 
 class Recorder(Channel):

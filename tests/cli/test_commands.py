@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from voicehub.cli_commands import add_commands, main, run_command
+from voicehub.cli.commands import add_commands, main, run_command
 from voicehub.voice.audio import write_wav
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
@@ -83,7 +83,7 @@ def test_the_commands_plug_into_another_parser() -> None:
 
 
 def test_serve_prints_its_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "voicehub.cli_commands", "serve", "--port", "0"]
+    command = [sys.executable, "-m", "voicehub.cli.commands", "serve", "--port", "0"]
     command += ["--db", str(tmp_path / "v.db"), "--no-prewarm", "--log-level", "warning"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VOICEHUB_TOKEN": ""}
     process = subprocess.Popen(

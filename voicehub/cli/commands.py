@@ -146,8 +146,8 @@ def _add_call(commands: Any) -> None:
 
 
 def _call(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from voicehub.call_client import CallOptions, caller_audio, place_call
-    from voicehub.call_report import RATE, format_summary, format_timeline
+    from voicehub.client.call import CallOptions, caller_audio, place_call
+    from voicehub.client.report import RATE, format_summary, format_timeline
     from voicehub.voice.audio import write_wav
 
     out = out or sys.stdout
@@ -198,8 +198,8 @@ def _add_channels(commands: Any) -> None:
 
 
 def _channels(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from voicehub.config import load_desk_file
-    from voicehub.desk import build_desk
+    from voicehub.desks.desk import build_desk
+    from voicehub.desks.loading import load_desk_file
 
     out = out or sys.stdout
     folder: Path = args.dir

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from tests.voice.desk_calls import DeskCallHarness, call_desk, example_desks, offline_models
+from tests.desks.desk_calls import DeskCallHarness, call_desk, example_desks, offline_models
 from voicehub.core.events import Event, EventKind
-from voicehub.core.hub import Hub
+from voicehub.hub import Hub
 from voicehub.orchestration.ask_user import ANSWER_ROUTE
 from voicehub.orchestration.state import ConversationState, set_conversation_state
 from voicehub.voice.providers.offline import transcribe

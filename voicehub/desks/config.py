@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import Field, PrivateAttr, model_validator
 
-from voicehub.config.models import (
+from voicehub.desks.sections import (
     AgentConfig,
     AskUserConfig,
     DeliveryConfig,
@@ -25,7 +25,7 @@ from voicehub.tools.registry import BUILTIN_TOOLS, needs_knowledge_message
 
 
 class DeskConfig(StrictModel):
-    """A whole desk file. Build the runtime with `voicehub.desk.build_desk`."""
+    """A whole desk file. Build the runtime with `voicehub.desks.desk.build_desk`."""
 
     name: Slug
     title: str = ""

@@ -75,7 +75,7 @@ in `reply`), and a rule's `tool` must be one the agent actually gets (its builti
 the sections add: see `DeskConfig.orchestration_tools`).
 
 Modules: `models` (the tables), `desk_file` (`DeskConfig` and the checks across tables); this
-module loads files. `voicehub.desk.build_desk` turns a `DeskConfig` into a runnable desk.
+module loads files. `voicehub.desks.desk.build_desk` turns a `DeskConfig` into a runnable desk.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from voicehub.config.desk_file import DeskConfig
-from voicehub.config.models import (
+from voicehub.desks.config import DeskConfig
+from voicehub.desks.sections import (
     AgentConfig,
     AskUserConfig,
     DeliveryConfig,

@@ -10,25 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
 from voicehub.agents.openai import OpenAIChatLLM
 from voicehub.agents.scripted import ScriptedLLM
-from voicehub.config import load_desk_file
 from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import Event, EventKind
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
 from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import AlwaysIdle, TextInjector
 from voicehub.delivery.policy import WaitForIdle
-from voicehub.desk import Desk, build_desk, load_desks
+from voicehub.desks.desk import Desk, build_desk, load_desks
+from voicehub.desks.loading import load_desk_file
 from voicehub.errors import ConfigError, ToolError
+from voicehub.hub import Hub
 from voicehub.tools.knowledge import KnowledgeBase, KnowledgeEntry, search_knowledge_tool, tokens
 from voicehub.tools.registry import DeskResources, make_tool
 
-from .fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
-
-CHANNELS = Path(__file__).resolve().parent.parent / "channels"
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
 
 @pytest.fixture(scope="module")

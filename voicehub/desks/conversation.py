@@ -6,7 +6,7 @@
 
 `text_ask_user_tool` is the `ask_user` tool of a desk's agents in text rooms: the question is
 posted as the asking agent's message and the next user message is the answer. A call
-replaces it with one that speaks the question (`voicehub.voice.voice_asker`).
+replaces it with one that speaks the question (`voicehub.desks.voice_asker`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from voicehub.orchestration.pipeline import (
 from voicehub.orchestration.swarm import Swarm
 
 if TYPE_CHECKING:
-    from voicehub.config import DeskConfig
-    from voicehub.core.hub import Hub
+    from voicehub.desks.loading import DeskConfig
+    from voicehub.hub import Hub
 
 __all__ = ["StagedPipeline", "handoff_strategy", "text_ask_user_tool"]
 

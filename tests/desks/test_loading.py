@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from voicehub.config import DeskConfig, load_desk_file, load_desk_folder
 from voicehub.delivery.policy import Immediate, Queued, WaitForIdle
+from voicehub.desks.loading import DeskConfig, load_desk_file, load_desk_folder
 from voicehub.errors import ConfigError
 
-CHANNELS = Path(__file__).resolve().parent.parent / "channels"
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
 # A small valid desk; each error test breaks one thing in it.
 VALID = """\

@@ -5,7 +5,7 @@
 strategy. `Desk.orchestration()` is what a text room runs: the front agent with the tools
 those orchestrations give it, or the pipeline/swarm agents handing off to each other.
 `Desk.call_orchestration()` is the same for a call, where the voice session is the agent
-(`voicehub.voice.desk_call.start_desk_call`). `Desk.make_hub()` gives a hub whose rooms all
+(`voicehub.desks.call.start_desk_call`). `Desk.make_hub()` gives a hub whose rooms all
 run the desk.
 
     desks = load_desks("channels")
@@ -26,11 +26,11 @@ from voicehub.agents.channel import AgentChannel
 from voicehub.agents.llm import LLM
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool
-from voicehub.config import AgentConfig, DeskConfig, load_desk_folder
-from voicehub.core.hub import Hub
 from voicehub.delivery.policy import DeliveryStrategy
-from voicehub.desk_conversation import handoff_strategy, text_ask_user_tool
+from voicehub.desks.conversation import handoff_strategy, text_ask_user_tool
+from voicehub.desks.loading import AgentConfig, DeskConfig, load_desk_folder
 from voicehub.errors import ConfigError
+from voicehub.hub import Hub
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.loop import Loop
 from voicehub.orchestration.pipeline import HandoffStrategy

@@ -12,11 +12,11 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.voice.fake_transport import FakeTransport
-from voicehub.core.hub import Hub
-from voicehub.desk import Desk, load_desks
+from tests.fakes.memory_transport import FakeTransport
+from voicehub.desks.call import start_desk_call
+from voicehub.desks.desk import Desk, load_desks
+from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.desk_call import start_desk_call
 from voicehub.voice.livekit_session import LiveKitVoiceSession
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import Tool
-from voicehub.core.hub import Hub
 from voicehub.delivery.injector import InjectOutcome
-from voicehub.desk import Desk
+from voicehub.desks.desk import Desk
+from voicehub.hub import Hub
 from voicehub.voice.activity import VoiceActivity
 from voicehub.voice.transport import CallTransport
 

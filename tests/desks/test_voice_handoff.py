@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from livekit.agents import utils
 
-from tests.voice.desk_calls import call_desk, example_desks, offline_models
+from tests.desks.desk_calls import call_desk, example_desks, offline_models
 from voicehub.core.events import EventKind
-from voicehub.core.hub import Hub
 from voicehub.errors import ConfigError
+from voicehub.hub import Hub
 from voicehub.orchestration.handoff import HANDOFF_TOOL
 from voicehub.orchestration.state import get_conversation_state
 

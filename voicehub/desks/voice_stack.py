@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from voicehub.errors import ConfigError
 
 if TYPE_CHECKING:
-    from voicehub.core.hub import Hub
-    from voicehub.desk import Desk
+    from voicehub.desks.desk import Desk
+    from voicehub.hub import Hub
     from voicehub.voice.session import VoiceSession
     from voicehub.voice.transport import CallTransport
 
@@ -43,7 +43,7 @@ class SessionFactory(Protocol):
 
 class OfflineSessionFactory:
     """Pipeline sessions (livekit `AgentSession`) on the embedded offline stack named in
-    each desk's `[voice]` table, through `voicehub.voice.desk_call.start_desk_call`.
+    each desk's `[voice]` table, through `voicehub.desks.call.start_desk_call`.
     `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance)."""
 
     def __init__(self, **session_options: Any) -> None:
@@ -69,7 +69,7 @@ class OfflineSessionFactory:
         self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
     ) -> VoiceSession:
         """Run `desk` on the call with the shared models."""
-        from voicehub.voice.desk_call import start_desk_call
+        from voicehub.desks.call import start_desk_call
         from voicehub.voice.providers.offline import PocketSphinxSTT
         from voicehub.voice.providers.offline.vad import vad_for_call
 

@@ -22,8 +22,8 @@ from voicehub.voice.llm_adapter import hold_tool_speech
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
-    from voicehub.core.hub import Hub
     from voicehub.core.room import Room
+    from voicehub.hub import Hub
 
 __all__ = ["SpeakingSession", "VoiceAsker"]
 

@@ -32,7 +32,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from voicehub.call_report import FRAME, RATE, AgentSegment, CallReport, ReceivedEvent, Utterance
+from voicehub.client.report import FRAME, RATE, AgentSegment, CallReport, ReceivedEvent, Utterance
 from voicehub.errors import VoicehubError
 
 __all__ = ["CallClient", "CallOptions", "caller_audio", "place_call"]

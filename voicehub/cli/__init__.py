@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from voicehub.cli_commands import add_commands, run_command
+from voicehub.cli.commands import add_commands, run_command
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -14,16 +14,16 @@ import pytest
 from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
-from voicehub.core.hub import Hub
 from voicehub.core.room import Room
-from voicehub.desk import Desk, DeskOrchestration, load_desks
-from voicehub.desk_conversation import StagedPipeline
+from voicehub.desks.conversation import StagedPipeline
+from voicehub.desks.desk import Desk, DeskOrchestration, load_desks
+from voicehub.hub import Hub
 from voicehub.orchestration.handoff import HANDOFF_TOOL
 from voicehub.orchestration.pipeline import handoff_handler_of
 from voicehub.orchestration.state import get_conversation_state
 from voicehub.orchestration.swarm import Swarm
 
-CHANNELS = Path(__file__).resolve().parent.parent / "channels"
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 GUARD = 10.0  # seconds; only a hang ever waits this long
 
 

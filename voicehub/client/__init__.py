@@ -1,0 +1,1 @@
+"""The synthetic caller behind `voicehub call`: a WebSocket client and its call report."""
