@@ -1,13 +1,18 @@
-"""The hub: one per process. It owns rooms, hooks, the store, agents, tasks and delivery."""
+"""The hub: one per process. It owns rooms, hooks, the store, agents, tasks and delivery.
+
+It is the composition side of the runtime: it builds delegation and delivery on top of the
+core, and the layers below see it only through `voicehub.core.runtime.Runtime` and
+`voicehub.orchestration.runtime.OrchestrationRuntime`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from voicehub.agents.agent import Agent
 from voicehub.core.channels import Channel
 from voicehub.core.clock import Clock, SystemClock
 from voicehub.core.events import ChannelType, Event, EventKind
@@ -23,13 +28,11 @@ from voicehub.core.jobs import BackgroundJobs
 from voicehub.core.room import Room, closed_message
 from voicehub.core.store.base import RoomRecord, RoomStatus, Store
 from voicehub.core.store.memory import MemoryStore
+from voicehub.delivery.policy import DeliveryStrategy, StrategyLike, parse_strategy
+from voicehub.delivery.service import DeliveryService
 from voicehub.errors import RoomClosedError, RoomNotFoundError, UnknownAgentError
-
-if TYPE_CHECKING:
-    from voicehub.agents.agent import Agent
-    from voicehub.delivery.service import DeliveryService
-    from voicehub.orchestration.base import Orchestration
-    from voicehub.orchestration.delegation import Delegation, TaskHandle
+from voicehub.orchestration.base import Orchestration
+from voicehub.orchestration.delegation import Delegation, TaskHandle
 
 log = logging.getLogger("voicehub.hub")
 
@@ -46,6 +49,9 @@ class Hub:
 
     `max_concurrent_tasks` and `max_tasks_per_room` bound delegated work; extra tasks queue.
     `delivery_strategy` is the desk default used by `deliver` when none is given.
+    Agents are looked up per room: a room reaches its orchestration's agents (a child room
+    its root's), then those registered with `register_agent`, so two desks served by one
+    hub may use the same agent id.
     """
 
     def __init__(
@@ -53,7 +59,7 @@ class Hub:
         *,
         store: Store | None = None,
         orchestration: Orchestration | None = None,
-        delivery_strategy: Any = "wait_for_idle",
+        delivery_strategy: StrategyLike = "wait_for_idle",
         clock: Clock | None = None,
         max_concurrent_tasks: int = 64,
         max_tasks_per_room: int = 16,
@@ -63,23 +69,27 @@ class Hub:
         self.clock: Clock = clock or SystemClock()
         self.hooks = HookRegistry()
         self.orchestration = orchestration
-        self.delivery_strategy = delivery_strategy
         self.agents: dict[str, Agent] = {}
         self.jobs = BackgroundJobs()
         self._rooms: dict[str, Room] = {}
         self._room_orchestrations: dict[str, Orchestration] = {}
-        # The hub composes delegation and delivery; they are imported here, not at module
-        # level, because both build on `core` (dependencies point one way).
-        from voicehub.delivery.service import DeliveryService
-        from voicehub.orchestration.delegation import Delegation
-
+        self._room_agents: dict[str, dict[str, Agent]] = {}
         self.tasks: Delegation = Delegation(
             self,
             max_concurrent=max_concurrent_tasks,
             max_per_room=max_tasks_per_room,
             default_timeout=task_timeout,
         )
-        self.delivery: DeliveryService = DeliveryService(self)
+        self.delivery: DeliveryService = DeliveryService(self, default_strategy=delivery_strategy)
+
+    @property
+    def delivery_strategy(self) -> DeliveryStrategy:
+        """The default strategy of `deliver` (the delivery service's)."""
+        return self.delivery.default_strategy
+
+    @delivery_strategy.setter
+    def delivery_strategy(self, strategy: StrategyLike) -> None:
+        self.delivery.default_strategy = parse_strategy(strategy)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -106,14 +116,28 @@ class Hub:
     # -- agents --------------------------------------------------------------------------
 
     def register_agent(self, agent: Agent) -> None:
+        """Make `agent` reachable by id from every room (after the room's own agents)."""
         self.agents[agent.id] = agent
 
-    def agent(self, agent_id: str) -> Agent:
+    def agents_of(self, room_id: str | None) -> Mapping[str, Agent]:
+        """The agents `room_id` reaches by id: its orchestration's (a child room uses its
+        root room's), then the registered ones; with None, only the registered ones."""
+        own = self._room_agents.get(_root_id(room_id)) if room_id is not None else None
+        if not own:
+            return self.agents
+        return {**self.agents, **own}
+
+    def agent(self, agent_id: str, room_id: str | None = None) -> Agent:
+        """The agent `agent_id` as seen from `room_id`; raises UnknownAgentError."""
+        reachable = self.agents_of(room_id)
         try:
-            return self.agents[agent_id]
+            return reachable[agent_id]
         except KeyError:
-            known = ", ".join(sorted(self.agents)) or "none"
-            raise UnknownAgentError(f"unknown agent {agent_id!r}; known agents: {known}") from None
+            known = ", ".join(sorted(reachable)) or "none"
+            where = f" in room {room_id!r}" if room_id is not None else ""
+            raise UnknownAgentError(
+                f"unknown agent {agent_id!r}{where}; known agents: {known}"
+            ) from None
 
     # -- rooms ---------------------------------------------------------------------------
 
@@ -159,8 +183,7 @@ class Hub:
         chosen = self.orchestration if orchestration is DEFAULT else orchestration
         if chosen is not None:
             self._room_orchestrations[room_id] = chosen
-            for agent in chosen.agents():
-                self.agents.setdefault(agent.id, agent)
+            self._room_agents[room_id] = {agent.id: agent for agent in chosen.agents()}
             await chosen.install(self, room_id)
         await self.run_hooks(HookTrigger.ON_ROOM_CREATED, _system_event(room_id, "room opened"))
         return room
@@ -195,6 +218,7 @@ class Hub:
         await self.run_hooks(HookTrigger.ON_ROOM_CLOSED, _system_event(room_id, "room closed"))
         self._rooms.pop(room_id, None)
         self._room_orchestrations.pop(room_id, None)
+        self._room_agents.pop(room_id, None)
         self.hooks.drop_room(room_id)
 
     async def release_room(self, room_id: str) -> bool:
@@ -211,6 +235,7 @@ class Hub:
         await self.store.update_room(room.record())
         self._rooms.pop(room_id, None)
         self._room_orchestrations.pop(room_id, None)
+        self._room_agents.pop(room_id, None)
         self.hooks.drop_room(room_id)
         self.tasks.forget_room(room_id)
         return True
@@ -277,9 +302,9 @@ class Hub:
         stop_tools: Sequence[str] = (),
     ) -> TaskHandle:
         """Run `agent` on `task` in a new child room `<parent>::task-<n>`; returns at once."""
-        if isinstance(agent, str):
-            agent = self.agent(agent)
         parent_id = parent_room.id if isinstance(parent_room, Room) else parent_room
+        if isinstance(agent, str):
+            agent = self.agent(agent, parent_id)
         return await self.tasks.delegate(
             agent,
             task,
@@ -294,7 +319,7 @@ class Hub:
         self,
         room_id: str,
         content: str,
-        strategy: Any = None,
+        strategy: StrategyLike | None = None,
         *,
         metadata: dict[str, Any] | None = None,
         delivery_id: str | None = None,
@@ -321,3 +346,8 @@ def _system_event(room_id: str, text: str) -> Event:
         source_type=ChannelType.SYSTEM,
         room_id=room_id,
     )
+
+
+def _root_id(room_id: str) -> str:
+    """Child rooms are `<parent>::task-<n>`; agents are looked up in the root room."""
+    return room_id.split("::", 1)[0]

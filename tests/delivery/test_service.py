@@ -54,7 +54,7 @@ async def make_hub(clock: VirtualClock) -> AsyncIterator[HubFactory]:
     ) -> Hub:
         hub = Hub(clock=clock, delivery_strategy=strategy, store=store)
         if service:
-            hub.delivery = DeliveryService(hub, **service)
+            hub.delivery = DeliveryService(hub, default_strategy=strategy, **service)
         if start:
             await hub.start()
         hubs.append(hub)
@@ -491,7 +491,9 @@ async def test_an_item_past_its_time_to_live_expires_and_is_never_spoken(
     clock: VirtualClock, make_hub: HubFactory
 ) -> None:
     hub = Hub(clock=clock, delivery_strategy=WaitForIdle(buffer=1.0))
-    hub.delivery = DeliveryService(hub, wall=clock.now, ttl=10.0)
+    hub.delivery = DeliveryService(
+        hub, default_strategy=WaitForIdle(buffer=1.0), wall=clock.now, ttl=10.0
+    )
     await hub.start()
     after = AfterLog(hub)
     session = FakeSession(clock)

@@ -22,7 +22,7 @@ from voicehub.delivery.injector import AlwaysIdle, TextInjector
 from voicehub.delivery.policy import WaitForIdle
 from voicehub.desks.desk import Desk, build_desk, load_desks
 from voicehub.desks.loading import load_desk_file
-from voicehub.errors import ConfigError, ToolError
+from voicehub.errors import ConfigError, ToolError, UnknownAgentError
 from voicehub.hub import Hub
 from voicehub.tools.knowledge import KnowledgeBase, KnowledgeEntry, search_knowledge_tool, tokens
 from voicehub.tools.registry import DeskResources, make_tool
@@ -376,3 +376,21 @@ def test_broken_knowledge_files_name_the_field(tmp_path: Path) -> None:
     path.write_text("[[entries]\n")
     with pytest.raises(ConfigError, match=r"kb.toml: TOML syntax error: .*line 1"):
         KnowledgeBase.from_file(path)
+
+
+async def test_two_desks_on_one_hub_keep_their_own_agents(desks: dict[str, Desk]) -> None:
+    research, drafting = desks["research"], desks["drafting"]
+    # Both example desks name their front agent "desk".
+    assert research.front_agent.id == drafting.front_agent.id == "desk"
+    async with Hub() as hub:
+        await hub.create_room("r", orchestration=research.orchestration())
+        await hub.create_room("d", orchestration=drafting.orchestration())
+        assert hub.agent("desk", "r") is research.agents["desk"]
+        assert hub.agent("desk", "d") is drafting.agents["desk"]
+        # A child room sees its root room's agents.
+        assert hub.agent("desk", "d::task-1") is drafting.agents["desk"]
+        with pytest.raises(UnknownAgentError, match="'analyst-a' in room 'd'"):
+            hub.agent("analyst-a", "d")
+        handle = await hub.delegate("analyst-a", "heat pumps", "r")
+        assert handle.agent_id == "analyst-a"
+        await handle.result()

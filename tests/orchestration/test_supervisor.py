@@ -390,7 +390,10 @@ async def test_hub_default_per_room_override_and_none() -> None:
     assert list(first.channels) == ["coordinator"]
     assert list(second.channels) == ["concierge"]
     assert bare.channels == {}
-    assert {"coordinator", "researcher", "concierge", "writer"} <= set(hub.agents)
+    # Each room reaches its own orchestration's agents, not the other's.
+    assert set(hub.agents_of("first")) == {"coordinator", "researcher"}
+    assert set(hub.agents_of("second")) == {"concierge", "writer"}
+    assert hub.agents_of("bare") == {}
 
     text = TextChannel("web")
     for room in (first, second, bare):
@@ -429,7 +432,7 @@ async def test_a_custom_orchestration(hub: Hub) -> None:
     strategy = Greeter()
     room, text = await text_room(hub, strategy)
     assert strategy.installed == ["call"]
-    assert hub.agents["greeter"] is strategy.greeter
+    assert hub.agent("greeter", room.id) is strategy.greeter
     await text.send(room, "hello")
     assert [e.text for e in text.pending(room.id)] == ["Welcome to the desk."]
     events = await hub.history("call")

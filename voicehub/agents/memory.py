@@ -8,13 +8,13 @@ from voicehub.agents.llm import ChatMessage
 from voicehub.core.events import Event, EventKind
 
 if TYPE_CHECKING:
-    from voicehub.hub import Hub
+    from voicehub.core.runtime import Runtime
 
 _SPOKEN = (EventKind.MESSAGE, EventKind.TRANSCRIPT, EventKind.DELIVERY)
 
 
 class MemoryProvider(Protocol):
-    async def messages(self, hub: Hub, room_id: str, agent_id: str) -> list[ChatMessage]: ...
+    async def messages(self, hub: Runtime, room_id: str, agent_id: str) -> list[ChatMessage]: ...
 
 
 class SlidingWindowMemory:
@@ -29,7 +29,7 @@ class SlidingWindowMemory:
             raise ValueError(f"max_events must be at least 1, got {max_events}")
         self.max_events = max_events
 
-    async def messages(self, hub: Hub, room_id: str, agent_id: str) -> list[ChatMessage]:
+    async def messages(self, hub: Runtime, room_id: str, agent_id: str) -> list[ChatMessage]:
         # Tool calls and system events share the room, so the last `max_events` events may
         # hold fewer spoken ones: read a wider tail until the window is full or history ends.
         fetch = self.max_events

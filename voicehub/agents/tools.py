@@ -20,7 +20,7 @@ from voicehub.agents.llm import ToolSpec
 from voicehub.errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
-    from voicehub.hub import Hub
+    from voicehub.core.runtime import Runtime
 
 log = logging.getLogger("voicehub.tools")
 
@@ -29,7 +29,7 @@ log = logging.getLogger("voicehub.tools")
 class ToolContext:
     """Where a tool runs. Tools declare a parameter of this type to receive it."""
 
-    hub: Hub | None = None
+    hub: Runtime | None = None
     room_id: str = ""
     agent_id: str = ""
     call_id: str = ""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from voicehub.core.events import Event
 
 if TYPE_CHECKING:
-    from voicehub.hub import Hub
+    from voicehub.core.runtime import Runtime
 
 log = logging.getLogger("voicehub.hooks")
 
@@ -66,7 +66,7 @@ class HookResult:
 class HookContext:
     """Where a hook runs: the hub, the room, and the trigger."""
 
-    hub: Hub
+    hub: Runtime
     room_id: str
     trigger: HookTrigger
 

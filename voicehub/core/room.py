@@ -14,7 +14,7 @@ from voicehub.core.store.base import RoomRecord, RoomStatus
 from voicehub.errors import RoomClosedError
 
 if TYPE_CHECKING:
-    from voicehub.hub import Hub
+    from voicehub.core.runtime import Runtime
 
 log = logging.getLogger("voicehub.room")
 
@@ -22,7 +22,7 @@ log = logging.getLogger("voicehub.room")
 class Room:
     """A live room. Create rooms with `Hub.create_room`, not directly."""
 
-    def __init__(self, hub: Hub, record: RoomRecord, last_seq: int = 0) -> None:
+    def __init__(self, hub: Runtime, record: RoomRecord, last_seq: int = 0) -> None:
         self.hub = hub
         self.id = record.id
         self.parent_id = record.parent_id

@@ -11,8 +11,8 @@ from voicehub.core.events import ChannelType, Event, EventKind
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
+    from voicehub.core.runtime import Runtime
     from voicehub.delivery.policy import ActivityState
-    from voicehub.hub import Hub
 
 
 class InjectOutcome(StrEnum):
@@ -47,7 +47,7 @@ class ActivityFeed(Protocol):
 class TextInjector:
     """Delivers into a text room by posting the result as a delivery message now."""
 
-    def __init__(self, hub: Hub, room_id: str) -> None:
+    def __init__(self, hub: Runtime, room_id: str) -> None:
         self.hub = hub
         self.room_id = room_id
 
@@ -83,3 +83,15 @@ class AlwaysIdle:
 
     async def wait_for_change(self, after_version: int) -> Any:
         await asyncio.Event().wait()  # a text room's activity never changes
+
+
+class SessionRegistry(Protocol):
+    """Where a live voice session registers for delivery (the `DeliveryService`)."""
+
+    async def attach(self, room_id: str, injector: Injector, activity: ActivityFeed) -> None:
+        """The room's call went live: results may be spoken through `injector`."""
+        ...
+
+    async def detach(self, room_id: str) -> None:
+        """The call ended: hold what is left for the next one."""
+        ...

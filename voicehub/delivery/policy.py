@@ -121,6 +121,9 @@ class Queued:
 DeliveryStrategy: TypeAlias = Immediate | WaitForIdle | Queued
 """How a result is timed into the call."""
 
+StrategyLike: TypeAlias = DeliveryStrategy | str
+"""A strategy or its shorthand ("immediate", "wait_for_idle", "queued")."""
+
 _SHORTHANDS: Final[dict[str, DeliveryStrategy]] = {
     "immediate": Immediate(),
     "wait_for_idle": WaitForIdle(),
@@ -130,7 +133,7 @@ _ALLOWED: Final = ", ".join(repr(name) for name in _SHORTHANDS)
 
 
 def parse_strategy(
-    value: DeliveryStrategy | str | None, default: DeliveryStrategy = WaitForIdle()
+    value: StrategyLike | None, default: DeliveryStrategy = WaitForIdle()
 ) -> DeliveryStrategy:
     """Turn a strategy value, a shorthand string or None (meaning `default`) into a strategy.
 

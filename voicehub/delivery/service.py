@@ -29,6 +29,7 @@ from voicehub.delivery.policy import (
     Deliver,
     DeliveryStrategy,
     PendingItem,
+    StrategyLike,
     WakeAt,
     decide,
     parse_strategy,
@@ -36,7 +37,7 @@ from voicehub.delivery.policy import (
 )
 
 if TYPE_CHECKING:
-    from voicehub.hub import Hub
+    from voicehub.core.runtime import Runtime
 
 __all__ = ["ActivityFeed", "DeliveryService"]
 
@@ -93,9 +94,9 @@ class DeliveryService:
 
     def __init__(
         self,
-        hub: Hub,
+        hub: Runtime,
         *,
-        default_strategy: DeliveryStrategy | str | None = None,
+        default_strategy: StrategyLike = "wait_for_idle",
         ttl: float | None = 24 * 3600.0,
         max_attempts: int = 3,
         retry_delay: float = 1.0,
@@ -103,17 +104,11 @@ class DeliveryService:
     ) -> None:
         self.hub = hub
         self.clock = hub.clock
-        self._default_strategy = default_strategy
+        self.default_strategy = parse_strategy(default_strategy)
         self.outbox = Outbox(hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall)
         self.retry_delay = retry_delay
         self._rooms: dict[str, _RoomQueue] = {}
         self._started = False
-
-    @property
-    def default_strategy(self) -> DeliveryStrategy:
-        """The service's own default, else the desk's (`hub.delivery_strategy`)."""
-        chosen = self._default_strategy
-        return parse_strategy(chosen if chosen is not None else self.hub.delivery_strategy)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -145,7 +140,7 @@ class DeliveryService:
         room_id: str,
         content: str,
         *,
-        strategy: Any = None,
+        strategy: StrategyLike | None = None,
         metadata: dict[str, Any] | None = None,
         delivery_id: str | None = None,
     ) -> str:

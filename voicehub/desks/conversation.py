@@ -26,11 +26,12 @@ from voicehub.orchestration.pipeline import (
     Pipeline,
     PipelineStage,
 )
+from voicehub.orchestration.runtime import orchestration_runtime
 from voicehub.orchestration.swarm import Swarm
 
 if TYPE_CHECKING:
+    from voicehub.core.runtime import Runtime
     from voicehub.desks.loading import DeskConfig
-    from voicehub.hub import Hub
 
 __all__ = ["StagedPipeline", "handoff_strategy", "text_ask_user_tool"]
 
@@ -76,7 +77,7 @@ def handoff_strategy(config: DeskConfig, agents: Mapping[str, Agent]) -> Handoff
 def text_ask_user_tool(*, timeout: float, max_reasks: int) -> Tool:
     """`ask_user` for the text rooms of any hub: asks through one `TextAsker` per hub and
     agent (the question is that agent's message), waiting `timeout` seconds per answer."""
-    askers: WeakKeyDictionary[Hub, dict[str, TextAsker]] = WeakKeyDictionary()
+    askers: WeakKeyDictionary[Runtime, dict[str, TextAsker]] = WeakKeyDictionary()
 
     async def ask_user(questions: list[Question], context: ToolContext, preamble: str = "") -> str:
         """Ask the user one or more questions and wait for the answers (JSON). Use it when
@@ -86,11 +87,12 @@ def text_ask_user_tool(*, timeout: float, max_reasks: int) -> Tool:
             raise ToolError("questions is empty: give at least one question")
         if context.hub is None or not context.room_id:
             raise ToolError("ask_user needs a room; it was called outside one")
-        by_agent = askers.setdefault(context.hub, {})
+        hub = orchestration_runtime(context.hub, "ask_user")
+        by_agent = askers.setdefault(hub, {})
         agent_id = context.agent_id or "assistant"
         asker = by_agent.get(agent_id)
         if asker is None:
-            asker = by_agent[agent_id] = TextAsker(context.hub, agent_id=agent_id, timeout=timeout)
+            asker = by_agent[agent_id] = TextAsker(hub, agent_id=agent_id, timeout=timeout)
         result = await run_interview(
             asker, context.room_id, questions, preamble, max_reasks=max_reasks
         )

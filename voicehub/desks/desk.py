@@ -34,6 +34,7 @@ from voicehub.hub import Hub
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.loop import Loop
 from voicehub.orchestration.pipeline import HandoffStrategy
+from voicehub.orchestration.runtime import OrchestrationRuntime
 from voicehub.orchestration.state import (
     STATE_KEY,
     HasMetadata,
@@ -174,7 +175,7 @@ class DeskOrchestration(Orchestration):
     def agents(self) -> list[Agent]:
         return list(self.desk.agents.values())
 
-    async def install(self, hub: Hub, room_id: str) -> None:
+    async def install(self, hub: OrchestrationRuntime, room_id: str) -> None:
         room = hub.room(room_id)
         desk = self.desk
         # Remember the desk with the conversation, so a reconnect can find it again.

@@ -32,7 +32,7 @@ from voicehub.orchestration.answers import AnswerValue, QuestionType, parse_answ
 
 if TYPE_CHECKING:
     from voicehub.core.room import Room
-    from voicehub.hub import Hub
+    from voicehub.orchestration.runtime import OrchestrationRuntime
 
 ANSWER_ROUTE = "ask_user answer"
 """`_routed_to` of a message taken as an answer. Agent ids never contain spaces, so no agent
@@ -275,7 +275,13 @@ class TextAsker:
     `present` to deliver the question another way.
     """
 
-    def __init__(self, hub: Hub, *, agent_id: str = "assistant", timeout: float | None = 300.0):
+    def __init__(
+        self,
+        hub: OrchestrationRuntime,
+        *,
+        agent_id: str = "assistant",
+        timeout: float | None = 300.0,
+    ):
         self.hub = hub
         self.agent_id = agent_id
         self.timeout = timeout

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
-    from voicehub.hub import Hub
+    from voicehub.orchestration.runtime import OrchestrationRuntime
 
 
 class Orchestration(ABC):
@@ -19,5 +19,5 @@ class Orchestration(ABC):
         """Agents to register with the hub."""
 
     @abstractmethod
-    async def install(self, hub: Hub, room_id: str) -> None:
+    async def install(self, hub: OrchestrationRuntime, room_id: str) -> None:
         """Wire the strategy into room `room_id`."""

@@ -29,10 +29,10 @@ from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
+from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
 
 if TYPE_CHECKING:
     from voicehub.core.room import Room
-    from voicehub.hub import Hub
 
 TargetStatus = Literal["pending", "researching", "planning", "writing", "complete"]
 Priority = Literal["high", "medium", "low"]
@@ -258,11 +258,11 @@ class BlackboardOrchestrator(Orchestration):
         """The board of `room_id` (created on first use, dropped when the room closes)."""
         return self._boards.setdefault(room_id, Blackboard())
 
-    async def install(self, hub: Hub, room_id: str) -> None:
+    async def install(self, hub: OrchestrationRuntime, room_id: str) -> None:
         """Attach the orchestrator: each user message runs a session on the room's board."""
 
         async def respond(channel: AgentChannel, event: Event, room: Room) -> None:
-            outcome = await self.run(room.hub, room.id, event.text)
+            outcome = await self.run(hub, room.id, event.text)
             if outcome.text:
                 await channel.say(room, outcome.text)
 
@@ -282,7 +282,12 @@ class BlackboardOrchestrator(Orchestration):
         return prepare
 
     async def run(
-        self, hub: Hub, room_id: str, request: str, *, board: Blackboard | None = None
+        self,
+        hub: OrchestrationRuntime,
+        room_id: str,
+        request: str,
+        *,
+        board: Blackboard | None = None,
     ) -> BlackboardRun:
         """Run one session on `request` in `room_id` (tool calls are recorded there)."""
         board = board if board is not None else self.board(room_id)
@@ -357,12 +362,11 @@ class BlackboardOrchestrator(Orchestration):
         instruction: str,
     ) -> str:
         target = _open_target(board, target_id)
-        if context.hub is None:
-            raise ToolError("delegation needs a room; this tool was called outside one")
+        hub = orchestration_runtime(context.hub, "delegation")
         status, kind = _WORK[work]
         board.set_status(target_id, status)
         agent = self.specialists[work]
-        handle = await context.hub.delegate(
+        handle = await hub.delegate(
             agent,
             _task(board, target, work, instruction),
             context.room_id,

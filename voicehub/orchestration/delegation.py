@@ -28,7 +28,7 @@ from voicehub.errors import VoicehubError
 from voicehub.orchestration.admission import Admission
 
 if TYPE_CHECKING:
-    from voicehub.hub import Hub
+    from voicehub.orchestration.runtime import OrchestrationRuntime
 
 log = logging.getLogger("voicehub.delegation")
 
@@ -96,7 +96,12 @@ class Delegation:
     """The hub's task manager."""
 
     def __init__(
-        self, hub: Hub, *, max_concurrent: int, max_per_room: int, default_timeout: float | None
+        self,
+        hub: OrchestrationRuntime,
+        *,
+        max_concurrent: int,
+        max_per_room: int,
+        default_timeout: float | None,
     ) -> None:
         if max_concurrent < 1 or max_per_room < 1:
             raise VoicehubError("task concurrency limits must be at least 1")

@@ -21,10 +21,11 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import Field, JsonValue
 
+from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.memory import MemoryProvider
@@ -41,8 +42,8 @@ from voicehub.orchestration.state import (
 
 if TYPE_CHECKING:
     from voicehub.core.room import Room
-    from voicehub.hub import Hub
-    from voicehub.orchestration.router import ConversationRouter
+    from voicehub.core.runtime import Runtime
+    from voicehub.orchestration.runtime import OrchestrationRuntime
 
 log = logging.getLogger("voicehub.handoff")
 
@@ -66,6 +67,16 @@ class HandoffResult:
     valid_targets: tuple[str, ...] = ()
 
 
+class RoutedAgents(Protocol):
+    """What a handler needs of the router it works with (a `ConversationRouter`)."""
+
+    @property
+    def agent_ids(self) -> set[str]: ...
+
+    @property
+    def supervisor_id(self) -> str | None: ...
+
+
 class HandoffHandler:
     """Validates and applies handoffs in the rooms of one hub.
 
@@ -76,20 +87,25 @@ class HandoffHandler:
     leaving a phase the graph does not list.
     `allow_human` enables the special target "human". `agent_ids` names agents that are
     valid targets even when not attached to the room (a voice session runs them itself).
+    `agents` are the agents it hands between (their descriptions go into the tool).
     """
 
     def __init__(
         self,
-        hub: Hub,
-        router: ConversationRouter | None = None,
+        hub: OrchestrationRuntime,
+        router: RoutedAgents | None = None,
         agent_aliases: Mapping[str, str] | None = None,
         phase_map: Mapping[str, str] | None = None,
         allowed_transitions: Mapping[str, Collection[str]] | None = None,
         *,
         allow_human: bool = False,
         agent_ids: Collection[str] = (),
+        agents: Mapping[str, Agent] | None = None,
     ) -> None:
         self.hub = hub
+        # The agents this handler hands between, for the tool's target descriptions; the
+        # hub's registered agents otherwise (desks may reuse ids, so no global lookup).
+        self.agents = dict(agents) if agents is not None else None
         self.agent_ids = frozenset(agent_ids)
         self.router = router
         self.agent_aliases = dict(agent_aliases or {})
@@ -277,7 +293,8 @@ class HandoffHandler:
         """One line about a target for the tool description."""
         if target == HUMAN:
             return f"{HUMAN}: a person from the team takes over"
-        agent = self.hub.agents.get(target)
+        known = self.agents if self.agents is not None else self.hub.agents_of(None)
+        agent = known.get(target)
         if agent is None:
             return target
         about = agent.when_to_use or agent.description or agent.role
@@ -363,7 +380,7 @@ class HandoffMemoryProvider:
     def __init__(self, inner: MemoryProvider) -> None:
         self.inner = inner
 
-    async def messages(self, hub: Hub, room_id: str, agent_id: str) -> list[ChatMessage]:
+    async def messages(self, hub: Runtime, room_id: str, agent_id: str) -> list[ChatMessage]:
         messages = await self.inner.messages(hub, room_id, agent_id)
         room = hub.rooms.get(room_id)
         if room is None:

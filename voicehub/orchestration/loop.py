@@ -22,11 +22,11 @@ from voicehub.core.events import Event
 from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import TaskResult
+from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
 from voicehub.orchestration.task_tools import task_tools
 
 if TYPE_CHECKING:
     from voicehub.core.room import Room
-    from voicehub.hub import Hub
 
 VERDICT_TOOL = "submit_verdict"
 
@@ -114,7 +114,7 @@ class Loop(Orchestration):
     def agents(self) -> list[Agent]:
         return [*([self.front] if self.front else []), self.producer, *self.reviewers]
 
-    async def install(self, hub: Hub, room_id: str) -> None:
+    async def install(self, hub: OrchestrationRuntime, room_id: str) -> None:
         room = hub.room(room_id)
         if self.async_delivery and self.front is not None:
             await room.attach(AgentChannel(self.front, extra_tools=self.tools()))
@@ -127,9 +127,7 @@ class Loop(Orchestration):
         check/cancel tools."""
 
         async def delegate_loop(task: str, context: ToolContext) -> str:
-            hub = context.hub
-            if hub is None:
-                raise ToolError("delegate_loop needs a room; it was called outside one")
+            hub = orchestration_runtime(context.hub, "delegate_loop")
             if not task.strip():
                 raise ToolError("task is empty: say what should be drafted")
             hub.jobs.start(
@@ -150,7 +148,7 @@ class Loop(Orchestration):
         )
         return [Tool(delegate_loop, description=description), *task_tools()]
 
-    async def _run_and_deliver(self, hub: Hub, room_id: str, task: str) -> None:
+    async def _run_and_deliver(self, hub: OrchestrationRuntime, room_id: str, task: str) -> None:
         result = await self.run(hub, room_id, task)
         await hub.deliver(
             room_id,
@@ -165,12 +163,12 @@ class Loop(Orchestration):
         )
 
     async def _respond(self, channel: AgentChannel, event: Event, room: Room) -> None:
-        result = await self.run(room.hub, room.id, event.text)
+        result = await self.run(orchestration_runtime(room.hub, "loop"), room.id, event.text)
         await channel.say(room, result.output, approved=result.approved, iteration=result.iteration)
 
     # -- the loop ------------------------------------------------------------------------
 
-    async def run(self, hub: Hub, room_id: str, task: str) -> LoopResult:
+    async def run(self, hub: OrchestrationRuntime, room_id: str, task: str) -> LoopResult:
         """Produce, review, revise; every step runs in its own child room."""
         draft = ""
         rounds: list[list[Review]] = []
@@ -197,7 +195,9 @@ class Loop(Orchestration):
                 return LoopResult(draft, True, iteration, rounds)
         return LoopResult(draft, False, self.max_iterations, rounds)
 
-    async def _review(self, hub: Hub, room_id: str, task: str, draft: str) -> list[Review]:
+    async def _review(
+        self, hub: OrchestrationRuntime, room_id: str, task: str, draft: str
+    ) -> list[Review]:
         prompt = (
             f"Review this draft for the task: {task}\n\nDraft:\n{draft}\n\n"
             f"Call {VERDICT_TOOL} with approved=true, or approved=false and feedback."
@@ -216,7 +216,13 @@ class Loop(Orchestration):
         return reviews
 
     async def _delegate(
-        self, hub: Hub, room_id: str, agent: Agent, task: str, *, verdict: bool = False
+        self,
+        hub: OrchestrationRuntime,
+        room_id: str,
+        agent: Agent,
+        task: str,
+        *,
+        verdict: bool = False,
     ) -> TaskResult:
         handle = await hub.delegate(
             agent,

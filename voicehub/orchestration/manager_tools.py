@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.llm import ChatMessage
@@ -23,9 +23,7 @@ from voicehub.agents.tools import Tool, ToolContext, ToolResult
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.errors import ToolError
 from voicehub.orchestration.directory import Directory, Kind, Workflow
-
-if TYPE_CHECKING:
-    from voicehub.hub import Hub
+from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
 
 PRE_RUN_TOOLS = ("list_agents", "list_workflows")
 """Tools run before the first model call when an agent has them (no arguments, read-only)."""
@@ -75,9 +73,7 @@ def delegate_tool(
     ) -> str:
         """Hand a task to an agent, or a goal to a workflow, and get back its result. Look
         the names up with list_agents and list_workflows first."""
-        hub = context.hub
-        if hub is None:
-            raise ToolError("delegate needs a room; it was called outside one")
+        hub = orchestration_runtime(context.hub, "delegate")
         if not instruction.strip():
             raise ToolError(f"instruction is empty: say what the {kind} should accomplish")
         run = _Run(hub, context.room_id, timeout, share_channels)
@@ -85,7 +81,7 @@ def delegate_tool(
             agent = directory.agent(name)
             if agent is None:
                 raise ToolError(_unknown(directory, kind, name))
-            return await run.agent(_runnable(hub, agent), instruction)
+            return await run.agent(_runnable(hub, context.room_id, agent), instruction)
         workflow = directory.workflow(name)
         if workflow is None:
             raise ToolError(_unknown(directory, kind, name))
@@ -163,7 +159,7 @@ class _Run:
 
     def __init__(
         self,
-        hub: Hub,
+        hub: OrchestrationRuntime,
         room_id: str,
         timeout: float | None,
         share_channels: Sequence[str] | None,
@@ -208,7 +204,9 @@ class _Run:
             assert listed is not None  # the directory checked every step's agent
             values = {"instruction": instruction, "goal": summary.goal, "previous": previous}
             try:
-                previous = await self.agent(_runnable(self.hub, listed), render(step.task, values))
+                previous = await self.agent(
+                    _runnable(self.hub, self.room_id, listed), render(step.task, values)
+                )
             except ToolError as exc:
                 raise ToolError(
                     f"workflow {summary.name!r} stopped at step {number} ({step.agent}): {exc}"
@@ -217,11 +215,11 @@ class _Run:
         return "\n".join(lines)
 
 
-def _runnable(hub: Hub, agent: Agent) -> Agent:
+def _runnable(hub: OrchestrationRuntime, room_id: str, agent: Agent) -> Agent:
     """A directory built from desk files lists agents without a model; the hub may hold the
     same agent with one (the desk loader registered it)."""
     if agent.llm is None:
-        registered = hub.agents.get(agent.id)
+        registered = hub.agents_of(room_id).get(agent.id)
         if registered is not None and registered.llm is not None:
             return registered
     return agent

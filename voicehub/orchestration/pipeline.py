@@ -38,7 +38,7 @@ from voicehub.orchestration.state import (
 
 if TYPE_CHECKING:
     from voicehub.core.room import Room
-    from voicehub.hub import Hub
+    from voicehub.orchestration.runtime import OrchestrationRuntime
 
 
 class PipelineStage(BaseModel):
@@ -155,7 +155,7 @@ class ConversationPipeline:
 
     def install(
         self,
-        hub: Hub,
+        hub: OrchestrationRuntime,
         agents: Sequence[AgentChannel],
         *,
         room_id: str | None = None,
@@ -226,7 +226,7 @@ class HandoffStrategy(Orchestration):
         return [*self.members, *([self.supervisor] if self.supervisor else [])]
 
     @abstractmethod
-    def make_handler(self, hub: Hub) -> HandoffHandler:
+    def make_handler(self, hub: OrchestrationRuntime) -> HandoffHandler:
         """A new handler for `hub` (called once per hub)."""
 
     @abstractmethod
@@ -237,7 +237,7 @@ class HandoffStrategy(Orchestration):
     def initial_state(self) -> ConversationState:
         """The state a new room starts in."""
 
-    def handler_for(self, hub: Hub) -> HandoffHandler:
+    def handler_for(self, hub: OrchestrationRuntime) -> HandoffHandler:
         """The handoff handler serving this strategy's rooms in `hub` (subscribe to it with
         `on_accepted`)."""
         handler = self._handlers.get(id(hub))
@@ -246,7 +246,7 @@ class HandoffStrategy(Orchestration):
             handler = self._handlers[id(hub)] = self.make_handler(hub)
         return handler
 
-    async def install(self, hub: Hub, room_id: str) -> None:
+    async def install(self, hub: OrchestrationRuntime, room_id: str) -> None:
         room = hub.room(room_id)
         handler = self.handler_for(hub)
         hub.hooks.add(
@@ -288,7 +288,7 @@ class HandoffStrategy(Orchestration):
             await taker.reply(room, instruction=self.greeting)
 
 
-def handoff_handler_of(hub: Hub, room_id: str) -> HandoffHandler | None:
+def handoff_handler_of(hub: OrchestrationRuntime, room_id: str) -> HandoffHandler | None:
     """The handoff handler of the Pipeline or Swarm running `room_id`, if there is one.
 
     A voice session uses it to follow handoffs: `handler.on_accepted(switch, room_id=...)`.
@@ -346,7 +346,7 @@ class Pipeline(HandoffStrategy):
         )
         self.router = self.pipeline.to_router()
 
-    def make_handler(self, hub: Hub) -> HandoffHandler:
+    def make_handler(self, hub: OrchestrationRuntime) -> HandoffHandler:
         return HandoffHandler(
             hub,
             self.router,
@@ -355,6 +355,7 @@ class Pipeline(HandoffStrategy):
             allowed_transitions=self.pipeline.get_allowed_transitions(),
             allow_human=self.allow_human,
             agent_ids=[agent.id for agent in self.members],
+            agents={agent.id: agent for agent in self.members},
         )
 
     def targets_for(self, agent_id: str) -> list[str]:

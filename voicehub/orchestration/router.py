@@ -19,12 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookContext, HookExecution, HookFunction, HookTrigger
 from voicehub.core.room import Room
+from voicehub.orchestration.handoff import HandoffHandler, setup_handoff
 from voicehub.orchestration.state import HUMAN, ConversationState, get_conversation_state
 
 if TYPE_CHECKING:
     from voicehub.agents.channel import AgentChannel
-    from voicehub.hub import Hub
-    from voicehub.orchestration.handoff import HandoffHandler
+    from voicehub.orchestration.runtime import OrchestrationRuntime
 
 log = logging.getLogger("voicehub.router")
 
@@ -158,7 +158,7 @@ class ConversationRouter:
 
     def install(
         self,
-        hub: Hub,
+        hub: OrchestrationRuntime,
         agents: Sequence[AgentChannel],
         *,
         room_id: str | None = None,
@@ -176,8 +176,6 @@ class ConversationRouter:
         may reach every other agent in `agents` (and `"human"` with `allow_human`). Attaching
         the channels to rooms stays with the caller.
         """
-        from voicehub.orchestration.handoff import HandoffHandler, setup_handoff
-
         hub.hooks.add(
             HookTrigger.BEFORE_BROADCAST,
             self.as_hook(),
@@ -193,6 +191,7 @@ class ConversationRouter:
             phase_map=phase_map,
             allowed_transitions=allowed_transitions,
             allow_human=allow_human,
+            agents={channel.channel_id: channel.agent for channel in agents},
         )
         ids = [channel.channel_id for channel in agents]
         for channel in agents:

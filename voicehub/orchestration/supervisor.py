@@ -26,11 +26,11 @@ from voicehub.core.events import Event
 from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import TaskHandle, TaskResult
+from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
 from voicehub.orchestration.task_tools import task_tools
 
 if TYPE_CHECKING:
     from voicehub.core.room import Room
-    from voicehub.hub import Hub
 
 Strategy = Literal["sequential", "parallel"]
 
@@ -89,7 +89,7 @@ class Supervisor(Orchestration):
     def in_background(self) -> bool:
         return self.async_delivery or not self.wait_for_result
 
-    async def install(self, hub: Hub, room_id: str) -> None:
+    async def install(self, hub: OrchestrationRuntime, room_id: str) -> None:
         framework_driven = self.auto_delegate and not self.async_delivery
         channel = AgentChannel(
             self.supervisor,
@@ -136,9 +136,7 @@ class Supervisor(Orchestration):
         )
 
     async def _dispatch(self, context: ToolContext, workers: list[Agent], task: str) -> str:
-        hub = context.hub
-        if hub is None:
-            raise ToolError("delegation needs a room; this tool was called outside one")
+        hub = orchestration_runtime(context.hub, "delegation")
         if not task.strip():
             raise ToolError("task is empty: say what the workers should do")
         if not self.in_background:
@@ -159,14 +157,19 @@ class Supervisor(Orchestration):
         )
 
     async def _start(
-        self, hub: Hub, room_id: str, task: str, workers: list[Agent]
+        self, hub: OrchestrationRuntime, room_id: str, task: str, workers: list[Agent]
     ) -> list[TaskHandle]:
         """Start what can start now: all workers in parallel, or the first of a sequence."""
         starting = workers if self.strategy != "sequential" else workers[:1]
         return [await self._delegate(hub, room_id, worker, task) for worker in starting]
 
     async def _finish_in_background(
-        self, hub: Hub, room_id: str, task: str, workers: list[Agent], started: list[TaskHandle]
+        self,
+        hub: OrchestrationRuntime,
+        room_id: str,
+        task: str,
+        workers: list[Agent],
+        started: list[TaskHandle],
     ) -> None:
         results: list[TaskResult] = [await handle.result() for handle in started]
         if self.strategy == "sequential":
@@ -185,13 +188,19 @@ class Supervisor(Orchestration):
 
     # -- running workers -----------------------------------------------------------------
 
-    async def _delegate(self, hub: Hub, room_id: str, worker: Agent, task: str) -> TaskHandle:
+    async def _delegate(
+        self, hub: OrchestrationRuntime, room_id: str, worker: Agent, task: str
+    ) -> TaskHandle:
         return await hub.delegate(
             worker, task, room_id, share_channels=self.share_channels, timeout=self.task_timeout
         )
 
     async def run_workers(
-        self, hub: Hub, room_id: str, task: str, workers: Sequence[Agent] | None = None
+        self,
+        hub: OrchestrationRuntime,
+        room_id: str,
+        task: str,
+        workers: Sequence[Agent] | None = None,
     ) -> list[TaskResult]:
         """Run workers on `task` (in parallel, or as a sequence where each sees the previous
         output) and return their results."""
@@ -202,7 +211,12 @@ class Supervisor(Orchestration):
         return list(await asyncio.gather(*(h.result() for h in handles)))
 
     async def _sequence(
-        self, hub: Hub, room_id: str, task: str, workers: Sequence[Agent], before: list[TaskResult]
+        self,
+        hub: OrchestrationRuntime,
+        room_id: str,
+        task: str,
+        workers: Sequence[Agent],
+        before: list[TaskResult],
     ) -> list[TaskResult]:
         results: list[TaskResult] = []
         for worker in workers:
@@ -225,7 +239,9 @@ class Supervisor(Orchestration):
                 room, await self._context(channel, room, self.refine_instruction)
             )
             topic = refined.text.strip() or event.text
-        results = await self.run_workers(room.hub, room.id, topic)
+        results = await self.run_workers(
+            orchestration_runtime(room.hub, "auto_delegate"), room.id, topic
+        )
         await channel.reply(
             room, instruction=f"Present these results to the user.\n\nResults:\n{combine(results)}"
         )

@@ -18,7 +18,7 @@ from voicehub.orchestration.router import ConversationRouter
 from voicehub.orchestration.state import ConversationPhase, ConversationState
 
 if TYPE_CHECKING:
-    from voicehub.hub import Hub
+    from voicehub.orchestration.runtime import OrchestrationRuntime
 
 
 class Swarm(HandoffStrategy):
@@ -62,7 +62,7 @@ class Swarm(HandoffStrategy):
             default_agent_id=entry_id, supervisor_id=supervisor.id if supervisor else None
         )
 
-    def make_handler(self, hub: Hub) -> HandoffHandler:
+    def make_handler(self, hub: OrchestrationRuntime) -> HandoffHandler:
         # No phase map and no transition graph: any agent may take over from any other.
         return HandoffHandler(
             hub,
@@ -70,6 +70,7 @@ class Swarm(HandoffStrategy):
             agent_aliases=self.agent_aliases,
             allow_human=self.allow_human,
             agent_ids=[agent.id for agent in self.members],
+            agents={agent.id: agent for agent in self.members},
         )
 
     def targets_for(self, agent_id: str) -> list[str]:

@@ -3,13 +3,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from voicehub.agents.tools import Tool, ToolContext
 from voicehub.errors import ToolError
-
-if TYPE_CHECKING:
-    from voicehub.hub import Hub
+from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
 
 
 async def check_tasks(context: ToolContext) -> str:
@@ -50,10 +46,8 @@ async def cancel_task(context: ToolContext, task_id: str = "") -> str:
     return f"Cancelled {len(handles)} running task{'s' if len(handles) != 1 else ''}."
 
 
-def _hub(context: ToolContext) -> Hub:
-    if context.hub is None:
-        raise ToolError("this tool needs a room; it was called outside one")
-    return context.hub
+def _hub(context: ToolContext) -> OrchestrationRuntime:
+    return orchestration_runtime(context.hub, "this tool")
 
 
 def task_tools() -> list[Tool]:

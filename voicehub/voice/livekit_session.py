@@ -38,7 +38,7 @@ with vendor_import("livekit-agents"):
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
-    from voicehub.hub import Hub
+    from voicehub.voice.session import CallRuntime
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["LiveKitVoiceSession"]
@@ -61,7 +61,7 @@ class LiveKitVoiceSession:
 
     def __init__(
         self,
-        hub: Hub,
+        hub: CallRuntime,
         room_id: str,
         agent: Agent,
         transport: CallTransport,

@@ -15,12 +15,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from voicehub.core.runtime import Runtime
 from voicehub.delivery.injector import InjectOutcome
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
     from voicehub.agents.tools import Tool
+    from voicehub.delivery.injector import SessionRegistry
     from voicehub.voice.activity import VoiceActivity
+
+
+class CallRuntime(Runtime, Protocol):
+    """What a voice session needs of the hub: the core runtime (post events, clock) and
+    the delivery service to register with while the call is live."""
+
+    @property
+    def delivery(self) -> SessionRegistry: ...
 
 
 class VoiceSession(Protocol):
