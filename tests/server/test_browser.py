@@ -8,8 +8,9 @@ Chromium's fake microphone plays its file from the moment the page opens the mic
 a loop: the WAV is a silence that lets the agent finish its greeting (a caller barging into it
 works too, but makes the run depend on timing), the request, and a silence longer than the
 test, so the caller asks exactly once. Needs Debian's chromium at /usr/bin/chromium
-(`make test` installs it when it can) and the `playwright` package (the `dev` extra; its
-bundled browsers are never downloaded or used); skipped without either.
+(`make test` installs it when it can; without it the test fails with the command that
+installs it) and the `playwright` package (the `dev` extra; its bundled browsers are never
+downloaded or used).
 """
 
 from __future__ import annotations
@@ -39,10 +40,14 @@ RATE = 16000
 # Generous: greeting, request, answer and the 21 s result, all played in real time.
 TIMEOUT_MS = 60_000
 
-pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM) is None,
-    reason=f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)",
-)
+
+
+def require_chromium() -> None:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(
+            f"this test needs Debian's chromium at {CHROMIUM}: run `make test` as root, or "
+            "`apt-get update && apt-get install -y chromium`"
+        )
 
 
 def caller_wav(path: Path, *, before: float = 6.0, after: float = 120.0) -> Path:
@@ -100,7 +105,9 @@ class FrameLog:
 
 
 async def test_the_console_calls_the_research_desk_with_the_microphone(tmp_path: Path) -> None:
-    playwright = pytest.importorskip("playwright.async_api", reason="needs the playwright package")
+    require_chromium()
+    from playwright import async_api as playwright
+
     expect = playwright.expect
     wav = caller_wav(tmp_path / "caller.wav")
     desks = {"research": load_desks(CHANNELS)["research"]}
