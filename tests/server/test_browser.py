@@ -41,7 +41,6 @@ RATE = 16000
 TIMEOUT_MS = 60_000
 
 
-
 def require_chromium() -> None:
     if shutil.which(CHROMIUM) is None:
         pytest.fail(
