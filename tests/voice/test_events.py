@@ -33,7 +33,6 @@ from voicehub.voice.events import (
     ToolCall,
     Transcript,
     UserState,
-    WireModel,
     parse_client_message,
     parse_server_event,
 )
@@ -42,7 +41,7 @@ APP_JS = Path(__file__).resolve().parents[2] / "voicehub" / "server" / "web" / "
 
 # One example per event class; a class added to `ServerEvent` needs one here (and the tests
 # below then check that the client handles it).
-EXAMPLES: dict[type[WireModel], WireModel] = {
+EXAMPLES: dict[type[ServerEvent], ServerEvent] = {
     CallSession: CallSession(
         room_id="research:c-1",
         conversation="c-1",
@@ -106,10 +105,10 @@ EXAMPLES: dict[type[WireModel], WireModel] = {
     CallError: CallError(code="bad_json", message="text message is not JSON"),
 }
 
-SERVER_EVENTS: list[type[WireModel]] = list(get_args(ServerEvent))
+SERVER_EVENTS: list[type[ServerEvent]] = list(get_args(ServerEvent))
 
 
-def example(kind: type[WireModel]) -> Any:
+def example(kind: type[ServerEvent]) -> ServerEvent:
     assert kind in EXAMPLES, f"no example of {kind.__name__}: add one (and client support)"
     return EXAMPLES[kind]
 
@@ -125,7 +124,7 @@ class RecordingSocket:
 
 
 @pytest.mark.parametrize("kind", SERVER_EVENTS, ids=lambda kind: kind.__name__)
-async def test_the_call_client_understands_every_server_event(kind: type[WireModel]) -> None:
+async def test_the_call_client_understands_every_server_event(kind: type[ServerEvent]) -> None:
     event = example(kind)
     client = CallClient(CallOptions(desk="research", conversation="c-1"))
     socket = RecordingSocket()
@@ -143,7 +142,7 @@ async def test_the_call_client_understands_every_server_event(kind: type[WireMod
 
 
 @pytest.mark.parametrize("kind", SERVER_EVENTS, ids=lambda kind: kind.__name__)
-def test_every_server_event_round_trips_through_json(kind: type[WireModel]) -> None:
+def test_every_server_event_round_trips_through_json(kind: type[ServerEvent]) -> None:
     event = example(kind)
     wire = event.to_wire()
     assert parse_server_event(wire) == event
