@@ -17,6 +17,7 @@ from voicehub.desks.call import start_desk_call
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
+from voicehub.voice.events import Transcript
 from voicehub.voice.livekit_session import LiveKitVoiceSession
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 
@@ -63,9 +64,7 @@ class DeskCallHarness:
 
     def agent_lines(self) -> list[str]:
         """What the agents said so far (the transcripts sent to the caller's client)."""
-        return [
-            e["text"] for e in self.transport.events_of("transcript") if e["role"] == "assistant"
-        ]
+        return [e.text for e in self.transport.events_of(Transcript) if e.role == "assistant"]
 
     async def agent_said(self, words: str, timeout: float = 30.0) -> str:
         """Wait until an agent line contains `words`; return that line."""

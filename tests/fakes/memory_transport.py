@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.voice.events import ServerEvent
 from voicehub.voice.session import VoiceSession
 
 AckMode = Literal["immediate", "clock", "manual"]
+E = TypeVar("E", bound=ServerEvent)
 
 
 class FakeTransport:
@@ -46,7 +48,7 @@ class FakeTransport:
         self.pending: list[str] = []
         self.acked: list[str] = []
         self.clears = 0
-        self.events: list[dict[str, Any]] = []
+        self.events: list[ServerEvent] = []
         self._changed = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -79,7 +81,7 @@ class FakeTransport:
         self.pending.clear()
         await self._notify()
 
-    async def send_event(self, event: dict[str, Any]) -> None:
+    async def send_event(self, event: ServerEvent) -> None:
         self.events.append(event)
         await self._notify()
 
@@ -104,8 +106,8 @@ class FakeTransport:
 
         await asyncio.wait_for(until(), timeout)
 
-    def events_of(self, kind: str) -> list[dict[str, Any]]:
-        return [event for event in self.events if event.get("type") == kind]
+    def events_of(self, kind: type[E]) -> list[E]:
+        return [event for event in self.events if isinstance(event, kind)]
 
     @property
     def seconds_of_audio(self) -> float:

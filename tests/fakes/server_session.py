@@ -18,6 +18,7 @@ from voicehub.delivery.injector import InjectOutcome
 from voicehub.desks.desk import Desk
 from voicehub.hub import Hub
 from voicehub.voice.activity import VoiceActivity
+from voicehub.voice.events import Transcript
 from voicehub.voice.transport import CallTransport
 
 _ids = itertools.count(1)
@@ -64,9 +65,7 @@ class ScriptedSession:
         self.said.append(text)
         self.activity.agent_speech_started(speech_id)
         await self.transport.send_audio(bytes(640 * 5))  # 100 ms of silence stands for speech
-        await self.transport.send_event(
-            {"type": "transcript", "role": "assistant", "text": text, "final": True}
-        )
+        await self.transport.send_event(Transcript(role="assistant", text=text, final=True))
         await self.transport.mark(speech_id)
         self.activity.agent_speech_finished(speech_id, interrupted=False)
         try:

@@ -24,6 +24,14 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.errors import ConfigError
 from voicehub.server.app import create_app
 from voicehub.server.settings import ServerSettings
+from voicehub.voice.events import (
+    CallSession,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    TaskFinished,
+    TaskStarted,
+    Transcript,
+)
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOKEN = "a-long-enough-test-token"
@@ -124,15 +132,15 @@ async def test_rest_view_of_rooms_tasks_and_deliveries(
         context = ToolContext(hub=board.hub, room_id="research:rest-1", agent_id="desk")
         result = await delegate.invoke({"task": "heat pumps"}, context)
         assert json.loads(result.content)["status"] == "dispatched"
-        delivered = await call.wait_for_event("delivery", lambda e: e["outcome"] == "delivered")
+        delivered = await call.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered")
         assert await call.settle(30)
 
-    assert "three units of heat" in delivered["text"]
-    started = call.report.events_of("task_started")
-    assert sorted(e["agent_id"] for e in started) == ["analyst-a", "analyst-b"]
-    assert {e["room_id"] for e in started} == {"research:rest-1"}
-    assert [e["status"] for e in call.report.events_of("task_finished")] == ["ok", "ok"]
-    assert call.report.events_of("delivery_attempt")[0]["strategy"] == "wait_for_idle"
+    assert "three units of heat" in delivered.text
+    started = call.report.events_of(TaskStarted)
+    assert sorted(str(e.agent_id) for e in started) == ["analyst-a", "analyst-b"]
+    assert {e.room_id for e in started} == {"research:rest-1"}
+    assert [e.status for e in call.report.events_of(TaskFinished)] == ["ok", "ok"]
+    assert call.report.events_of(DeliveryAttempt)[0].strategy == "wait_for_idle"
 
     rooms = (await server.get("/api/rooms")).json()["rooms"]
     assert [(r["id"], r["live"]) for r in rooms] == [("research:rest-1", False)]
@@ -348,12 +356,12 @@ async def test_a_result_for_a_caller_who_hung_up_is_spoken_when_they_call_back(
 
     async with CallClient(fast(server, "research", "back-1")) as again:
         assert again.report.resumed
-        delivered = await again.wait_for_event("delivery", lambda e: e["outcome"] == "delivered")
+        delivered = await again.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered")
         assert await again.settle(20)
-    assert delivered["delivery_id"] == delivery_id
-    session = again.report.events_of("session")[0]
-    assert session["greeting"] is False  # a returning caller is not greeted again
-    spoken = [e["text"] for e in again.report.events_of("transcript")]
+    assert delivered.delivery_id == delivery_id
+    session = again.report.events_of(CallSession)[0]
+    assert session.greeting is False  # a returning caller is not greeted again
+    spoken = [e.text for e in again.report.events_of(Transcript)]
     assert spoken == ["Your report on wind is ready."]
 
 
@@ -381,8 +389,8 @@ async def test_shutdown_keeps_undelivered_results_for_the_next_server(
         running_server(settings, session_factory=second, desks=desks) as server,
         CallClient(fast(server, "drafting", "restart-1")) as call,
     ):
-        await call.wait_for_event("delivery", lambda e: e["outcome"] == "delivered")
-    assert call.report.events_of("delivery")[-1]["delivery_id"] == kept.id
+        await call.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered")
+    assert call.report.events_of(DeliveryOutcome)[-1].delivery_id == kept.id
 
 
 def test_the_example_desk_folder_builds_an_app() -> None:

@@ -30,6 +30,15 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.audio import read_wav
+from voicehub.voice.events import (
+    CallSession,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    TaskFinished,
+    TaskStarted,
+    ToolCall,
+    Transcript,
+)
 from voicehub.voice.providers.offline import transcribe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -90,13 +99,15 @@ def result_segments(report: CallReport, delivery_id: str) -> list[AgentSegment]:
     """The agent audio of one delivery: between its last attempt and its outcome (events and
     audio share one ordered queue on the server, so the attempt precedes the audio)."""
     outcome = next(
-        r for r in report.events if r.type == "delivery" and r.event["delivery_id"] == delivery_id
+        r
+        for r in report.events
+        if isinstance(r.event, DeliveryOutcome) and r.event.delivery_id == delivery_id
     )
     attempts = [
         r.at
         for r in report.events
-        if r.type == "delivery_attempt"
-        and r.event["delivery_id"] == delivery_id
+        if isinstance(r.event, DeliveryAttempt)
+        and r.event.delivery_id == delivery_id
         and r.at <= outcome.at
     ]
     return [s for s in report.segments if attempts[-1] <= s.first_audio_at <= outcome.at]
@@ -118,7 +129,9 @@ def check_result_waited_for_idle(report: CallReport, segments: list[AgentSegment
         assert not utterance.started_at <= first <= utterance.ended_at
         assert first > utterance.ended_at
     earlier_acks = [s.acked_at for s in report.segments if s.acked_at and s.acked_at < first]
-    attempt = max(r.at for r in report.events if r.type == "delivery_attempt" and r.at < first)
+    attempt = max(
+        r.at for r in report.events if isinstance(r.event, DeliveryAttempt) and r.at < first
+    )
     assert attempt - max(earlier_acks) >= 0.95, "the result did not wait for 1 s of idle"
 
 
@@ -139,20 +152,20 @@ async def test_research_is_delegated_and_the_result_spoken_once_everyone_is_idle
     print(f"\n{format_timeline(report)}\n{format_summary(report)}")
     assert report.settled
 
-    [heard] = [e["text"] for e in report.events_of("transcript") if e["role"] == "user"][-1:]
+    [heard] = [e.text for e in report.events_of(Transcript) if e.role == "user"][-1:]
     assert "research" in heard and ("heat" in heard or "pump" in heard)
-    [tool] = report.events_of("tool_call")
-    assert tool["name"] == "delegate_workers" and "pump" in json.loads(tool["arguments"])["task"]
-    started = report.events_of("task_started")
-    assert sorted((e["agent_id"], e["child_room_id"]) for e in started) == [
+    [tool] = report.events_of(ToolCall)
+    assert tool.name == "delegate_workers" and "pump" in json.loads(tool.arguments)["task"]
+    started = report.events_of(TaskStarted)
+    assert sorted((str(e.agent_id), str(e.child_room_id)) for e in started) == [
         ("analyst-a", "research:e2e-research::task-1"),
         ("analyst-b", "research:e2e-research::task-2"),
     ]
-    assert [e["status"] for e in report.events_of("task_finished")] == ["ok", "ok"]
-    [delivery] = report.events_of("delivery")
-    assert (delivery["outcome"], delivery["strategy"]) == ("delivered", "wait_for_idle")
+    assert [e.status for e in report.events_of(TaskFinished)] == ["ok", "ok"]
+    [delivery] = report.events_of(DeliveryOutcome)
+    assert (delivery.outcome, delivery.strategy) == ("delivered", "wait_for_idle")
 
-    segments = result_segments(report, delivery["delivery_id"])
+    segments = result_segments(report, str(delivery.delivery_id))
     check_result_waited_for_idle(report, segments)
     heard_keywords(await recognized(report, segments), HEAT_PUMP_WORDS, at_least=4)
     children = (await server.get("/api/rooms", params={"parent": report.room_id})).json()
@@ -168,17 +181,17 @@ async def test_a_draft_goes_through_the_review_loop_and_is_read_back(
     print(f"\n{format_timeline(report)}\n{format_summary(report)}")
     assert report.settled
 
-    heard = [e["text"] for e in report.events_of("transcript") if e["role"] == "user"][-1]
+    heard = [e.text for e in report.events_of(Transcript) if e.role == "user"][-1]
     assert "note" in heard and "electric" in heard
-    [tool] = report.events_of("tool_call")
-    assert tool["name"] == "delegate_loop" and "electric" in json.loads(tool["arguments"])["task"]
-    agents = [e["agent_id"] for e in report.events_of("task_started")]
+    [tool] = report.events_of(ToolCall)
+    assert tool.name == "delegate_loop" and "electric" in json.loads(tool.arguments)["task"]
+    agents = [e.agent_id for e in report.events_of(TaskStarted)]
     assert agents == ["writer", "editor", "fact-checker"] * 2  # one revision, then approved
-    [delivery] = report.events_of("delivery")
-    assert delivery["outcome"] == "delivered" and delivery["kind"] == "loop"
-    assert delivery["text"].startswith("Reviewed draft.")
+    [delivery] = report.events_of(DeliveryOutcome)
+    assert delivery.outcome == "delivered" and delivery.kind == "loop"
+    assert delivery.text.startswith("Reviewed draft.")
 
-    segments = result_segments(report, delivery["delivery_id"])
+    segments = result_segments(report, str(delivery.delivery_id))
     check_result_waited_for_idle(report, segments)
     words = ("electric", "battery", "petrol", "charge", "miles", "home")
     heard_keywords(await recognized(report, segments), words, at_least=4)
@@ -196,16 +209,16 @@ async def test_a_caller_who_keeps_talking_is_not_talked_over(
     print(f"\n{format_timeline(report)}\n{format_summary(report)}")
     assert report.settled
     _, chatting = report.utterances
-    finished = [r.at for r in report.events if r.type == "task_finished"]
+    finished = [r.at for r in report.events if isinstance(r.event, TaskFinished)]
     assert chatting.started_at is not None and chatting.ended_at is not None
     # the result was ready before the caller started talking again...
     assert len(finished) == 2 and max(finished) < chatting.started_at
     # ...and waited: nothing was attempted, cut or spoken until the caller had finished
-    [delivery] = report.events_of("delivery")
-    assert delivery["outcome"] == "delivered" and delivery["attempt"] == 1
-    attempts = [r.at for r in report.events if r.type == "delivery_attempt"]
+    [delivery] = report.events_of(DeliveryOutcome)
+    assert delivery.outcome == "delivered" and delivery.attempt == 1
+    attempts = [r.at for r in report.events if isinstance(r.event, DeliveryAttempt)]
     assert min(attempts) > chatting.ended_at
-    segments = result_segments(report, delivery["delivery_id"])
+    segments = result_segments(report, str(delivery.delivery_id))
     check_result_waited_for_idle(report, segments)
     heard_keywords(await recognized(report, segments), HEAT_PUMP_WORDS, at_least=4)
 
@@ -222,9 +235,9 @@ async def test_a_caller_who_hung_up_hears_the_result_after_calling_back(
         async with CallClient(options(server, "research", "e2e-back")) as call:
             await call.wait_for_turn()
             await call.say(speech[RESEARCH], RESEARCH)
-            await call.wait_for(lambda: len(call.report.events_of("task_finished")) == 2, 30)
+            await call.wait_for(lambda: len(call.report.events_of(TaskFinished)) == 2, 30)
             await call.hangup()  # before the agent has even finished its answer
-        assert call.report.events_of("delivery_attempt") == []
+        assert call.report.events_of(DeliveryAttempt) == []
 
         async def held() -> list[dict[str, Any]]:
             while True:
@@ -241,11 +254,11 @@ async def test_a_caller_who_hung_up_hears_the_result_after_calling_back(
         async with CallClient(options(server, "research", "e2e-back")) as back:
             assert back.report.resumed
             delivered = await back.wait_for_event(
-                "delivery", lambda e: e["outcome"] == "delivered", timeout=60
+                DeliveryOutcome, lambda e: e.outcome == "delivered", timeout=60
             )
             assert await back.settle(30)
-        assert delivered["delivery_id"] == waiting["id"]
-        assert back.report.events_of("session")[0]["greeting"] is False
+        assert delivered.delivery_id == waiting["id"]
+        assert back.report.events_of(CallSession)[0].greeting is False
         segments = result_segments(back.report, waiting["id"])
         heard_keywords(await recognized(back.report, segments), HEAT_PUMP_WORDS, at_least=4)
         [done] = (await server.get("/api/deliveries", params={"room": room})).json()["deliveries"]
@@ -276,9 +289,9 @@ async def test_malformed_input_does_not_disturb_other_calls(server: RunningServe
                     await asyncio.wait_for(lost.recv(), 20)
             assert lost.close_code == 4404 and "research" in (lost.close_reason or "")
         status = await steady.status()
-        assert status["room_id"] == "research:e2e-steady"
+        assert status is not None and status.room_id == "research:e2e-steady"
         await steady.wait_for_turn()  # the greeting still plays to the end
-        assert steady.report.events_of("transcript")[0]["text"].startswith("Hello")
+        assert steady.report.events_of(Transcript)[0].text.startswith("Hello")
 
 
 async def test_voicehub_call_prints_the_timeline_and_writes_the_agent_audio(

@@ -9,17 +9,22 @@ import json
 import pytest
 
 from voicehub.transports.websocket import (
-    FRAME_BYTES,
     MAX_AUDIO_BYTES,
     CloseCode,
-    Hangup,
-    Playout,
     ProtocolViolation,
-    StatusRequest,
     WebSocketTransport,
     check_audio_message,
     error_event,
     parse_text_message,
+)
+from voicehub.voice.events import (
+    FRAME_BYTES,
+    AgentState,
+    CallError,
+    Hangup,
+    Playout,
+    StatusRequest,
+    UserState,
 )
 
 # -- audio frames ---------------------------------------------------------------------------
@@ -38,11 +43,12 @@ def test_a_frame_of_the_wrong_size_is_explained_and_dropped_not_fatal() -> None:
         "audio message of 333 bytes: send 16 kHz mono PCM16 in multiples of 640 bytes (20 ms)",
     )
     assert problem.close_code is None
-    assert error_event(problem) == {
+    assert json.loads(error_event(problem).to_wire()) == {
         "type": "error",
         "code": "bad_audio_frame",
         "message": problem.message,
     }
+    assert error_event(problem) == CallError(code="bad_audio_frame", message=problem.message)
 
 
 @pytest.mark.parametrize("size", [0, 1, 639, 641, 960])
@@ -125,19 +131,24 @@ class RecordingSocket:
         self._record((code, reason))
 
 
+def decoded(sent: list[bytes | str | tuple[int, str | None]]) -> list[object]:
+    """What the socket got, text frames as JSON values (their spacing is not the protocol)."""
+    return [json.loads(item) if isinstance(item, str) else item for item in sent]
+
+
 async def test_frames_go_out_in_order_and_the_mark_follows_its_audio() -> None:
     transport = WebSocketTransport()
     socket = RecordingSocket()
     pump = asyncio.create_task(transport.pump(socket))
     await transport.send_audio(b"\x01\x00" * 320)
     await transport.mark("speech-1/1")
-    await transport.send_event({"type": "agent_state", "state": "listening"})
+    await transport.send_event(AgentState(state="listening"))
     transport.close(CloseCode.NORMAL, "bye")
     await asyncio.wait_for(pump, 5)
-    assert socket.sent == [
+    assert decoded(socket.sent) == [
         b"\x01\x00" * 320,
-        json.dumps({"type": "speech_mark", "id": "speech-1/1"}),
-        json.dumps({"type": "agent_state", "state": "listening"}),
+        {"type": "speech_mark", "id": "speech-1/1"},
+        {"type": "agent_state", "state": "listening"},
         (1000, "bye"),
     ]
     assert transport.audio_bytes_sent == 640
@@ -154,9 +165,9 @@ async def test_clear_drops_unsent_audio_but_keeps_events_and_marks() -> None:
     transport.close()
     socket = RecordingSocket()
     await asyncio.wait_for(transport.pump(socket), 5)
-    assert socket.sent == [
-        json.dumps({"type": "speech_mark", "id": "m1"}),
-        json.dumps({"type": "clear"}),
+    assert decoded(socket.sent) == [
+        {"type": "speech_mark", "id": "m1"},
+        {"type": "clear"},
         (1000, ""),
     ]
 
@@ -165,12 +176,12 @@ async def test_a_failing_socket_ends_the_pump_and_later_sends_are_dropped() -> N
     transport = WebSocketTransport()
     socket = RecordingSocket(fail_after=1)
     pump = asyncio.create_task(transport.pump(socket))
-    await transport.send_event({"type": "one"})
-    await transport.send_event({"type": "two"})
+    await transport.send_event(UserState(state="speaking"))
+    await transport.send_event(UserState(state="listening"))
     with pytest.raises(ConnectionError):
         await asyncio.wait_for(pump, 5)
     assert transport.closing
-    await transport.send_event({"type": "three"})  # ignored
+    await transport.send_event(UserState(state="speaking"))  # ignored
     assert len(socket.sent) == 1
 
 

@@ -30,6 +30,7 @@ from voicehub.errors import ConfigError, VoicehubError
 from voicehub.hub import Hub
 from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 from voicehub.voice.audio import frame_bytes
+from voicehub.voice.events import AgentState, Transcript
 from voicehub.voice.livekit_session import LiveKitVoiceSession
 from voicehub.voice.providers.offline import (
     PiperTTS,
@@ -229,9 +230,7 @@ async def until(
 
 async def said(transport: FakeTransport, text: str) -> None:
     """Wait for the agent's transcript (sent to the client after the room got it)."""
-    await transport.wait_for(
-        lambda: any(text in e["text"] for e in transport.events_of("transcript"))
-    )
+    await transport.wait_for(lambda: any(text in e.text for e in transport.events_of(Transcript)))
 
 
 def events(history: list[Event], kind: EventKind, role: str | None = None) -> list[Event]:
@@ -299,11 +298,11 @@ async def test_caller_asks_agent_calls_tool_and_answers(
     assert all(not s.is_idle for name, _, s in activity.log if name == "agent_speech_started")
 
     # client events: live captions, states and the tool call
-    kinds = {e["type"] for e in transport.events}
+    kinds = {e.type for e in transport.events}
     assert {"transcript", "user_state", "agent_state", "tool_call"} <= kinds
-    finals = [e for e in transport.events_of("transcript") if e["role"] == "user" and e["final"]]
-    assert any("solar" in e["text"] for e in finals)
-    states = [e["state"] for e in transport.events_of("agent_state")]
+    finals = [e for e in transport.events_of(Transcript) if e.role == "user" and e.final]
+    assert any("solar" in e.text for e in finals)
+    states = [e.state for e in transport.events_of(AgentState)]
     assert "thinking" in states and "speaking" in states
 
     # latency, for the record: the VAD's end of the caller's turn -> first agent audio

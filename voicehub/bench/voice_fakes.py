@@ -33,6 +33,7 @@ with vendor_import("livekit-agents"):
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent as DeskAgent
     from voicehub.hub import Hub
+    from voicehub.voice.events import ServerEvent
     from voicehub.voice.session import VoiceSession
 
 __all__ = [
@@ -216,7 +217,7 @@ class LoopbackTransport:
         self.audio_bytes = 0
         self.segment_starts: list[float] = []
         self.new_segment = asyncio.Event()
-        self.events: list[tuple[float, dict[str, Any]]] = []
+        self.events: list[tuple[float, ServerEvent]] = []
         self._keep_events = keep_events
         self._in_segment = False
 
@@ -243,7 +244,7 @@ class LoopbackTransport:
         """Nothing is buffered here; the next audio starts a new segment."""
         self._in_segment = False
 
-    async def send_event(self, event: dict[str, Any]) -> None:
+    async def send_event(self, event: ServerEvent) -> None:
         """Drop the event (or keep it, if asked)."""
         if self._keep_events:
             self.events.append((time.perf_counter(), event))

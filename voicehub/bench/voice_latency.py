@@ -26,6 +26,7 @@ from voicehub.bench.voice_fakes import LoopbackTransport, VoicehubCall
 from voicehub.bench.voice_load import sqlite_or_memory
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
+from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.providers.offline.vad import VADKind
 
@@ -174,20 +175,20 @@ async def v2v_latency(
 
 
 # client events marking each stage of a turn, timed as the client sees them (they queue
-# behind the room's transcript writes): name -> (event type, field, value)
-_STAGES = {
-    "vad_end_of_speech": ("user_state", "state", "listening"),
-    "stt_final": ("transcript", "final", True),
-    "llm_started": ("agent_state", "state", "thinking"),
+# behind the room's transcript writes): name -> does this event mark it
+_STAGES: dict[str, Callable[[ServerEvent], bool]] = {
+    "vad_end_of_speech": lambda e: isinstance(e, UserState) and e.state == "listening",
+    "stt_final": lambda e: isinstance(e, Transcript) and e.final,
+    "llm_started": lambda e: isinstance(e, AgentState) and e.state == "thinking",
 }
 
 
 def _stage_times(transport: LoopbackTransport, since: float) -> dict[str, float]:
     """When each stage's client event reached the transport (the first after `since`)."""
     times: dict[str, float] = {}
-    for stage, (kind, field, value) in _STAGES.items():
+    for stage, marks_stage in _STAGES.items():
         for at, event in transport.events:
-            if at > since and event.get("type") == kind and event.get(field) == value:
+            if at > since and marks_stage(event):
                 times[stage] = at
                 break
     return times
@@ -209,9 +210,9 @@ async def _segment_after(
 
 def _heard(transport: LoopbackTransport, keyword: str) -> int:
     finals = [
-        str(e.get("text", "")).lower()
+        e.text.lower()
         for _, e in transport.events
-        if e.get("type") == "transcript" and e.get("role") == "user" and e.get("final")
+        if isinstance(e, Transcript) and e.role == "user" and e.final
     ]
     return int(any(keyword in text for text in finals))
 

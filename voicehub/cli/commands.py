@@ -147,8 +147,9 @@ def _add_call(commands: Any) -> None:
 
 def _call(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from voicehub.client.call import CallOptions, caller_audio, place_call
-    from voicehub.client.report import RATE, format_summary, format_timeline
+    from voicehub.client.report import format_summary, format_timeline
     from voicehub.voice.audio import write_wav
+    from voicehub.voice.events import SAMPLE_RATE
 
     out = out or sys.stdout
     if not args.lines:
@@ -173,7 +174,7 @@ def _call(args: argparse.Namespace, out: TextIO | None = None) -> int:
         message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
         raise VoicehubError(message) from None
     target = args.out or Path(f"call-{report.conversation}.wav")
-    write_wav(target, bytes(report.agent_audio), RATE)
+    write_wav(target, bytes(report.agent_audio), SAMPLE_RATE)
     print(format_timeline(report), file=out)
     print(file=out)
     print(format_summary(report), file=out)

@@ -19,25 +19,51 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import logging
 import urllib.parse
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, assert_never
 
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from voicehub.client.report import FRAME, RATE, AgentSegment, CallReport, ReceivedEvent, Utterance
-from voicehub.errors import VoicehubError
+from voicehub.client.report import AgentSegment, CallReport, ReceivedEvent, Utterance
+from voicehub.errors import ProtocolError, VoicehubError
+from voicehub.voice.events import (
+    FRAME_BYTES,
+    FRAME_SECONDS,
+    SAMPLE_RATE,
+    AgentState,
+    CallError,
+    CallSession,
+    CallStatus,
+    ClearAudio,
+    ClientMessage,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    Hangup,
+    Playout,
+    ServerEvent,
+    SpeechMark,
+    StatusRequest,
+    TaskFinished,
+    TaskStarted,
+    ToolCall,
+    Transcript,
+    UserState,
+    parse_server_event,
+)
 
 __all__ = ["CallClient", "CallOptions", "caller_audio", "place_call"]
 
-FRAME_SECONDS = 0.02
+log = logging.getLogger("voicehub.client")
+
+E = TypeVar("E", bound=ServerEvent)
 _SILENCE_FRAMES = 5  # an open microphone sends silence in 100 ms messages
 _BURST_FRAMES = 50  # fast mode: one second per message, the server's maximum
 _VOICED_RMS = 328.0  # -40 dBFS: louder frames are speech (synthesized callers are clean)
@@ -94,7 +120,7 @@ class CallClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def connect(self) -> dict[str, Any]:
+    async def connect(self) -> CallSession:
         """Open the call; returns the server's `session` event (raises if refused)."""
         headers = {"Authorization": f"Bearer {self.options.token}"} if self.options.token else {}
         self._ws = await connect(
@@ -102,14 +128,14 @@ class CallClient:
         )
         self._t0 = self._now_raw()
         self._tasks = [asyncio.create_task(self._receive()), asyncio.create_task(self._mic())]
-        await self.wait_for(lambda: bool(self.report.events_of("session")) or self.closed, 30)
-        if not self.report.events_of("session"):
-            errors = [e.get("message") for e in self.report.events_of("error")]
+        await self.wait_for(lambda: bool(self.report.events_of(CallSession)) or self.closed, 30)
+        if not self.report.events_of(CallSession):
+            errors = [e.message for e in self.report.events_of(CallError)]
             reason = errors[0] if errors else self.report.close_reason
             raise VoicehubError(f"the call was refused ({self.report.close_code}): {reason}")
-        session = self.report.events_of("session")[0]
-        self.report.room_id = str(session.get("room_id", ""))
-        self.report.resumed = bool(session.get("resumed"))
+        session = self.report.events_of(CallSession)[0]
+        self.report.room_id = session.room_id
+        self.report.resumed = session.resumed
         return session
 
     async def close(self) -> None:
@@ -128,7 +154,7 @@ class CallClient:
         """Say goodbye the protocol way and wait for the server to close the socket."""
         if self._ws is not None and not self.closed:
             with contextlib.suppress(ConnectionClosed):
-                await self._ws.send(json.dumps({"type": "hangup"}))
+                await self._send(Hangup())
             await self.wait_for(lambda: self.closed, timeout)
         await self.close()
 
@@ -144,15 +170,14 @@ class CallClient:
 
     async def say(self, pcm16: bytes, label: str) -> Utterance:
         """Stream caller speech (16 kHz PCM16); returns once its last frame was sent."""
-        padded = pcm16 + bytes(-len(pcm16) % FRAME)
-        frames = [padded[i : i + FRAME] for i in range(0, len(padded), FRAME)]
-        utterance = Utterance(
-            label, len(padded) / 2 / RATE, frames=len(frames), voiced_frames=_voiced(padded)
-        )
+        padded = pcm16 + bytes(-len(pcm16) % FRAME_BYTES)
+        frames = [padded[i : i + FRAME_BYTES] for i in range(0, len(padded), FRAME_BYTES)]
+        seconds = len(padded) / 2 / SAMPLE_RATE
+        utterance = Utterance(label, seconds, frames=len(frames), voiced_frames=_voiced(padded))
         self.report.utterances.append(utterance)
         self._speech.extend((frame, utterance) for frame in frames)
         if not self.options.realtime:  # a burst of trailing silence lets the VAD end the turn
-            self._speech.extend((bytes(FRAME), None) for _ in range(_BURST_FRAMES))
+            self._speech.extend((bytes(FRAME_BYTES), None) for _ in range(_BURST_FRAMES))
         await utterance.done.wait()
         return utterance
 
@@ -186,21 +211,19 @@ class CallClient:
                 await self._pause(min(quiet_left, deadline - self.now()))
                 continue
             status = await self.status()
-            busy = ("running_tasks", "background_jobs", "pending_deliveries")
-            if status.get("idle") and not any(status.get(key) for key in busy):
+            if status is not None and status.settled:
                 self.report.settled = True
                 return True
             await self._pause(min(0.5, max(0.0, deadline - self.now())))  # ask again soon
         return False
 
-    async def status(self) -> dict[str, Any]:
-        """Ask the server what the conversation is waiting for."""
-        assert self._ws is not None
-        count = len(self.report.events_of("status"))
-        await self._ws.send(json.dumps({"type": "status"}))
-        await self.wait_for(lambda: len(self.report.events_of("status")) > count or self.closed)
-        statuses = self.report.events_of("status")
-        return statuses[-1] if len(statuses) > count else {}
+    async def status(self) -> CallStatus | None:
+        """Ask the server what the conversation is waiting for (None: the call ended)."""
+        count = len(self.report.events_of(CallStatus))
+        await self._send(StatusRequest())
+        await self.wait_for(lambda: len(self.report.events_of(CallStatus)) > count or self.closed)
+        statuses = self.report.events_of(CallStatus)
+        return statuses[-1] if len(statuses) > count else None
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
         """Wait until `predicate()` holds, re-checking on every message (TimeoutError)."""
@@ -214,12 +237,12 @@ class CallClient:
 
     async def wait_for_event(
         self,
-        kind: str,
-        where: Callable[[dict[str, Any]], bool] = lambda e: True,
+        kind: type[E],
+        where: Callable[[E], bool] = lambda e: True,
         timeout: float = 60.0,
-    ) -> dict[str, Any]:
-        """The first event of type `kind` matching `where` (already received or next)."""
-        found: list[dict[str, Any]] = []
+    ) -> E:
+        """The first event of class `kind` matching `where` (already received or next)."""
+        found: list[E] = []
 
         def seen() -> bool:
             found[:] = [e for e in self.report.events_of(kind) if where(e)]
@@ -229,6 +252,10 @@ class CallClient:
         return found[0]
 
     # -- internals -------------------------------------------------------------------------
+
+    async def _send(self, message: ClientMessage) -> None:
+        assert self._ws is not None
+        await self._ws.send(message.to_wire())
 
     def _now_raw(self) -> float:
         return asyncio.get_running_loop().time()
@@ -244,13 +271,13 @@ class CallClient:
 
     def _agent_spoke_after(self, moment: float | None) -> bool:
         if moment is None:  # before the first utterance: the greeting, if the desk has one
-            session = self.report.events_of("session")
-            return not (session and session[0].get("greeting")) or bool(self.report.segments)
+            session = self.report.events_of(CallSession)
+            return not (session and session[0].greeting) or bool(self.report.segments)
         return any(segment.first_audio_at > moment for segment in self.report.segments)
 
     def _agent_done(self) -> bool:
-        states = self.report.events_of("agent_state")
-        busy = bool(states) and states[-1].get("state") in ("speaking", "thinking")
+        states = self.report.events_of(AgentState)
+        busy = bool(states) and states[-1].state in ("speaking", "thinking")
         unacked = any(s.mark_id and s.acked_at is None and not s.cut for s in self.report.segments)
         return self._open is None and not unacked and not busy and not self._acks
 
@@ -261,8 +288,12 @@ class CallClient:
                 now = self.now()
                 if isinstance(message, bytes):
                     self._on_audio(message, now)
-                else:
-                    self._on_event(json.loads(message), now)
+                    continue
+                try:
+                    self._on_event(parse_server_event(message), now)
+                except ProtocolError as exc:  # a newer server's event, say: the call goes on
+                    log.warning("ignoring a server event: %s", exc)
+                    continue
                 self._notify()
         except ConnectionClosed:
             pass
@@ -281,44 +312,68 @@ class CallClient:
         audio += pcm16
         self._open.end, self._open.last_audio_at = len(audio), now
         # the virtual speaker plays chunks back to back, starting when they arrive
-        played_in = len(pcm16) / 2 / RATE / self.options.playout_speed
+        played_in = len(pcm16) / 2 / SAMPLE_RATE / self.options.playout_speed
         self._play_end = max(now, self._play_end) + played_in
 
-    def _on_event(self, event: dict[str, Any], now: float) -> None:
+    def _on_event(self, event: ServerEvent, now: float) -> None:
         self.report.events.append(ReceivedEvent(now, event))
-        kind = event.get("type")
-        if kind != "status":
+        if not isinstance(event, CallStatus):  # our own polling is not news
             self._last_news = now
-        if kind == "speech_mark":
-            segment = self._open or AgentSegment(now, len(self.report.agent_audio), 0, now)
-            if self._open is None:
-                segment.end = segment.start
-                self.report.segments.append(segment)
-            segment.mark_id, self._open = str(event.get("id")), None
-            due = self._play_end
-            task = asyncio.create_task(self._ack(segment, max(0.0, due - now)))
-            self._acks.add(task)
-            task.add_done_callback(self._acks.discard)
-        elif kind == "clear":  # barge-in: drop what has not played, ack nothing of it
-            for task in list(self._acks):
-                task.cancel()
-            for segment in self.report.segments:
-                segment.cut = segment.cut or segment.acked_at is None
-            self._open, self._play_end = None, now
+        match event:
+            case SpeechMark():
+                self._marked(event.id, now)
+            case ClearAudio():
+                self._cleared(now)
+            case (
+                CallSession()
+                | CallStatus()
+                | UserState()
+                | AgentState()
+                | Transcript()
+                | ToolCall()
+                | TaskStarted()
+                | TaskFinished()
+                | DeliveryAttempt()
+                | DeliveryOutcome()
+                | CallError()
+            ):
+                pass  # recorded for the report and the waits above; nothing to play or ack
+            case _:
+                assert_never(event)
+
+    def _marked(self, mark_id: str, now: float) -> None:
+        """The audio so far forms a segment: ack it once the virtual speaker played it."""
+        segment = self._open or AgentSegment(now, len(self.report.agent_audio), 0, now)
+        if self._open is None:
+            segment.end = segment.start
+            self.report.segments.append(segment)
+        segment.mark_id, self._open = mark_id, None
+        due = self._play_end
+        task = asyncio.create_task(self._ack(segment, max(0.0, due - now)))
+        self._acks.add(task)
+        task.add_done_callback(self._acks.discard)
+
+    def _cleared(self, now: float) -> None:
+        """Barge-in: drop what has not played, ack nothing of it."""
+        for task in list(self._acks):
+            task.cancel()
+        for segment in self.report.segments:
+            segment.cut = segment.cut or segment.acked_at is None
+        self._open, self._play_end = None, now
 
     async def _ack(self, segment: AgentSegment, delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)  # the audio before the mark is still playing
-        assert self._ws is not None
+        assert segment.mark_id is not None
         with contextlib.suppress(ConnectionClosed):
-            await self._ws.send(json.dumps({"type": "playout", "id": segment.mark_id}))
+            await self._send(Playout(id=segment.mark_id))
             segment.acked_at = self.now()
         self._notify()
 
     async def _mic(self) -> None:
         """The open microphone: queued speech frames, else silence, on a steady clock."""
         assert self._ws is not None
-        silence = bytes(FRAME * _SILENCE_FRAMES)
+        silence = bytes(FRAME_BYTES * _SILENCE_FRAMES)
         next_at = self.now()
         try:
             while True:
@@ -363,7 +418,7 @@ class CallClient:
 
 def _voiced(pcm16: bytes) -> int:
     """Frames up to the last one louder than -40 dBFS (speech, not trailing silence)."""
-    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64).reshape(-1, FRAME // 2)
+    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64).reshape(-1, FRAME_BYTES // 2)
     loud = np.flatnonzero(np.sqrt((samples * samples).mean(axis=1)) > _VOICED_RMS)
     return int(loud[-1]) + 1 if loud.size else len(samples)
 
@@ -378,12 +433,12 @@ def caller_audio(*, text: str | None = None, wav: str | Path | None = None) -> b
             audio = read_wav(wav)
         except (OSError, ValueError) as exc:
             raise VoicehubError(f"{wav}: cannot use it as the caller's audio: {exc}") from None
-        return resample_pcm16(audio.pcm16, audio.sample_rate, RATE)
+        return resample_pcm16(audio.pcm16, audio.sample_rate, SAMPLE_RATE)
     if text is None or not text.strip():
         raise VoicehubError("nothing to say: give the caller's words or a WAV file")
     from voicehub.voice.providers.offline import synthesize
 
-    return synthesize(text, voice="piper", sample_rate=RATE)
+    return synthesize(text, voice="piper", sample_rate=SAMPLE_RATE)
 
 
 async def place_call(

@@ -6,34 +6,52 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar, assert_never
+
+from voicehub.voice.events import (
+    SAMPLE_RATE,
+    AgentState,
+    CallError,
+    CallSession,
+    CallStatus,
+    ClearAudio,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    ServerEvent,
+    SpeechMark,
+    TaskFinished,
+    TaskStarted,
+    ToolCall,
+    Transcript,
+    UserState,
+)
 
 __all__ = [
-    "FRAME",
-    "RATE",
     "AgentSegment",
     "CallReport",
     "ReceivedEvent",
     "Utterance",
+    "describe_event",
     "format_summary",
     "format_timeline",
 ]
 
-RATE = 16000
-FRAME = 640  # 20 ms of 16 kHz PCM16
 _WIDTH = 88  # characters of quoted text per timeline line
+
+E = TypeVar("E", bound=ServerEvent)
 
 
 @dataclass
 class ReceivedEvent:
-    """A JSON event from the server and when it arrived (seconds since connect)."""
+    """An event from the server and when it arrived (seconds since connect)."""
 
     at: float
-    event: dict[str, Any]
+    event: ServerEvent
 
     @property
     def type(self) -> str:
-        return str(self.event.get("type"))
+        """The event's wire type ("session", "transcript", ...)."""
+        return self.event.type
 
 
 @dataclass
@@ -71,7 +89,7 @@ class AgentSegment:
 
     @property
     def seconds(self) -> float:
-        return (self.end - self.start) / 2 / RATE
+        return (self.end - self.start) / 2 / SAMPLE_RATE
 
 
 @dataclass
@@ -90,9 +108,9 @@ class CallReport:
     close_reason: str = ""
     settled: bool = False
 
-    def events_of(self, kind: str) -> list[dict[str, Any]]:
-        """The events of one type, in order."""
-        return [received.event for received in self.events if received.type == kind]
+    def events_of(self, kind: type[E]) -> list[E]:
+        """The events of one model class, in order."""
+        return [r.event for r in self.events if isinstance(r.event, kind)]
 
     def segment_audio(self, segment: AgentSegment) -> bytes:
         return bytes(self.agent_audio[segment.start : segment.end])
@@ -116,7 +134,7 @@ def format_timeline(report: CallReport) -> str:
     """The call as lines of `seconds  who  what`, in time order."""
     entries: list[tuple[float, str, str]] = []
     for received in report.events:
-        entry = _describe(received.event)
+        entry = describe_event(received.event)
         if entry is not None:
             entries.append((received.at, *entry))
     for utterance in report.utterances:
@@ -154,10 +172,10 @@ def format_summary(report: CallReport) -> str:
     if latencies:
         shown = ", ".join(f"{value:.2f} s" for value in latencies)
         lines.append(f"end of caller speech -> first agent audio: {shown}")
-    finished = [str(e.get("status")) for e in report.events_of("task_finished")]
-    outcomes = [str(e.get("outcome")) for e in report.events_of("delivery")]
+    finished = [str(e.status) for e in report.events_of(TaskFinished)]
+    outcomes = [str(e.outcome) for e in report.events_of(DeliveryOutcome)]
     lines.append(
-        f"tasks: {len(report.events_of('task_started'))} started, {len(finished)} finished"
+        f"tasks: {len(report.events_of(TaskStarted))} started, {len(finished)} finished"
         f"{' (' + ', '.join(finished) + ')' if finished else ''}; "
         f"deliveries: {', '.join(outcomes) or 'none'}"
     )
@@ -165,38 +183,35 @@ def format_summary(report: CallReport) -> str:
     return "\n".join(lines)
 
 
-def _describe(event: dict[str, Any]) -> tuple[str, str] | None:
-    kind = event.get("type")
-    if kind == "session":
-        resumed = "resumed conversation" if event.get("resumed") else "new conversation"
-        return "system", f"connected to {event.get('room_id')} ({resumed})"
-    if kind == "transcript" and event.get("final"):
-        who = "heard" if event.get("role") == "user" else "agent"
-        return who, _quote(str(event.get("text", "")))
-    if kind == "tool_call":
-        return "tool", f"{event.get('name')} {_cut(str(event.get('arguments', '')))}"
-    if kind == "task_started":
-        where = event.get("child_room_id")
-        return "task", f"{event.get('agent_id')} started in {where}: {_cut(str(event.get('task')))}"
-    if kind == "task_finished":
-        return "task", f"{event.get('agent_id')} finished ({event.get('status')})"
-    if kind == "delivery_attempt":
-        return (
-            "delivery",
-            f"speaking result (attempt {event.get('attempt')}): {_quote(_text(event))}",
-        )
-    if kind == "delivery":
-        detail = f"{event.get('outcome')} ({event.get('strategy')}, attempt {event.get('attempt')})"
-        return "delivery", detail + (f": {event['error']}" if event.get("error") else "")
-    if kind == "clear":
-        return "agent", "cut off (the caller barged in)"
-    if kind == "error":
-        return "error", f"{event.get('code')}: {event.get('message')}"
-    return None
-
-
-def _text(event: dict[str, Any]) -> str:
-    return str(event.get("text", ""))
+def describe_event(event: ServerEvent) -> tuple[str, str] | None:
+    """The timeline entry `(who, what)` for an event, or None for bookkeeping events."""
+    match event:
+        case CallSession():
+            resumed = "resumed conversation" if event.resumed else "new conversation"
+            return "system", f"connected to {event.room_id} ({resumed})"
+        case Transcript(final=True):
+            who = "heard" if event.role == "user" else "agent"
+            return who, _quote(event.text)
+        case ToolCall():
+            return "tool", f"{event.name} {_cut(event.arguments)}"
+        case TaskStarted():
+            where, task = event.child_room_id, _cut(event.task)
+            return "task", f"{event.agent_id} started in {where}: {task}"
+        case TaskFinished():
+            return "task", f"{event.agent_id} finished ({event.status})"
+        case DeliveryAttempt():
+            return "delivery", f"speaking result (attempt {event.attempt}): {_quote(event.text)}"
+        case DeliveryOutcome():
+            detail = f"{event.outcome} ({event.strategy}, attempt {event.attempt})"
+            return "delivery", detail + (f": {event.error}" if event.error else "")
+        case ClearAudio():
+            return "agent", "cut off (the caller barged in)"
+        case CallError():
+            return "error", f"{event.code}: {event.message}"
+        case Transcript() | CallStatus() | UserState() | AgentState() | SpeechMark():
+            return None  # interim words, polling and audio bookkeeping: not news
+        case _:
+            assert_never(event)
 
 
 def _cut(text: str) -> str:

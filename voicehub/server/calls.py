@@ -3,7 +3,7 @@
 A call to desk `d` with conversation `c` runs in room `d:c`, created (or reopened) with the
 desk's call orchestration by the `SessionFactory`; the agent that has the conversation (the
 front agent with its delegate tools, or a pipeline/swarm agent) runs in the voice session.
-Task and delivery hooks of the hub are forwarded as JSON events to the call of the room
+Task and delivery hooks of the hub are forwarded as call events to the call of the room
 they concern (task events carry the parent room id; nested child rooms
 `d:c::task-1::task-1` belong to `d:c` too).
 
@@ -27,16 +27,24 @@ from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.auth import presented_token, token_problem
 from voicehub.transports.websocket import (
-    FRAME_BYTES,
-    SAMPLE_RATE,
     CloseCode,
-    Hangup,
-    Playout,
     ProtocolViolation,
     WebSocketTransport,
     check_audio_message,
     error_event,
     parse_text_message,
+)
+from voicehub.voice.events import (
+    SAMPLE_RATE,
+    CallSession,
+    CallStatus,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    Hangup,
+    Playout,
+    ServerEvent,
+    TaskFinished,
+    TaskStarted,
 )
 
 if TYPE_CHECKING:
@@ -72,8 +80,8 @@ class LiveCall:
         """Close the socket after what is queued (the handler then cleans up)."""
         self.transport.close(code, reason)
 
-    def send(self, event: dict[str, Any]) -> None:
-        """Queue a JSON event for the caller."""
+    def send(self, event: ServerEvent) -> None:
+        """Queue an event for the caller."""
         self.transport.send_event_nowait(event)
 
 
@@ -154,17 +162,14 @@ class Switchboard:
         try:
             resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
             call.send(
-                {
-                    "type": "session",
-                    "room_id": room_id,
-                    "conversation": call.conversation,
-                    "desk": desk.name,
-                    "title": desk.title,
-                    "resumed": resumed,
-                    "greeting": desk.greeting is not None and not resumed,
-                    "sample_rate": SAMPLE_RATE,
-                    "frame_bytes": FRAME_BYTES,
-                }
+                CallSession(
+                    room_id=room_id,
+                    conversation=call.conversation,
+                    desk=desk.name,
+                    title=desk.title,
+                    resumed=resumed,
+                    greeting=desk.greeting is not None and not resumed,
+                )
             )
             call.session = await self.factory.start(hub, desk, room_id, call.transport)
         except Exception as exc:
@@ -256,19 +261,20 @@ class Switchboard:
 
     # -- status and hub events -------------------------------------------------------------
 
-    def status(self, call: LiveCall) -> dict[str, Any]:
+    def status(self, call: LiveCall) -> CallStatus:
         """What the conversation is waiting for: activity, tasks, jobs and deliveries."""
         hub, room_id = self.hub, call.room_id
-        status: dict[str, Any] = {
-            "type": "status",
-            "room_id": room_id,
-            "running_tasks": len(hub.tasks.of_room(room_id)),
-            "background_jobs": len(hub.jobs.of_room(room_id)),
-            "pending_deliveries": len(hub.delivery.pending(room_id)),
-        }
-        if call.session is not None:
-            snapshot = call.session.activity.snapshot()
-            status |= {
+        status = CallStatus(
+            room_id=room_id,
+            running_tasks=len(hub.tasks.of_room(room_id)),
+            background_jobs=len(hub.jobs.of_room(room_id)),
+            pending_deliveries=len(hub.delivery.pending(room_id)),
+        )
+        if call.session is None:
+            return status
+        snapshot = call.session.activity.snapshot()
+        return status.model_copy(
+            update={
                 "idle": snapshot.is_idle,
                 "user_speaking": snapshot.user_speaking,
                 "agent_speaking": snapshot.agent_speaking,
@@ -277,7 +283,7 @@ class Switchboard:
                 "awaiting_answer": snapshot.user_turn_awaiting_answer,
                 "playout_pending": snapshot.playout_pending,
             }
-        return status
+        )
 
     def _install_hooks(self) -> None:
         hooks = self.hub.hooks
@@ -295,45 +301,50 @@ class Switchboard:
         if call is not None:
             task_id = event.metadata.get("task_id")
             call.send(
-                {
-                    "type": "task_started",
-                    "task_id": task_id,
-                    "agent_id": event.metadata.get("agent_id"),
-                    "task": event.text,
-                    "room_id": event.room_id,
-                    "child_room_id": task_id,
-                }
+                TaskStarted(
+                    task_id=task_id,
+                    agent_id=event.metadata.get("agent_id"),
+                    task=event.text,
+                    room_id=event.room_id,
+                    child_room_id=task_id,
+                )
             )
 
     async def _task_finished(self, event: Event, context: HookContext) -> None:
         call = self._call_of(event.room_id)
         if call is not None:
+            meta = event.metadata
             call.send(
-                {
-                    "type": "task_finished",
-                    "task_id": event.metadata.get("task_id"),
-                    "agent_id": event.metadata.get("agent_id"),
-                    "status": event.metadata.get("status"),
-                    "summary": event.text,
-                    "room_id": event.room_id,
-                }
+                TaskFinished(
+                    task_id=meta.get("task_id"),
+                    agent_id=meta.get("agent_id"),
+                    status=meta.get("status"),
+                    summary=event.text,
+                    room_id=event.room_id,
+                )
             )
 
     async def _delivery_attempt(self, event: Event, context: HookContext) -> None:
         call = self._call_of(event.room_id)
         if call is not None:
-            call.send({"type": "delivery_attempt", **_delivery_fields(event)})
+            call.send(DeliveryAttempt(**_delivery_fields(event)))
 
     async def _delivery_outcome(self, event: Event, context: HookContext) -> None:
         call = self._call_of(event.room_id)
         if call is not None:
-            fields = _delivery_fields(event)
             meta = event.metadata
-            fields |= {"outcome": meta.get("outcome"), "final": meta.get("final")}
-            call.send({"type": "delivery", **fields, "error": meta.get("error")})
+            call.send(
+                DeliveryOutcome(
+                    **_delivery_fields(event),
+                    outcome=meta.get("outcome"),
+                    final=meta.get("final"),
+                    error=meta.get("error"),
+                )
+            )
 
 
 def _delivery_fields(event: Event) -> dict[str, Any]:
+    """What both delivery events say, from the delivery service's hook event."""
     meta = event.metadata
     return {
         "delivery_id": meta.get("delivery_id"),

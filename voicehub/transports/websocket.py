@@ -12,6 +12,8 @@ Wire protocol (one call per socket, `/desks/{desk}/call?conversation=<id>`):
   a speech segment (ack it with `playout` once played), `{"type": "clear"}` (drop buffered
   audio: the caller barged in) and `{"type": "error", "code": ..., "message": ...}`.
 
+Every text frame, both ways, is a model of `voicehub.voice.events`.
+
 A malformed message gets an error frame and is dropped; the call goes on. A message too big
 to be sane closes the call with 1009. The validators below are pure functions, tested
 without sockets; `WebSocketTransport` only queues frames and `pump`s them to a socket.
@@ -20,36 +22,35 @@ without sockets; `WebSocketTransport` only queues frames and `pump`s them to a s
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Annotated, Any, Literal, Protocol
+from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-
-from voicehub.voice.audio import frame_bytes
+from voicehub.voice.events import (
+    FRAME_BYTES,
+    SAMPLE_RATE,
+    BadClientMessage,
+    CallError,
+    ClearAudio,
+    ClientMessage,
+    ServerEvent,
+    SpeechMark,
+    parse_client_message,
+)
 
 __all__ = [
-    "FRAME_BYTES",
     "MAX_AUDIO_BYTES",
     "MAX_TEXT_BYTES",
-    "SAMPLE_RATE",
-    "ClientMessage",
     "CloseCode",
-    "Hangup",
     "OutboundSocket",
-    "Playout",
     "ProtocolViolation",
-    "StatusRequest",
     "WebSocketTransport",
     "check_audio_message",
     "error_event",
     "parse_text_message",
 ]
 
-SAMPLE_RATE = 16000
-FRAME_BYTES = frame_bytes(SAMPLE_RATE)  # 640: 20 ms of 16 kHz PCM16
 MAX_AUDIO_BYTES = 50 * FRAME_BYTES  # one second per message
 MAX_TEXT_BYTES = 4096  # acks and commands are tiny; anything bigger is a broken client
 
@@ -76,34 +77,6 @@ class ProtocolViolation:
     close_code: CloseCode | None = None
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Playout(_Message):
-    """The client played every byte of agent audio sent before speech mark `id`."""
-
-    type: Literal["playout"]
-    id: str = Field(min_length=1, max_length=200)
-
-
-class Hangup(_Message):
-    """The caller ends the call (the conversation stays; results wait for a reconnect)."""
-
-    type: Literal["hangup"]
-
-
-class StatusRequest(_Message):
-    """The client asks for a status event (used to tell when a conversation has settled)."""
-
-    type: Literal["status"]
-
-
-ClientMessage = Playout | Hangup | StatusRequest
-_MESSAGE_TYPES = ("playout", "hangup", "status")
-_CLIENT_MESSAGE: TypeAdapter[ClientMessage] = TypeAdapter(
-    Annotated[ClientMessage, Field(discriminator="type")]
-)
 _FORMAT = f"send {SAMPLE_RATE // 1000} kHz mono PCM16 in multiples of {FRAME_BYTES} bytes (20 ms)"
 
 
@@ -133,34 +106,14 @@ def parse_text_message(
             CloseCode.MESSAGE_TOO_BIG,
         )
     try:
-        data = json.loads(text)
-    except ValueError:
-        return ProtocolViolation(
-            "bad_json", f"text message is not JSON ({text[:40]!r}); {_expected()}"
-        )
-    kind = data.get("type") if isinstance(data, dict) else None
-    if kind not in _MESSAGE_TYPES:
-        got = f"type {kind!r}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
-        return ProtocolViolation("unknown_message", f"unknown message ({got}); {_expected()}")
-    try:
-        return _CLIENT_MESSAGE.validate_python(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
-        )
-        return ProtocolViolation("bad_message", f"bad {kind!r} message: {problems}")
+        return parse_client_message(text)
+    except BadClientMessage as bad:
+        return ProtocolViolation(bad.code, bad.message)  # the call goes on
 
 
-def error_event(violation: ProtocolViolation) -> dict[str, Any]:
-    """The JSON error frame that tells the client what it did wrong."""
-    return {"type": "error", "code": violation.code, "message": violation.message}
-
-
-def _expected() -> str:
-    return (
-        'expected JSON like {"type": "playout", "id": "..."}, {"type": "hangup"} '
-        'or {"type": "status"}'
-    )
+def error_event(violation: ProtocolViolation) -> CallError:
+    """The error event that tells the client what it did wrong."""
+    return CallError(code=violation.code, message=violation.message)
 
 
 # -- the transport ------------------------------------------------------------------------
@@ -183,6 +136,7 @@ class _Close:
 
 
 _Outgoing = bytes | str | _Close
+_CLEAR = ClearAudio().to_wire()
 
 
 class WebSocketTransport:
@@ -217,7 +171,7 @@ class WebSocketTransport:
 
     async def mark(self, speech_id: str) -> None:
         """Ask the client to ack `speech_id` once everything sent so far has played."""
-        self._put(json.dumps({"type": "speech_mark", "id": speech_id}))
+        self._put(SpeechMark(id=speech_id).to_wire())
 
     async def clear(self) -> None:
         """Drop unsent agent audio and tell the client to flush its playback buffer."""
@@ -225,15 +179,15 @@ class WebSocketTransport:
             return
         kept = [item for item in self._queue if not isinstance(item, bytes)]
         self._queue = deque(kept)
-        self._put(json.dumps({"type": "clear"}))
+        self._put(_CLEAR)
 
-    async def send_event(self, event: dict[str, Any]) -> None:
-        """Queue a JSON event for the client."""
+    async def send_event(self, event: ServerEvent) -> None:
+        """Queue an event for the client."""
         self.send_event_nowait(event)
 
-    def send_event_nowait(self, event: dict[str, Any]) -> None:
+    def send_event_nowait(self, event: ServerEvent) -> None:
         """`send_event` for synchronous callers (hooks, the reader loop)."""
-        self._put(json.dumps(event, default=str))
+        self._put(event.to_wire())
 
     def close(self, code: int = CloseCode.NORMAL, reason: str = "") -> None:
         """Send what is queued, then close the socket with `code` (reason cut to 123 bytes)."""

@@ -27,6 +27,7 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
+from voicehub.voice.events import AgentState, ServerEvent, ToolCall, Transcript, UserState
 from voicehub.voice.livekit_io import CallerAudioInput, TransportAudioOutput
 from voicehub.voice.llm_adapter import LiveKitAgent, running_in_tool
 from voicehub.voice.providers import vendor_import
@@ -246,7 +247,7 @@ class LiveKitVoiceSession:
         else:
             self._await_answer()  # until a reply starts, or the turn proves empty
             self.activity.user_speech_stopped()
-        self._send_event({"type": "user_state", "state": ev.new_state})
+        self._send_event(UserState(state=ev.new_state))
 
     def _on_agent_state(self, ev: events.AgentStateChangedEvent) -> None:
         if ev.new_state == "thinking":
@@ -254,7 +255,7 @@ class LiveKitVoiceSession:
             self._answered()
         else:
             self.activity.agent_thinking_finished()
-        self._send_event({"type": "agent_state", "state": ev.new_state})
+        self._send_event(AgentState(state=ev.new_state))
 
     def _on_transcribed(self, ev: events.UserInputTranscribedEvent) -> None:
         if not ev.transcript.strip():
@@ -264,9 +265,7 @@ class LiveKitVoiceSession:
         self._turn_heard = True
         if ev.is_final:
             self._await_answer()
-        self._send_event(
-            {"type": "transcript", "role": "user", "text": ev.transcript, "final": ev.is_final}
-        )
+        self._send_event(Transcript(role="user", text=ev.transcript, final=ev.is_final))
 
     def _on_speech_created(self, ev: events.SpeechCreatedEvent) -> None:
         handle = ev.speech_handle
@@ -285,17 +284,16 @@ class LiveKitVoiceSession:
             self._post(EventKind.TRANSCRIPT, text, role="user", source="caller", item_id=item.id)
         elif item.role == "assistant":
             self._post(EventKind.TRANSCRIPT, text, item_id=item.id, interrupted=item.interrupted)
-            self._send_event(
-                {"type": "transcript", "role": "assistant", "text": text, "final": True}
-            )
+            self._send_event(Transcript(role="assistant", text=text, final=True))
 
     def _on_tools_executed(self, ev: events.FunctionToolsExecutedEvent) -> None:
         for call, out in ev.zipped():
             meta = {"tool": call.name, "call_id": call.call_id}
             self._post(EventKind.TOOL_CALL, call.arguments, **meta)
             self._post(EventKind.TOOL_RESULT, out.output, is_error=out.is_error, **meta)
-            named = {"type": "tool_call", "name": call.name, "arguments": call.arguments}
-            self._send_event({**named, "call_id": call.call_id})
+            self._send_event(
+                ToolCall(name=call.name, arguments=call.arguments, call_id=call.call_id)
+            )
 
     def _on_close(self, ev: events.CloseEvent) -> None:
         if ev.error is not None and not self._closed:
@@ -394,7 +392,7 @@ class LiveKitVoiceSession:
             return leaving
         return self.agent.id
 
-    def _send_event(self, event: dict[str, Any]) -> None:
+    def _send_event(self, event: ServerEvent) -> None:
         self._events.put_nowait(lambda: self.transport.send_event(event))
 
     async def _send_events(self) -> None:

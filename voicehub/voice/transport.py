@@ -9,7 +9,10 @@ really been played to the caller (Twilio echoes marks; the browser page acks).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from voicehub.voice.events import ServerEvent
 
 
 class CallTransport(Protocol):
@@ -32,6 +35,6 @@ class CallTransport(Protocol):
         """Drop queued, unplayed audio at once (the caller barged in)."""
         ...
 
-    async def send_event(self, event: dict[str, Any]) -> None:
-        """Send a JSON-able event to the client (transcripts, states, tasks, deliveries)."""
+    async def send_event(self, event: ServerEvent) -> None:
+        """Send an event to the client (transcripts, states, tasks, deliveries)."""
         ...
