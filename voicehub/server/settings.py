@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from voicehub.core.validation import describe_errors
 from voicehub.errors import ConfigError
 
 __all__ = ["LOOPBACK_HOSTS", "ServerSettings"]
@@ -68,7 +69,7 @@ class ServerSettings(BaseModel):
         try:
             return cls(**given)
         except ValidationError as exc:
-            lines = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+            lines = describe_errors(exc)
             raise ConfigError("invalid server settings:\n  " + "\n  ".join(lines)) from None
 
     @classmethod

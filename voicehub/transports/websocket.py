@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from voicehub.core.validation import describe_errors
 from voicehub.voice.audio import frame_bytes
 
 __all__ = [
@@ -145,9 +146,7 @@ def parse_text_message(
     try:
         return _CLIENT_MESSAGE.validate_python(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = "; ".join(describe_errors(exc, root="message"))
         return ProtocolViolation("bad_message", f"bad {kind!r} message: {problems}")
 
 
