@@ -371,7 +371,7 @@ def test_registry_errors() -> None:
 def test_broken_knowledge_files_name_the_field(tmp_path: Path) -> None:
     path = tmp_path / "kb.toml"
     path.write_text('[[entries]]\ntopic = "x"\ntext = "y"\nkeyword = ["z"]\n')
-    with pytest.raises(ConfigError, match=r"kb.toml: entries\[0\].keyword: Extra inputs"):
+    with pytest.raises(ConfigError, match=r"kb.toml: entries\[0\].keyword: unknown field"):
         KnowledgeBase.from_file(path)
     path.write_text("[[entries]\n")
     with pytest.raises(ConfigError, match=r"kb.toml: TOML syntax error: .*line 1"):

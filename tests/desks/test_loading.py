@@ -352,7 +352,7 @@ def test_missing_or_broken_knowledge_file(tmp_path: Path) -> None:
     assert "knowledge.file:" in message and "missing.toml: knowledge file not found" in message
     (tmp_path / "bad.toml").write_text('[[entries]]\ntopic = "x"\n')
     message = error_of(tmp_path, VALID.replace("kb.toml", "bad.toml"))
-    assert "bad.toml: entries[0].text: Field required" in message
+    assert "bad.toml: entries[0].text: required field is missing" in message
 
 
 @pytest.mark.parametrize(

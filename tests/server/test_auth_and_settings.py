@@ -74,3 +74,14 @@ def test_environment_then_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.db_path == Path("/tmp/x.db")
     assert settings.base_url == "http://127.0.0.1:9000/"
     assert ServerSettings.from_env(port=9100).port == 9100
+
+
+def test_a_bad_environment_value_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VOICEHUB_PORT", "eighty")
+    monkeypatch.setenv("VOICEHUB_HOST", "")  # empty is unset
+    with pytest.raises(ConfigError, match=r"VOICEHUB_PORT: .*valid integer.*\(got 'eighty'\)"):
+        ServerSettings.from_env()
+    assert ServerSettings.from_env(port=8081).port == 8081  # a flag wins over the variable
+    assert ServerSettings.from_env(port=8081).host == "127.0.0.1"
+    with pytest.raises(ConfigError, match=r"\n  port: .*65535"):
+        ServerSettings.from_env(port=70000)

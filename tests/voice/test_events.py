@@ -190,7 +190,7 @@ async def test_an_unknown_or_broken_server_event_is_skipped_by_the_client() -> N
         parse_server_event("hello")
     with pytest.raises(ProtocolError, match="a JSON list, not an object"):
         parse_server_event("[1]")
-    with pytest.raises(ProtocolError, match=r"bad 'speech_mark' event: speech_mark.id: Field"):
+    with pytest.raises(ProtocolError, match="'speech_mark' event: id: required field"):
         parse_server_event({"type": "speech_mark"})
     # fields a newer server adds are ignored
     assert parse_server_event('{"type": "clear", "why": "barge-in"}') == ClearAudio()
@@ -214,9 +214,13 @@ def test_client_messages_round_trip(message: ClientMessage) -> None:
         ("[1, 2]", "unknown_message", "unknown message (a JSON list)"),
         ('{"type": "dance"}', "unknown_message", "unknown message (type 'dance')"),
         ({"id": "x"}, "unknown_message", "unknown message (type None)"),
-        ('{"type": "playout"}', "bad_message", "bad 'playout' message: playout.id: Field required"),
-        ('{"type": "playout", "id": ""}', "bad_message", "playout.id: String should have at least"),
-        ({"type": "hangup", "now": True}, "bad_message", "hangup.now: Extra inputs"),
+        (
+            '{"type": "playout"}',
+            "bad_message",
+            "bad 'playout' message: id: required field is missing",
+        ),
+        ('{"type": "playout", "id": ""}', "bad_message", "id: String should have at least"),
+        ({"type": "hangup", "now": True}, "bad_message", "now: unknown field"),
     ],
 )
 def test_malformed_client_messages_are_explained(

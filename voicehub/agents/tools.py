@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from voicehub.agents.llm import ToolSpec
+from voicehub.core.validation import describe_errors
 from voicehub.errors import ConfigError, ToolError
 
 if TYPE_CHECKING:
@@ -112,7 +113,8 @@ class Tool:
         try:
             parsed = self.arguments_model.model_validate(raw)
         except ValidationError as exc:
-            return self._error(call_id, _describe_validation(exc))
+            problems = describe_errors(exc, root="arguments")
+            return self._error(call_id, "bad arguments: " + "; ".join(problems))
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = context or ToolContext()
@@ -161,14 +163,6 @@ def _with_description(annotation: Any) -> Any:
 
 def _first_paragraph(doc: str) -> str:
     return doc.strip().split("\n\n", 1)[0].replace("\n", " ")
-
-
-def _describe_validation(exc: ValidationError) -> str:
-    problems = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"]) or "arguments"
-        problems.append(f"{where}: {error['msg']}")
-    return "bad arguments: " + "; ".join(problems)
 
 
 def _to_text(value: Any) -> str:

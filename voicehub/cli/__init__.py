@@ -1,4 +1,9 @@
-"""The `voicehub` command: serve, call, channels, bench."""
+"""The `voicehub` command: serve, call, channels, bench.
+
+Each command is a module here with `add_parser(commands)` (its argparse wiring) and
+`run(args) -> int` (its exit code); `main` assembles them. Errors a user can cause
+(`VoicehubError`) print one line naming the command and exit 2, without a traceback.
+"""
 
 from __future__ import annotations
 
@@ -6,42 +11,37 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
+from types import ModuleType
 
-from voicehub.cli.commands import add_commands, run_command
+from voicehub.cli import bench, call, channels, serve
+from voicehub.errors import VoicehubError
+
+__all__ = ["main"]
+
+_COMMANDS: dict[str, ModuleType] = {
+    "serve": serve,
+    "call": call,
+    "channels": channels,
+    "bench": bench,
+}
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="voicehub", description=__doc__)
+    parser = argparse.ArgumentParser(prog="voicehub", description=__doc__.split("\n", 1)[0])
     commands = parser.add_subparsers(dest="command", required=True)
-
-    bench = commands.add_parser("bench", help="print performance figures")
-    bench.add_argument("--json", type=Path, help="also write the figures as nested JSON")
-    bench.add_argument("--only", action="append", help="run only this section (repeatable)")
-    bench.add_argument(
-        "--store",
-        choices=["sqlite", "memory"],
-        default="sqlite",
-        help="store the figures are measured on (default: sqlite, as served)",
-    )
-    bench.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
-    add_commands(commands)
+    for command in _COMMANDS.values():
+        command.add_parser(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `voicehub` with `argv` (default: the process arguments); the exit code."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if args.command == "bench":
-        from voicehub.bench.runner import run_bench
-
-        run_bench(args.only, args.store, args.quick, args.json)
-        return 0
-    if (code := run_command(args)) is not None:
-        return code
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code: int = _COMMANDS[args.command].run(args)
+    except VoicehubError as exc:
+        print(f"voicehub {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return code

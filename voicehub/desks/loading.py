@@ -80,11 +80,12 @@ module loads files. `voicehub.desks.desk.build_desk` turns a `DeskConfig` into a
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from voicehub.core.toml_files import invalid_file, read_toml
+from voicehub.core.validation import describe_errors
 from voicehub.desks.config import DeskConfig
 from voicehub.desks.sections import (
     AgentConfig,
@@ -129,18 +130,11 @@ def load_desk_file(path: str | Path) -> DeskConfig:
     """Read and validate one desk file (and its knowledge file). Raises ConfigError naming
     the file and the field path of each problem."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: desk file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the desk file: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:  # the message carries line and column
-        raise ConfigError(f"{path}: TOML syntax error: {exc}") from None
+    data = read_toml(path, "desk file")
     try:
         config = DeskConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError("\n".join(f"{path}: {p}" for p in describe_errors(exc))) from None
+        raise invalid_file(path, exc) from None
     config._source = path
     if config.knowledge is not None:
         try:
@@ -167,20 +161,3 @@ def load_desk_folder(folder: str | Path) -> dict[str, DeskConfig]:
             )
         desks[config.name] = config
     return desks
-
-
-def describe_errors(exc: ValidationError) -> list[str]:
-    """One `field.path: message` line per validation error."""
-    lines = []
-    for error in exc.errors():
-        kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
-        if kind == "desk_field":
-            where, message = f"{where}.{ctx['path']}", str(ctx["message"])
-        elif kind == "missing":
-            message = "required field is missing"
-        elif kind != "value_error" and isinstance(value, str | int | float):
-            message += f" (got {value!r:.60})"
-        lines.append(f"{where.lstrip('.') or '(top level)'}: {message}")
-    return lines

@@ -23,7 +23,6 @@ way a shell's PATH does; the later one is shadowed.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from voicehub.agents.agent import Agent
+from voicehub.core.toml_files import invalid_file, read_toml
 from voicehub.errors import ConfigError
 
 Kind = Literal["agent", "workflow"]
@@ -222,17 +222,8 @@ class _WorkflowFile(BaseModel):
         return value
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the file: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:  # the message carries line and column
-        raise ConfigError(f"{path}: TOML syntax error: {exc}") from None
-
-
 def _desk_agents(path: Path) -> list[Agent]:
-    tables = _read_toml(path).get("agents", [])
+    tables = read_toml(path, "desk file").get("agents", [])
     if not isinstance(tables, list):
         raise ConfigError(f"{path}: agents: must be a list of [[agents]] tables")
     agents = []
@@ -241,37 +232,21 @@ def _desk_agents(path: Path) -> list[Agent]:
             entry = _DeskAgent.model_validate(table)
             agents.append(Agent(**entry.model_dump()))
         except ValidationError as exc:
-            raise ConfigError(_problem(path, exc, f"agents[{index}]")) from None
+            raise invalid_file(path, exc, at=("agents", index)) from None
     return agents
 
 
 def _workflow(path: Path) -> Workflow:
     try:
-        parsed = _WorkflowFile.model_validate(_read_toml(path))
+        parsed = _WorkflowFile.model_validate(read_toml(path, "workflow file"))
     except ValidationError as exc:
-        raise ConfigError(_problem(path, exc, "")) from None
+        raise invalid_file(path, exc) from None
     summary = WorkflowSummary(
         name=parsed.name or path.stem,
         path=str(path),
         **parsed.model_dump(exclude={"name", "steps"}),
     )
     return Workflow(summary=summary, steps=parsed.steps)
-
-
-def _problem(path: Path, exc: ValidationError, prefix: str) -> str:
-    """`file: field.path: message` for each error (the first names the field to fix)."""
-    lines = []
-    for error in exc.errors():
-        where = prefix + "".join(
-            f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]
-        )
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "missing":
-            message = "required field is missing"
-        elif error["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling)"
-        lines.append(f"{path}: {where.lstrip('.') or '(top level)'}: {message}")
-    return "\n".join(lines)
 
 
 def _names(table: dict[str, Any]) -> str:

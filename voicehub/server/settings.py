@@ -3,6 +3,12 @@
 `ServerSettings.from_env()` reads `VOICEHUB_*` variables; `voicehub serve` flags override
 them. Binding anything but a loopback address without an access token is refused: a voice
 desk can start work (and spend money on cloud models) for whoever reaches it.
+
+The environment is read by hand rather than with pydantic-settings: a `BaseSettings` model
+reads the environment every time one is constructed (tests and `create_app` callers build
+settings that must not pick up a developer's `VOICEHUB_TOKEN`), two variables are not named
+after their fields (`VOICEHUB_CHANNELS`, `VOICEHUB_DB`), and its errors name the field, not
+the variable that held the bad value; `_VARIABLES` is all it would replace.
 """
 
 from __future__ import annotations
@@ -10,16 +16,26 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from voicehub.core.validation import describe_errors
 from voicehub.errors import ConfigError
 
 __all__ = ["LOOPBACK_HOSTS", "ServerSettings"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _MIN_TOKEN = 16
+
+# The variable `from_env` reads for each field.
+_VARIABLES = {
+    "host": "VOICEHUB_HOST",
+    "port": "VOICEHUB_PORT",
+    "channels_dir": "VOICEHUB_CHANNELS",
+    "db_path": "VOICEHUB_DB",
+    "token": "VOICEHUB_TOKEN",
+}
 
 
 class ServerSettings(BaseModel):
@@ -64,27 +80,29 @@ class ServerSettings(BaseModel):
     @classmethod
     def create(cls, **values: Any) -> ServerSettings:
         """Validate `values` (None means: the default), raising ConfigError on bad input."""
-        given = {key: value for key, value in values.items() if value is not None}
-        try:
-            return cls(**given)
-        except ValidationError as exc:
-            lines = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-            raise ConfigError("invalid server settings:\n  " + "\n  ".join(lines)) from None
+        return cls._validated({key: value for key, value in values.items() if value is not None})
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerSettings:
-        """Settings from `VOICEHUB_HOST`, `_PORT`, `_CHANNELS`, `_DB`, `_TOKEN`, then
-        `overrides` (None values are ignored)."""
-        env = os.environ
-        values: dict[str, Any] = {
-            "host": env.get("VOICEHUB_HOST"),
-            "port": env.get("VOICEHUB_PORT"),
-            "channels_dir": env.get("VOICEHUB_CHANNELS"),
-            "db_path": env.get("VOICEHUB_DB"),
-            "token": env.get("VOICEHUB_TOKEN") or None,
+        """Settings from `VOICEHUB_HOST`, `_PORT`, `_CHANNELS`, `_DB`, `_TOKEN` (unset or
+        empty: the default), then `overrides` (None values are ignored). A bad value's error
+        names the variable it came from."""
+        given = {key: value for key, value in overrides.items() if value is not None}
+        found = {
+            field: name
+            for field, name in _VARIABLES.items()
+            if os.environ.get(name) and field not in given
         }
-        values.update({key: value for key, value in overrides.items() if value is not None})
-        return cls.create(**values)
+        values = {field: os.environ[name] for field, name in found.items()}
+        return cls._validated({**values, **given}, found)
+
+    @classmethod
+    def _validated(cls, values: dict[str, Any], sources: dict[str, str] | None = None) -> Self:
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            lines = [_from_source(line, sources or {}) for line in describe_errors(exc)]
+            raise ConfigError("invalid server settings:\n  " + "\n  ".join(lines)) from None
 
     @property
     def is_loopback(self) -> bool:
@@ -111,3 +129,9 @@ class ServerSettings(BaseModel):
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}/"
+
+
+def _from_source(line: str, sources: dict[str, str]) -> str:
+    """`port: ...` -> `VOICEHUB_PORT: ...` when the port came from the environment."""
+    field, message = line.split(": ", 1)
+    return f"{sources.get(field, field)}: {message}"

@@ -17,7 +17,6 @@ most texts share some words); ties go to the earlier entry in the file.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from voicehub.agents.tools import Tool
-from voicehub.errors import ConfigError, ToolError
+from voicehub.core.toml_files import invalid_file, read_toml
+from voicehub.errors import ToolError
 
 _WORD = re.compile(r"[a-z0-9]+")
 # Words that say nothing about the topic ("tell me more about the batteries").
@@ -108,21 +108,11 @@ class KnowledgeBase:
     def from_file(cls, path: str | Path) -> KnowledgeBase:
         """Load a knowledge TOML file. Raises ConfigError naming the file and the field."""
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: knowledge file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read the knowledge file: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: TOML syntax error: {exc}") from None
+        data = read_toml(path, "knowledge file")
         try:
             parsed = KnowledgeFile.model_validate(data)
         except ValidationError as exc:
-            problems = [
-                f"{path}: {_dotted(error['loc'])}: {error['msg']}" for error in exc.errors()
-            ]
-            raise ConfigError("\n".join(problems)) from None
+            raise invalid_file(path, exc) from None
         return cls(parsed.entries, source=str(path))
 
     @property
@@ -177,7 +167,3 @@ def search_knowledge_tool(knowledge: KnowledgeBase) -> Tool:
             f"entries. Topics include: {topics}."
         ),
     )
-
-
-def _dotted(loc: tuple[int | str, ...]) -> str:
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")

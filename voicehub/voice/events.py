@@ -26,6 +26,7 @@ from pydantic import (
     model_serializer,
 )
 
+from voicehub.core.validation import describe_errors
 from voicehub.errors import ProtocolError
 from voicehub.voice.audio import FRAME_MS, frame_bytes
 
@@ -368,7 +369,6 @@ def parse_client_message(data: str | Mapping[str, Any]) -> ClientMessage:
 
 
 def _problems(exc: ValidationError) -> str:
-    # e.g. `playout.id: Field required` (the location starts with the type's tag)
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}" for e in exc.errors()
-    )
+    # e.g. `id: required field is missing`; the union's tag (the type) leads each location
+    # and is already named in the message, so it is left out.
+    return "; ".join(describe_errors(exc, root="message", strip=1))

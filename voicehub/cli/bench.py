@@ -1,0 +1,28 @@
+"""`voicehub bench`: print performance figures (see `voicehub.bench`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `bench` to an `add_subparsers()` object."""
+    bench = commands.add_parser("bench", help="print performance figures")
+    bench.add_argument("--json", type=Path, help="also write the figures as nested JSON")
+    bench.add_argument("--only", action="append", help="run only this section (repeatable)")
+    bench.add_argument(
+        "--store",
+        choices=["sqlite", "memory"],
+        default="sqlite",
+        help="store the figures are measured on (default: sqlite, as served)",
+    )
+    bench.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark sections `args` ask for and print them."""
+    from voicehub.bench.runner import run_bench
+
+    run_bench(args.only, args.store, args.quick, args.json)
+    return 0

@@ -1,0 +1,97 @@
+"""`voicehub call`: call a desk with synthesized speech and print the timeline."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from voicehub.errors import VoicehubError
+
+
+class _Line(argparse.Action):
+    """--say and --wav append to one ordered list of caller lines."""
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, value: Any, option: Any = None
+    ) -> None:
+        lines = list(getattr(namespace, "lines", None) or [])
+        lines.append((self.dest, value))
+        namespace.lines = lines
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `call` to an `add_subparsers()` object."""
+    call = commands.add_parser(
+        "call",
+        help="call a desk with synthesized speech and print the timeline",
+        description=(
+            "Call DESK over the WebSocket as a browser would: speak each --say (synthesized "
+            "with Piper) or --wav in order, each after the agent answered the previous one, "
+            "wait until the conversation settles (results delivered), print a timeline and "
+            "write the agent's audio to a WAV file."
+        ),
+    )
+    call.add_argument("desk", help="desk name, as listed by `voicehub channels`")
+    call.add_argument("--say", action=_Line, metavar="TEXT", help="words to say (repeatable)")
+    call.add_argument("--wav", action=_Line, metavar="FILE", help="a recording to play")
+    call.add_argument(
+        "--server",
+        default=os.environ.get("VOICEHUB_URL", "http://127.0.0.1:8080"),
+        help="server URL (default $VOICEHUB_URL or http://127.0.0.1:8080)",
+    )
+    call.add_argument("--conversation", help="conversation id (reuse one to reconnect)")
+    call.add_argument("--token", help="access token (default $VOICEHUB_TOKEN)")
+    call.add_argument(
+        "--fast",
+        action="store_true",
+        help="send speech faster than real time and ack playout at once",
+    )
+    call.add_argument("--out", type=Path, help="WAV file for the agent's audio")
+    call.add_argument("--timeout", type=float, default=90.0, help="seconds to wait to settle")
+    call.set_defaults(lines=None)
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Place the call; 0 when the conversation settled, 1 when it timed out."""
+    from voicehub.client.call import CallOptions, caller_audio, place_call
+    from voicehub.client.report import format_summary, format_timeline
+    from voicehub.voice.audio import write_wav
+    from voicehub.voice.events import SAMPLE_RATE
+
+    out = out or sys.stdout
+    if not args.lines:
+        raise VoicehubError("say something: add --say 'your words' or --wav recording.wav")
+    lines = [
+        (value, caller_audio(text=value))
+        if kind == "say"
+        else (f"[{value}]", caller_audio(wav=value))
+        for kind, value in args.lines
+    ]
+    options = CallOptions(
+        desk=args.desk,
+        server=args.server,
+        conversation=args.conversation,
+        token=args.token or os.environ.get("VOICEHUB_TOKEN") or None,
+        realtime=not args.fast,
+        playout_speed=math.inf if args.fast else 1.0,
+    )
+    try:
+        report = asyncio.run(place_call(options, lines, settle_timeout=args.timeout))
+    except OSError as exc:
+        message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
+        raise VoicehubError(message) from None
+    target = args.out or Path(f"call-{report.conversation}.wav")
+    write_wav(target, bytes(report.agent_audio), SAMPLE_RATE)
+    print(format_timeline(report), file=out)
+    print(file=out)
+    print(format_summary(report), file=out)
+    print(f"agent audio: {target}", file=out)
+    print(
+        f"call back: voicehub call {args.desk} --conversation {report.conversation} ...", file=out
+    )
+    return 0 if report.settled else 1

@@ -1,0 +1,86 @@
+"""`voicehub channels`: list the desks and check their files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from voicehub.errors import VoicehubError
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `channels` to an `add_subparsers()` object."""
+    channels = commands.add_parser(
+        "channels",
+        help="list the desks and check their files",
+        description="Load and build every desk file; print each desk, or what is wrong.",
+    )
+    channels.add_argument("--dir", type=Path, default=Path("channels"), help="desk folder")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Load and build every desk file in --dir; 1 when any has a problem."""
+    from voicehub.desks.desk import build_desk
+    from voicehub.desks.loading import load_desk_file
+
+    out = out or sys.stdout
+    folder: Path = args.dir
+    if not folder.is_dir():
+        raise VoicehubError(f"{folder}: no such desk folder")
+    files = sorted(folder.glob("*.toml"))
+    if not files:
+        raise VoicehubError(f"{folder}: no desk files (*.toml)")
+    problems, names = 0, dict[str, Path]()
+    for path in files:
+        try:
+            desk = build_desk(load_desk_file(path))
+        except VoicehubError as exc:
+            problems += 1
+            print(f"ERROR {path}\n      {str(exc).replace(chr(10), chr(10) + '      ')}", file=out)
+            continue
+        if desk.name in names:
+            problems += 1
+            print(f"ERROR {path}: desk name {desk.name!r} is used by {names[desk.name]}", file=out)
+            continue
+        names[desk.name] = path
+        print(f"ok    {desk.name:<12} {desk.title}  ({path})", file=out)
+        for line in _describe_desk(desk):
+            print(f"      {line}", file=out)
+    print(f"{len(names)} desk(s) ok, {problems} with errors", file=out)
+    return 1 if problems else 0
+
+
+def _describe_desk(desk: Any) -> list[str]:
+    config = desk.config
+    voice, delivery = config.voice, config.delivery
+    front = desk.entry_agent.id
+    own = [t.name for t in desk.agents[front].tools]
+    names = own + [t.name for t in desk.tools_for(front) if t.name not in own]
+    if desk.handoff is not None:
+        names.append(f"handoff_conversation to {', '.join(desk.handoff_targets(front))}")
+    tools = ", ".join(names) or "none"
+    lines = [
+        f"call:     /desks/{desk.name}/call?conversation=<id>",
+        f"voice:    vad {voice.vad}, stt {voice.stt}, tts {voice.tts}",
+        f"agents:   {', '.join(agent.id for agent in config.agents)} "
+        f"(first to answer: {front}; its tools: {tools})",
+    ]
+    if config.pipeline is not None:
+        stages = " -> ".join(f"{st.agent} ({st.phase})" for st in config.pipeline.stages)
+        lines.append(f"pipeline: {stages}")
+    if config.swarm is not None:
+        lines.append(f"swarm:    {', '.join(config.swarm.agents)} hand off to each other")
+    if config.supervisor is not None:
+        workers = ", ".join(config.supervisor.workers)
+        lines.append(f"workers:  {workers} ({config.supervisor.strategy}, delegate_workers)")
+    if config.loop is not None:
+        loop = config.loop
+        lines.append(
+            f"loop:     {loop.producer} reviewed by {', '.join(loop.reviewers)} "
+            f"(at most {loop.max_iterations} rounds, delegate_loop)"
+        )
+    buffer = f", buffer {delivery.buffer:g} s" if delivery.buffer is not None else ""
+    lines.append(f"delivery: {delivery.strategy}{buffer}, mode {delivery.mode}")
+    return lines

@@ -1,0 +1,52 @@
+"""`voicehub serve`: serve the desks over WebSocket, with a console page and a REST view."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+_TRY = "voicehub call research --say 'could you research heat pumps for me please'"
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `serve` to an `add_subparsers()` object."""
+    serve = commands.add_parser(
+        "serve",
+        help="serve the desks over WebSocket, with a console page and a REST view",
+        description="Serve the desks in --channels. Listens on 127.0.0.1 unless a token is set.",
+    )
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8080; 0 picks a free one)")
+    serve.add_argument("--channels", type=Path, help="folder of desk files (default channels)")
+    serve.add_argument("--db", type=Path, help="SQLite store (default var/voicehub.db)")
+    serve.add_argument(
+        "--token", help="access token callers must send (default: $VOICEHUB_TOKEN, or none)"
+    )
+    serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
+    serve.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C; flags override the `VOICEHUB_*` environment."""
+    from voicehub.server.app import serve
+    from voicehub.server.settings import ServerSettings
+
+    settings = ServerSettings.from_env(
+        host=args.host,
+        port=args.port,
+        channels_dir=args.channels,
+        db_path=args.db,
+        token=args.token,
+        prewarm=False if args.no_prewarm else None,
+        log_level=args.log_level,
+    )
+
+    def ready(url: str) -> None:
+        print(f"voicehub: serving at {url} (Ctrl-C to stop)", flush=True)
+        print(f"voicehub: open it in a browser, or try: {_TRY}", flush=True)
+
+    try:
+        serve(settings, ready=ready)
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
+        print("voicehub: stopped; undelivered results stay in the store", flush=True)
+    return 0
