@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,6 +19,7 @@ from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
 from voicehub.agents.tools import Tool, ToolContext
 from voicehub.core.events import Event
+from voicehub.delivery.policy import StrategyLike
 from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import TaskResult
@@ -81,7 +82,7 @@ class Loop(Orchestration):
         async_delivery: bool = False,
         front: Agent | None = None,
         task_timeout: float | None = None,
-        delivery_strategy: Any = None,
+        delivery_strategy: StrategyLike | None = None,
         delegation_message: str = "I've started on that draft; I'll read it to you once "
         "it has been reviewed.",
     ) -> None:

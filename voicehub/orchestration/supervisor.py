@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.tools import Tool, ToolContext
 from voicehub.core.events import Event
+from voicehub.delivery.policy import StrategyLike
 from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import TaskHandle, TaskResult
@@ -56,7 +57,7 @@ class Supervisor(Orchestration):
         wait_for_result: bool = True,
         share_channels: Sequence[str] | None = None,
         task_timeout: float | None = None,
-        delivery_strategy: Any = None,
+        delivery_strategy: StrategyLike | None = None,
     ) -> None:
         if not workers:
             raise ConfigError("Supervisor needs at least one worker")
