@@ -43,6 +43,12 @@ class ServerSettings(BaseModel):
     max_text_bytes: int = Field(default=4096, ge=256)
     prewarm: bool = True
     log_level: str = "info"
+    # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
+    # proxy the request's host is not it), the account's auth token that signs webhooks,
+    # and the account sid for call-backs. See `voicehub.server.twilio`.
+    public_url: str | None = Field(default=None, pattern=r"^https://[^/?#\s]+(/[^?#\s]*)?$")
+    twilio_auth_token: str | None = None
+    twilio_account_sid: str | None = None
 
     @field_validator("token")
     @classmethod
@@ -73,8 +79,9 @@ class ServerSettings(BaseModel):
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerSettings:
-        """Settings from `VOICEHUB_HOST`, `_PORT`, `_CHANNELS`, `_DB`, `_TOKEN`, then
-        `overrides` (None values are ignored)."""
+        """Settings from `VOICEHUB_HOST`, `_PORT`, `_CHANNELS`, `_DB`, `_TOKEN`,
+        `_PUBLIC_URL`, `TWILIO_AUTH_TOKEN`, `TWILIO_ACCOUNT_SID`, then `overrides` (None
+        values are ignored)."""
         env = os.environ
         values: dict[str, Any] = {
             "host": env.get("VOICEHUB_HOST"),
@@ -82,6 +89,9 @@ class ServerSettings(BaseModel):
             "channels_dir": env.get("VOICEHUB_CHANNELS"),
             "db_path": env.get("VOICEHUB_DB"),
             "token": env.get("VOICEHUB_TOKEN") or None,
+            "public_url": env.get("VOICEHUB_PUBLIC_URL") or None,
+            "twilio_auth_token": env.get("TWILIO_AUTH_TOKEN") or None,
+            "twilio_account_sid": env.get("TWILIO_ACCOUNT_SID") or None,
         }
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls.create(**values)
