@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from voicehub.desks.sections import StrictModel
 
@@ -25,3 +25,10 @@ class PhoneConfig(StrictModel):
     callback: bool = False
     callback_attempts: int = Field(default=2, ge=1, le=10)
     callback_delay: float = Field(default=60.0, ge=0.0, le=86_400.0)
+
+    @field_validator("callback")
+    @classmethod
+    def _callback_not_built(cls, value: bool) -> bool:
+        if value:
+            raise ValueError("calling the caller back is not available yet; leave it false")
+        return value
