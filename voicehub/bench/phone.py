@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -70,15 +71,14 @@ def phone_band(pcm16: bytes) -> bytes:
 def tool_accuracy(quick: bool) -> tuple[float, float]:
     from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
     from voicehub.agents.scripted import ScriptedLLM
-    from voicehub.desks.desk import load_desks
     from voicehub.voice.providers.offline import synthesize, transcribe
 
-    desk = load_desks(Path("channels"))["research"]
-    agent = desk.front_agent_with_tools()
-    llm = agent.llm
-    if not isinstance(llm, ScriptedLLM):
-        raise TypeError("the research desk's front agent is expected to be scripted")
-    specs = [ToolSpec(name=name) for name in _tool_names(agent)]
+    # The research desk's front agent, read from its file (bench sits below `desks`).
+    with (Path("channels") / "research.toml").open("rb") as file:
+        front = tomllib.load(file)["agents"][0]["scripted"]
+    llm = ScriptedLLM(front["rules"], fallback=front.get("fallback", ""))
+    tools = ("delegate_workers", "check_tasks", "cancel_task", "search_knowledge")
+    specs = [ToolSpec(name=name) for name in tools]
     requests = _REQUESTS[:4] if quick else _REQUESTS
     right = {"wide": 0, "phone": 0}
     for words, tool, needle in requests:
@@ -92,10 +92,6 @@ def tool_accuracy(quick: bool) -> tuple[float, float]:
             if calls and calls[0].name == tool and needle in calls[0].arguments.lower():
                 right[band] += 1
     return right["phone"] / len(requests), right["wide"] / len(requests)
-
-
-def _tool_names(agent: Any) -> list[str]:
-    return [getattr(tool, "name", str(tool)) for tool in agent.tools]
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
