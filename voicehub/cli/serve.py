@@ -22,6 +22,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument(
         "--token", help="access token callers must send (default: $VOICEHUB_TOKEN, or none)"
     )
+    serve.add_argument(
+        "--public-url",
+        help="caller-facing https URL for Twilio webhooks (default: $VOICEHUB_PUBLIC_URL)",
+    )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
     serve.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
@@ -37,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         channels_dir=args.channels,
         db_path=args.db,
         token=args.token,
+        public_url=args.public_url,
         prewarm=False if args.no_prewarm else None,
         log_level=args.log_level,
     )

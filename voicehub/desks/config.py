@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from voicehub.desks.phone import PhoneConfig
 from voicehub.desks.sections import (
     AgentConfig,
     AskUserConfig,
@@ -40,6 +41,7 @@ class DeskConfig(StrictModel):
     pipeline: PipelineConfig | None = None
     swarm: SwarmConfig | None = None
     ask_user: AskUserConfig | None = None
+    phone: PhoneConfig = Field(default_factory=PhoneConfig)
     _source: Path | None = PrivateAttr(default=None)
 
     @property

@@ -10,6 +10,7 @@ One `Hub` per process on one SQLite store; each call's room runs its desk's orch
     GET  /static/...                its script, worklet and style
     WS   /desks/{desk}/call         a call (protocol: `voicehub.transports.websocket`)
     GET  /health, /api/...          see `voicehub.server.api`
+    POST /twilio/{desk}/voice       phone calls (see `voicehub.server.twilio`)
 
 Shutdown ends the calls (their delivery detaches, so undelivered results are held in the
 store) and closes the hub; a restarted server speaks them when the conversation calls back.
@@ -39,6 +40,8 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
+from voicehub.server.stream_tokens import StreamTokens
+from voicehub.server.twilio import PhoneLine, twilio_routes
 
 if TYPE_CHECKING:
     import uvicorn
@@ -72,6 +75,7 @@ def create_app(
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         app.state.switchboard = board
+        app.state.phone = PhoneLine(board, settings, StreamTokens())
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
         # pauses of 20-190 ms at 75 calls without it).
@@ -91,6 +95,7 @@ def create_app(
         Mount("/static", StaticFiles(directory=WEB_DIR), name="static"),
         WebSocketRoute("/desks/{desk}/call", call),
         *api_routes(),
+        *twilio_routes(),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

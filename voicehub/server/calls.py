@@ -21,7 +21,8 @@ import logging
 import re
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
@@ -46,6 +47,7 @@ from voicehub.voice.events import (
     TaskFinished,
     TaskStarted,
 )
+from voicehub.voice.transport import CallTransport
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
@@ -54,9 +56,10 @@ if TYPE_CHECKING:
     from voicehub.desks.voice_stack import SessionFactory
     from voicehub.hub import Hub
     from voicehub.server.settings import ServerSettings
+    from voicehub.transports.websocket import OutboundSocket
     from voicehub.voice.session import VoiceSession
 
-__all__ = ["CONVERSATION_PATTERN", "LiveCall", "Switchboard"]
+__all__ = ["CONVERSATION_PATTERN", "CallLine", "LiveCall", "Switchboard"]
 
 log = logging.getLogger("voicehub.server")
 
@@ -64,10 +67,23 @@ CONVERSATION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _CLOSE_WAIT = 2.0  # seconds a client gets to complete the close handshake
 
 
+class CallLine(CallTransport, Protocol):
+    """A transport the switchboard can run a call on (browser WebSocket, Twilio)."""
+
+    def send_event_nowait(self, event: ServerEvent) -> None: ...
+
+    def close(self, code: int = 1000, reason: str = "") -> None: ...
+
+    async def pump(self, socket: OutboundSocket) -> None: ...
+
+
+ReadLoop = Callable[["WebSocket", "LiveCall"], Coroutine[Any, Any, None]]
+
+
 class LiveCall:
     """One connected call: its room, transport and (once started) session."""
 
-    def __init__(self, desk: Desk, conversation: str, transport: WebSocketTransport) -> None:
+    def __init__(self, desk: Desk, conversation: str, transport: CallLine) -> None:
         self.desk = desk
         self.conversation = conversation
         self.room_id = f"{desk.name}:{conversation}"
@@ -128,9 +144,11 @@ class Switchboard:
             await _refuse(websocket, CloseCode.BAD_REQUEST, "bad_conversation", message)
             return
         call = LiveCall(desk, conversation, WebSocketTransport(sample_rate=SAMPLE_RATE))
-        await self._run(websocket, call)
+        await self.run_call(websocket, call, self._read)
 
-    async def _run(self, websocket: WebSocket, call: LiveCall) -> None:
+    async def run_call(self, websocket: WebSocket, call: LiveCall, read: ReadLoop) -> None:
+        """Run an accepted call until `read` returns (hangup) or the socket ends, then
+        clean up. `read` feeds the session from the socket in the transport's protocol."""
         while (previous := self.calls.get(call.room_id)) is not None:
             previous.end(CloseCode.REPLACED, "replaced by a newer connection to this conversation")
             await previous.finished.wait()
@@ -139,7 +157,7 @@ class Switchboard:
         reader: asyncio.Task[None] | None = None
         try:
             if await self._start(call):
-                reader = asyncio.create_task(self._read(websocket, call))
+                reader = asyncio.create_task(read(websocket, call))
                 await asyncio.wait({reader, pump}, return_when=asyncio.FIRST_COMPLETED)
             call.end(CloseCode.NORMAL, "call ended")
             with contextlib.suppress(Exception):  # the client may be gone already

@@ -35,6 +35,9 @@ _VARIABLES = {
     "channels_dir": "VOICEHUB_CHANNELS",
     "db_path": "VOICEHUB_DB",
     "token": "VOICEHUB_TOKEN",
+    "public_url": "VOICEHUB_PUBLIC_URL",
+    "twilio_auth_token": "TWILIO_AUTH_TOKEN",
+    "twilio_account_sid": "TWILIO_ACCOUNT_SID",
 }
 
 
@@ -59,6 +62,12 @@ class ServerSettings(BaseModel):
     max_text_bytes: int = Field(default=4096, ge=256)
     prewarm: bool = True
     log_level: str = "info"
+    # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
+    # proxy the request's host is not it), the account's auth token that signs webhooks,
+    # and the account sid for call-backs. See `voicehub.server.twilio`.
+    public_url: str | None = Field(default=None, pattern=r"^https://[^/?#\s]+(/[^?#\s]*)?$")
+    twilio_auth_token: str | None = None
+    twilio_account_sid: str | None = None
 
     @field_validator("token")
     @classmethod
@@ -84,9 +93,9 @@ class ServerSettings(BaseModel):
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerSettings:
-        """Settings from `VOICEHUB_HOST`, `_PORT`, `_CHANNELS`, `_DB`, `_TOKEN` (unset or
-        empty: the default), then `overrides` (None values are ignored). A bad value's error
-        names the variable it came from."""
+        """Settings from the variables of `_VARIABLES` (`VOICEHUB_HOST`, `_PORT`, ...,
+        `TWILIO_AUTH_TOKEN`; unset or empty: the default), then `overrides` (None values
+        are ignored). A bad value's error names the variable it came from."""
         given = {key: value for key, value in overrides.items() if value is not None}
         found = {
             field: name

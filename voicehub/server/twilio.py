@@ -1,0 +1,282 @@
+"""Phone calls through Twilio: the signed webhooks and the media stream endpoint.
+
+    POST /twilio/{desk}/voice    incoming call webhook -> TwiML <Connect><Stream>
+    POST /twilio/{desk}/status   call and stream status callbacks (logged)
+    WS   /twilio/{desk}/stream   the media stream (`voicehub.transports.twilio`)
+
+Every webhook must carry a valid `X-Twilio-Signature` for `public_url` + path (the URL
+Twilio was given; behind a tunnel the request's own host is not it), checked with the
+`twilio` package's `RequestValidator` against the account's auth token: a bad or missing
+signature gets 403 and nothing runs. The stream WebSocket is let in by a one-use token
+the voice webhook minted (`voicehub.server.stream_tokens`), carried back to us as a
+`<Parameter>` in the stream's `start` message.
+
+By default a call's conversation is keyed to the caller's number (hashed: the number is
+not stored), so calling back reaches the same room and hears the results held meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from voicehub.errors import MissingExtraError
+from voicehub.server.calls import LiveCall, Switchboard
+from voicehub.server.stream_tokens import StreamGrant, StreamTokens
+from voicehub.transports.twilio import (
+    Dtmf,
+    Mark,
+    Media,
+    Stop,
+    StreamProblem,
+    StreamReader,
+    TwilioMediaTransport,
+    decode_payload,
+    parse_stream_message,
+)
+
+if TYPE_CHECKING:
+    from voicehub.server.settings import ServerSettings
+
+__all__ = ["PhoneLine", "caller_conversation", "twilio_routes"]
+
+log = logging.getLogger("voicehub.twilio")
+
+_CALLER = re.compile(r"\+?[0-9]{3,16}")
+_SID = re.compile(r"[A-Za-z0-9]{2,64}")
+_START_TIMEOUT = 10.0  # seconds Twilio gets to send `start` after connecting
+# The session runs at 16 kHz, as for browsers: the transport resamples in numpy. (At 8 kHz
+# livekit's own resampling in front of PocketSphinx garbled phone speech in our tests.)
+_SESSION_RATE = 16000
+_MAX_FORM_BYTES = 64_000  # Twilio's webhook forms are about 1 KB
+_MAX_PROBLEMS_BEFORE_START = 20  # frames dropped before `start` before we give up
+
+
+def caller_conversation(number: str) -> str | None:
+    """The conversation id of a caller's number, or None for a withheld or odd one.
+
+    A hash, so the store never holds the number; the same number always gives the same id.
+    """
+    digits = number.strip().replace(" ", "")
+    if not _CALLER.fullmatch(digits) or digits.lstrip("+") in ("266696687", "7378742833"):
+        return None  # Twilio's stand-ins for "anonymous" / "restricted"
+    normalized = "+" + digits.lstrip("+")
+    return "tel-" + hashlib.sha256(f"voicehub caller {normalized}".encode()).hexdigest()[:24]
+
+
+@dataclass
+class PhoneLine:
+    """The Twilio side of the server: settings, the switchboard and the stream tokens."""
+
+    board: Switchboard
+    settings: ServerSettings
+    tokens: StreamTokens
+
+    def public(self, path: str, scheme: str = "https") -> str:
+        base = (self.settings.public_url or "").rstrip("/")
+        if scheme == "wss":
+            base = "wss" + base[len("https") :]
+        return base + path
+
+    def signature_problem(self, request: Request, params: dict[str, str]) -> str | None:
+        """None if the request is signed by Twilio for our public URL, else why not."""
+        token = self.settings.twilio_auth_token
+        if token is None or self.settings.public_url is None:
+            return "phone calls are not set up: set TWILIO_AUTH_TOKEN and VOICEHUB_PUBLIC_URL"
+        signature = request.headers.get("x-twilio-signature")
+        if not signature:
+            return "missing X-Twilio-Signature header"
+        try:
+            from twilio.request_validator import RequestValidator
+        except ImportError:
+            raise MissingExtraError("twilio", "twilio") from None
+        url = self.public(request.url.path)
+        if request.url.query:
+            url += "?" + request.url.query
+        if not RequestValidator(token).validate(url, params, signature):
+            return f"X-Twilio-Signature does not match {url} (is VOICEHUB_PUBLIC_URL right?)"
+        return None
+
+
+async def _signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
+    line: PhoneLine = request.app.state.phone
+    body = await request.body()
+    if len(body) > _MAX_FORM_BYTES:
+        return PlainTextResponse("webhook body too big\n", status_code=413)
+    # Twilio posts application/x-www-form-urlencoded; parsing it here spares a dependency.
+    params = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+    problem = line.signature_problem(request, params)
+    if problem is not None:
+        log.warning("refused %s from %s: %s", request.url.path, _peer(request), problem)
+        return PlainTextResponse(f"forbidden: {problem}\n", status_code=403)
+    return line, params
+
+
+async def voice_webhook(request: Request) -> Response:
+    """Answer an incoming call: TwiML connecting it to the desk's media stream."""
+    signed = await _signed_form(request)
+    if isinstance(signed, Response):
+        return signed
+    line, params = signed
+    desk_name = request.path_params["desk"]
+    desk = line.board.desks.get(desk_name)
+    if desk is None:
+        return PlainTextResponse(f"unknown desk {desk_name!r}\n", status_code=404)
+    call_sid = params.get("CallSid", "")
+    if not _SID.fullmatch(call_sid):
+        return PlainTextResponse("bad CallSid\n", status_code=400)
+    conversation = None
+    if desk.config.phone.conversation == "caller":
+        conversation = caller_conversation(params.get("From", ""))
+    if conversation is None:
+        conversation = "call-" + call_sid[-24:]
+    token = line.tokens.mint(desk.name, conversation, call_sid)
+    log.info("call %s to desk %s: conversation %s", call_sid, desk.name, conversation)
+    return Response(_twiml(line, desk.name, conversation, token), media_type="application/xml")
+
+
+def _twiml(line: PhoneLine, desk: str, conversation: str, token: str) -> str:
+    try:
+        from twilio.twiml.voice_response import Connect, VoiceResponse
+    except ImportError:
+        raise MissingExtraError("twilio", "twilio") from None
+    response = VoiceResponse()
+    connect = Connect()
+    stream = connect.stream(
+        url=line.public(f"/twilio/{desk}/stream", scheme="wss"),
+        name=f"voicehub-{desk}",
+        status_callback=line.public(f"/twilio/{desk}/status"),
+    )
+    stream.parameter(name="token", value=token)
+    stream.parameter(name="conversation", value=conversation)
+    response.append(connect)
+    return str(response)
+
+
+async def status_callback(request: Request) -> Response:
+    """Call and stream status reports: logged (the stream's own `stop` ends the call)."""
+    signed = await _signed_form(request)
+    if isinstance(signed, Response):
+        return signed
+    _, params = signed
+    status = params.get("CallStatus") or params.get("StreamEvent") or "?"
+    log.info("twilio status for %s: %s", params.get("CallSid", "?"), status)
+    return Response(status_code=204)
+
+
+# -- the media stream ---------------------------------------------------------------------
+
+
+async def media_stream(websocket: WebSocket) -> None:
+    """One Twilio media stream: wait for `start`, redeem its token, run the call."""
+    line: PhoneLine = websocket.app.state.phone
+    await websocket.accept()
+    reader = StreamReader()
+    with contextlib.suppress(TimeoutError, _Gone):
+        await asyncio.wait_for(_until_start(websocket, reader), _START_TIMEOUT)
+    start = reader.start
+    if start is None:
+        log.warning("media stream closed: no valid 'start' (%d bad frames)", reader.problems)
+        await _close(websocket, 1008, "expected a 'start' message")
+        return
+    grant = line.tokens.redeem(start.start.customParameters.get("token"))
+    desk_name = websocket.path_params["desk"]
+    if isinstance(grant, StreamGrant) and grant.desk != desk_name:
+        grant = f"the stream token is for desk {grant.desk!r}, not {desk_name!r}"
+    if not isinstance(grant, StreamGrant):
+        log.warning("media stream %s refused: %s", start.streamSid, grant)
+        await _close(websocket, 1008, grant)
+        return
+    transport = TwilioMediaTransport(start.streamSid, sample_rate=_SESSION_RATE)
+    call = LiveCall(line.board.desks[grant.desk], grant.conversation, transport)
+    log.info("call %s: stream %s in room %s", grant.call_sid, start.streamSid, call.room_id)
+    await line.board.run_call(websocket, call, _Feeder(reader, transport).run)
+
+
+class _Gone(Exception):
+    """The socket closed before `start`."""
+
+
+async def _until_start(websocket: WebSocket, reader: StreamReader) -> None:
+    while reader.start is None:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            raise _Gone
+        frame = reader.accept(parse_stream_message(_frame(message)))
+        if isinstance(frame, StreamProblem):
+            log.warning("media stream: dropped a frame: %s", frame.message)
+            if reader.problems >= _MAX_PROBLEMS_BEFORE_START:
+                raise _Gone
+
+
+class _Feeder:
+    """Reads the rest of the stream into the call's session."""
+
+    def __init__(self, reader: StreamReader, transport: TwilioMediaTransport) -> None:
+        self.reader, self.transport = reader, transport
+
+    async def run(self, websocket: WebSocket, call: LiveCall) -> None:
+        session = call.session
+        assert session is not None
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            frame = self.reader.accept(parse_stream_message(_frame(message)))
+            if isinstance(frame, Media):
+                if frame.media.track not in ("inbound", "inbound_track"):
+                    continue
+                ulaw = decode_payload(frame.media.payload)
+                if not isinstance(ulaw, StreamProblem):
+                    await session.push_audio(self.transport.caller_audio(ulaw))
+                    continue
+                frame = ulaw
+                self.reader.problems += 1
+            if isinstance(frame, StreamProblem):
+                log.warning("room %s: dropped a frame: %s", call.room_id, frame.message)
+            elif isinstance(frame, Mark):
+                session.playout_confirmed(frame.mark.name)
+            elif isinstance(frame, Dtmf):
+                log.info("room %s: caller pressed %s", call.room_id, frame.dtmf.digit)
+            elif isinstance(frame, Stop):
+                call.end(1000, "stream stopped")
+                return
+
+
+def _frame(message: Any) -> str | bytes:
+    text: str | None = message.get("text")
+    if text is not None:
+        return text
+    data: bytes | None = message.get("bytes")
+    return data if data is not None else b""
+
+
+def _peer(request: Request) -> str:
+    return request.client.host if request.client is not None else "?"
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    try:
+        await websocket.close(code, reason[:120])
+    except Exception:  # the peer may be gone already
+        log.debug("media stream: close failed", exc_info=True)
+
+
+def twilio_routes() -> list[BaseRoute]:
+    """The phone routes (they answer 403 until the Twilio settings are given)."""
+    return [
+        Route("/twilio/{desk}/voice", voice_webhook, methods=["POST"]),
+        Route("/twilio/{desk}/status", status_callback, methods=["POST"]),
+        WebSocketRoute("/twilio/{desk}/stream", media_stream),
+    ]
