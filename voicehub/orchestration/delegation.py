@@ -170,9 +170,10 @@ class Delegation:
             metadata=dict(metadata or {}),
         )
         await self.hub.store.save_task(record)
-        await self.hub.run_hooks(
-            HookTrigger.ON_TASK_DELEGATED, _task_event(parent_room_id, handle, task)
-        )
+        if self.hub.hooks.has(HookTrigger.ON_TASK_DELEGATED, parent_room_id):
+            await self.hub.run_hooks(
+                HookTrigger.ON_TASK_DELEGATED, _task_event(parent_room_id, handle, task)
+            )
         limit = timeout if timeout is not None else self.default_timeout
         handle._runner = asyncio.create_task(
             self._run(handle, agent, record, shared, limit, tuple(stop_tools))
@@ -316,10 +317,12 @@ class Delegation:
         )
         try:
             await self.hub.store.save_task(final)
-            event = _task_event(
-                handle.parent_room_id, handle, result.describe(), status=result.status.value
-            )
-            await self.hub.run_hooks(HookTrigger.ON_TASK_COMPLETED, event)
+            # the event is built only when a hook will see it
+            if self.hub.hooks.has(HookTrigger.ON_TASK_COMPLETED, handle.parent_room_id):
+                event = _task_event(
+                    handle.parent_room_id, handle, result.describe(), status=result.status.value
+                )
+                await self.hub.run_hooks(HookTrigger.ON_TASK_COMPLETED, event)
         finally:
             if not handle._future.done():
                 handle._future.set_result(result)
