@@ -24,6 +24,7 @@ from voicehub.agents.tools import ToolResult
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.store.base import TaskRecord, TaskStatus
+from voicehub.core.trusted import replace
 from voicehub.errors import VoicehubError
 from voicehub.orchestration.admission import Admission
 
@@ -307,13 +308,12 @@ class Delegation:
         if handle.task_id in self._holding:
             self._holding.discard(handle.task_id)
             self._admission.release(handle.parent_room_id)
-        final = record.model_copy(
-            update={
-                "status": result.status,
-                "output": result.output,
-                "reason": result.reason,
-                "finished_at": time.time(),
-            }
+        final = replace(
+            record,
+            status=result.status,
+            output=result.output,
+            reason=result.reason,
+            finished_at=time.time(),
         )
         try:
             await self.hub.store.save_task(final)
