@@ -185,7 +185,7 @@ class Hub:
             self._room_orchestrations[room_id] = chosen
             self._room_agents[room_id] = {agent.id: agent for agent in chosen.agents()}
             await chosen.install(self, room_id)
-        await self.run_hooks(HookTrigger.ON_ROOM_CREATED, _system_event(room_id, "room opened"))
+        await self._system_hooks(HookTrigger.ON_ROOM_CREATED, room_id, "room opened")
         return room
 
     async def create_child_room(
@@ -198,7 +198,7 @@ class Hub:
         record = RoomRecord(id=room_id, parent_id=parent_id, metadata=dict(metadata or {}))
         await self.store.create_room(record)
         room = self._rooms[room_id] = Room(self, record)
-        await self.run_hooks(HookTrigger.ON_ROOM_CREATED, _system_event(room_id, "room opened"))
+        await self._system_hooks(HookTrigger.ON_ROOM_CREATED, room_id, "room opened")
         return room
 
     def orchestration_of(self, room_id: str) -> Orchestration | None:
@@ -215,7 +215,7 @@ class Hub:
         for channel_id in list(room.channels):
             await room.detach(channel_id)
         await self.store.update_room(room.record())
-        await self.run_hooks(HookTrigger.ON_ROOM_CLOSED, _system_event(room_id, "room closed"))
+        await self._system_hooks(HookTrigger.ON_ROOM_CLOSED, room_id, "room closed")
         self._rooms.pop(room_id, None)
         self._room_orchestrations.pop(room_id, None)
         self._room_agents.pop(room_id, None)
@@ -281,6 +281,11 @@ class Hub:
             return function
 
         return register
+
+    async def _system_hooks(self, trigger: HookTrigger, room_id: str, text: str) -> None:
+        # the event is built only when a hook will see it (rooms open and close per task)
+        if self.hooks.has(trigger, room_id):
+            await self.run_hooks(trigger, _system_event(room_id, text))
 
     async def run_hooks(self, trigger: HookTrigger, event: Event) -> HookOutcome:
         room_id = event.room_id

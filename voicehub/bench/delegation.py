@@ -146,12 +146,15 @@ async def text_room(kind: str, folder: Path, count: int = 1000) -> dict[str, Any
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     """All foundation figures. `store` is the store the figures are measured on."""
+    from voicehub.bench.full_path import full_path  # it builds on this module's agents
+
     n = 200 if quick else 1000
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         delegation = {
             "store": store,
             "round_trip_ms": await round_trip(store, folder, n),
+            "full_path_ms": await full_path(store, folder, n),
             "concurrent_100_rooms": await concurrent_rooms(
                 store, folder, per_room=5 if quick else 20
             ),

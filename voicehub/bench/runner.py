@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import statistics
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -34,24 +36,78 @@ def flatten(figures: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return rows
 
 
-def run_bench(
-    only: list[str] | None, store: str, quick: bool, json_path: Path | None
+def spread(rounds: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Nested figures with each number replaced by its median over `rounds`, and the
+    (min, median, max) of every numeric figure by flattened name. Other values (settings,
+    per-run lists) are kept from the last round."""
+    per_name: dict[str, list[float]] = {}
+    for figures in rounds:
+        for name, value in flatten(figures):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                per_name.setdefault(name, []).append(value)
+    ranges = {
+        name: [min(values), statistics.median(values), max(values)]
+        for name, values in per_name.items()
+        if all(math.isfinite(v) for v in values)
+    }
+    return _with_medians(rounds[-1], ranges), ranges
+
+
+def _with_medians(
+    figures: dict[str, Any], ranges: dict[str, list[float]], prefix: str = ""
 ) -> dict[str, Any]:
-    """Run the chosen sections (all by default), print each figure, optionally write JSON."""
+    merged: dict[str, Any] = {}
+    for key, value in figures.items():
+        name = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            merged[key] = _with_medians(value, ranges, name)
+        elif name in ranges:
+            merged[key] = _number(ranges[name][1])
+        else:
+            merged[key] = value
+    return merged
+
+
+def _number(value: float) -> float:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def run_bench(
+    only: list[str] | None,
+    store: str,
+    quick: bool,
+    json_path: Path | None,
+    rounds: int = 3,
+) -> dict[str, Any]:
+    """Run the chosen sections (all by default) `rounds` times each, print each figure as
+    its median with (min .. max) over the rounds, and optionally write the medians as JSON
+    (the spread goes under the top-level key `spread`)."""
     sections = _sections()
     unknown = sorted(set(only or []) - set(sections))
     if unknown:
         raise SystemExit(f"unknown bench section(s) {unknown}; choose from {sorted(sections)}")
+    if rounds < 1:
+        raise SystemExit(f"--rounds must be at least 1, got {rounds}")
     figures: dict[str, Any] = {}
+    ranges: dict[str, list[float]] = {}
     for name, section in sections.items():
         if only and name not in only:
             continue
-        result: dict[str, Any] = asyncio.run(section(store, quick))
+        results: list[dict[str, Any]] = []
+        for round_ in range(rounds):
+            print(f"# {name}: round {round_ + 1} of {rounds}", flush=True)
+            results.append(asyncio.run(section(store, quick)))
+        result, section_ranges = spread(results)
+        ranges.update(section_ranges)
         for key, value in result.items():
             figures.setdefault(key, {}).update(value)
         for key, value in flatten(result):
+            if key in section_ranges:
+                low, _, high = section_ranges[key]
+                value = f"{value}  ({_number(low)} .. {_number(high)}, {len(results)} rounds)"
             print(f"{key:55s} {value}", flush=True)
     if json_path is not None:
-        json_path.write_text(json.dumps(figures, indent=2) + "\n")
+        document = {**figures, "spread": {"rounds": rounds, "min_median_max": ranges}}
+        json_path.write_text(json.dumps(document, indent=2) + "\n")
         print(f"wrote {json_path}")
     return figures

@@ -189,6 +189,7 @@ class Load:
     store: Callable[[str], Store]
     pattern: list[bytes]
     runs: int = 0
+    vad: Callable[[], Any] | None = None  # a VAD per call; None: WebRTC's
 
     @property
     def cycle(self) -> float:
@@ -218,10 +219,10 @@ class Load:
         hub = Hub(store=self.store(f"load-{self.runs}"))
         await hub.start()
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback=REPLY_TEXT))
-        shared = _providers()
+        shared = _providers(self.vad)
         calls: list[Call] = []
         for i in range(count):
-            providers = shared if plugins == "shared" else _providers()
+            providers = shared if plugins == "shared" else _providers(self.vad)
             if variant == "harness":
                 calls.append(HarnessCall())
             elif variant == "bare":
@@ -243,9 +244,9 @@ class Load:
         return window
 
 
-def _providers() -> dict[str, Any]:
+def _providers(vad: Callable[[], Any] | None = None) -> dict[str, Any]:
     # the fakes and WebRTC's detector are cheap to build: one per call costs nothing
-    return {"stt": FakeSTT(), "tts": FakeTTS(), "vad": load_vad("webrtc")}
+    return {"stt": FakeSTT(), "tts": FakeTTS(), "vad": vad() if vad else load_vad("webrtc")}
 
 
 async def overhead(

@@ -18,11 +18,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="store the figures are measured on (default: sqlite, as served)",
     )
     bench.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
+    bench.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="run each section this many times; figures are medians with min and max (default 3)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark sections `args` ask for and print them."""
     from voicehub.bench.runner import run_bench
 
-    run_bench(args.only, args.store, args.quick, args.json)
+    run_bench(args.only, args.store, args.quick, args.json, args.rounds)
     return 0

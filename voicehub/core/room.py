@@ -11,6 +11,7 @@ from voicehub.core.channels import Channel
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.core.store.base import RoomRecord, RoomStatus
+from voicehub.core.trusted import replace
 from voicehub.errors import RoomClosedError
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class Room:
             event = outcome.event
         # Number the event before any await so concurrent posts keep their order.
         self._seq += 1
-        event = event.model_copy(update={"seq": self._seq, "room_id": self.id})
+        event = replace(event, seq=self._seq, room_id=self.id)
         await self.hub.store.append_event(event)
         for channel in list(self.channels.values()):
             if channel.channel_id == event.source:

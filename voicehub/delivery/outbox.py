@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, Store
+from voicehub.core.trusted import replace
 from voicehub.delivery.policy import DeliveryStrategy
 
 _TIE_STEP = 1e-6
@@ -93,13 +94,12 @@ class Outbox:
         attempted: bool = False,
     ) -> DeliveryRecord:
         """Persist a status change (counting an attempt when `attempted`)."""
-        updated = record.model_copy(
-            update={
-                "status": status,
-                "error": error,
-                "updated_at": self.wall(),
-                "attempts": record.attempts + (1 if attempted else 0),
-            }
+        updated = replace(
+            record,
+            status=status,
+            error=error,
+            updated_at=self.wall(),
+            attempts=record.attempts + (1 if attempted else 0),
         )
         await self.store.update_delivery(updated)
         return updated

@@ -279,6 +279,10 @@ class DeliveryService:
         texts: list[str] = []
         for item in items:
             record = queue.items[_id(item)][0]
+            if not self.hub.hooks.has(HookTrigger.BEFORE_DELIVER, record.room_id):
+                live.append(record)  # no hook: no event to build
+                texts.append(record.content)
+                continue
             # A BEFORE_DELIVER hook that raises is logged and skipped by the hook registry
             # (fail open): a broken filter must not lose a result. To stop a result, block it.
             outcome = await self.hub.run_hooks(
@@ -374,6 +378,8 @@ class DeliveryService:
     async def _after(
         self, record: DeliveryRecord, outcome: str, strategy: DeliveryStrategy, error: str = ""
     ) -> None:
+        if not self.hub.hooks.has(HookTrigger.AFTER_DELIVER, record.room_id):
+            return  # no hook: no event to build
         final, attempt = record.status.final, record.attempts
         event = self._event(
             record, strategy, outcome=outcome, error=error or None, attempt=attempt, final=final

@@ -24,6 +24,7 @@ from voicehub.agents.tools import ToolResult
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.store.base import TaskRecord, TaskStatus
+from voicehub.core.trusted import replace
 from voicehub.errors import VoicehubError
 from voicehub.orchestration.admission import Admission
 
@@ -170,9 +171,10 @@ class Delegation:
             metadata=dict(metadata or {}),
         )
         await self.hub.store.save_task(record)
-        await self.hub.run_hooks(
-            HookTrigger.ON_TASK_DELEGATED, _task_event(parent_room_id, handle, task)
-        )
+        if self.hub.hooks.has(HookTrigger.ON_TASK_DELEGATED, parent_room_id):
+            await self.hub.run_hooks(
+                HookTrigger.ON_TASK_DELEGATED, _task_event(parent_room_id, handle, task)
+            )
         limit = timeout if timeout is not None else self.default_timeout
         handle._runner = asyncio.create_task(
             self._run(handle, agent, record, shared, limit, tuple(stop_tools))
@@ -306,20 +308,21 @@ class Delegation:
         if handle.task_id in self._holding:
             self._holding.discard(handle.task_id)
             self._admission.release(handle.parent_room_id)
-        final = record.model_copy(
-            update={
-                "status": result.status,
-                "output": result.output,
-                "reason": result.reason,
-                "finished_at": time.time(),
-            }
+        final = replace(
+            record,
+            status=result.status,
+            output=result.output,
+            reason=result.reason,
+            finished_at=time.time(),
         )
         try:
             await self.hub.store.save_task(final)
-            event = _task_event(
-                handle.parent_room_id, handle, result.describe(), status=result.status.value
-            )
-            await self.hub.run_hooks(HookTrigger.ON_TASK_COMPLETED, event)
+            # the event is built only when a hook will see it
+            if self.hub.hooks.has(HookTrigger.ON_TASK_COMPLETED, handle.parent_room_id):
+                event = _task_event(
+                    handle.parent_room_id, handle, result.describe(), status=result.status.value
+                )
+                await self.hub.run_hooks(HookTrigger.ON_TASK_COMPLETED, event)
         finally:
             if not handle._future.done():
                 handle._future.set_result(result)

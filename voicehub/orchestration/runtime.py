@@ -4,7 +4,7 @@ agents of a room. `voicehub.hub.Hub` implements it; orchestration never imports 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from voicehub.core.runtime import Runtime
 from voicehub.errors import ToolError
@@ -67,8 +67,17 @@ def orchestration_runtime(runtime: Runtime | None, needed_by: str) -> Orchestrat
     """
     if runtime is None:
         raise ToolError(f"{needed_by} needs a hub; it was called outside one")
+    kind = type(runtime)
+    if kind in _FULL_RUNTIMES:
+        return cast("OrchestrationRuntime", runtime)
+    # isinstance on a runtime-checkable protocol inspects every member (about 20 us):
+    # a type that passed once passes again
     if not isinstance(runtime, OrchestrationRuntime):
         raise ToolError(
             f"{needed_by} needs a hub that delegates and delivers, not a {type(runtime).__name__}"
         )
+    _FULL_RUNTIMES.add(kind)
     return runtime
+
+
+_FULL_RUNTIMES: set[type] = set()

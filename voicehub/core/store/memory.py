@@ -16,6 +16,7 @@ from voicehub.core.store.base import (
     TaskRecord,
     TaskStatus,
 )
+from voicehub.core.trusted import replace
 
 _Record = TypeVar("_Record", bound=BaseModel)
 
@@ -37,7 +38,7 @@ def _copy(record: _Record) -> _Record:
         for name in ("metadata", "strategy")
         if (value := getattr(record, name, None))
     }
-    return record.model_copy(update=update)
+    return replace(record, **update)
 
 
 class MemoryStore:

@@ -5,7 +5,8 @@ thread: a single-row statement on a local WAL file costs microseconds, less than
 thread would.
 
 Commits: outbox writes (deliveries) are committed before the method returns, because a result
-must be durable before anything else happens to it. Other writes (events, rooms, tasks) are
+must be durable before anything else happens to it (the `delivering` mark before an injection
+is the one exception, see `update_delivery`). Other writes (events, rooms, tasks) are
 group-committed once per event-loop turn: a crash can lose at most the last turn's events,
 and a delegation costs one commit instead of six. Reads on the same connection see
 uncommitted writes, so callers never notice.
@@ -387,8 +388,15 @@ class SQLiteStore:
         return cursor.rowcount == 1
 
     async def update_delivery(self, delivery: DeliveryRecord) -> None:
-        """Replace the stored delivery with this one (inserting it if missing)."""
-        self._write(_UPSERT_DELIVERY, _delivery_row(delivery), durable=True)
+        """Replace the stored delivery with this one (inserting it if missing).
+
+        Committed now, except the `delivering` mark written just before an injection: it
+        commits at the end of this loop turn (with the outcome, when the speech ends in the
+        same turn). No audio of the injection can play before then, and a `delivering` row
+        lost in a crash reads as the unfinished item it was: it is spoken again either way.
+        """
+        durable = delivery.status is not DeliveryStatus.DELIVERING
+        self._write(_UPSERT_DELIVERY, _delivery_row(delivery), durable=durable)
 
     async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None:
         """The delivery with this id, or None."""

@@ -1,0 +1,32 @@
+"""The bench runner's spread over rounds, and the full-path bench on a short run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from voicehub.bench.full_path import full_path
+from voicehub.bench.runner import spread
+
+
+def test_spread_reports_median_and_range_per_number() -> None:
+    rounds = [
+        {"a": {"median": 3.0, "n": 10}, "store": "sqlite", "runs": [1]},
+        {"a": {"median": 1.0, "n": 30}, "store": "sqlite", "runs": [2]},
+        {"a": {"median": 2.0, "n": 20}, "store": "sqlite", "runs": [3]},
+    ]
+    figures, ranges = spread(rounds)
+    assert figures == {"a": {"median": 2.0, "n": 20}, "store": "sqlite", "runs": [3]}
+    assert ranges == {"a.median": [1.0, 2.0, 3.0], "a.n": [10, 20, 30]}
+
+
+def test_spread_leaves_out_non_finite_figures() -> None:
+    figures, ranges = spread([{"x": float("nan")}, {"x": float("nan")}])
+    assert "x" not in ranges
+    assert "x" in figures
+
+
+async def test_full_path_runs_tool_call_to_injection(tmp_path: Path) -> None:
+    for kind in ("memory", "sqlite"):
+        figures = await full_path(kind, tmp_path, count=5)
+        assert set(figures) == {"median", "p95", "p99", "max"}
+        assert figures["median"] > 0
