@@ -102,8 +102,10 @@ def _plan_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
                 thought = Thought.model_validate(rule.arguments)
             except ValidationError as exc:
                 first = exc.errors()[0]
-                field = ".".join(str(part) for part in first["loc"])
-                yield f"{where}.{field}", f"not a valid plan: {first['msg']}"
+                field = "".join(
+                    f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]
+                )
+                yield f"{where}{field}", f"not a valid plan: {first['msg']}"
                 continue
             for k, step in enumerate(thought.plan):
                 if step.tool_name not in agent.tools:

@@ -94,7 +94,8 @@ Why these choices: a call must never wait on slow work, so by default `delegate`
 `start_report` hand their result to the delivery service, as `delegate_workers` does; mode
 "answer" suits quick lookups (and text rooms that want the answer in the tool). Agents of
 other desks are listed only when `[manager] desks` names them, so a desk's reach is explicit;
-they run with their own tools and knowledge but without their desk's sections. Scripted
+only their workers (not the agents on their calls) are listed, and they run with their own
+tools and knowledge but without their desk's sections. Scripted
 rules' arguments may nest (a plan's steps); every string in them is a template.
 
 The front agent (the one that delegates) is `supervisor.agent`, else `loop.agent`, else the

@@ -1,8 +1,8 @@
 """A desk's `[manager]`: the directory it routes over, its tools, and its pre-run listings.
 
 The directory lists the desk's own agents (all but the manager unless `agents` names some),
-then the agents of the desk files named in `desks` (built with their own knowledge and tools,
-not their sections), and the workflows of `workflows/` next to the desk file (all, or those
+then the workers of the desk files named in `desks` (the agents that do not talk with the
+caller there, built with their own knowledge and tools, not their sections), and the workflows of `workflows/` next to the desk file (all, or those
 named). When two of them share an id the first wins (`Directory`): the desk's own agent.
 
 The manager agent's model is wrapped in a `PreRunLLM`, so `list_agents` and `list_workflows`
@@ -100,7 +100,9 @@ def _other_desks(names: tuple[str, ...], folder: Path, where: str) -> list[tuple
         resources = DeskResources(knowledge=desk_knowledge(other, folder, other_where))
         label = other.source.name if other.source is not None else name
         built = build_agents(other, other_where, resources)
-        listed += [(agent, label) for agent in built.values()]
+        # Its front agents need its sections (delegate_workers, handoffs): only workers come.
+        talking = set(other.conversation_agent_ids)
+        listed += [(agent, label) for agent in built.values() if agent.id not in talking]
     return listed
 
 
