@@ -3,7 +3,8 @@
 The directory lists the desk's own agents (all but the manager unless `agents` names some),
 then the workers of the desk files named in `desks` (the agents that do not talk with the
 caller there, built with their own knowledge and tools, not their sections), and the
-workflows of `workflows/` next to the desk file (all, or those named). When two of them share an id the first wins (`Directory`): the desk's own agent.
+workflows of `workflows/` next to the desk file (all, or those named). When two of
+them share an id the first wins (`Directory`): the desk's own agent.
 
 The manager agent's model is wrapped in a `PreRunLLM`, so `list_agents` and `list_workflows`
 run before every model call in text rooms and on calls alike. `delegate` runs in the
