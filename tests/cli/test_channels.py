@@ -20,6 +20,11 @@ def test_channels_lists_and_checks_the_example_desks(capsys: pytest.CaptureFixtu
     assert "call:     /desks/research/call?conversation=<id>" in out
     assert "workers:  analyst-a, analyst-b (parallel, delegate_workers)" in out
     assert "loop:     writer reviewed by editor, fact-checker (at most 3 rounds" in out
+    assert (
+        "manager:  desk delegates (background) to agents analyst-a, analyst-b, note-writer; "
+        "workflows market-brief, support-escalation" in out
+    )
+    assert "board:    coordinator coordinates researcher, outliner, writer (start_report" in out
     assert "with errors" in out and ", 0 with errors" in out
 
 

@@ -82,7 +82,7 @@ def error_of(folder: Path, text: str) -> str:
 
 def test_the_example_desks_load() -> None:
     desks = load_desk_folder(CHANNELS)
-    assert sorted(desks) == ["drafting", "research", "swarm", "triage"]
+    assert sorted(desks) == ["drafting", "frontdesk", "report", "research", "swarm", "triage"]
 
     research = desks["research"]
     assert research.source == CHANNELS / "research.toml"
@@ -116,6 +116,34 @@ def test_the_example_desks_load() -> None:
     assert swarm.swarm is not None and swarm.entry_agent_id == "sales"
     assert swarm.handoff_targets("billing") == ["sales", "support"]
     assert swarm.orchestration_tools("sales") == ["handoff_conversation"]
+
+    frontdesk = desks["frontdesk"]
+    assert frontdesk.manager is not None and frontdesk.manager_agent_id == "desk"
+    assert frontdesk.manager.desks == ("research",) and frontdesk.manager.mode == "background"
+    assert frontdesk.orchestration_tools("desk") == [
+        "ask_user",
+        "list_agents",
+        "list_workflows",
+        "delegate",
+        "check_tasks",
+        "cancel_task",
+    ]
+
+    report = desks["report"]
+    assert report.blackboard is not None and report.blackboard_agent_id == "desk"
+    assert report.blackboard.specialists == {
+        "researcher": "researcher",
+        "planner": "outliner",
+        "writer": "writer",
+    }
+    assert report.agent("researcher").kind == "plan_and_execute"
+    assert report.orchestration_tools("researcher") == ["submit_thought", "submit_analysis"]
+    assert "start_report" in report.orchestration_tools("desk")
+    assert report.orchestration_tools("coordinator")[:3] == [
+        "create_target",
+        "mark_target_complete",
+        "finish_session",
+    ]
 
 
 def test_a_minimal_desk_gets_defaults(tmp_path: Path) -> None:
@@ -421,3 +449,150 @@ def test_desk_config_is_immutable(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         config.name = "other"  # type: ignore[misc]
     assert isinstance(config, DeskConfig)
+
+
+# -- [manager], [blackboard] and plan-and-execute workers ------------------------------------
+
+MANAGER = '\n[manager]\nagent = "desk"\n'
+BOARD = """
+[[agents]]
+id = "boss"
+[[agents]]
+id = "finder"
+[[agents]]
+id = "outliner"
+[[agents]]
+id = "scribe"
+
+[blackboard]
+orchestrator = "boss"
+researcher = "finder"
+planner = "outliner"
+writer = "scribe"
+"""
+PLANNER = """
+[[agents]]
+id = "thinker"
+kind = "plan_and_execute"
+tools = ["search_knowledge"]
+
+[[agents.scripted.rules]]
+on = "instruction"
+regex = "Make a plan"
+tool = "submit_thought"
+arguments = { reasoning = "r", criticism = "c", plan = [{ tool_name = "search_knowledge", \
+parameters = { query = "{last_user}" } }] }
+"""
+
+
+def test_manager_blackboard_and_planner_sections_load(tmp_path: Path) -> None:
+    config = load_desk_file(write_desk(tmp_path, VALID + MANAGER + BOARD + PLANNER))
+    assert config.manager_agent_id == config.blackboard_agent_id == "desk"
+    assert config.orchestration_tools("desk") == [
+        "delegate_workers",
+        "check_tasks",
+        "cancel_task",
+        "list_agents",
+        "list_workflows",
+        "delegate",
+        "start_report",
+    ]
+    assert config.agent("thinker").kind == "plan_and_execute"
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ('\n[manager]\nagent = "ghost"\n', "manager.agent: unknown agent 'ghost'"),
+        (MANAGER + 'agents = ["worker", "nobody"]\n', "manager.agents[1]: unknown agent 'nobody'"),
+        (MANAGER + 'agents = ["desk"]\n', "manager.agents[0]: 'desk' is the manager"),
+        (
+            '\n[manager]\nagent = "worker"\n',
+            "manager.agent: 'worker' never talks with the caller, so it cannot route",
+        ),
+        (MANAGER + 'mode = "quick"\n', "manager.mode: Input should be 'background' or 'answer'"),
+        (
+            MANAGER + 'mode = "answer"\ndelegation_message = "x"\n',
+            "manager.delegation_message: mode 'answer' speaks the result itself",
+        ),
+        (MANAGER + 'desks = ["mini"]\n', "manager.desks[0]: this desk's own agents"),
+        (MANAGER + "wokflows = []\n", "manager.wokflows: unknown field 'wokflows' (did you mean"),
+        (
+            BOARD.replace('writer = "scribe"', 'writer = "ghost"'),
+            "blackboard.writer: unknown agent",
+        ),
+        (
+            BOARD.replace('planner = "outliner"', 'planner = "finder"'),
+            "blackboard.planner: 'finder' is already the researcher",
+        ),
+        (
+            BOARD.replace('orchestrator = "boss"', 'orchestrator = "desk"'),
+            "blackboard.orchestrator: 'desk' talks with the caller",
+        ),
+        (BOARD.replace('writer = "scribe"', ""), "blackboard.writer: required field is missing"),
+        (BOARD + "max_steps = 0\n", "blackboard.max_steps: Input should be greater than"),
+        (
+            PLANNER.replace('id = "thinker"', 'id = "thinker"\nmax_revisions = -1'),
+            "agents[2].max_revisions: Input should be greater than or equal to 0",
+        ),
+        (
+            PLANNER.replace('kind = "plan_and_execute"', 'kind = "planner"'),
+            "agents[2].kind: Input should be 'agent' or 'plan_and_execute'",
+        ),
+        (
+            '\n[[agents]]\nid = "x"\nmax_revisions = 1\n',
+            "agents[2].max_revisions: only used with kind = 'plan_and_execute'",
+        ),
+        (
+            PLANNER.replace('tool_name = "search_knowledge"', 'tool_name = "teleport"'),
+            "agents[2].scripted.rules[0].arguments.plan[0].tool_name: 'thinker' cannot plan "
+            "with 'teleport' (its tools: search_knowledge)",
+        ),
+        (
+            PLANNER.replace('{ tool_name = "search_knowledge", ', "{ "),
+            "agents[2].scripted.rules[0].arguments.plan[0].tool_name: not a valid plan",
+        ),
+        (
+            PLANNER.replace('criticism = "c", ', ""),
+            "agents[2].scripted.rules[0].arguments.criticism: not a valid plan: Field required",
+        ),
+        (
+            PLANNER.replace("{last_user}", "{topic}"),
+            "agents[2].scripted.rules[0].arguments.plan[0].parameters.query: unknown "
+            "placeholder {topic}",
+        ),
+        (
+            PLANNER.replace('tool = "submit_thought"', 'tool = "submit_verdict"'),
+            "agents[2].scripted.rules[0].tool: tool 'submit_verdict' is not available to agent "
+            "'thinker' (it has search_knowledge, submit_thought, submit_analysis)",
+        ),
+    ],
+)
+def test_bad_coordination_sections_name_the_field(
+    tmp_path: Path, extra: str, expected: str
+) -> None:
+    assert expected in error_of(tmp_path, VALID + extra)
+
+
+def test_a_plan_and_execute_agent_only_works_on_tasks(tmp_path: Path) -> None:
+    worker = VALID.replace('id = "worker"', 'id = "worker"\nkind = "plan_and_execute"')
+    # Fine as a supervisor's worker; not as the agent on the call.
+    load_desk_file(write_desk(tmp_path, worker))
+    front = VALID.replace('id = "desk"', 'id = "desk"\nkind = "plan_and_execute"')
+    message = error_of(tmp_path, front)
+    assert "agents[0].kind: 'desk' is kind 'plan_and_execute', a worker" in message
+    assert "it cannot be an agent that talks with the caller" in message
+    reviewer = VALID + '[loop]\nproducer = "worker"\nreviewers = ["rev"]\n'
+    reviewer += '[[agents]]\nid = "rev"\nkind = "plan_and_execute"\n'
+    assert "loop.reviewers[0]: 'rev' is kind 'plan_and_execute'" in error_of(tmp_path, reviewer)
+    board = VALID + BOARD.replace('id = "boss"', 'id = "boss"\nkind = "plan_and_execute"')
+    assert "blackboard.orchestrator: 'boss' is kind 'plan_and_execute'" in error_of(tmp_path, board)
+
+
+def test_section_tools_are_not_builtins(tmp_path: Path) -> None:
+    text = VALID.replace(
+        'id = "worker"\ntools = ["search_knowledge"]', 'id = "worker"\ntools = ["delegate"]'
+    )
+    assert "agents[1].tools[0]: 'delegate' is not listed in tools: the desk's [manager]" in (
+        error_of(tmp_path, text)
+    )

@@ -7,7 +7,8 @@ with arguments taken from the message, or both. When the tool's result comes bac
 
 Templates use `{name}` placeholders: regex named groups, `message` (the matched text),
 `last_user` (the latest user message), `result` (the tool output), and `result.field` for a
-field of a JSON tool result. Unknown placeholders render empty.
+field of a JSON tool result. Unknown placeholders render empty. Strings nested in a rule's
+arguments (a list of plan steps, say) are rendered too.
 """
 
 from __future__ import annotations
@@ -121,10 +122,7 @@ class ScriptedLLM:
             if rule.say is not None:
                 chunks.append(TextDelta(text=render(rule.say, values)))
             if wants_tool and rule.tool is not None:
-                arguments = {
-                    k: render(v, values) if isinstance(v, str) else v
-                    for k, v in rule.arguments.items()
-                }
+                arguments = render_nested(rule.arguments, values)
                 # The id depends only on the input (determinism) and the conversation length
                 # (unique within a conversation); the rule index lets the reply find its rule.
                 call = ToolCall(
@@ -189,6 +187,17 @@ def _match(patterns: list[re.Pattern[str]], rule: ScriptedRule, text: str) -> di
         if found is not None:
             return {k: (v or "").strip() for k, v in found.groupdict().items()}
     return None
+
+
+def render_nested(value: Any, values: Mapping[str, Any]) -> Any:
+    """`value` with every string inside it rendered (tables and lists too: a plan's steps)."""
+    if isinstance(value, str):
+        return render(value, values)
+    if isinstance(value, Mapping):
+        return {key: render_nested(item, values) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [render_nested(item, values) for item in value]
+    return value
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:

@@ -81,6 +81,19 @@ def _describe_desk(desk: Any) -> list[str]:
             f"loop:     {loop.producer} reviewed by {', '.join(loop.reviewers)} "
             f"(at most {loop.max_iterations} rounds, delegate_loop)"
         )
+    if config.manager is not None:
+        routes = desk.manager.directory  # what list_agents and list_workflows show
+        lines.append(
+            f"manager:  {config.manager_agent_id} delegates ({config.manager.mode}) to agents "
+            f"{', '.join(routes.agent_names) or 'none'}; workflows "
+            f"{', '.join(routes.workflow_names) or 'none'}"
+        )
+    if config.blackboard is not None:
+        board = config.blackboard
+        lines.append(
+            f"board:    {board.orchestrator} coordinates {', '.join(board.specialists.values())} "
+            f"(start_report, at most {board.max_steps} steps)"
+        )
     buffer = f", buffer {delivery.buffer:g} s" if delivery.buffer is not None else ""
     lines.append(f"delivery: {delivery.strategy}{buffer}, mode {delivery.mode}")
     return lines

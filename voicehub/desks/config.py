@@ -7,6 +7,8 @@ from pathlib import Path
 
 from pydantic import Field, PrivateAttr, model_validator
 
+from voicehub.desks.coordination_checks import coordination_problems
+from voicehub.desks.coordination_sections import BlackboardConfig, ManagerConfig
 from voicehub.desks.phone import PhoneConfig
 from voicehub.desks.sections import (
     AgentConfig,
@@ -22,7 +24,12 @@ from voicehub.desks.sections import (
     VoiceConfig,
     field_error,
 )
+from voicehub.orchestration.blackboard import BOARD_TOOLS
+from voicehub.orchestration.manager_tools import PRE_RUN_TOOLS
+from voicehub.orchestration.planner import ANALYSIS_TOOL, THOUGHT_TOOL
 from voicehub.tools.registry import BUILTIN_TOOLS, needs_knowledge_message
+
+REPORT_TOOL = "start_report"
 
 
 class DeskConfig(StrictModel):
@@ -42,6 +49,8 @@ class DeskConfig(StrictModel):
     swarm: SwarmConfig | None = None
     ask_user: AskUserConfig | None = None
     phone: PhoneConfig = Field(default_factory=PhoneConfig)
+    manager: ManagerConfig | None = None
+    blackboard: BlackboardConfig | None = None
     _source: Path | None = PrivateAttr(default=None)
 
     @property
@@ -99,6 +108,20 @@ class DeskConfig(StrictModel):
         targets = [s.agent for s in stages if s.phase in reached and s.agent != agent_id]
         return list(dict.fromkeys(targets))  # stage order, each once
 
+    @property
+    def manager_agent_id(self) -> str | None:
+        """The agent with `delegate` (`[manager]`), None without the section."""
+        if self.manager is None:
+            return None
+        return self.manager.agent or self.front_agent_id
+
+    @property
+    def blackboard_agent_id(self) -> str | None:
+        """The agent with `start_report` (`[blackboard]`), None without the section."""
+        if self.blackboard is None:
+            return None
+        return self.blackboard.agent or self.front_agent_id
+
     def agent(self, agent_id: str) -> AgentConfig:
         """The `[[agents]]` table with id `agent_id` (StopIteration if there is none)."""
         return next(a for a in self.agents if a.id == agent_id)
@@ -116,7 +139,17 @@ class DeskConfig(StrictModel):
             names.append("handoff_conversation")
         if self.ask_user is not None and agent_id in self.ask_user.agents:
             names.append("ask_user")
-        return names
+        background = ["check_tasks", "cancel_task"]
+        if agent_id == self.manager_agent_id and self.manager is not None:
+            names += [*PRE_RUN_TOOLS, "delegate"]
+            names += background if self.manager.mode == "background" else []
+        if agent_id == self.blackboard_agent_id:
+            names += [REPORT_TOOL, *background]
+        if self.blackboard is not None and agent_id == self.blackboard.orchestrator:
+            names += BOARD_TOOLS
+        if any(a.id == agent_id and a.kind == "plan_and_execute" for a in self.agents):
+            names += [THOUGHT_TOOL, ANALYSIS_TOOL]
+        return list(dict.fromkeys(names))
 
     @model_validator(mode="after")
     def _references_resolve(self) -> DeskConfig:
@@ -148,6 +181,13 @@ def _reference_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
         refs += [(f"swarm.agents[{j}]", a) for j, a in enumerate(desk.swarm.agents)]
     if desk.ask_user is not None:
         refs += [(f"ask_user.agents[{j}]", a) for j, a in enumerate(desk.ask_user.agents)]
+    if desk.manager is not None:
+        refs += [("manager.agent", desk.manager.agent)]
+        refs += [(f"manager.agents[{j}]", a) for j, a in enumerate(desk.manager.agents or ())]
+    if desk.blackboard is not None:
+        board = desk.blackboard
+        refs += [("blackboard.agent", board.agent), ("blackboard.orchestrator", board.orchestrator)]
+        refs += [(f"blackboard.{role}", a) for role, a in board.specialists.items()]
     for path, ref in refs:
         if ref is not None and ref not in ids:
             yield path, f"unknown agent {ref!r}; agents in this desk: {', '.join(ids)}"
@@ -178,6 +218,9 @@ def _reference_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
             yield "loop.agent", "name the front agent, the one that talks to the caller"
         elif desk.loop.agent not in (None, front):
             yield "loop.agent", f"must be the supervisor's agent {front!r}: one front agent"
+    if any(ref is not None and ref not in ids for _, ref in refs):
+        return  # the checks below assume every reference resolves
+    yield from coordination_problems(desk)
     yield from _tool_problems(desk)
 
 

@@ -15,7 +15,6 @@ run the desk.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,15 +22,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
-from voicehub.agents.llm import LLM
-from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool
 from voicehub.delivery.policy import DeliveryStrategy
+from voicehub.desks.agents import build_agents, desk_knowledge
+from voicehub.desks.board import DEFAULT_REPORT_MESSAGE, build_blackboard, report_tool
 from voicehub.desks.conversation import handoff_strategy, text_ask_user_tool
-from voicehub.desks.loading import AgentConfig, DeskConfig, load_desk_folder
+from voicehub.desks.loading import DeskConfig, load_desk_folder
+from voicehub.desks.manager import Manager, build_manager
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.orchestration.base import Orchestration
+from voicehub.orchestration.blackboard import BlackboardOrchestrator
 from voicehub.orchestration.loop import Loop
 from voicehub.orchestration.pipeline import HandoffStrategy
 from voicehub.orchestration.runtime import OrchestrationRuntime
@@ -42,8 +43,9 @@ from voicehub.orchestration.state import (
     set_conversation_state,
 )
 from voicehub.orchestration.supervisor import Supervisor
+from voicehub.orchestration.task_tools import task_tools
 from voicehub.tools.knowledge import KnowledgeBase
-from voicehub.tools.registry import DeskResources, make_tool
+from voicehub.tools.registry import DeskResources
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
@@ -75,6 +77,9 @@ class Desk:
     base_dir: Path = field(default_factory=Path)
     handoff: HandoffStrategy | None = None
     ask_user_tool: Tool | None = None  # the text-room one; a call brings a spoken one
+    agent_tools: Mapping[str, tuple[Tool, ...]] = field(default_factory=dict)
+    manager: Manager | None = None
+    blackboard: BlackboardOrchestrator | None = None
 
     @property
     def name(self) -> str:
@@ -117,12 +122,15 @@ class Desk:
 
     def front_agent_with_tools(self) -> Agent:
         """The front agent with the orchestration tools added, for a voice session."""
-        return self.front_agent.with_tools(*self.extra_tools)
+        return self.front_agent.with_tools(*self.tools_for(self.front_agent.id))
 
     def tools_for(self, agent_id: str) -> tuple[Tool, ...]:
         """What the desk adds to `agent_id`'s own tools, but the per-room handoff tool: the
-        delegation tools for the front agent, and (text) `ask_user` where configured."""
+        delegation tools for the front agent, `[manager]`'s and `[blackboard]`'s tools for
+        their agents, and (text) `ask_user` where configured."""
         tools = list(self.extra_tools) if agent_id == self.front_agent.id else []
+        tools += self.agent_tools.get(agent_id, ())
+        tools = _first_of_each_name(tools)  # check_tasks/cancel_task come from several
         asking = self.config.ask_user
         if self.ask_user_tool is not None and asking is not None and agent_id in asking.agents:
             tools.append(self.ask_user_tool)
@@ -195,24 +203,26 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
         base = Path(base_dir)
     else:
         base = config.source.parent if config.source is not None else Path.cwd()
-    knowledge = None
-    if config.knowledge is not None:
-        try:
-            knowledge = KnowledgeBase.from_file(base / config.knowledge.file)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: knowledge.file: {exc}") from None
-    resources = DeskResources(knowledge=knowledge)
-    agents = {
-        spec.id: _build_agent(spec, f"{where}: agents[{index}]", resources, config.name)
-        for index, spec in enumerate(config.agents)
-    }
-    front = agents[config.front_agent_id]
+    knowledge = desk_knowledge(config, base, where)
+    agents = build_agents(config, where, DeskResources(knowledge=knowledge))
     strategy = config.delivery.to_strategy()
+    manager = build_manager(config, agents, where=where, base=base, strategy=strategy)
+    if manager is not None:
+        agents[manager.agent.id] = manager.agent  # its model sees the pre-run listings
+    front = agents[config.front_agent_id]
     try:
         supervisor = _supervisor(config, agents, front, strategy)
         loop = _loop(config, agents, front, strategy)
+        blackboard = build_blackboard(config, agents)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    agent_tools: dict[str, list[Tool]] = {}
+    if manager is not None:
+        agent_tools.setdefault(manager.agent.id, []).extend(manager.tools)
+    if blackboard is not None and config.blackboard is not None:
+        message = config.blackboard.delegation_message or DEFAULT_REPORT_MESSAGE
+        made = [report_tool(blackboard, strategy=strategy, message=message), *task_tools()]
+        agent_tools.setdefault(str(config.blackboard_agent_id), []).extend(made)
     tools: list[Tool] = []
     if supervisor is not None:
         tools += supervisor.tools()
@@ -228,6 +238,9 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
         extra_tools=tuple(_first_of_each_name(tools)),
         supervisor=supervisor,
         loop=loop,
+        agent_tools={k: tuple(v) for k, v in agent_tools.items()},
+        manager=manager,
+        blackboard=blackboard,
         knowledge=knowledge,
         base_dir=base,
         ask_user_tool=(
@@ -250,54 +263,6 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
 def load_desks(folder: str | Path) -> dict[str, Desk]:
     """Load and build every desk file in `folder`, by desk name."""
     return {name: build_desk(config) for name, config in load_desk_folder(folder).items()}
-
-
-def _build_agent(spec: AgentConfig, where: str, resources: DeskResources, desk: str) -> Agent:
-    try:
-        tools = tuple(make_tool(name, resources) for name in spec.tools)
-        llm = _build_llm(spec)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    return Agent(
-        id=spec.id,
-        role=spec.role,
-        description=spec.description,
-        instructions=spec.instructions,
-        llm=llm,
-        tools=tools,
-        keywords=spec.keywords,
-        when_to_use=spec.when_to_use,
-        when_not_to_use=spec.when_not_to_use,
-        voice=spec.voice,
-        max_steps=spec.max_steps,
-        metadata={"desk": desk},
-    )
-
-
-def _build_llm(spec: AgentConfig) -> LLM:
-    settings = spec.llm
-    if settings.provider == "scripted":
-        scripted = spec.scripted
-        if scripted is None:
-            return ScriptedLLM()
-        return ScriptedLLM(
-            scripted.rules,
-            fallback=scripted.fallback,
-            instruction_fallback=scripted.instruction_fallback,
-        )
-    # Imported here: the openai extra is optional and only needed by desks that use it.
-    from voicehub.agents.openai import OpenAIChatLLM
-
-    assert settings.model is not None  # the config requires a model for provider "openai"
-    key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
-    if settings.api_key_env and not key:
-        raise ConfigError(f"llm.api_key_env: environment variable {settings.api_key_env} is unset")
-    return OpenAIChatLLM(
-        settings.model,
-        api_key=key,
-        base_url=settings.base_url,
-        temperature=settings.temperature,
-    )
 
 
 def _supervisor(

@@ -66,6 +66,38 @@ the file and the field path (`channels/research.toml: agents[1].scripted.rules[0
     timeout = 60.0                    # seconds per answer
     max_reasks = 2                    # asked again when the answer is not understood
 
+    [manager]                         # list_agents + list_workflows (run before every model
+    agent = "desk"                    #   call), delegate(kind, name, instruction); default:
+    agents = ["writer"]               #   the front agent. Own agents it may delegate to
+    desks = ["research"]              #   (default: all others); agents of these desk files
+    workflows = ["market-brief"]      #   in this folder; workflows/*.toml here (default all)
+    mode = "background"               # "background": delegate answers at once and the result
+                                      #   is delivered (+ check_tasks, cancel_task); "answer":
+    task_timeout = 60.0               #   the tool waits and answers with the result
+    delegation_message = "..."        # optional, background only (`{result.message}`)
+
+    [blackboard]                      # `agent` (default: the front agent) gets start_report
+    orchestrator = "coordinator"      #   (+ check/cancel): the orchestrator runs a session
+    researcher = "researcher"         #   over targets, findings, plans and artifacts in the
+    planner = "outliner"              #   background, delegating to the three specialists;
+    writer = "writer"                 #   it ends on finish_session or after max_steps, and
+    max_steps = 30                    #   the artifacts are delivered. Also task_timeout,
+                                      #   delegation_message
+
+    [[agents]]                        # a worker that plans tool calls (submit_thought), runs
+    id = "researcher"                 #   them, checks each result (submit_analysis) and
+    kind = "plan_and_execute"         #   answers from the history; max_steps bounds the
+    tools = ["search_knowledge"]      #   steps, max_revisions (default 2) the re-plans
+    max_revisions = 1
+
+Why these choices: a call must never wait on slow work, so by default `delegate` and
+`start_report` hand their result to the delivery service, as `delegate_workers` does; mode
+"answer" suits quick lookups (and text rooms that want the answer in the tool). Agents of
+other desks are listed only when `[manager] desks` names them, so a desk's reach is explicit;
+only their workers (not the agents on their calls) are listed, and they run with their own
+tools and knowledge but without their desk's sections. Scripted
+rules' arguments may nest (a plan's steps); every string in them is a template.
+
 The front agent (the one that delegates) is `supervisor.agent`, else `loop.agent`, else the
 entry agent: the first pipeline stage's agent, the swarm's entry, else the first agent. With
 [pipeline] or [swarm], the call is with whichever agent has the conversation. An agent's
@@ -74,8 +106,9 @@ regexes compile, `{placeholders}` name regex groups (or message/last_user; resul
 in `reply`), and a rule's `tool` must be one the agent actually gets (its builtins and what
 the sections add: see `DeskConfig.orchestration_tools`).
 
-Modules: `models` (the tables), `desk_file` (`DeskConfig` and the checks across tables); this
-module loads files. `voicehub.desks.desk.build_desk` turns a `DeskConfig` into a runnable desk.
+Modules: `sections` and `coordination_sections` (the tables), `config` (`DeskConfig` and the
+checks across tables, with `coordination_checks`); this module loads files.
+`voicehub.desks.desk.build_desk` turns a `DeskConfig` into a runnable desk.
 """
 
 from __future__ import annotations
@@ -87,6 +120,7 @@ from pydantic import ValidationError
 from voicehub.core.toml_files import invalid_file, read_toml
 from voicehub.core.validation import describe_errors
 from voicehub.desks.config import DeskConfig
+from voicehub.desks.coordination_sections import BlackboardConfig, ManagerConfig
 from voicehub.desks.sections import (
     AgentConfig,
     AskUserConfig,
@@ -108,11 +142,13 @@ from voicehub.tools.knowledge import KnowledgeBase
 __all__ = [
     "AgentConfig",
     "AskUserConfig",
+    "BlackboardConfig",
     "DeliveryConfig",
     "DeskConfig",
     "KnowledgeConfig",
     "LLMConfig",
     "LoopConfig",
+    "ManagerConfig",
     "PipelineConfig",
     "PipelineStage",
     "RuleConfig",

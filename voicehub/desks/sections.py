@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -64,6 +65,10 @@ def _pattern(regex: str, what: str) -> AfterValidator:
 SECTION_TOOLS = {
     "handoff_conversation": "[pipeline] or [swarm]",
     "ask_user": "[ask_user]",
+    "list_agents": "[manager]",
+    "list_workflows": "[manager]",
+    "delegate": "[manager]",
+    "start_report": "[blackboard]",
 }
 
 
@@ -197,7 +202,7 @@ class RuleConfig(ScriptedRule):
         groups = set(re.compile(self.regex).groupindex) if self.regex else set()
         spoken = groups | {"message", "last_user"}
         templates = [("say", self.say, spoken), ("reply", self.reply, _REPLY_NAMES)]
-        templates += [(f"arguments.{k}", v, spoken) for k, v in self.arguments.items()]
+        templates += [(path, v, spoken) for path, v in _strings(self.arguments, "arguments")]
         for path, template, known in templates:
             for name in _PLACEHOLDER.findall(template) if isinstance(template, str) else ():
                 head = name.split(".")[0]
@@ -205,6 +210,18 @@ class RuleConfig(ScriptedRule):
                     usable = ", ".join(sorted(known))
                     raise field_error(path, f"unknown placeholder {{{name}}}; usable: {usable}")
         return self
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """(path, string) for every string in nested arguments (`arguments.plan[0].tool_name`)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{path}[{index}]")
 
 
 class ScriptedConfig(StrictModel):
@@ -230,11 +247,17 @@ class AgentConfig(StrictModel):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     scripted: ScriptedConfig | None = None
     max_steps: int = Field(default=30, ge=1)
+    # "plan_and_execute": a worker that plans tool calls, runs them and checks each result
+    # (voicehub.orchestration.planner); its model answers through submit_thought/submit_analysis.
+    kind: Literal["agent", "plan_and_execute"] = "agent"
+    max_revisions: int | None = Field(default=None, ge=0, le=10)
 
     @model_validator(mode="after")
     def _consistent(self) -> AgentConfig:
         if self.scripted is not None and self.llm.provider != "scripted":
             raise field_error("scripted", "rules are only used with llm = 'scripted'")
+        if self.max_revisions is not None and self.kind != "plan_and_execute":
+            raise field_error("max_revisions", "only used with kind = 'plan_and_execute'")
         for index, name in enumerate(self.tools):
             if name in self.tools[:index]:
                 raise field_error(f"tools[{index}]", f"tool {name!r} is listed twice")

@@ -52,6 +52,17 @@ _NEEDS: dict[Work, tuple[EntryKind, ...]] = {
 }
 
 FINISH_TOOL = "finish_session"
+BOARD_TOOLS = (
+    "create_target",
+    "mark_target_complete",
+    FINISH_TOOL,
+    "check_session_status",
+    "delegate_research",
+    "delegate_planning",
+    "delegate_writing",
+    "blackboard_read_summary",
+)
+"""The orchestrator's tool names, in the order `BlackboardOrchestrator.tools` gives them."""
 PLANS_EXIST_WARNING = (
     "WARNING: plans exist. Do not create new targets or research again; write the planned "
     "targets and mark them complete."

@@ -142,9 +142,7 @@ class Directory:
             for path in sorted(folder.glob("*.toml"))
             for agent in _desk_agents(path)
         ]
-        workflow_dir = folder / "workflows"
-        paths = sorted(workflow_dir.glob("*.toml")) if workflow_dir.is_dir() else []
-        return cls(agents, [_workflow(path) for path in paths])
+        return cls(agents, load_workflows(folder / "workflows"))
 
     # -- lookups -----------------------------------------------------------------------------
 
@@ -234,6 +232,14 @@ def _desk_agents(path: Path) -> list[Agent]:
         except ValidationError as exc:
             raise invalid_file(path, exc, at=("agents", index)) from None
     return agents
+
+
+def load_workflows(folder: str | Path) -> list[Workflow]:
+    """The workflows of `folder/*.toml` in file-name order (none when the folder is missing).
+    Raises ConfigError naming the file and the field of the first problem."""
+    folder = Path(folder)
+    paths = sorted(folder.glob("*.toml")) if folder.is_dir() else []
+    return [_workflow(path) for path in paths]
 
 
 def _workflow(path: Path) -> Workflow:

@@ -6,24 +6,30 @@ entry's description, keywords and when-to-use signals, asks the user with `ask_u
 choice is unclear, and calls `delegate`. The manager routes; the delegatee does the work.
 
 `delegate` checks the name first. An unknown name is an error result naming close matches and
-the known names, so the model can pick again instead of failing the turn.
+the known names, so the model can pick again instead of failing the turn. On a call it runs
+`InBackground`: the tool answers at once and the result reaches the caller through the
+delivery service. `PreRunLLM` carries pre-run results to a model whose tool loop is not ours.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextvars import ContextVar
-from typing import Annotated
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
 from voicehub.agents.agent import Agent
-from voicehub.agents.llm import ChatMessage
+from voicehub.agents.llm import LLM, ChatMessage, LLMChunk, ToolChoice, ToolSpec
 from voicehub.agents.scripted import render
 from voicehub.agents.tools import Tool, ToolContext, ToolResult
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.errors import ToolError
 from voicehub.orchestration.directory import Directory, Kind, Workflow
 from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
+
+if TYPE_CHECKING:
+    from voicehub.delivery.policy import StrategyLike
 
 PRE_RUN_TOOLS = ("list_agents", "list_workflows")
 """Tools run before the first model call when an agent has them (no arguments, read-only)."""
@@ -32,6 +38,7 @@ PRE_RUN_TOOLS = ("list_agents", "list_workflows")
 _PRE_RUN_RESULTS: ContextVar[dict[PreRun, ChatMessage]] = ContextVar("pre_run_results")
 
 PRE_RUN_HEADER = "Results of tools already run for you before this turn (no need to call them):"
+DEFAULT_BACKGROUND_MESSAGE = "I've handed that on. I'll tell you the result as soon as it's ready."
 
 
 def list_agents_tool(directory: Directory) -> Tool:
@@ -56,14 +63,27 @@ def list_workflows_tool(directory: Directory) -> Tool:
     return Tool(list_workflows)
 
 
+@dataclass(frozen=True)
+class InBackground:
+    """`delegate` in background mode (a voice call): the tool answers at once with
+    `message` and the result goes to `hub.deliver` with `delivery_strategy`, the way
+    `delegate_workers` does; a workflow's result is its steps' answers, without agent ids
+    (a caller should not hear "analyst-a:")."""
+
+    delivery_strategy: StrategyLike | None = None
+    message: str = DEFAULT_BACKGROUND_MESSAGE
+
+
 def delegate_tool(
     directory: Directory,
     *,
     timeout: float | None = None,
     share_channels: Sequence[str] | None = None,
+    background: InBackground | None = None,
 ) -> Tool:
     """`delegate(kind, name, instruction)`: run an agent of the directory in a child room (or a
-    workflow's steps, one child room each) and answer with the result."""
+    workflow's steps, one child room each) and answer with the result; or, with
+    `background`, answer at once and deliver the result later."""
 
     async def delegate(
         kind: Annotated[Kind, "'agent' or 'workflow'"],
@@ -77,17 +97,50 @@ def delegate_tool(
         if not instruction.strip():
             raise ToolError(f"instruction is empty: say what the {kind} should accomplish")
         run = _Run(hub, context.room_id, timeout, share_channels)
-        if kind == "agent":
-            agent = directory.agent(name)
-            if agent is None:
-                raise ToolError(_unknown(directory, kind, name))
-            return await run.agent(_runnable(hub, context.room_id, agent), instruction)
-        workflow = directory.workflow(name)
-        if workflow is None:
+        # Names are checked before anything runs, in both modes, so the model can pick again.
+        found = directory.agent(name) if kind == "agent" else directory.workflow(name)
+        if found is None:
             raise ToolError(_unknown(directory, kind, name))
-        return await run.workflow(workflow, instruction, directory)
+        if background is None:
+            if isinstance(found, Agent):
+                return await run.agent(_runnable(hub, context.room_id, found), instruction)
+            return _workflow_report(found, await run.workflow(found, instruction, directory))
+        hub.jobs.start(
+            _deliver_later(run, directory, found, instruction, background),
+            room_id=context.room_id,
+        )
+        return json.dumps(
+            {"status": "dispatched", "kind": kind, "name": name, "message": background.message}
+        )
 
     return Tool(delegate)
+
+
+async def _deliver_later(
+    run: _Run,
+    directory: Directory,
+    found: Agent | Workflow,
+    instruction: str,
+    background: InBackground,
+) -> None:
+    """Run the delegation, then hand its result (or why there is none) to the delivery
+    service."""
+    kind = "agent" if isinstance(found, Agent) else "workflow"
+    name = found.id if isinstance(found, Agent) else found.name
+    try:
+        if isinstance(found, Agent):
+            text = await run.agent(_runnable(run.hub, run.room_id, found), instruction)
+        else:
+            outcome = await run.workflow(found, instruction, directory)
+            text = "\n".join(answer for _, answer in outcome.answers) or outcome.started
+    except ToolError as exc:
+        text = f"Sorry, the {kind} {name} could not finish: {exc}"
+    await run.hub.deliver(
+        run.room_id,
+        text,
+        background.delivery_strategy,
+        metadata={"kind": "delegate", "delegate_kind": kind, "name": name, "task": instruction},
+    )
 
 
 def manager_tools(
@@ -95,12 +148,15 @@ def manager_tools(
     *,
     timeout: float | None = None,
     share_channels: Sequence[str] | None = None,
+    background: InBackground | None = None,
 ) -> list[Tool]:
     """`list_agents`, `list_workflows` and `delegate` over `directory`."""
     return [
         list_agents_tool(directory),
         list_workflows_tool(directory),
-        delegate_tool(directory, timeout=timeout, share_channels=share_channels),
+        delegate_tool(
+            directory, timeout=timeout, share_channels=share_channels, background=background
+        ),
     ]
 
 
@@ -151,6 +207,36 @@ class PreRun:
         return [*messages[:at], injected, *messages[at:]]
 
 
+class PreRunLLM:
+    """An `LLM` that sees `pre_run`'s results before every model call.
+
+    For an agent whose tool loop is not ours to prepare (a voice session's model is driven
+    by livekit): wrapping its model carries the pre-run results into text rooms and calls
+    alike. Each call runs the tools again, so a long conversation sees current listings.
+    """
+
+    def __init__(self, llm: LLM, pre_run: PreRun) -> None:
+        self.llm = llm
+        self.pre_run = pre_run
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        *,
+        tool_choice: ToolChoice = "auto",
+    ) -> AsyncIterator[LLMChunk]:
+        prepared = await self.pre_run.prepare_step(1, list(messages))
+        async for chunk in self.llm.stream(prepared, tools, tool_choice=tool_choice):
+            yield chunk
+
+    async def aclose(self) -> None:
+        """Close the wrapped model's client, if it has one."""
+        close = getattr(self.llm, "aclose", None)
+        if close is not None:
+            await close()
+
+
 # -- running delegatees --------------------------------------------------------------------------
 
 
@@ -179,7 +265,9 @@ class _Run:
             raise ToolError(result.describe())
         return result.output
 
-    async def workflow(self, workflow: Workflow, instruction: str, directory: Directory) -> str:
+    async def workflow(
+        self, workflow: Workflow, instruction: str, directory: Directory
+    ) -> _WorkflowOutcome:
         summary = workflow.summary
         started = f"Started workflow {summary.name!r} with goal: {summary.goal}"
         # A record in the room that the workflow started (and for what), for whoever watches
@@ -196,8 +284,8 @@ class _Run:
             ),
         )
         if not workflow.steps:
-            return f"{started}\nInstruction: {instruction}"
-        lines = [f"Workflow {summary.name!r} finished (goal: {summary.goal})."]
+            return _WorkflowOutcome(f"{started}\nInstruction: {instruction}")
+        answers: list[tuple[str, str]] = []
         previous = ""
         for number, step in enumerate(workflow.steps, 1):
             listed = directory.agent(step.agent)
@@ -211,8 +299,26 @@ class _Run:
                 raise ToolError(
                     f"workflow {summary.name!r} stopped at step {number} ({step.agent}): {exc}"
                 ) from None
-            lines.append(f"{number}. {step.agent}: {previous}")
-        return "\n".join(lines)
+            answers.append((step.agent, previous))
+        return _WorkflowOutcome(started, tuple(answers))
+
+
+@dataclass(frozen=True)
+class _WorkflowOutcome:
+    """What a workflow run gave: the start record, and each step's (agent, answer)."""
+
+    started: str
+    answers: tuple[tuple[str, str], ...] = ()
+
+
+def _workflow_report(workflow: Workflow, outcome: _WorkflowOutcome) -> str:
+    """The tool's answer in answer mode: the steps' answers, numbered, with their agents."""
+    if not outcome.answers:
+        return outcome.started
+    summary = workflow.summary
+    lines = [f"Workflow {summary.name!r} finished (goal: {summary.goal})."]
+    lines += [f"{n}. {agent}: {answer}" for n, (agent, answer) in enumerate(outcome.answers, 1)]
+    return "\n".join(lines)
 
 
 def _runnable(hub: OrchestrationRuntime, room_id: str, agent: Agent) -> Agent:
