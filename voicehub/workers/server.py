@@ -136,21 +136,22 @@ class DeskEntrypoint:
 def build_server(
     settings: WorkerSettings,
     *,
-    entrypoint: DeskEntrypoint | None = None,
     executor: str = "process",
     num_idle_processes: int = 1,
+    session_factory: Callable[[], SessionFactory] | None = None,
+    room: Callable[[JobContext], CallRoom] | None = None,
 ) -> tuple[agents.AgentServer, CallLoad]:
     """The livekit `AgentServer` for `settings` and the call load it reports.
 
-    `executor` is "process" (each job in a process, as in production) or "thread".
+    `executor` is "process" (each job in a process, as in production) or "thread";
+    `session_factory` and `room` go to `DeskEntrypoint` (stand-ins, thread executor only).
     """
     desks = served_desks(settings)
     if not desks:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
     executor_type = agents.JobExecutorType(executor)
     load = CallLoad(settings.capacity, context=_mp_context(executor_type))
-    if entrypoint is None:
-        entrypoint = DeskEntrypoint(settings, desks, load)
+    entrypoint = DeskEntrypoint(settings, desks, load, session_factory=session_factory, room=room)
     options = agents.WorkerOptions(
         entrypoint_fnc=entrypoint,
         request_fnc=DeskRequest(desks),
