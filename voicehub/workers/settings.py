@@ -17,9 +17,10 @@ from voicehub.core.validation import describe_errors
 from voicehub.errors import ConfigError
 from voicehub.workers.dispatch import DEFAULT_AGENT_NAME
 
-__all__ = ["WorkerSettings"]
+__all__ = ["ENVIRONMENT", "WorkerSettings"]
 
-_VARIABLES = {
+# field -> the variable `from_env` reads it from
+ENVIRONMENT = {
     "channels_dir": "VOICEHUB_CHANNELS",
     "db_path": "VOICEHUB_DB",
     "desk": "VOICEHUB_DESK",
@@ -57,7 +58,7 @@ class WorkerSettings(BaseModel):
         given = {key: value for key, value in overrides.items() if value is not None}
         found = {
             field: name
-            for field, name in _VARIABLES.items()
+            for field, name in ENVIRONMENT.items()
             if os.environ.get(name) and field not in given
         }
         values = {field: os.environ[name] for field, name in found.items()}
@@ -78,7 +79,7 @@ class WorkerSettings(BaseModel):
     def check_server(self) -> None:
         """ConfigError unless the LiveKit URL and credentials are all set."""
         missing = [
-            _VARIABLES[field]
+            ENVIRONMENT[field]
             for field in ("url", "api_key", "api_secret")
             if not getattr(self, field)
         ]
