@@ -36,6 +36,18 @@ ALLOWED: dict[str, set[str]] = {
         "hub",
         "desks",
     },
+    # The LiveKit worker: desks on calls in LiveKit rooms, composed like the server.
+    "workers": {
+        "core",
+        "agents",
+        "delivery",
+        "tools",
+        "orchestration",
+        "voice",
+        "transports",
+        "hub",
+        "desks",
+    },
     "bench": {"core", "agents", "delivery", "orchestration", "voice", "transports", "hub"},
     "cli": {"*"},
     "__init__": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},

@@ -1,4 +1,4 @@
-"""The `voicehub` command: serve, call, channels, bench.
+"""The `voicehub` command: serve, call, channels, bench, worker, token.
 
 Each command is a module here with `add_parser(commands)` (its argparse wiring) and
 `run(args) -> int` (its exit code); `main` assembles them. Errors a user can cause
@@ -13,7 +13,7 @@ import os
 import sys
 from types import ModuleType
 
-from voicehub.cli import bench, call, channels, serve
+from voicehub.cli import bench, call, channels, serve, token, worker
 from voicehub.errors import VoicehubError
 
 __all__ = ["main"]
@@ -23,6 +23,8 @@ _COMMANDS: dict[str, ModuleType] = {
     "call": call,
     "channels": channels,
     "bench": bench,
+    "worker": worker,
+    "token": token,
 }
 
 

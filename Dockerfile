@@ -1,0 +1,34 @@
+# voicehub: `voicehub serve` (default command) and `voicehub worker` from one image.
+# The offline models ship inside pip packages (PocketSphinx's English model, the Piper voice,
+# Silero VAD, eSpeak NG data), so the image needs nothing at run time; HF_HUB_OFFLINE keeps
+# any library from trying to download.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HF_HUB_OFFLINE=1
+
+RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin voicehub \
+    && mkdir -p /data \
+    && chown voicehub:voicehub /data
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY voicehub ./voicehub
+COPY channels ./channels
+RUN pip install ".[voice,server,openai,livekit]" \
+    && voicehub channels --channels /app/channels
+
+USER voicehub
+ENV VOICEHUB_CHANNELS=/app/channels \
+    VOICEHUB_DB=/data/voicehub.db
+VOLUME ["/data"]
+EXPOSE 8080 8081
+
+# `serve` answers /health on 8080; the worker's compose service checks livekit's port 8081.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/health', timeout=4)"]
+
+CMD ["voicehub", "serve", "--host", "0.0.0.0", "--port", "8080"]

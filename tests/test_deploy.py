@@ -1,0 +1,110 @@
+"""The Dockerfile and docker-compose.yml, checked statically (no Docker engine runs here):
+the services, their commands, environment, volumes and health checks, and that what they
+set is what voicehub reads."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from voicehub.workers.settings import ENVIRONMENT as WORKER_VARIABLES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    parsed: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return parsed
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment", {})
+    assert isinstance(env, dict), "use the mapping form of environment"
+    return {key: str(value) for key, value in env.items()}
+
+
+def default_of(value: str) -> str:
+    """`${VAR:-default}` -> default (what `docker compose up` uses with VAR unset)."""
+    found = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
+    return found.group(1) if found else value
+
+
+def test_the_four_services_are_there(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"redis", "livekit", "serve", "worker"}
+
+
+def test_redis_keeps_an_append_only_file_on_a_volume(compose: dict[str, Any]) -> None:
+    redis = compose["services"]["redis"]
+    command = redis["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert any(volume.endswith(":/data") for volume in redis["volumes"])
+    assert "redis-cli" in redis["healthcheck"]["test"]
+
+
+def test_livekit_and_the_worker_share_the_keys_and_livekit_uses_redis(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    config = yaml.safe_load(environment(services["livekit"])["LIVEKIT_CONFIG"])
+    worker = environment(services["worker"])
+    key, secret = worker["LIVEKIT_API_KEY"], default_of(worker["LIVEKIT_API_SECRET"])
+    assert default_of(str(config["keys"][key])) == secret
+    assert len(secret) >= 32  # livekit-server refuses shorter secrets outside --dev
+    assert config["redis"]["address"] == "redis:6379"
+    assert worker["LIVEKIT_URL"] == f"ws://livekit:{config['port']}"
+    assert f"{config['port']}:{config['port']}" in services["livekit"]["ports"]
+
+
+def test_serve_and_worker_run_voicehub_with_settings_it_reads(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    serve, worker = services["serve"], services["worker"]
+    assert serve["command"][:2] == ["voicehub", "serve"] and "0.0.0.0" in serve["command"]
+    assert worker["command"][:2] == ["voicehub", "worker"]
+    # a public address needs a token: serve would refuse to start without one
+    assert len(default_of(environment(serve)["VOICEHUB_TOKEN"])) >= 16
+    read_by_worker = set(WORKER_VARIABLES.values())
+    unknown = {name for name in environment(worker) if name not in read_by_worker}
+    assert not unknown, f"the worker does not read {sorted(unknown)}"
+    for service in (serve, worker):
+        assert environment(service)["VOICEHUB_DB"].startswith("/data/")
+        assert any(volume == "voicehub-data:/data" for volume in service["volumes"])
+    assert environment(serve)["VOICEHUB_DB"] != environment(worker)["VOICEHUB_DB"]
+    assert {"redis-data", "voicehub-data"} <= set(compose["volumes"])
+
+
+def test_serve_and_worker_have_health_checks_on_their_ports(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert "8080/health" in " ".join(services["serve"]["healthcheck"]["test"])
+    assert "8081/" in " ".join(services["worker"]["healthcheck"]["test"])
+    assert "8080:8080" in services["serve"]["ports"]
+
+
+def test_the_compose_file_says_serve_uses_sqlite_until_the_redis_store_lands() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "SQLite" in text and "Redis store" in text
+
+
+def test_the_dockerfile_is_slim_non_root_offline_and_health_checked() -> None:
+    lines = [
+        line.strip()
+        for line in (ROOT / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    instructions = [line.split()[0] for line in lines]
+    assert re.fullmatch(r"FROM python:3\.11-slim(-\w+)?", lines[0])
+    user = lines[instructions.index("USER")]
+    assert user.split()[1] not in ("root", "0")
+    assert instructions.index("USER") < instructions.index("CMD")
+    assert "8080/health" in lines[instructions.index("HEALTHCHECK")]
+    assert any("HF_HUB_OFFLINE=1" in line for line in lines)
+    install = next(line for line in lines if "pip install" in line)
+    extras = set(re.search(r"\.\[([a-z,]+)\]", install).group(1).split(","))  # type: ignore[union-attr]
+    assert {"voice", "server", "livekit"} <= extras
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert extras <= set(declared["optional-dependencies"])

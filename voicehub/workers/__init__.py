@@ -1,0 +1,1 @@
+"""The desks as a LiveKit agent worker: dispatch, load, the job entrypoint, tokens."""

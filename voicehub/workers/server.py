@@ -1,0 +1,197 @@
+"""`voicehub worker`: the desks as a livekit-agents worker (`WorkerOptions`/`AgentServer`).
+
+The worker registers with LiveKit under its agent name (explicit dispatch only), accepts a
+job when the job names one of its desks (`voicehub.workers.dispatch`), and reports its load
+as voicehub's live calls over its capacity (`voicehub.workers.load`). Each job runs
+`DeskEntrypoint` in a process of its own: a `Hub` on the shared store, the desk's voice
+stack, and a `DeskJob` serving the room's callers. When the job ends (the room closed, or
+LiveKit ended it), the call ends, background workers get `shutdown_grace` seconds to finish
+into the outbox, and the hub closes; held results wait in the store for the caller's return.
+
+The entrypoint and the request handler are picklable objects: livekit-agents hands them to
+each job process it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.desks.desk import build_desk
+from voicehub.desks.loading import load_desk_folder
+from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
+from voicehub.errors import ConfigError
+from voicehub.hub import Hub
+from voicehub.voice.providers import vendor_import
+from voicehub.workers.dispatch import DispatchError, choose_desk
+from voicehub.workers.job import CallRoom, DeskJob
+from voicehub.workers.load import CallLoad
+from voicehub.workers.settings import WorkerSettings
+
+with vendor_import("livekit-agents"):
+    from livekit import agents
+
+if TYPE_CHECKING:
+    from livekit.agents import JobContext, JobRequest
+
+__all__ = ["DeskEntrypoint", "DeskRequest", "build_server", "run_worker"]
+
+log = logging.getLogger("voicehub.workers")
+
+DESK_ATTRIBUTE = "voicehub.desk"
+"""Participant attribute naming the desk the agent in a room speaks for."""
+
+
+def served_desks(settings: WorkerSettings) -> list[str]:
+    """The desks this worker serves; their files are validated here (ConfigError naming a
+    broken file or an unknown `desk`)."""
+    names = sorted(load_desk_folder(settings.channels_dir))
+    if settings.desk is not None and settings.desk not in names:
+        raise ConfigError(
+            f"{settings.channels_dir}: no desk {settings.desk!r} "
+            f"(desks: {', '.join(names) or 'none'})"
+        )
+    return [settings.desk] if settings.desk is not None else names
+
+
+class DeskRequest:
+    """Accepts a job whose desk this worker serves; rejects it, saying why, otherwise."""
+
+    def __init__(self, desks: list[str]) -> None:
+        self.desks = desks
+
+    async def __call__(self, request: JobRequest) -> None:
+        job = request.job
+        try:
+            desk = choose_desk(self.desks, metadata=job.metadata, room_name=job.room.name)
+        except DispatchError as exc:
+            log.warning("job %s in room %s rejected: %s", job.id, job.room.name, exc)
+            await request.reject(terminate=False)  # another worker may serve it
+            return
+        await request.accept(
+            identity=f"voicehub-{desk}-{job.id}",
+            name=desk,
+            attributes={DESK_ATTRIBUTE: desk},
+        )
+
+
+class DeskEntrypoint:
+    """Runs one job: the chosen desk on a hub over the worker's store.
+
+    `session_factory` and `room` replace the embedded voice stack and the WebRTC room (the
+    tests' stand-ins); both must be None in a real worker whose jobs run in processes.
+    """
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        desks: list[str],
+        load: CallLoad,
+        *,
+        session_factory: Callable[[], SessionFactory] | None = None,
+        room: Callable[[JobContext], CallRoom] | None = None,
+    ) -> None:
+        self.settings, self.desks, self.load = settings, desks, load
+        self._factory, self._room = session_factory, room
+
+    async def __call__(self, ctx: JobContext) -> None:
+        job = ctx.job
+        name = choose_desk(self.desks, metadata=job.metadata, room_name=job.room.name)
+        desk = build_desk(load_desk_folder(self.settings.channels_dir)[name])
+        self.settings.db_path.parent.mkdir(parents=True, exist_ok=True)
+        hub = Hub(store=SQLiteStore(self.settings.db_path), orchestration=None)
+        await hub.start()
+        factory = self._factory() if self._factory is not None else OfflineSessionFactory()
+        await factory.prepare([desk])
+        if self._room is not None:
+            room = self._room(ctx)
+        else:
+            from livekit.agents import AutoSubscribe
+
+            from voicehub.workers.room import LiveKitCallRoom
+
+            await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
+            room = LiveKitCallRoom(ctx)
+        desk_job = DeskJob(hub, desk, room, factory, self.load)
+        runner = asyncio.create_task(desk_job.run(), name=f"voicehub-desk-{name}")
+
+        async def shut_down(reason: str) -> None:
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await runner
+            if not await desk_job.wait_for_background_work(self.settings.shutdown_grace):
+                log.warning("job %s: background work still running at shutdown", job.id)
+            await hub.aclose()
+            await desk.aclose()
+            log.info("job %s (desk %s) ended: %s", job.id, name, reason)
+
+        ctx.add_shutdown_callback(shut_down)
+        log.info("job %s: desk %s in room %s", job.id, name, job.room.name)
+
+
+def build_server(
+    settings: WorkerSettings,
+    *,
+    executor: str = "process",
+    num_idle_processes: int = 1,
+    session_factory: Callable[[], SessionFactory] | None = None,
+    room: Callable[[JobContext], CallRoom] | None = None,
+) -> tuple[agents.AgentServer, CallLoad]:
+    """The livekit `AgentServer` for `settings` and the call load it reports.
+
+    `executor` is "process" (each job in a process, as in production) or "thread";
+    `session_factory` and `room` go to `DeskEntrypoint` (stand-ins, thread executor only).
+    """
+    desks = served_desks(settings)
+    if not desks:
+        raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
+    executor_type = agents.JobExecutorType(executor)
+    load = CallLoad(settings.capacity, context=_mp_context(executor_type))
+    entrypoint = DeskEntrypoint(settings, desks, load, session_factory=session_factory, room=room)
+    options = agents.WorkerOptions(
+        entrypoint_fnc=entrypoint,
+        request_fnc=DeskRequest(desks),
+        load_fnc=load.load,
+        load_threshold=load.threshold(),
+        agent_name=settings.registered_name,
+        job_executor_type=executor_type,
+        num_idle_processes=num_idle_processes,
+        shutdown_process_timeout=settings.shutdown_grace + 10.0,
+        ws_url=settings.url,
+        api_key=settings.api_key,
+        api_secret=settings.api_secret,
+        port=settings.http_port,
+    )
+    return agents.AgentServer.from_server_options(options), load
+
+
+def _mp_context(executor: Any) -> Any:
+    import multiprocessing
+
+    # the counter must come from the context livekit starts job processes with
+    return multiprocessing.get_context("forkserver" if executor.value == "process" else None)
+
+
+def run_worker(settings: WorkerSettings, *, ready: Callable[[str], None] | None = None) -> None:
+    """Register with LiveKit and serve jobs until interrupted (then drain)."""
+    settings.check_server()
+    server, _load = build_server(settings)
+
+    def registered(worker_id: str, *_info: Any) -> None:
+        if ready is not None:
+            ready(worker_id)
+
+    server.on("worker_registered", registered)
+
+    async def main() -> None:
+        try:
+            await server.run(devmode=False)
+        finally:
+            await server.aclose()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
