@@ -68,6 +68,11 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--channels", type=Path, help="folder of desk files (default channels)")
     serve.add_argument("--db", type=Path, help="SQLite store (default var/voicehub.db)")
     serve.add_argument(
+        "--store",
+        help="sqlite (default, at --db) or a Redis URL shared by instances, e.g. "
+        "redis://localhost:6379/0 (default: $VOICEHUB_STORE)",
+    )
+    serve.add_argument(
         "--token", help="access token callers must send (default: $VOICEHUB_TOKEN, or none)"
     )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
@@ -84,6 +89,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         channels_dir=args.channels,
         db_path=args.db,
+        store=args.store,
         token=args.token,
         prewarm=False if args.no_prewarm else None,
         log_level=args.log_level,

@@ -3,8 +3,8 @@
     app = create_app(ServerSettings(channels_dir=Path("channels")))
     serve(settings)   # uvicorn on settings.host:settings.port
 
-One `Hub` per process on one SQLite store; each call's room runs its desk's orchestration
-(see `voicehub.server.calls`). Routes:
+One `Hub` per process on one store (SQLite, or Redis shared by several instances); each
+call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
 
     GET  /                          the console page (call a desk with the microphone)
     GET  /static/...                its script, worklet and style
@@ -31,7 +31,6 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
@@ -39,6 +38,7 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
+from voicehub.server.store import describe_store, open_store
 
 if TYPE_CHECKING:
     import uvicorn
@@ -65,8 +65,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        settings.db_path.parent.mkdir(parents=True, exist_ok=True)
-        hub = Hub(store=SQLiteStore(settings.db_path), orchestration=None)
+        hub = Hub(store=await open_store(settings), orchestration=None)
         await hub.start()
         if settings.prewarm:
             await factory.prepare(loaded.values())
@@ -77,7 +76,7 @@ def create_app(
         # pauses of 20-190 ms at 75 calls without it).
         gc.collect()
         gc.freeze()
-        log.info("serving desks %s from %s", ", ".join(sorted(loaded)), settings.db_path)
+        log.info("serving desks %s from %s", ", ".join(sorted(loaded)), describe_store(settings))
         try:
             yield
         finally:
