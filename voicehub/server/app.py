@@ -38,7 +38,7 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
-from voicehub.server.store import describe_store, open_store
+from voicehub.server.store import describe_store, follow_store, open_store
 
 if TYPE_CHECKING:
     import uvicorn
@@ -67,6 +67,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hub = Hub(store=await open_store(settings), orchestration=None)
         await hub.start()
+        announcements = follow_store(hub)  # results finished on other instances
         if settings.prewarm:
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
@@ -80,6 +81,8 @@ def create_app(
         try:
             yield
         finally:
+            if announcements is not None:
+                announcements.cancel()
             await board.close_all()
             await hub.aclose()  # undelivered results stay in the store
             for desk in loaded.values():

@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import TYPE_CHECKING
+
 from voicehub.core.store.base import Store
 from voicehub.core.store.redis import RedisStore
 from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.delivery.announcements import follow_announcements
 from voicehub.server.settings import ServerSettings
 
-__all__ = ["describe_store", "open_store"]
+if TYPE_CHECKING:
+    from voicehub.hub import Hub
+
+__all__ = ["describe_store", "follow_store", "open_store"]
 
 
 async def open_store(settings: ServerSettings) -> Store:
@@ -32,3 +39,10 @@ def describe_store(settings: ServerSettings) -> str:
         return str(settings.db_path)
     scheme, _, rest = settings.store.partition("://")
     return f"{scheme}://{rest.rpartition('@')[2]}"
+
+
+def follow_store(hub: Hub) -> asyncio.Task[None] | None:
+    """On a shared store, follow the deliveries other instances add (None on SQLite)."""
+    if not isinstance(hub.store, RedisStore):
+        return None
+    return asyncio.create_task(follow_announcements(hub.delivery, hub.store, hub.clock))
