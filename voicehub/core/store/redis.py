@@ -51,15 +51,19 @@ class RedisStore:
     Raises `StoreError` naming the URL when Redis cannot be reached or answers with an error.
     """
 
-    def __init__(self, url: str, *, prefix: str = "voicehub") -> None:
+    def __init__(self, url: str, *, prefix: str = "voicehub", max_connections: int = 32) -> None:
         try:
-            from redis.asyncio import Redis
+            from redis.asyncio import BlockingConnectionPool, Redis
         except ImportError as exc:
             raise MissingExtraError("redis", "redis") from exc
         self.url = url
         self.prefix = prefix
         self.channel = f"{prefix}:deliveries"
-        self._redis: Redis | None = Redis.from_url(url, decode_responses=True)
+        # A blocking pool: many rooms at once wait for a connection instead of failing.
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=30, decode_responses=True
+        )
+        self._redis: Redis | None = Redis(connection_pool=pool)
         self._write_script = self._redis.register_script(WRITE_RECORD)
         self._append_script = self._redis.register_script(APPEND_EVENT)
 
