@@ -6,14 +6,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint bench install browser
+.PHONY: run test lint bench install browser redis
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,twilio]'
+	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,twilio,redis]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)
@@ -38,7 +38,19 @@ browser:
 		fi; \
 	fi
 
-test: lint browser
+# The Redis tests start Debian's redis-server on a free port; without it they fail, naming it.
+redis:
+	@if ! command -v redis-server >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server \
+				|| echo "note: could not install redis-server; the Redis tests will fail"; \
+		else \
+			echo "note: no redis-server (install Debian's redis-server as root);" \
+				"the Redis tests will fail"; \
+		fi; \
+	fi
+
+test: lint browser redis
 	$(BIN)/python -m pytest -q
 
 bench: install

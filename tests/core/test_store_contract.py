@@ -1,4 +1,5 @@
-"""The `Store` contract, run against every implementation: the memory store and SQLite on a file."""
+"""The `Store` contract, run against every implementation: the memory store, SQLite on a file and
+Redis (a real redis-server started for the session)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.store.base import (
     DeliveryRecord,
@@ -18,14 +20,22 @@ from voicehub.core.store.base import (
     TaskStatus,
 )
 from voicehub.core.store.memory import MemoryStore
+from voicehub.core.store.redis import RedisStore
 from voicehub.core.store.sqlite import SQLiteStore
 
+__all__ = ["redis_server"]  # the fixture, imported for pytest
 
-@pytest.fixture(params=["memory", "sqlite"])
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    implementation: Store = (
-        MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "hub.db")
-    )
+    implementation: Store
+    if request.param == "memory":
+        implementation = MemoryStore()
+    elif request.param == "sqlite":
+        implementation = SQLiteStore(tmp_path / "hub.db")
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        implementation = RedisStore(server.url, prefix=unique_prefix())
     yield implementation
     await implementation.close()
 
@@ -274,3 +284,37 @@ async def test_list_deliveries_follows_status_updates(store: Store) -> None:
     assert [d.id for d in await store.list_deliveries(statuses=[DeliveryStatus.DELIVERING])] == [
         "d1"
     ]
+
+
+async def test_swap_delivery_writes_only_over_the_expected_fence(store: Store) -> None:
+    await store.put_delivery(delivery("d1"))
+    claimed = delivery("d1", status=DeliveryStatus.DELIVERING).model_copy(
+        update={"fence": 1, "attempts": 1, "lease_owner": "a", "lease_until": 130.0}
+    )
+    rival = claimed.model_copy(update={"lease_owner": "b"})
+
+    assert await store.swap_delivery(claimed, expected_fence=0) is True
+    assert await store.swap_delivery(rival, expected_fence=0) is False  # lost the race
+    assert await store.get_delivery("d1") == claimed
+    assert [d.id for d in await store.list_deliveries(statuses=[DeliveryStatus.DELIVERING])] == [
+        "d1"
+    ]
+
+    done = claimed.model_copy(update={"status": DeliveryStatus.DELIVERED, "fence": 2})
+    assert await store.swap_delivery(done, expected_fence=1) is True
+    assert await store.get_delivery("d1") == done
+    assert await store.list_deliveries(statuses=[DeliveryStatus.DELIVERING]) == []
+
+
+async def test_swap_delivery_of_a_missing_record_writes_nothing(store: Store) -> None:
+    assert await store.swap_delivery(delivery("ghost"), expected_fence=0) is False
+    assert await store.get_delivery("ghost") is None
+
+
+async def test_swap_delivery_follows_a_plain_update(store: Store) -> None:
+    await store.put_delivery(delivery("d1"))
+    await store.update_delivery(delivery("d1").model_copy(update={"fence": 5}))
+    stale = delivery("d1", status=DeliveryStatus.HELD).model_copy(update={"fence": 1})
+    assert await store.swap_delivery(stale, expected_fence=0) is False
+    fresh = delivery("d1", status=DeliveryStatus.HELD).model_copy(update={"fence": 6})
+    assert await store.swap_delivery(fresh, expected_fence=5) is True

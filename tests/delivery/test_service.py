@@ -15,6 +15,7 @@ weaknesses of seeds/README.md each have a test here:
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from voicehub.core.clock import VirtualClock
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookResult, HookTrigger
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, Store
+from voicehub.core.store.memory import MemoryStore
+from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.delivery.injector import AlwaysIdle, InjectOutcome, TextInjector
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
 from voicehub.delivery.service import DeliveryService
@@ -40,8 +43,20 @@ def clock() -> VirtualClock:
     return VirtualClock()
 
 
+@pytest.fixture(params=["memory", "sqlite"])
+def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Store]:
+    """Each test runs on the in-process stores: the one a hub gets when the test names none.
+    (The virtual clock settles the loop, not socket I/O, so Redis has tests of its own in
+    test_instances.py that wait for outcomes instead.)"""
+    if request.param == "memory":
+        return MemoryStore
+    return lambda: SQLiteStore(tmp_path / f"{uuid.uuid4().hex}.db")
+
+
 @pytest.fixture
-async def make_hub(clock: VirtualClock) -> AsyncIterator[HubFactory]:
+async def make_hub(
+    clock: VirtualClock, new_store: Callable[[], Store]
+) -> AsyncIterator[HubFactory]:
     """Build started hubs on the virtual clock; closes them at the end of the test."""
     hubs: list[Hub] = []
 
@@ -52,6 +67,7 @@ async def make_hub(clock: VirtualClock) -> AsyncIterator[HubFactory]:
         start: bool = True,
         **service: Any,
     ) -> Hub:
+        store = store if store is not None else new_store()
         hub = Hub(clock=clock, delivery_strategy=strategy, store=store)
         if service:
             hub.delivery = DeliveryService(hub, default_strategy=strategy, **service)
@@ -379,7 +395,11 @@ async def test_a_crash_loses_nothing_and_repeats_nothing(
 
     path = tmp_path / "voicehub.db"
     crashed_store = SQLiteStore(path)
-    crashed = await make_hub(WaitForIdle(buffer=1.0), store=crashed_store, start=False)
+    # Leases run on the injected wall clock: the crashed instance's lease on "a" runs out
+    # inside the minute below, and only then may the restarted one speak it.
+    crashed = await make_hub(
+        WaitForIdle(buffer=1.0), store=crashed_store, start=False, wall=clock.now
+    )
     await crashed.start()
     hanging = HangingSession(clock)
     hanging.speech_seconds = 1e9
@@ -402,7 +422,7 @@ async def test_a_crash_loses_nothing_and_repeats_nothing(
         d: DeliveryStatus.HELD,
     }
 
-    restarted = await make_hub(WaitForIdle(buffer=1.0), store=SQLiteStore(path))
+    restarted = await make_hub(WaitForIdle(buffer=1.0), store=SQLiteStore(path), wall=clock.now)
     r_session, other_session = FakeSession(clock), FakeSession(clock)
     await attach(restarted, "r", r_session)
     await attach(restarted, "other", other_session)

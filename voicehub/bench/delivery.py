@@ -39,6 +39,10 @@ class _InstantInjector:
 
 
 def _store(kind: str, folder: Path, name: str) -> Store:
+    if kind == "redis":
+        from voicehub.bench.redis import bench_redis_store
+
+        return bench_redis_store(name)
     if kind == "sqlite":
         from voicehub.core.store.sqlite import SQLiteStore
 

@@ -13,9 +13,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument("--only", action="append", help="run only this section (repeatable)")
     bench.add_argument(
         "--store",
-        choices=["sqlite", "memory"],
+        choices=["sqlite", "memory", "redis"],
         default="sqlite",
-        help="store the figures are measured on (default: sqlite, as served)",
+        help="store the figures are measured on (default: sqlite, as served; redis: the "
+        "server at $VOICEHUB_STORE, default redis://127.0.0.1:6379/0)",
     )
     bench.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
     bench.add_argument(

@@ -23,6 +23,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--token", help="access token callers must send (default: $VOICEHUB_TOKEN, or none)"
     )
     serve.add_argument(
+        "--store",
+        help="sqlite (default, at --db) or a Redis URL shared by instances, e.g. "
+        "redis://localhost:6379/0 (default: $VOICEHUB_STORE)",
+    )
+    serve.add_argument(
         "--public-url",
         help="caller-facing https URL for Twilio webhooks (default: $VOICEHUB_PUBLIC_URL)",
     )
@@ -42,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         db_path=args.db,
         token=args.token,
         public_url=args.public_url,
+        store=args.store,
         prewarm=False if args.no_prewarm else None,
         log_level=args.log_level,
     )

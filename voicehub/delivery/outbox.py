@@ -3,21 +3,35 @@
 Statuses: pending -> delivering -> delivered, or back to pending through interrupted
 (requeued); held while no session is live; expired past its time to live; failed after its
 maximum attempts or when a hook blocks it. `add` is idempotent by delivery id.
+
+Ownership across instances sharing a store: every write is a compare-and-set on the record's
+fence, and speaking takes a lease (`claim`): status delivering, owner, expiry, and the new fence
+as its fencing token. No other instance may claim or change an item while the lease is live;
+the speaker renews it (`leases`) and settles with the same fence. A lease left by a killed
+instance simply expires and the item is free again (held, or spoken by the instance that holds
+the conversation's call).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from voicehub.core.clock import Clock
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, Store
 from voicehub.core.trusted import replace
 from voicehub.delivery.policy import DeliveryStrategy
+from voicehub.errors import StoreError
 
+log = logging.getLogger("voicehub.delivery")
 _TIE_STEP = 1e-6
+_SWAP_TRIES = 8  # a write races at most the few instances touching one room
 
 # Statuses a restarted service must pick up again. `delivering` means the process stopped
 # mid-speech: the speech was never confirmed, so it is spoken again (it was not delivered).
@@ -32,8 +46,10 @@ UNFINISHED = (
 class Outbox:
     """Durable delivery records on a `Store`.
 
-    `wall` is the epoch clock used for time-to-live (it must survive restarts, unlike the
-    monotonic clock the policy runs on); tests inject a virtual one.
+    `wall` is the epoch clock used for time-to-live and leases (it must survive restarts and
+    be shared by instances, unlike the monotonic clock the policy runs on); tests inject a
+    virtual one. `owner` names this instance in leases; `lease` is how long a claim lasts
+    without renewal (the speaker renews it every third of that).
     """
 
     def __init__(
@@ -43,6 +59,8 @@ class Outbox:
         ttl: float | None = 24 * 3600.0,
         max_attempts: int = 3,
         wall: Callable[[], float] = time.time,
+        owner: str | None = None,
+        lease: float = 15.0,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
@@ -50,6 +68,8 @@ class Outbox:
         self.ttl = ttl
         self.max_attempts = max_attempts
         self.wall = wall
+        self.owner = owner or f"instance-{uuid.uuid4().hex[:12]}"
+        self.lease = lease
         self._last_created = -math.inf
 
     async def add(
@@ -85,6 +105,19 @@ class Outbox:
         existing = await self.store.get_delivery(record.id)
         return (existing or record), False
 
+    def leased_elsewhere(self, record: DeliveryRecord) -> bool:
+        """Whether another instance holds a live lease on `record` (it may be speaking it)."""
+        return (
+            record.status is DeliveryStatus.DELIVERING
+            and record.lease_owner not in ("", self.owner)
+            and record.lease_until is not None
+            and record.lease_until > self.wall()
+        )
+
+    def lease_left(self, record: DeliveryRecord) -> float:
+        """Seconds until the lease on `record` runs out (0 when it has none)."""
+        return max(0.0, (record.lease_until or 0.0) - self.wall())
+
     async def set_status(
         self,
         record: DeliveryRecord,
@@ -93,16 +126,82 @@ class Outbox:
         error: str = "",
         attempted: bool = False,
     ) -> DeliveryRecord:
-        """Persist a status change (counting an attempt when `attempted`)."""
-        updated = replace(
-            record,
-            status=status,
-            error=error,
-            updated_at=self.wall(),
-            attempts=record.attempts + (1 if attempted else 0),
+        """Persist a status change (counting an attempt when `attempted`), releasing any lease.
+
+        If another instance changed the record meanwhile, the change is applied to the fresh
+        record; when that is final or leased elsewhere it is returned unchanged instead, so
+        callers compare the returned status with the one they asked for.
+        """
+        return (await self._swap(record, status=status, error=error, attempted=attempted))[0]
+
+    async def claim(self, record: DeliveryRecord) -> tuple[DeliveryRecord, bool]:
+        """Take the lease to speak `record` now (status delivering, one more attempt).
+        Returns the fresh record and whether this instance won it."""
+        return await self._swap(
+            record, status=DeliveryStatus.DELIVERING, attempted=True, lease=True
         )
-        await self.store.update_delivery(updated)
-        return updated
+
+    async def _swap(
+        self,
+        record: DeliveryRecord,
+        *,
+        status: DeliveryStatus,
+        error: str = "",
+        attempted: bool = False,
+        lease: bool = False,
+    ) -> tuple[DeliveryRecord, bool]:
+        current = record
+        for _ in range(_SWAP_TRIES):
+            if self.leased_elsewhere(current) or (lease and current.status.final):
+                return current, False
+            now = self.wall()
+            updated = replace(
+                current,
+                status=status,
+                error=error,
+                updated_at=now,
+                attempts=current.attempts + (1 if attempted else 0),
+                fence=current.fence + 1,
+                lease_owner=self.owner if lease else "",
+                lease_until=now + self.lease if lease else None,
+            )
+            if await self.store.swap_delivery(updated, expected_fence=current.fence):
+                return updated, True
+            fresh = await self.store.get_delivery(record.id)
+            if fresh is None or fresh.status.final:  # settled elsewhere: leave it be
+                return fresh or current, False
+            current = fresh
+        raise StoreError(f"delivery {record.id} kept changing under {self.owner}: gave up")
+
+    async def renew(self, record: DeliveryRecord) -> DeliveryRecord | None:
+        """Extend this instance's lease on `record`; None if it was lost meanwhile."""
+        renewed = replace(record, fence=record.fence + 1, lease_until=self.wall() + self.lease)
+        if await self.store.swap_delivery(renewed, expected_fence=record.fence):
+            return renewed
+        return None
+
+    @contextlib.asynccontextmanager
+    async def leases(self, records: list[DeliveryRecord], clock: Clock) -> AsyncIterator[None]:
+        """Keep the leases on `records` alive while the body runs; `records` is updated in
+        place with the renewed records, whose fences the outcome is written with."""
+
+        async def renew_forever() -> None:
+            while True:
+                await clock.sleep(self.lease / 3)
+                for i, record in enumerate(records):
+                    renewed = await self.renew(record)
+                    if renewed is None:  # only after a stall longer than the lease
+                        log.warning("lost the lease on delivery %s while speaking", record.id)
+                    else:
+                        records[i] = renewed
+
+        renewing = asyncio.create_task(renew_forever())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
 
     def expired(self, record: DeliveryRecord) -> bool:
         """Whether `record` is past its time to live."""

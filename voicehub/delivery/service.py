@@ -101,11 +101,12 @@ class DeliveryService:
         max_attempts: int = 3,
         retry_delay: float = 1.0,
         wall: Callable[[], float] = time.time,
+        owner: str | None = None,
     ) -> None:
         self.hub = hub
         self.clock = hub.clock
         self.default_strategy = parse_strategy(default_strategy)
-        self.outbox = Outbox(hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall)
+        self.outbox = Outbox(hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall, owner=owner)
         self.retry_delay = retry_delay
         self._rooms: dict[str, _RoomQueue] = {}
         self._started = False
@@ -169,10 +170,12 @@ class DeliveryService:
         await self._stop(queue)
         queue.injector, queue.activity = injector, activity
         queue.not_before.clear()
+        # Another instance may have added results for this conversation since we started.
+        for record in await self.outbox.unfinished(room_id):
+            if record.id not in queue.items:
+                queue.stamp(record, self.clock.now())
         for record, _ in list(queue.items.values()):
-            if record.status is DeliveryStatus.HELD:
-                pending = await self.outbox.set_status(record, DeliveryStatus.PENDING)
-                queue.stamp(pending, self.clock.now())
+            await self._release(queue, record)
         queue.watcher = asyncio.create_task(self._watch(queue, activity))
         queue.driver = asyncio.create_task(self._drive(queue))
 
@@ -186,6 +189,17 @@ class DeliveryService:
         for delivery_id in list(queue.items):
             await self._hold(queue, delivery_id)
 
+    async def notice(self, room_id: str, delivery_id: str) -> None:
+        """Another instance added a delivery (announced through the store): drive it here if
+        this instance holds the room's live session."""
+        queue = self._rooms.get(room_id)
+        if queue is None or queue.injector is None or delivery_id in queue.items:
+            return
+        record = await self.outbox.store.get_delivery(delivery_id)
+        if record is not None and not record.status.final:
+            queue.stamp(record, self.clock.now())
+            await self._release(queue, record)
+
     def pending(self, room_id: str) -> list[DeliveryRecord]:
         """Items of `room_id` not yet delivered (in memory)."""
         queue = self._rooms.get(room_id)
@@ -197,6 +211,24 @@ class DeliveryService:
         if room_id not in self._rooms:
             self._rooms[room_id] = _RoomQueue(room_id)
         return self._rooms[room_id]
+
+    async def _release(self, queue: _RoomQueue, record: DeliveryRecord) -> None:
+        """A held item of a live session becomes pending (arriving now)."""
+        if record.status is DeliveryStatus.HELD:
+            pending = await self.outbox.set_status(record, DeliveryStatus.PENDING)
+            if pending.status.final:
+                queue.forget(record.id)
+            else:
+                queue.stamp(pending, self.clock.now())
+
+    def _defer(self, queue: _RoomQueue, record: DeliveryRecord) -> None:
+        """Another instance owns `record` now: try again when its lease runs out."""
+        if record.status.final:
+            queue.forget(record.id)
+            return
+        queue.update(record)
+        wait = max(self.outbox.lease_left(record), self.retry_delay)
+        queue.not_before[record.id] = self.clock.now() + wait
 
     async def _hold(self, queue: _RoomQueue, delivery_id: str) -> None:
         record, item = queue.items[delivery_id]
@@ -276,12 +308,12 @@ class DeliveryService:
         assert injector is not None and activity is not None
         strategy = items[0].strategy
         live: list[DeliveryRecord] = []
-        texts: list[str] = []
+        texts: dict[str, str] = {}
         for item in items:
             record = queue.items[_id(item)][0]
             if not self.hub.hooks.has(HookTrigger.BEFORE_DELIVER, record.room_id):
                 live.append(record)  # no hook: no event to build
-                texts.append(record.content)
+                texts[record.id] = record.content
                 continue
             # A BEFORE_DELIVER hook that raises is logged and skipped by the hook registry
             # (fail open): a broken filter must not lose a result. To stop a result, block it.
@@ -297,27 +329,35 @@ class DeliveryService:
                 await self._after(failed, "failed", strategy, error)
                 continue
             live.append(record)
-            texts.append(outcome.event.text)
+            texts[record.id] = outcome.event.text
         # Hooks may take time: if the caller started talking meanwhile, decide again later
         # (with no live item left, decide() never says Deliver).
         live_items = [queue.items[record.id][1] for record in live]
         if not isinstance(decide(activity.snapshot(), live_items, self.clock.now()), Deliver):
             return
-        delivering = DeliveryStatus.DELIVERING
-        for i, record in enumerate(live):
-            live[i] = await self.outbox.set_status(record, delivering, attempted=True)
-            queue.update(live[i])  # a cancelled injection leaves them `delivering`, never lost
-        name, text = _name(strategy), "\n\n".join(texts)
-        metadata = {**live[0].metadata, "delivery_ids": [r.id for r in live], "strategy": name}
-        try:
-            result = await injector.inject(
-                text, allow_interrupt=name == "immediate", metadata=metadata
-            )
-            error = "" if result in _OUTCOMES else f"injector returned {result!r}"
-        except Exception as exc:
-            log.exception("injection failed in room %s", queue.room_id)
-            result, error = None, f"{type(exc).__name__}: {exc}"
-        await self._settle(queue, live, None if error else result, error, strategy)
+        claimed: list[DeliveryRecord] = []
+        for record in live:  # the lease: no other instance speaks these meanwhile
+            fresh, won = await self.outbox.claim(record)
+            if won:
+                claimed.append(fresh)
+                queue.update(fresh)  # a cancelled injection leaves them `delivering`, never lost
+            else:
+                self._defer(queue, fresh)
+        if not claimed:
+            return
+        name, text = _name(strategy), "\n\n".join(texts[r.id] for r in claimed)
+        ids = [r.id for r in claimed]
+        metadata = {**claimed[0].metadata, "delivery_ids": ids, "strategy": name}
+        async with self.outbox.leases(claimed, self.clock):
+            try:
+                result = await injector.inject(
+                    text, allow_interrupt=name == "immediate", metadata=metadata
+                )
+                error = "" if result in _OUTCOMES else f"injector returned {result!r}"
+            except Exception as exc:
+                log.exception("injection failed in room %s", queue.room_id)
+                result, error = None, f"{type(exc).__name__}: {exc}"
+        await self._settle(queue, claimed, None if error else result, error, strategy)
 
     async def _settle(
         self,

@@ -3,8 +3,8 @@
     app = create_app(ServerSettings(channels_dir=Path("channels")))
     serve(settings)   # uvicorn on settings.host:settings.port
 
-One `Hub` per process on one SQLite store; each call's room runs its desk's orchestration
-(see `voicehub.server.calls`). Routes:
+One `Hub` per process on one store (SQLite, or Redis shared by several instances); each
+call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
 
     GET  /                          the console page (call a desk with the microphone)
     GET  /static/...                its script, worklet and style
@@ -32,7 +32,6 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
@@ -40,6 +39,7 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
+from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.twilio import PhoneLine, twilio_routes
 
@@ -68,9 +68,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        settings.db_path.parent.mkdir(parents=True, exist_ok=True)
-        hub = Hub(store=SQLiteStore(settings.db_path), orchestration=None)
+        hub = Hub(store=await open_store(settings), orchestration=None)
         await hub.start()
+        announcements = follow_store(hub)  # results finished on other instances
         if settings.prewarm:
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
@@ -81,10 +81,12 @@ def create_app(
         # pauses of 20-190 ms at 75 calls without it).
         gc.collect()
         gc.freeze()
-        log.info("serving desks %s from %s", ", ".join(sorted(loaded)), settings.db_path)
+        log.info("serving desks %s from %s", ", ".join(sorted(loaded)), describe_store(settings))
         try:
             yield
         finally:
+            if announcements is not None:
+                announcements.cancel()
             await board.close_all()
             await hub.aclose()  # undelivered results stay in the store
             for desk in loaded.values():

@@ -34,6 +34,7 @@ _VARIABLES = {
     "port": "VOICEHUB_PORT",
     "channels_dir": "VOICEHUB_CHANNELS",
     "db_path": "VOICEHUB_DB",
+    "store": "VOICEHUB_STORE",
     "token": "VOICEHUB_TOKEN",
     "public_url": "VOICEHUB_PUBLIC_URL",
     "twilio_auth_token": "TWILIO_AUTH_TOKEN",
@@ -46,9 +47,10 @@ class ServerSettings(BaseModel):
 
     `token`: when set, every call and API request must carry it (`?token=` or
     `Authorization: Bearer`); required to listen on a non-loopback address.
-    `max_audio_bytes` / `max_text_bytes`: the largest client messages accepted (bigger
-    ones close the call with 1009). `prewarm`: load the voice models at startup so the
-    first call does not wait for them.
+    `store`: None for the SQLite file at `db_path`, or a `redis://` / `rediss://` URL to share
+    one Redis among instances. `max_audio_bytes` / `max_text_bytes`: the largest client
+    messages accepted (bigger ones close the call with 1009). `prewarm`: load the voice
+    models at startup so the first call does not wait for them.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -57,6 +59,7 @@ class ServerSettings(BaseModel):
     port: int = Field(default=8080, ge=0, le=65535)
     channels_dir: Path = Path("channels")
     db_path: Path = Path("var/voicehub.db")
+    store: str | None = None
     token: str | None = None
     max_audio_bytes: int = Field(default=32000, ge=640)
     max_text_bytes: int = Field(default=4096, ge=256)
@@ -76,6 +79,19 @@ class ServerSettings(BaseModel):
             raise ValueError(
                 f"the access token has {len(value)} characters; use at least {_MIN_TOKEN} "
                 '(for example: python -c "import secrets; print(secrets.token_urlsafe())")'
+            )
+        return value
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value in (None, "", "sqlite"):
+            return None
+        assert value is not None
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                f"{value!r} is not a store: use sqlite (the default, at --db) or a Redis URL "
+                "such as redis://localhost:6379/0"
             )
         return value
 

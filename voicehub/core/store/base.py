@@ -76,7 +76,12 @@ class DeliveryStatus(StrEnum):
 
 
 class DeliveryRecord(BaseModel):
-    """One result waiting to be spoken into a room (the outbox row)."""
+    """One result waiting to be spoken into a room (the outbox row).
+
+    `fence` counts the record's writes through `swap_delivery` (compare-and-set), so two
+    instances cannot both claim it; the claim's fence is the fencing token of the lease
+    (`lease_owner` speaks it until `lease_until`, epoch seconds).
+    """
 
     id: str
     room_id: str
@@ -91,10 +96,13 @@ class DeliveryRecord(BaseModel):
     updated_at: float = Field(default_factory=time.time)
     error: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    fence: int = 0
+    lease_owner: str = ""
+    lease_until: float | None = None
 
 
 class Store(Protocol):
-    """Persistence for the hub. Implementations: `MemoryStore`, `SQLiteStore`."""
+    """Persistence for the hub. Implementations: `MemoryStore`, `SQLiteStore`, `RedisStore`."""
 
     async def create_room(self, room: RoomRecord) -> None: ...
     async def get_room(self, room_id: str) -> RoomRecord | None: ...
@@ -119,6 +127,11 @@ class Store(Protocol):
 
     async def put_delivery(self, delivery: DeliveryRecord) -> bool: ...
     async def update_delivery(self, delivery: DeliveryRecord) -> None: ...
+    async def swap_delivery(self, delivery: DeliveryRecord, *, expected_fence: int) -> bool:
+        """Replace the stored delivery only if its `fence` is `expected_fence`, atomically;
+        False (nothing written) when it changed meanwhile or is missing."""
+        ...
+
     async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None: ...
     async def list_deliveries(
         self,

@@ -116,6 +116,13 @@ class MemoryStore:
     async def update_delivery(self, delivery: DeliveryRecord) -> None:
         self._deliveries[delivery.id] = _copy(delivery)
 
+    async def swap_delivery(self, delivery: DeliveryRecord, *, expected_fence: int) -> bool:
+        stored = self._deliveries.get(delivery.id)
+        if stored is None or stored.fence != expected_fence:
+            return False
+        self._deliveries[delivery.id] = _copy(delivery)
+        return True
+
     async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None:
         delivery = self._deliveries.get(delivery_id)
         return _copy(delivery) if delivery else None

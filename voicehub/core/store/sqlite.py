@@ -398,6 +398,17 @@ class SQLiteStore:
         durable = delivery.status is not DeliveryStatus.DELIVERING
         self._write(_UPSERT_DELIVERY, _delivery_row(delivery), durable=durable)
 
+    async def swap_delivery(self, delivery: DeliveryRecord, *, expected_fence: int) -> bool:
+        """Replace the stored delivery if its fence is `expected_fence`; True if written."""
+        # The check sits in the UPDATE, so SQLite's write lock makes it atomic across processes.
+        cursor = self._write(
+            "UPDATE deliveries SET room_id = ?, status = ?, created_at = ?, data = ? "
+            "WHERE id = ? AND json_extract(data, '$.fence') IS ?",
+            (*_delivery_row(delivery)[1:], delivery.id, expected_fence),
+            durable=True,
+        )
+        return cursor.rowcount == 1
+
     async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None:
         """The delivery with this id, or None."""
         row = self._fetch_one("SELECT data FROM deliveries WHERE id = ?", (delivery_id,))

@@ -1,0 +1,139 @@
+"""What only the Redis store does: durability checks, errors naming the server, announcements
+of new deliveries, and surviving a Redis restart (AOF on). The shared contract is in
+test_store_contract.py."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
+from voicehub.core.events import Event
+from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, RoomRecord
+from voicehub.core.store.redis import RedisStore
+from voicehub.errors import StoreError
+
+__all__ = ["redis_server"]
+
+
+@pytest.fixture
+async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
+    store = RedisStore(redis_server.url, prefix=unique_prefix())
+    yield store
+    await store.close()
+
+
+def test_without_redis_server_the_fixture_fails_naming_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y redis-server"):
+        RedisServer(tmp_path)
+
+
+async def test_durability_check_is_quiet_with_aof_on(store: RedisStore) -> None:
+    assert await store.check_durability() == []
+
+
+async def test_durability_check_warns_when_aof_is_off(tmp_path: Path) -> None:
+    # A server of its own: turning AOF on again at run time starts a rewrite that a shared
+    # server would have to finish before it may shut down.
+    server = RedisServer(tmp_path)
+    server.start(appendonly=False)
+    store = RedisStore(server.url)
+    try:
+        warnings = await store.check_durability()
+    finally:
+        await store.close()
+        server.stop()
+    assert len(warnings) == 1 and "without AOF persistence" in warnings[0]
+    assert "appendonly yes" in warnings[0]
+
+
+async def test_durability_check_warns_on_appendfsync_no(store: RedisStore) -> None:
+    await store.redis.config_set("appendfsync", "no")
+    try:
+        warnings = await store.check_durability()
+    finally:
+        await store.redis.config_set("appendfsync", "everysec")
+    assert len(warnings) == 1 and "appendfsync no" in warnings[0]
+
+
+async def test_an_unreachable_redis_raises_store_error_naming_it() -> None:
+    url = "redis://127.0.0.1:9/0"  # the discard port: nothing listens there
+    store = RedisStore(url)
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1:9"):
+        await store.get_room("main")
+    assert await store.ping() is False
+    await store.close()
+
+
+async def test_a_closed_store_refuses_calls(store: RedisStore) -> None:
+    await store.close()
+    with pytest.raises(StoreError, match="closed"):
+        await store.get_room("main")
+
+
+async def test_a_second_event_with_the_same_seq_is_refused(store: RedisStore) -> None:
+    await store.append_event(Event(room_id="main", seq=1, text="first"))
+    with pytest.raises(StoreError, match="already holds event seq 1"):
+        await store.append_event(Event(room_id="main", seq=1, text="again"))
+    assert [e.text for e in await store.list_events("main")] == ["first"]
+
+
+async def test_a_new_delivery_is_announced_once_to_every_watcher(
+    redis_server: RedisServer,
+) -> None:
+    prefix = unique_prefix()
+    writer, watcher = (
+        RedisStore(redis_server.url, prefix=prefix),
+        RedisStore(redis_server.url, prefix=prefix),
+    )
+    seen: list[tuple[str, str]] = []
+    subscribed = asyncio.Event()
+
+    async def watch() -> None:
+        async for announced in watcher.watch_deliveries():
+            seen.append(announced)
+            if len(seen) == 2:
+                return
+
+    task = asyncio.create_task(watch())
+    # Wait until the subscription is live (Redis counts its subscribers), not for a time.
+    while not subscribed.is_set():
+        counts = await writer.redis.pubsub_numsub(writer.channel)
+        if counts and counts[0][1] >= 1:
+            subscribed.set()
+        else:
+            await asyncio.sleep(0)
+    record = DeliveryRecord(id="d1", room_id="main", content="the answer")
+    assert await writer.put_delivery(record) is True
+    assert await writer.put_delivery(record) is False  # a repeat is not announced
+    await writer.update_delivery(record.model_copy(update={"status": DeliveryStatus.HELD}))
+    await writer.put_delivery(DeliveryRecord(id="d2", room_id="other", content="more"))
+    await asyncio.wait_for(task, 5)
+    assert seen == [("main", "d1"), ("other", "d2")]
+    await writer.close()
+    await watcher.close()
+
+
+async def test_records_survive_a_redis_restart_with_aof(redis_server: RedisServer) -> None:
+    prefix = unique_prefix()
+    store = RedisStore(redis_server.url, prefix=prefix)
+    await store.create_room(RoomRecord(id="main"))
+    await store.append_event(Event(room_id="main", seq=1, text="hello"))
+    held = DeliveryRecord(id="d1", room_id="main", content="x", status=DeliveryStatus.HELD)
+    await store.put_delivery(held)
+    await store.close()
+
+    redis_server.restart()
+
+    store = RedisStore(redis_server.url, prefix=prefix)
+    assert await store.get_room("main") is not None
+    assert await store.last_seq("main") == 1
+    assert await store.list_deliveries(statuses=[DeliveryStatus.HELD]) == [held]
+    await store.close()

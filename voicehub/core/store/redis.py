@@ -1,0 +1,333 @@
+"""The store on Redis (redis-py asyncio), shared by every voicehub instance behind one balancer.
+
+    store = RedisStore("redis://localhost:6379/0")
+    await store.check_durability()   # warnings when Redis would lose acknowledged writes
+
+Every write is one Lua script (`redis_scripts`), so a record, its listing order and its indexes
+change together; a delivery's status and attempt count are fields of one record, written at
+once, and `swap_delivery` is a compare-and-set on its fence. Events of a room are a sorted set
+scored by the room's sequence number. A new delivery is announced on a pub/sub channel in the
+same script that stores it (`watch_deliveries`), so the instance holding the call hears of a
+result finished elsewhere at once; the announcement is a hint, the store stays the truth.
+
+`redis` is imported here lazily (and only here in `core`): it is the store's own driver, as
+`sqlite3` is the SQLite store's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from voicehub.core.events import Event
+from voicehub.core.store.base import (
+    DeliveryRecord,
+    DeliveryStatus,
+    RoomRecord,
+    RoomStatus,
+    TaskRecord,
+    TaskStatus,
+)
+from voicehub.core.store.redis_scripts import APPEND_EVENT, WRITE_RECORD
+from voicehub.errors import MissingExtraError, StoreError
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["RedisStore"]
+
+log = logging.getLogger("voicehub.store.redis")
+
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+class RedisStore:
+    """The `Store` protocol on one Redis database, under the key prefix `prefix`.
+
+    Raises `StoreError` naming the URL when Redis cannot be reached or answers with an error.
+    """
+
+    def __init__(self, url: str, *, prefix: str = "voicehub", max_connections: int = 32) -> None:
+        try:
+            from redis.asyncio import BlockingConnectionPool, Redis
+        except ImportError as exc:
+            raise MissingExtraError("redis", "redis") from exc
+        self.url = url
+        self.prefix = prefix
+        self.channel = f"{prefix}:deliveries"
+        # A blocking pool: many rooms at once wait for a connection instead of failing.
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=30, decode_responses=True
+        )
+        self._redis: Redis | None = Redis(connection_pool=pool)
+        self._write_script = self._redis.register_script(WRITE_RECORD)
+        self._append_script = self._redis.register_script(APPEND_EVENT)
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @property
+    def redis(self) -> Redis:
+        if self._redis is None:
+            raise StoreError(f"Redis store {self.url} is closed: create a new RedisStore")
+        return self._redis
+
+    async def _call(self, operation: Awaitable[Any]) -> Any:
+        from redis.exceptions import RedisError
+
+        try:
+            return await operation
+        except RedisError as exc:
+            raise StoreError(
+                f"Redis store {self.url} failed: {type(exc).__name__}: {exc}; check that Redis "
+                "is running and reachable"
+            ) from exc
+
+    def _key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    async def _write(
+        self,
+        kind: str,
+        record_id: str,
+        data: str,
+        indexes: Mapping[str, str | None],
+        *,
+        score: float | None = None,
+        mode: str = "upsert",
+        fence: int | None = None,
+        expected_fence: int | None = None,
+        announce: str = "",
+    ) -> bool:
+        keys = [
+            self._key(kind),
+            self._key(kind, "all"),
+            self._key(kind, "ix"),
+            self._key("order"),
+            self._key("delivery", "fence"),
+        ]
+        index_keys = [self._key(kind, f, v) for f, v in indexes.items() if v is not None]
+        args = [
+            record_id,
+            data,
+            "" if score is None else repr(score),
+            mode,
+            "" if fence is None else str(fence),
+            "" if expected_fence is None else str(expected_fence),
+            self.channel if announce else "",
+            announce,
+            *index_keys,
+        ]
+        written = await self._call(self._write_script(keys=keys, args=args))
+        return bool(written)
+
+    async def _ids(self, kind: str, *filters: tuple[str, str | Sequence[str] | None]) -> list[str]:
+        """Ids of one kind in listing order, through the narrowest index the filters allow."""
+        sources: list[list[str]] = []
+        for field, value in filters:
+            if value is None:
+                continue
+            values = [value] if isinstance(value, str) else list(value)
+            if not values:
+                return []
+            sources.append([self._key(kind, field, v) for v in values])
+        redis = self.redis
+        if not sources:
+            return list(await self._call(redis.zrange(self._key(kind, "all"), 0, -1)))
+        # A union inside each filter (a record is in one status set at a time, so summed
+        # scores are its own), an intersection across filters; the first one keeps the order.
+        ids: list[str] | None = None
+        for keys in sources:
+            union = redis.zunion(keys) if len(keys) > 1 else redis.zrange(keys[0], 0, -1)
+            found: list[str] = await self._call(union)
+            if ids is None:
+                ids = list(found)
+            else:
+                members = set(found)
+                ids = [i for i in ids if i in members]
+        return ids or []
+
+    async def _records(self, kind: str, model: type[_Record], ids: list[str]) -> list[_Record]:
+        if not ids:
+            return []
+        redis = self.redis
+        rows = await self._call(redis.hmget(self._key(kind), ids))
+        return [model.model_validate_json(row) for row in rows if row is not None]
+
+    async def _record(self, kind: str, model: type[_Record], record_id: str) -> _Record | None:
+        redis = self.redis
+        row = await self._call(redis.hget(self._key(kind), record_id))
+        return model.model_validate_json(row) if row is not None else None
+
+    # -- durability ----------------------------------------------------------------------
+
+    async def check_durability(self) -> list[str]:
+        """Warnings (also logged) when Redis may lose writes it acknowledged: voicehub wants
+        `appendonly yes` with `appendfsync everysec` (at most a second lost) or `always`."""
+        from redis.exceptions import ResponseError
+
+        redis = self.redis
+        try:
+            config = await self._call(redis.config_get("appendonly", "appendfsync"))
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, ResponseError):  # unreachable: not a warning
+                raise
+            config = {}  # CONFIG is disabled on many managed services
+        warnings: list[str] = []
+        if not config:
+            warnings.append(
+                f"cannot read the persistence settings of {self.url} (CONFIG is disabled): "
+                "make sure it runs with appendonly yes and appendfsync everysec"
+            )
+        elif config.get("appendonly") != "yes":
+            warnings.append(
+                f"Redis at {self.url} runs without AOF persistence: a Redis restart loses "
+                "results not yet spoken. Set appendonly yes (and appendfsync everysec)"
+            )
+        elif config.get("appendfsync") == "no":
+            warnings.append(
+                f"Redis at {self.url} has appendfsync no: a machine crash can lose many "
+                "seconds of results. Set appendfsync everysec"
+            )
+        for warning in warnings:
+            log.warning("%s", warning)
+        return warnings
+
+    async def ping(self) -> bool:
+        """Whether Redis answers (for readiness checks); never raises."""
+        try:
+            return bool(await self._call(self.redis.ping()))
+        except StoreError:
+            return False
+
+    # -- rooms ---------------------------------------------------------------------------
+
+    async def create_room(self, room: RoomRecord) -> None:
+        await self.update_room(room)
+
+    async def get_room(self, room_id: str) -> RoomRecord | None:
+        return await self._record("room", RoomRecord, room_id)
+
+    async def update_room(self, room: RoomRecord) -> None:
+        indexes = {"parent": room.parent_id, "status": room.status.value}
+        await self._write("room", room.id, room.model_dump_json(), indexes)
+
+    async def list_rooms(
+        self, *, parent_id: str | None = None, status: RoomStatus | None = None
+    ) -> list[RoomRecord]:
+        ids = await self._ids("room", ("parent", parent_id), ("status", status))
+        return await self._records("room", RoomRecord, ids)
+
+    # -- events --------------------------------------------------------------------------
+
+    async def append_event(self, event: Event) -> None:
+        key = self._key("events", event.room_id)
+        args: list[str | int] = [event.seq, event.model_dump_json()]
+        if not await self._call(self._append_script(keys=[key], args=args)):
+            raise StoreError(
+                f"Redis store {self.url} already holds event seq {event.seq} of room "
+                f"{event.room_id!r}: each seq of a room is stored once"
+            )
+
+    async def list_events(
+        self, room_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        if limit is not None and limit <= 0:
+            return []
+        redis, key = self.redis, self._key("events", room_id)
+        count = -1 if limit is None else limit
+        rows = await self._call(
+            redis.zrangebyscore(key, f"({after_seq}", "+inf", start=0, num=count)
+        )
+        return [Event.model_validate_json(row) for row in rows]
+
+    async def recent_events(self, room_id: str, limit: int) -> list[Event]:
+        if limit <= 0:
+            return []
+        redis, key = self.redis, self._key("events", room_id)
+        rows = await self._call(redis.zrange(key, -limit, -1))
+        return [Event.model_validate_json(row) for row in rows]
+
+    async def last_seq(self, room_id: str) -> int:
+        redis, key = self.redis, self._key("events", room_id)
+        last = await self._call(redis.zrange(key, -1, -1, withscores=True))
+        return int(last[0][1]) if last else 0
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    async def save_task(self, task: TaskRecord) -> None:
+        indexes = {"parent": task.parent_room_id, "status": task.status.value}
+        await self._write("task", task.id, task.model_dump_json(), indexes)
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        return await self._record("task", TaskRecord, task_id)
+
+    async def list_tasks(
+        self, *, parent_room_id: str | None = None, statuses: Sequence[TaskStatus] | None = None
+    ) -> list[TaskRecord]:
+        ids = await self._ids("task", ("parent", parent_room_id), ("status", statuses))
+        return await self._records("task", TaskRecord, ids)
+
+    async def count_tasks(self, parent_room_id: str) -> int:
+        redis, key = self.redis, self._key("task", "parent", parent_room_id)
+        return int(await self._call(redis.zcard(key)))
+
+    # -- deliveries ----------------------------------------------------------------------
+
+    async def _write_delivery(
+        self, delivery: DeliveryRecord, mode: str, expected_fence: int | None = None
+    ) -> bool:
+        announce = json.dumps([delivery.room_id, delivery.id]) if mode == "insert" else ""
+        return await self._write(
+            "delivery",
+            delivery.id,
+            delivery.model_dump_json(),
+            {"room": delivery.room_id, "status": delivery.status.value},
+            score=delivery.created_at,
+            mode=mode,
+            fence=delivery.fence,
+            expected_fence=expected_fence,
+            announce=announce,
+        )
+
+    async def put_delivery(self, delivery: DeliveryRecord) -> bool:
+        return await self._write_delivery(delivery, "insert")
+
+    async def update_delivery(self, delivery: DeliveryRecord) -> None:
+        await self._write_delivery(delivery, "upsert")
+
+    async def swap_delivery(self, delivery: DeliveryRecord, *, expected_fence: int) -> bool:
+        return await self._write_delivery(delivery, "swap", expected_fence)
+
+    async def get_delivery(self, delivery_id: str) -> DeliveryRecord | None:
+        return await self._record("delivery", DeliveryRecord, delivery_id)
+
+    async def list_deliveries(
+        self,
+        *,
+        room_id: str | None = None,
+        statuses: Sequence[DeliveryStatus] | None = None,
+    ) -> list[DeliveryRecord]:
+        ids = await self._ids("delivery", ("room", room_id), ("status", statuses))
+        return await self._records("delivery", DeliveryRecord, ids)
+
+    async def watch_deliveries(self) -> AsyncIterator[tuple[str, str]]:
+        """(room id, delivery id) of each delivery added by any instance, as it is added.
+        Runs until cancelled; messages sent while disconnected are lost (reload the store)."""
+        pubsub = self.redis.pubsub()
+        await self._call(pubsub.subscribe(self.channel))
+        try:
+            async for message in pubsub.listen():
+                if message.get("type") == "message":
+                    room_id, delivery_id = json.loads(message["data"])
+                    yield str(room_id), str(delivery_id)
+        finally:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def close(self) -> None:
+        redis, self._redis = self._redis, None
+        if redis is not None:
+            await redis.aclose()

@@ -1,0 +1,66 @@
+"""The Lua scripts behind `RedisStore`'s writes: each runs atomically inside Redis, so a record,
+its order and its index entries never disagree, even with several instances writing.
+
+Layout under a key prefix `p` (one kind per record type: room, task, delivery):
+
+    p:<kind>            hash   id -> record JSON
+    p:<kind>:all        zset   id scored by listing order (first insertion; deliveries: created_at,
+                               and equal scores sort by member, which gives (created_at, id))
+    p:<kind>:ix         hash   id -> JSON list of the index keys the record is in now
+    p:<kind>:<field>:<value>   zset of ids, same scores (parent, room and status indexes)
+    p:delivery:fence    hash   id -> the record's fence, read by SWAP without decoding JSON
+    p:events:<room>     zset   event JSON scored by its seq
+    p:order             counter for first-insertion order
+
+Index keys are computed by the caller and passed as ARGV, which is fine on one Redis server or
+a replicated one; Redis Cluster would need every key of a script in one hash slot.
+"""
+
+from __future__ import annotations
+
+# KEYS: records hash, order zset, index hash, order counter, delivery fence hash
+# ARGV: id, json, score ('' = keep first insertion order), mode, fence, expected fence,
+#       channel to publish the id on ('' = none), message, index keys...
+# mode: 'upsert' writes; 'insert' writes only a new id; 'swap' writes only when the stored
+# fence equals the expected fence. Returns 1 when written, 0 otherwise.
+WRITE_RECORD = """
+local id, json, score, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local exists = redis.call('HEXISTS', KEYS[1], id) == 1
+if mode == 'insert' and exists then return 0 end
+if mode == 'swap' then
+  if not exists or redis.call('HGET', KEYS[5], id) ~= ARGV[6] then return 0 end
+end
+if score == '' then
+  score = redis.call('ZSCORE', KEYS[2], id)
+  if not score then score = redis.call('INCR', KEYS[4]) end
+end
+local wanted, keys = {}, {}
+for i = 9, #ARGV do
+  wanted[ARGV[i]] = true
+  keys[#keys + 1] = ARGV[i]
+end
+local previous = redis.call('HGET', KEYS[3], id)
+if previous then
+  for _, key in ipairs(cjson.decode(previous)) do
+    if not wanted[key] then redis.call('ZREM', key, id) end
+  end
+end
+for _, key in ipairs(keys) do redis.call('ZADD', key, score, id) end
+redis.call('ZADD', KEYS[2], score, id)
+redis.call('HSET', KEYS[1], id, json)
+if #keys == 0 then
+  redis.call('HSET', KEYS[3], id, '[]')
+else
+  redis.call('HSET', KEYS[3], id, cjson.encode(keys))
+end
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[5], id, ARGV[5]) end
+if ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[8]) end
+return 1
+"""
+
+# KEYS: the room's event zset. ARGV: seq, event JSON. Returns 0 if the seq is taken.
+APPEND_EVENT = """
+if redis.call('ZCOUNT', KEYS[1], ARGV[1], ARGV[1]) > 0 then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
