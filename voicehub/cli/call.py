@@ -51,6 +51,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="send speech faster than real time and ack playout at once",
     )
+    call.add_argument(
+        "--webrtc",
+        action="store_true",
+        help="call over WebRTC (Opus, aiortc; needs the webrtc extra) instead of the WebSocket",
+    )
     call.add_argument("--out", type=Path, help="WAV file for the agent's audio")
     call.add_argument("--timeout", type=float, default=90.0, help="seconds to wait to settle")
     call.set_defaults(lines=None)
@@ -79,6 +84,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         token=args.token or os.environ.get("VOICEHUB_TOKEN") or None,
         realtime=not args.fast,
         playout_speed=math.inf if args.fast else 1.0,
+        webrtc=args.webrtc,
     )
     try:
         report = asyncio.run(place_call(options, lines, settle_timeout=args.timeout))

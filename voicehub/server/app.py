@@ -9,6 +9,7 @@ One `Hub` per process on one SQLite store; each call's room runs its desk's orch
     GET  /                          the console page (call a desk with the microphone)
     GET  /static/...                its script, worklet and style
     WS   /desks/{desk}/call         a call (protocol: `voicehub.transports.websocket`)
+    POST /desks/{desk}/webrtc       a WebRTC call (signaling: `voicehub.server.webrtc`)
     GET  /health, /api/...          see `voicehub.server.api`
 
 Shutdown ends the calls (their delivery detaches, so undelivered results are held in the
@@ -39,6 +40,7 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
+from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 
 if TYPE_CHECKING:
     import uvicorn
@@ -72,6 +74,7 @@ def create_app(
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         app.state.switchboard = board
+        app.state.webrtc = WebRTCDesk(board)
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
         # pauses of 20-190 ms at 75 calls without it).
@@ -81,6 +84,7 @@ def create_app(
         try:
             yield
         finally:
+            await app.state.webrtc.close_all()
             await board.close_all()
             await hub.aclose()  # undelivered results stay in the store
             for desk in loaded.values():
@@ -90,6 +94,7 @@ def create_app(
         Route("/", index),
         Mount("/static", StaticFiles(directory=WEB_DIR), name="static"),
         WebSocketRoute("/desks/{desk}/call", call),
+        *webrtc_routes(),
         *api_routes(),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

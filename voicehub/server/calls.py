@@ -21,7 +21,8 @@ import logging
 import re
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
@@ -46,6 +47,7 @@ from voicehub.voice.events import (
     TaskFinished,
     TaskStarted,
 )
+from voicehub.voice.transport import CallTransport
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
     from voicehub.server.settings import ServerSettings
     from voicehub.voice.session import VoiceSession
 
-__all__ = ["CONVERSATION_PATTERN", "LiveCall", "Switchboard"]
+__all__ = ["CONVERSATION_PATTERN", "CallLine", "LiveCall", "Switchboard"]
 
 log = logging.getLogger("voicehub.server")
 
@@ -64,10 +66,18 @@ CONVERSATION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _CLOSE_WAIT = 2.0  # seconds a client gets to complete the close handshake
 
 
+class CallLine(CallTransport, Protocol):
+    """A call's transport as the switchboard uses it (WebSocket, WebRTC)."""
+
+    def send_event_nowait(self, event: ServerEvent) -> None: ...
+
+    def close(self, code: int = 1000, reason: str = "") -> None: ...
+
+
 class LiveCall:
     """One connected call: its room, transport and (once started) session."""
 
-    def __init__(self, desk: Desk, conversation: str, transport: WebSocketTransport) -> None:
+    def __init__(self, desk: Desk, conversation: str, transport: CallLine) -> None:
         self.desk = desk
         self.conversation = conversation
         self.room_id = f"{desk.name}:{conversation}"
@@ -135,6 +145,7 @@ class Switchboard:
             previous.end(CloseCode.REPLACED, "replaced by a newer connection to this conversation")
             await previous.finished.wait()
         self.calls[call.room_id] = call
+        assert isinstance(call.transport, WebSocketTransport)
         pump = asyncio.create_task(call.transport.pump(websocket))
         reader: asyncio.Task[None] | None = None
         try:
@@ -155,6 +166,24 @@ class Switchboard:
                     pass
                 except Exception as exc:  # the socket broke: the call is over either way
                     log.info("room %s: connection lost: %r", call.room_id, exc)
+            await self._clean_up(call)
+
+    async def run_call(
+        self, call: LiveCall, until_over: Callable[[VoiceSession], Awaitable[None]]
+    ) -> None:
+        """Run a call on another transport (WebRTC) from start to cleanup: like a socket
+        call, it replaces a live call of the same conversation and its results are held
+        when it ends. `until_over(session)` returns when the call is over."""
+        while (previous := self.calls.get(call.room_id)) is not None:
+            previous.end(CloseCode.REPLACED, "replaced by a newer connection to this conversation")
+            await previous.finished.wait()
+        self.calls[call.room_id] = call
+        try:
+            if await self._start(call):
+                assert call.session is not None
+                await until_over(call.session)
+        finally:
+            call.end(CloseCode.NORMAL, "call ended")
             await self._clean_up(call)
 
     async def _start(self, call: LiveCall) -> bool:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from voicehub.core.validation import describe_errors
 from voicehub.errors import ConfigError
 
-__all__ = ["LOOPBACK_HOSTS", "ServerSettings"]
+__all__ = ["LOOPBACK_HOSTS", "IceServer", "ServerSettings"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _MIN_TOKEN = 16
@@ -36,6 +36,16 @@ _VARIABLES = {
     "db_path": "VOICEHUB_DB",
     "token": "VOICEHUB_TOKEN",
 }
+
+
+class IceServer(BaseModel):
+    """A STUN or TURN server for WebRTC calls (`urls` like "stun:host:3478")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    urls: list[str] = Field(min_length=1)
+    username: str | None = None
+    credential: str | None = None
 
 
 class ServerSettings(BaseModel):
@@ -58,6 +68,9 @@ class ServerSettings(BaseModel):
     max_audio_bytes: int = Field(default=32000, ge=640)
     max_text_bytes: int = Field(default=4096, ge=256)
     prewarm: bool = True
+    ice_servers: tuple[IceServer, ...] = ()
+    max_peer_connections: int = Field(default=20, ge=1)
+    webrtc_silence_timeout: float = Field(default=10.0, gt=0)
     log_level: str = "info"
 
     @field_validator("token")
