@@ -27,6 +27,8 @@ def check_offer(sdp: str) -> str | None:
             "the offer has no data channel (m=application): open one before the offer; "
             "call events and playout acks travel on it"
         )
+    if not any(line.startswith("a=fingerprint:") for line in lines):
+        return "the offer has no DTLS fingerprint (a=fingerprint): media cannot be secured"
     return None
 
 
@@ -61,5 +63,6 @@ async def answer_offer(
         await connection.setLocalDescription(answer)
     except Exception as exc:  # aiortc raises many kinds for a bad offer
         await connection.close()
-        raise ValueError(f"{exc or type(exc).__name__}") from None
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise ValueError(f"the offer could not be used ({detail})") from None
     return connection, str(connection.localDescription.sdp)
