@@ -166,5 +166,7 @@ async def test_a_call_acks_playout_on_the_data_channel_and_the_limit_holds(
 
 
 async def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
+    while True:  # polled: the conditions are state of other objects, with no event to wait on
+        if condition():
+            return
         await asyncio.sleep(0.05)
