@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint bench install browser
+.PHONY: run test lint bench install browser screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,3 +43,7 @@ test: lint browser
 
 bench: install
 	$(BIN)/voicehub bench --json bench.json
+
+# The console timeline screenshot the README shows, from a real Chromium call over WebRTC.
+screenshot: install browser
+	VOICEHUB_SCREENSHOT=docs/console-timeline.png $(BIN)/python -m pytest -q tests/server/test_browser_webrtc.py
