@@ -14,6 +14,7 @@ import pytest
 from tests.e2e_helpers import RunningServer, running_server
 from tests.fakes.server_session import ScriptedFactory
 from tests.webrtc_helpers import loopback_ice
+from voicehub import cli
 from voicehub.client.call import CallClient, CallOptions
 from voicehub.client.webrtc import open_webrtc_link
 from voicehub.desks.desk import Desk, load_desks
@@ -170,3 +171,19 @@ async def _until(condition: Callable[[], bool]) -> None:
         if condition():
             return
         await asyncio.sleep(0.05)
+
+
+async def test_voicehub_call_webrtc_places_the_call_over_aiortc(
+    server: RunningServer, factory: ScriptedFactory, tmp_path: Path
+) -> None:
+    out = tmp_path / "agent.wav"
+    argv = ["call", "research", "--server", server.url, "--token", TOKEN, "--webrtc"]
+    argv += ["--say", "hello there", "--conversation", "rtc-cli", "--out", str(out)]
+    argv += ["--timeout", "20"]
+    code = await asyncio.to_thread(cli.main, argv)  # its own loop, in a thread
+    assert code == 0
+    [session] = factory.sessions
+    assert session.room_id == "research:rtc-cli"
+    assert session.confirmed  # the greeting's mark was acked over the data channel
+    assert len(session.caller_audio) > 32000  # the words arrived on the Opus track
+    assert out.exists()
