@@ -12,13 +12,14 @@ Section = Callable[[str, bool], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _sections() -> dict[str, Section]:
-    from voicehub.bench import audio, delegation, delivery, voice
+    from voicehub.bench import audio, delegation, delivery, voice, webrtc
 
     return {
         "delegation": delegation.run,
         "delivery": delivery.run,
         "voice": voice.run,
         "audio": audio.run,
+        "webrtc": webrtc.run,
     }
 
 

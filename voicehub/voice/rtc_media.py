@@ -111,8 +111,8 @@ class PcmDecoder:
         samples = frame.to_ndarray().reshape(-1, channels)
         if channels == 1:
             mono = samples[:, 0].astype(np.int16)
-        else:
-            mono = np.rint(samples.mean(axis=1, dtype=np.float64)).astype(np.int16)
+        else:  # integer sum: several times cheaper than a float mean per frame
+            mono = (samples.astype(np.int32).sum(axis=1) // channels).astype(np.int16)
         if frame.sample_rate == self.rate:
             return int16_to_pcm16(mono)
         if self._resampler is None or frame.sample_rate != self._from_rate:
