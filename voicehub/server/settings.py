@@ -14,6 +14,7 @@ the variable that held the bad value; `_VARIABLES` is all it would replace.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from pathlib import Path
 from typing import Any, Self
@@ -35,6 +36,8 @@ _VARIABLES = {
     "channels_dir": "VOICEHUB_CHANNELS",
     "db_path": "VOICEHUB_DB",
     "token": "VOICEHUB_TOKEN",
+    "ice_servers": "VOICEHUB_ICE_SERVERS",
+    "max_peer_connections": "VOICEHUB_MAX_PEERS",
 }
 
 
@@ -82,6 +85,20 @@ class ServerSettings(BaseModel):
                 '(for example: python -c "import secrets; print(secrets.token_urlsafe())")'
             )
         return value
+
+    @field_validator("ice_servers", mode="before")
+    @classmethod
+    def _ice_servers_from_text(cls, value: Any) -> Any:
+        # From the environment: space- or comma-separated URLs ("stun:host:3478"), or JSON
+        # (a list of {"urls": [...], "username": ..., "credential": ...}) for TURN logins.
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON: {exc}") from None
+        return [{"urls": [url]} for url in value.replace(",", " ").split()]
 
     @field_validator("max_audio_bytes")
     @classmethod
@@ -147,4 +164,7 @@ class ServerSettings(BaseModel):
 def _from_source(line: str, sources: dict[str, str]) -> str:
     """`port: ...` -> `VOICEHUB_PORT: ...` when the port came from the environment."""
     field, message = line.split(": ", 1)
-    return f"{sources.get(field, field)}: {message}"
+    top = field.split("[", 1)[0].split(".", 1)[0]  # `ice_servers[0].urls` came from one variable
+    if top in sources:
+        field = sources[top] + field[len(top) :]
+    return f"{field}: {message}"
