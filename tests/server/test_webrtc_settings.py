@@ -34,8 +34,8 @@ def test_turn_logins_come_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
     ("variable", "value", "reason"),
     [
         ("VOICEHUB_ICE_SERVERS", "[{oops", "VOICEHUB_ICE_SERVERS: not valid JSON"),
-        ("VOICEHUB_ICE_SERVERS", '[{"url": "stun:x"}]', "VOICEHUB_ICE_SERVERS[0].urls: required field is missing"),
-        ("VOICEHUB_MAX_PEERS", "0", "VOICEHUB_MAX_PEERS: Input should be greater than or equal to 1"),
+        ("VOICEHUB_ICE_SERVERS", '[{"url": "x"}]', "VOICEHUB_ICE_SERVERS[0].urls: required field"),
+        ("VOICEHUB_MAX_PEERS", "0", "VOICEHUB_MAX_PEERS: Input should be greater than or equal"),
     ],
 )
 def test_a_bad_value_names_its_variable(
