@@ -30,8 +30,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "call",
         help="call a desk with synthesized speech and print the timeline",
         description=(
-            "Call DESK over the WebSocket as a browser would: speak each --say (synthesized "
-            "with Piper) or --wav in order, each after the agent answered the previous one, "
+            "Call DESK over the WebSocket (or WebRTC) as a browser would: speak each --say "
+            "(synthesized with Piper) or --wav in order, each after the agent answered the "
+            "previous one, "
             "wait until the conversation settles (results delivered), print a timeline and "
             "write the agent's audio to a WAV file."
         ),
