@@ -6,14 +6,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint bench install browser redis
+.PHONY: run test lint bench install browser redis screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,twilio,redis]'
+	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,twilio,redis,webrtc]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)
@@ -55,3 +55,7 @@ test: lint browser redis
 
 bench: install
 	$(BIN)/voicehub bench --json bench.json
+
+# The console timeline screenshot the README shows, from a real Chromium call over WebRTC.
+screenshot: install browser
+	VOICEHUB_SCREENSHOT=docs/console-timeline.png $(BIN)/python -m pytest -q tests/server/test_browser_webrtc.py

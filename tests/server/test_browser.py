@@ -131,6 +131,7 @@ async def test_the_console_calls_the_research_desk_with_the_microphone(tmp_path:
             page.on("websocket", frames.attach)
             await page.goto(server.url + "/")
             await page.select_option("#desk", "research")
+            await page.select_option("#transport", "websocket")  # WebRTC is the default
             await page.fill("#conversation", "browser-e2e")
             frames.start = time.monotonic()
             await page.click("#call")

@@ -14,7 +14,7 @@ Section = Callable[[str, bool], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _sections() -> dict[str, Section]:
-    from voicehub.bench import audio, delegation, delivery, phone, voice
+    from voicehub.bench import audio, delegation, delivery, phone, voice, webrtc
 
     return {
         "delegation": delegation.run,
@@ -22,6 +22,7 @@ def _sections() -> dict[str, Section]:
         "voice": voice.run,
         "audio": audio.run,
         "phone": phone.run,
+        "webrtc": webrtc.run,
     }
 
 

@@ -30,8 +30,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "call",
         help="call a desk with synthesized speech and print the timeline",
         description=(
-            "Call DESK over the WebSocket as a browser would: speak each --say (synthesized "
-            "with Piper) or --wav in order, each after the agent answered the previous one, "
+            "Call DESK over the WebSocket (or WebRTC) as a browser would: speak each --say "
+            "(synthesized with Piper) or --wav in order, each after the agent answered the "
+            "previous one, "
             "wait until the conversation settles (results delivered), print a timeline and "
             "write the agent's audio to a WAV file."
         ),
@@ -50,6 +51,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--fast",
         action="store_true",
         help="send speech faster than real time and ack playout at once",
+    )
+    call.add_argument(
+        "--webrtc",
+        action="store_true",
+        help="call over WebRTC (Opus, aiortc; needs the webrtc extra) instead of the WebSocket",
     )
     call.add_argument("--out", type=Path, help="WAV file for the agent's audio")
     call.add_argument("--timeout", type=float, default=90.0, help="seconds to wait to settle")
@@ -79,6 +85,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         token=args.token or os.environ.get("VOICEHUB_TOKEN") or None,
         realtime=not args.fast,
         playout_speed=math.inf if args.fast else 1.0,
+        webrtc=args.webrtc,
     )
     try:
         report = asyncio.run(place_call(options, lines, settle_timeout=args.timeout))

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar, assert_never
+from typing import TYPE_CHECKING, TypeVar, assert_never
 
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
@@ -59,6 +59,9 @@ from voicehub.voice.events import (
     parse_server_event,
 )
 
+if TYPE_CHECKING:
+    from voicehub.client.webrtc import WebRTCLink
+
 __all__ = ["CallClient", "CallOptions", "caller_audio", "place_call"]
 
 log = logging.getLogger("voicehub.client")
@@ -82,6 +85,7 @@ class CallOptions:
     turn_timeout: float = 20.0  # how long to wait for the agent before speaking anyway
     quiet: float = 1.0  # seconds without news before asking whether the call settled
     turn_pause: float = 0.8  # the caller's pause after the agent falls quiet, before speaking
+    webrtc: bool = False  # call over WebRTC (aiortc) instead of the WebSocket
 
     def url(self) -> str:
         """The call's WebSocket URL."""
@@ -100,7 +104,7 @@ class CallClient:
             options.conversation = f"cli-{uuid.uuid4().hex[:10]}"
         self.options = options
         self.report = CallReport(desk=options.desk, conversation=options.conversation)
-        self._ws: ClientConnection | None = None
+        self._ws: ClientConnection | WebRTCLink | None = None
         self._t0 = 0.0
         self._speech: deque[tuple[bytes, Utterance | None]] = deque()
         self._open: AgentSegment | None = None
@@ -122,10 +126,19 @@ class CallClient:
 
     async def connect(self) -> CallSession:
         """Open the call; returns the server's `session` event (raises if refused)."""
-        headers = {"Authorization": f"Bearer {self.options.token}"} if self.options.token else {}
-        self._ws = await connect(
-            self.options.url(), additional_headers=headers, max_size=2**20, compression=None
-        )
+        options = self.options
+        if options.webrtc:
+            from voicehub.client.webrtc import open_webrtc_link
+
+            assert options.conversation is not None
+            self._ws = await open_webrtc_link(
+                options.server, options.desk, options.conversation, options.token
+            )
+        else:
+            headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
+            self._ws = await connect(
+                options.url(), additional_headers=headers, max_size=2**20, compression=None
+            )
         self._t0 = self._now_raw()
         self._tasks = [asyncio.create_task(self._receive()), asyncio.create_task(self._mic())]
         await self.wait_for(lambda: bool(self.report.events_of(CallSession)) or self.closed, 30)

@@ -9,6 +9,7 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     GET  /                          the console page (call a desk with the microphone)
     GET  /static/...                its script, worklet and style
     WS   /desks/{desk}/call         a call (protocol: `voicehub.transports.websocket`)
+    POST /desks/{desk}/webrtc       a WebRTC call (signaling: `voicehub.server.webrtc`)
     GET  /health, /api/...          see `voicehub.server.api`
     POST /twilio/{desk}/voice       phone calls (see `voicehub.server.twilio`)
 
@@ -42,6 +43,7 @@ from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.twilio import PhoneLine, twilio_routes
+from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 
 if TYPE_CHECKING:
     import uvicorn
@@ -76,6 +78,7 @@ def create_app(
         board = Switchboard(hub, loaded, factory, settings)
         app.state.switchboard = board
         app.state.phone = PhoneLine(board, settings, StreamTokens())
+        app.state.webrtc = WebRTCDesk(board)
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
         # pauses of 20-190 ms at 75 calls without it).
@@ -87,6 +90,7 @@ def create_app(
         finally:
             if announcements is not None:
                 announcements.cancel()
+            await app.state.webrtc.close_all()
             await board.close_all()
             await hub.aclose()  # undelivered results stay in the store
             for desk in loaded.values():
@@ -96,6 +100,7 @@ def create_app(
         Route("/", index),
         Mount("/static", StaticFiles(directory=WEB_DIR), name="static"),
         WebSocketRoute("/desks/{desk}/call", call),
+        *webrtc_routes(),
         *api_routes(),
         *twilio_routes(),
     ]

@@ -21,7 +21,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from voicehub.core.events import Event
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from voicehub.transports.websocket import OutboundSocket
     from voicehub.voice.session import VoiceSession
 
-__all__ = ["CONVERSATION_PATTERN", "CallLine", "LiveCall", "Switchboard"]
+__all__ = ["CONVERSATION_PATTERN", "CallLine", "LiveCall", "SocketLine", "Switchboard"]
 
 log = logging.getLogger("voicehub.server")
 
@@ -68,11 +68,15 @@ _CLOSE_WAIT = 2.0  # seconds a client gets to complete the close handshake
 
 
 class CallLine(CallTransport, Protocol):
-    """A transport the switchboard can run a call on (browser WebSocket, Twilio)."""
+    """A call's transport as the switchboard uses it (WebSocket, Twilio, WebRTC)."""
 
     def send_event_nowait(self, event: ServerEvent) -> None: ...
 
     def close(self, code: int = 1000, reason: str = "") -> None: ...
+
+
+class SocketLine(CallLine, Protocol):
+    """A call line on a WebSocket (browser, Twilio): it sends what it queues itself."""
 
     async def pump(self, socket: OutboundSocket) -> None: ...
 
@@ -143,17 +147,17 @@ class Switchboard:
             )
             await _refuse(websocket, CloseCode.BAD_REQUEST, "bad_conversation", message)
             return
-        call = LiveCall(desk, conversation, WebSocketTransport(sample_rate=SAMPLE_RATE))
-        await self.run_call(websocket, call, self._read)
+        line = WebSocketTransport(sample_rate=SAMPLE_RATE)
+        await self.run_socket_call(websocket, LiveCall(desk, conversation, line), line, self._read)
 
-    async def run_call(self, websocket: WebSocket, call: LiveCall, read: ReadLoop) -> None:
-        """Run an accepted call until `read` returns (hangup) or the socket ends, then
-        clean up. `read` feeds the session from the socket in the transport's protocol."""
-        while (previous := self.calls.get(call.room_id)) is not None:
-            previous.end(CloseCode.REPLACED, "replaced by a newer connection to this conversation")
-            await previous.finished.wait()
-        self.calls[call.room_id] = call
-        pump = asyncio.create_task(call.transport.pump(websocket))
+    async def run_socket_call(
+        self, websocket: WebSocket, call: LiveCall, line: SocketLine, read: ReadLoop
+    ) -> None:
+        """Run an accepted socket call until `read` returns (hangup) or the socket ends,
+        then clean up. `line` is the call's transport; `read` feeds the session from the
+        socket in the transport's protocol."""
+        await self._take_over(call)
+        pump = asyncio.create_task(line.pump(websocket))
         reader: asyncio.Task[None] | None = None
         try:
             if await self._start(call):
@@ -174,6 +178,28 @@ class Switchboard:
                 except Exception as exc:  # the socket broke: the call is over either way
                     log.info("room %s: connection lost: %r", call.room_id, exc)
             await self._clean_up(call)
+
+    async def run_call(
+        self, call: LiveCall, until_over: Callable[[VoiceSession], Awaitable[None]]
+    ) -> None:
+        """Run a call on another transport (WebRTC) from start to cleanup: like a socket
+        call, it replaces a live call of the same conversation and its results are held
+        when it ends. `until_over(session)` returns when the call is over."""
+        await self._take_over(call)
+        try:
+            if await self._start(call):
+                assert call.session is not None
+                await until_over(call.session)
+        finally:
+            call.end(CloseCode.NORMAL, "call ended")
+            await self._clean_up(call)
+
+    async def _take_over(self, call: LiveCall) -> None:
+        """Make `call` the conversation's live call, ending an older one first."""
+        while (previous := self.calls.get(call.room_id)) is not None:
+            previous.end(CloseCode.REPLACED, "replaced by a newer connection to this conversation")
+            await previous.finished.wait()
+        self.calls[call.room_id] = call
 
     async def _start(self, call: LiveCall) -> bool:
         desk, hub, room_id = call.desk, self.hub, call.room_id

@@ -14,6 +14,7 @@ the variable that held the bad value; `_VARIABLES` is all it would replace.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from pathlib import Path
 from typing import Any, Self
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from voicehub.core.validation import describe_errors
 from voicehub.errors import ConfigError
 
-__all__ = ["LOOPBACK_HOSTS", "ServerSettings"]
+__all__ = ["LOOPBACK_HOSTS", "IceServer", "ServerSettings"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _MIN_TOKEN = 16
@@ -39,7 +40,19 @@ _VARIABLES = {
     "public_url": "VOICEHUB_PUBLIC_URL",
     "twilio_auth_token": "TWILIO_AUTH_TOKEN",
     "twilio_account_sid": "TWILIO_ACCOUNT_SID",
+    "ice_servers": "VOICEHUB_ICE_SERVERS",
+    "max_peer_connections": "VOICEHUB_MAX_PEERS",
 }
+
+
+class IceServer(BaseModel):
+    """A STUN or TURN server for WebRTC calls (`urls` like "stun:host:3478")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    urls: list[str] = Field(min_length=1)
+    username: str | None = None
+    credential: str | None = None
 
 
 class ServerSettings(BaseModel):
@@ -64,6 +77,9 @@ class ServerSettings(BaseModel):
     max_audio_bytes: int = Field(default=32000, ge=640)
     max_text_bytes: int = Field(default=4096, ge=256)
     prewarm: bool = True
+    ice_servers: tuple[IceServer, ...] = ()
+    max_peer_connections: int = Field(default=20, ge=1)
+    webrtc_silence_timeout: float = Field(default=10.0, gt=0)
     log_level: str = "info"
     # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
     # proxy the request's host is not it), the account's auth token that signs webhooks,
@@ -94,6 +110,20 @@ class ServerSettings(BaseModel):
                 "such as redis://localhost:6379/0"
             )
         return value
+
+    @field_validator("ice_servers", mode="before")
+    @classmethod
+    def _ice_servers_from_text(cls, value: Any) -> Any:
+        # From the environment: space- or comma-separated URLs ("stun:host:3478"), or JSON
+        # (a list of {"urls": [...], "username": ..., "credential": ...}) for TURN logins.
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON: {exc}") from None
+        return [{"urls": [url]} for url in value.replace(",", " ").split()]
 
     @field_validator("max_audio_bytes")
     @classmethod
@@ -159,4 +189,7 @@ class ServerSettings(BaseModel):
 def _from_source(line: str, sources: dict[str, str]) -> str:
     """`port: ...` -> `VOICEHUB_PORT: ...` when the port came from the environment."""
     field, message = line.split(": ", 1)
-    return f"{sources.get(field, field)}: {message}"
+    top = field.split("[", 1)[0].split(".", 1)[0]  # `ice_servers[0].urls` came from one variable
+    if top in sources:
+        field = sources[top] + field[len(top) :]
+    return f"{field}: {message}"

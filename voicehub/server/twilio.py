@@ -201,7 +201,7 @@ async def media_stream(websocket: WebSocket) -> None:
     transport = TwilioMediaTransport(start.streamSid, sample_rate=_SESSION_RATE)
     call = LiveCall(line.board.desks[grant.desk], grant.conversation, transport)
     log.info("call %s: stream %s in room %s", grant.call_sid, start.streamSid, call.room_id)
-    await line.board.run_call(websocket, call, _Feeder(reader, transport).run)
+    await line.board.run_socket_call(websocket, call, transport, _Feeder(reader, transport).run)
 
 
 class _Gone(Exception):

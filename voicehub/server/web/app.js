@@ -1,5 +1,10 @@
-// The voicehub console: call a desk with the microphone, hear the agent, watch the
-// transcript, background tasks and deliveries. Protocol: voicehub/transports/websocket.py.
+// The voicehub console: call a desk with the microphone (WebRTC where the browser has it,
+// else the WebSocket), hear the agent, watch the transcript, tasks, deliveries and the call
+// timeline; open a past conversation's timeline from the store. Protocols:
+// voicehub/transports/websocket.py and voicehub/server/webrtc.py.
+
+import { LiveTimeline, Timeline, storedTimeline } from "./timeline.js";
+import { startWebRTC, webrtcSupported } from "./webrtc.js";
 
 const RATE = 16000;
 const $ = (id) => document.getElementById(id);
@@ -11,9 +16,11 @@ const ui = {
   status: $("status"), userState: $("user-state"), agentState: $("agent-state"),
   transcript: $("transcript"), interim: $("interim"), tasks: $("tasks"),
   deliveries: $("deliveries"), level: $("level").firstElementChild,
+  transport: $("transport"), past: $("past"), agentAudio: $("agent-audio"),
 };
 
-let call = null; // the live call: { socket, context, stream, node, player }
+let call = null; // the live call: { kind, socket | rtc, context, stream, node, player, live }
+const timeline = new Timeline($("timeline"));
 
 // -- page setup --------------------------------------------------------------------------
 
@@ -52,10 +59,21 @@ $("dial").addEventListener("submit", (event) => {
   startCall().catch((error) => { setStatus(`Could not start the call: ${error}`); endCall(); });
 });
 ui.hangup.addEventListener("click", () => {
-  if (call?.socket.readyState === WebSocket.OPEN) call.socket.send(JSON.stringify({ type: "hangup" }));
+  if (call?.rtc) call.rtc.hangup();
+  else if (call?.socket.readyState === WebSocket.OPEN) call.socket.send(JSON.stringify({ type: "hangup" }));
   endCall();
 });
+if (!webrtcSupported()) {
+  ui.transport.querySelector('option[value="webrtc"]').disabled = true;
+  ui.transport.value = "websocket";
+} else {
+  ui.transport.value = params.get("transport") || localStorage.getItem("voicehub.transport") || "webrtc";
+}
+$("show-past").addEventListener("click", () => {
+  showPast(ui.past.value).catch((error) => setStatus(`Cannot open that conversation: ${error}`));
+});
 loadDesks();
+loadPast();
 
 // -- the call ----------------------------------------------------------------------------
 
@@ -81,12 +99,32 @@ async function startCall() {
   const node = new AudioWorkletNode(context, "voicehub-capture");
   source.connect(node); // not connected to the speakers: no echo of the caller
 
+  const live = new LiveTimeline(timeline);
+  localStorage.setItem("voicehub.transport", ui.transport.value);
+  if (ui.transport.value === "webrtc") {
+    call = { kind: "webrtc", rtc: null, context, stream, node, live };
+    node.port.onmessage = ({ data }) => {
+      ui.level.style.width = `${Math.round(Math.min(1, data.peak * 2) * 100)}%`;
+    };
+    setStatus(`Calling ${desk} over WebRTC...`);
+    const rtc = await startWebRTC({
+      desk, conversation, token, stream, player: ui.agentAudio,
+      onEvent,
+      onEnd: (reason) => {
+        setStatus(`Call ended (${reason}).`);
+        endCall();
+      },
+    });
+    if (call?.live === live) call.rtc = rtc;
+    else rtc.close("hung up");
+    return;
+  }
   const query = new URLSearchParams({ conversation });
   if (token) query.set("token", token);
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const socket = new WebSocket(`${scheme}://${location.host}/desks/${encodeURIComponent(desk)}/call?${query}`);
   socket.binaryType = "arraybuffer";
-  call = { socket, context, stream, node, player: new Player(context, socket) };
+  call = { kind: "websocket", socket, context, stream, node, player: new Player(context, socket), live };
 
   node.port.onmessage = ({ data }) => {
     ui.level.style.width = `${Math.round(Math.min(1, data.peak * 2) * 100)}%`;
@@ -105,12 +143,15 @@ async function startCall() {
 
 function endCall() {
   if (!call) return;
-  const { socket, context, stream, player } = call;
+  const { socket, rtc, context, stream, player, live } = call;
   call = null;
-  player.clear();
+  player?.clear();
+  rtc?.close("hung up");
+  live.stop();
   stream.getTracks().forEach((track) => track.stop());
-  if (socket.readyState <= WebSocket.OPEN) socket.close(1000, "hangup");
+  if (socket && socket.readyState <= WebSocket.OPEN) socket.close(1000, "hangup");
   context.close();
+  loadPast();
   ui.call.disabled = false;
   ui.hangup.disabled = true;
   ui.userState.textContent = ui.agentState.textContent = "-";
@@ -166,12 +207,13 @@ class Player {
 // -- events ------------------------------------------------------------------------------
 
 function onEvent(event) {
+  call?.live.onEvent(event);
   switch (event.type) {
     case "session":
       setStatus(`${event.title}: ${event.resumed ? "conversation resumed" : "new conversation"} (${event.room_id}).`);
       break;
-    case "speech_mark": call?.player.mark(event.id); break;
-    case "clear": call?.player.clear(); break;
+    case "speech_mark": (call?.rtc ?? call?.player)?.mark(event.id); break;
+    case "clear": call?.rtc ? call.rtc.clearAudio() : call?.player.clear(); break;
     case "user_state": ui.userState.textContent = event.state; break;
     case "agent_state": ui.agentState.textContent = event.state; break;
     case "transcript":
@@ -224,4 +266,29 @@ function upsert(list, id, state, text) {
 
 function setStatus(text) {
   ui.status.textContent = text;
+}
+
+// -- past conversations: their timeline, from the store ------------------------------------
+
+async function loadPast() {
+  const response = await fetch("/api/rooms?limit=30", { headers: apiHeaders() });
+  if (!response.ok) return;
+  const { rooms } = await response.json();
+  const chosen = ui.past.value;
+  ui.past.replaceChildren(...rooms.map((room) => {
+    const when = new Date(room.created_at * 1000).toLocaleString();
+    return new Option(`${room.id} (${when}${room.live ? ", live" : ""})`, room.id);
+  }));
+  if (rooms.some((room) => room.id === chosen)) ui.past.value = chosen;
+}
+
+async function showPast(roomId) {
+  if (!roomId) return;
+  const base = `/api/rooms/${encodeURIComponent(roomId)}`;
+  const [detail, stored] = await Promise.all([
+    fetch(base, { headers: apiHeaders() }).then((r) => r.json()),
+    fetch(`${base}/events?limit=1000`, { headers: apiHeaders() }).then((r) => r.json()),
+  ]);
+  storedTimeline(timeline, detail.room, stored.events, detail.tasks, detail.deliveries);
+  setStatus(`Timeline of ${roomId}, from the store (speech start times estimated).`);
 }

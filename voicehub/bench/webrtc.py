@@ -1,0 +1,134 @@
+"""WebRTC figures: the CPU a call's audio costs in the WebRTC transport, per 20 ms frame,
+side by side with the WebSocket transport in the same run.
+
+What is timed, per 20 ms of audio each way (Piper speech, one call, frame by frame, best of
+a few rounds since the machine may be shared):
+
+- ``us_per_frame`` (WebRTC): caller audio as aiortc hands it over (Opus decoded to 48 kHz
+  stereo; the decode is timed too), mixed to mono, resampled to 16 kHz and cut into 20 ms
+  frames; agent audio taken from the playout queue, made an audio frame, resampled to
+  48 kHz stereo and Opus-encoded, as the outbound track and aiortc's encoder do.
+- ``websocket_us_per_frame``: the caller frame's size check, and the agent frame queued and
+  pumped to a socket that only counts.
+- ``calls_per_core``: 20 ms of CPU divided by the WebRTC figure: the calls one core could
+  carry on transport work alone (the voice session's own cost comes on top).
+
+Not timed: SRTP, RTP packetizing, ICE and SCTP (aiortc's, per packet), nor the kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+
+from voicehub.transports.websocket import WebSocketTransport, check_audio_message
+from voicehub.voice.audio import FrameSplitter, int16_to_pcm16, resample
+from voicehub.voice.audio.playout import PlayoutQueue
+from voicehub.voice.events import FRAME_BYTES, SAMPLE_RATE
+from voicehub.voice.rtc_media import PcmDecoder
+
+_OPUS_RATE = 48000
+
+
+def _caller_packets(pcm16: bytes) -> list[Any]:
+    """The speech as the Opus packets a browser would send (20 ms each)."""
+    import av
+    from aiortc.codecs.opus import OpusEncoder
+
+    encoder = OpusEncoder()
+    packets: list[Any] = []
+    samples = np.frombuffer(pcm16, dtype="<i2")
+    upsampled = resample(samples, SAMPLE_RATE, _OPUS_RATE)
+    for start in range(0, len(upsampled) - 959, 960):
+        frame = av.AudioFrame.from_ndarray(
+            upsampled[start : start + 960].reshape(1, -1), format="s16", layout="mono"
+        )
+        frame.sample_rate = _OPUS_RATE
+        frame.pts = start
+        payloads, timestamp = encoder.encode(frame)
+        packets.extend((payload, timestamp) for payload in payloads)
+    return packets
+
+
+def _webrtc_round(packets: list[Any], agent: bytes) -> float:
+    """Seconds of CPU for one call's audio both ways through the WebRTC media path."""
+    import fractions
+
+    import av
+    from aiortc.codecs.opus import OpusDecoder, OpusEncoder
+    from aiortc.jitterbuffer import JitterFrame
+
+    decoder, encoder = OpusDecoder(), OpusEncoder()
+    pcm, frames = PcmDecoder(SAMPLE_RATE), FrameSplitter(SAMPLE_RATE)
+    queue = PlayoutQueue(SAMPLE_RATE)
+    queue.put_audio(agent)
+    time_base = fractions.Fraction(1, SAMPLE_RATE)
+    started = time.process_time()
+    for number, (payload, timestamp) in enumerate(packets):
+        for decoded in decoder.decode(JitterFrame(data=payload, timestamp=timestamp)):
+            frames.push(pcm.decode(decoded))
+        tick = queue.tick()
+        frame = av.AudioFrame(format="s16", layout="mono", samples=FRAME_BYTES // 2)
+        frame.planes[0].update(tick.audio or bytes(FRAME_BYTES))
+        frame.sample_rate, frame.pts, frame.time_base = SAMPLE_RATE, number * 320, time_base
+        encoder.encode(frame)
+    return time.process_time() - started
+
+
+class _CountingSocket:
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def send_bytes(self, data: bytes) -> None:
+        self.sent += len(data)
+
+    async def send_text(self, data: str) -> None:
+        self.sent += len(data)
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        return None
+
+
+async def _websocket_round(caller: bytes, agent: bytes) -> float:
+    transport = WebSocketTransport()
+    socket = _CountingSocket()
+    pump = asyncio.create_task(transport.pump(socket))
+    count = len(caller) // FRAME_BYTES
+    started = time.process_time()
+    for number in range(count):
+        check_audio_message(FRAME_BYTES)
+        start = number * FRAME_BYTES
+        await transport.send_audio(agent[start : start + FRAME_BYTES])
+        await asyncio.sleep(0)  # the pump sends it
+    transport.close()
+    await pump
+    return time.process_time() - started
+
+
+async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
+    """The `webrtc` section: a few seconds (needs the `webrtc` extra)."""
+    del store
+    from voicehub.bench.audio import SPEECH_RATE, speech
+
+    started = time.perf_counter()
+    samples, _ = speech()
+    caller = int16_to_pcm16(resample(samples, SPEECH_RATE, SAMPLE_RATE))
+    caller = caller[: len(caller) // FRAME_BYTES * FRAME_BYTES]
+    frames = len(caller) // FRAME_BYTES
+    packets = _caller_packets(caller)
+    rounds = 2 if quick else 5
+    webrtc = min(_webrtc_round(packets, caller) for _ in range(rounds)) / len(packets)
+    websocket = min([await _websocket_round(caller, caller) for _ in range(rounds)]) / frames
+    us_per_frame = round(webrtc * 1e6, 1)
+    figures = {
+        "us_per_frame": us_per_frame,
+        "websocket_us_per_frame": round(websocket * 1e6, 1),
+        "calls_per_core": int(20_000 / us_per_frame),
+        "frames": frames,
+        "quick": quick,
+        "section_seconds": round(time.perf_counter() - started, 1),
+    }
+    return {"webrtc": figures}

@@ -1,0 +1,200 @@
+"""The synthetic caller's WebRTC link: an aiortc peer that looks like the WebSocket to
+`CallClient` (`send`, async iteration, `close`, `close_code`).
+
+Caller audio (PCM16 16 kHz, sent as bytes) goes into a `PlayoutQueue` played on an Opus
+track in real time; the agent's track is decoded to 16 kHz PCM16 and yielded as bytes
+(frames of pure silence are skipped: the server's track sends silence between speeches,
+which a WebSocket client never sees); data-channel messages are yielded as text. A speech
+mark (and what follows it) is held back until the agent's track falls silent: the mark
+travels on the data channel and overtakes the last audio frames in the jitter buffer, and
+a WebSocket client gets marks strictly after their audio.
+Signaling is the server's WHIP-shaped `POST /desks/{desk}/webrtc`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+from websockets.exceptions import ConnectionClosed
+
+from voicehub.errors import VoicehubError
+from voicehub.voice.audio import FrameSplitter
+from voicehub.voice.audio.playout import PlayoutQueue
+from voicehub.voice.events import SAMPLE_RATE
+from voicehub.voice.rtc_media import PcmDecoder, import_aiortc, paced_track
+
+__all__ = ["WebRTCLink", "open_webrtc_link"]
+
+log = logging.getLogger("voicehub.client")
+
+_SILENT_PEAK = 2  # Opus gives back (nearly) exact zeros for the server's digital silence
+_MARK_HOLD = 0.5  # seconds a mark may wait for the track to fall silent
+_END = object()
+
+
+class WebRTCLink:
+    """One call's peer connection (build it with `open_webrtc_link`)."""
+
+    def __init__(self, connection: Any, channel: Any) -> None:
+        self.connection = connection
+        self.channel = channel
+        self.mic = PlayoutQueue(SAMPLE_RATE)
+        self.close_code: int | None = None
+        self.close_reason: str | None = None
+        self.resource: str | None = None  # the call's URL, for DELETE
+        self.headers: dict[str, str] = {}
+        self._incoming: asyncio.Queue[Any] = asyncio.Queue()
+        self._unsent: list[str] = []
+        self._reader: asyncio.Task[None] | None = None
+        self._ended = False
+        self._held: list[str] = []  # a speech mark and the messages after it
+        self._hold_timer: asyncio.TimerHandle | None = None
+        channel.on("open", self._flush)
+        channel.on("message", self._on_message)
+        channel.on("close", lambda: self._end(1000, "data channel closed"))
+
+        @connection.on("connectionstatechange")  # type: ignore[untyped-decorator]
+        def _state() -> None:
+            if connection.connectionState in ("failed", "closed"):
+                self._end(1006, f"connection {connection.connectionState}")
+
+        @connection.on("track")  # type: ignore[untyped-decorator]
+        def _track(track: Any) -> None:
+            if track.kind == "audio" and self._reader is None:
+                self._reader = asyncio.create_task(self._read_agent(track))
+
+    async def send(self, message: bytes | str) -> None:
+        """Bytes: caller audio to play on the track; text: a data-channel message."""
+        if self._ended:
+            raise ConnectionClosed(None, None)
+        if isinstance(message, bytes):
+            self.mic.put_audio(message)
+        elif self.channel.readyState == "open":
+            self.channel.send(message)
+        else:
+            self._unsent.append(message)
+
+    def __aiter__(self) -> AsyncIterator[bytes | str]:
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator[bytes | str]:
+        while True:
+            item = await self._incoming.get()
+            if item is _END:
+                return
+            yield item
+
+    async def close(self) -> None:
+        """End the call (DELETE the resource, so the server need not wait for silence)."""
+        if self.resource is not None and not self._ended:
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(_request, "DELETE", self.resource, None, self.headers)
+        self._end(1000, self.close_reason or "hung up")
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        await self.connection.close()
+
+    def _end(self, code: int, reason: str) -> None:
+        if not self._ended:
+            self._ended = True
+            self.close_code, self.close_reason = code, reason
+            self._release()
+            self._incoming.put_nowait(_END)
+
+    def _on_message(self, message: str | bytes) -> None:
+        if isinstance(message, str) and not self._held and '"speech_mark"' not in message:
+            self._incoming.put_nowait(message)
+            return
+        self._held.append(str(message))
+        if self._hold_timer is None:
+            loop = asyncio.get_running_loop()
+            self._hold_timer = loop.call_later(_MARK_HOLD, self._release)
+
+    def _release(self) -> None:
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+        held, self._held = self._held, []
+        for message in held:
+            self._incoming.put_nowait(message)
+
+    def _flush(self) -> None:
+        unsent, self._unsent = self._unsent, []
+        for text in unsent:
+            self.channel.send(text)
+
+    async def _read_agent(self, track: Any) -> None:
+        decoder = PcmDecoder(SAMPLE_RATE)
+        frames = FrameSplitter(SAMPLE_RATE)
+        while True:
+            try:
+                frame = await track.recv()
+            except Exception:  # the track ended
+                return
+            for pcm in frames.push(decoder.decode(frame)):
+                peak = np.abs(np.frombuffer(pcm, dtype="<i2")).max()
+                if peak > _SILENT_PEAK:
+                    self._incoming.put_nowait(pcm)
+                elif self._held:
+                    self._release()  # the audio before the mark has all arrived
+
+
+def offer_url(server: str, desk: str, conversation: str, token: str | None) -> str:
+    """The signaling URL for `desk` on `server` (http or ws base URL)."""
+    base = urllib.parse.urlsplit(server)
+    scheme = {"ws": "http", "wss": "https"}.get(base.scheme, base.scheme or "http")
+    query = {"conversation": conversation} | ({"token": token} if token else {})
+    path = f"{base.path.rstrip('/')}/desks/{urllib.parse.quote(desk)}/webrtc"
+    return urllib.parse.urlunsplit((scheme, base.netloc, path, urllib.parse.urlencode(query), ""))
+
+
+async def open_webrtc_link(
+    server: str, desk: str, conversation: str, token: str | None = None
+) -> WebRTCLink:
+    """Offer a call to `desk`; returns once the server answered (the media may still be
+    connecting). Raises VoicehubError with the server's reason if refused."""
+    aiortc = import_aiortc()
+    connection = aiortc.RTCPeerConnection()
+    channel = connection.createDataChannel("voicehub")
+    link = WebRTCLink(connection, channel)
+    connection.addTrack(paced_track(link.mic, on_marks=lambda marks: None))
+    await connection.setLocalDescription(await connection.createOffer())
+    url = offer_url(server, desk, conversation, token)
+    link.headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        status, headers, body = await asyncio.to_thread(
+            _request, "POST", url, connection.localDescription.sdp.encode(), link.headers
+        )
+    except BaseException:
+        await connection.close()
+        raise
+    if status != 201:
+        await connection.close()
+        raise VoicehubError(f"the call was refused ({status}): {body.decode(errors='replace')}")
+    link.resource = urllib.parse.urljoin(url, headers.get("Location", ""))
+    answer = aiortc.RTCSessionDescription(sdp=body.decode(), type="answer")
+    await connection.setRemoteDescription(answer)
+    return link
+
+
+def _request(
+    method: str, url: str, body: bytes | None, headers: dict[str, str]
+) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP request (blocking; run it in a thread). Error statuses are returned too."""
+    all_headers = {"Content-Type": "application/sdp", **headers} if body is not None else headers
+    request = urllib.request.Request(url, data=body, method=method, headers=all_headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
