@@ -94,7 +94,7 @@ class RetryPolicy:
         """Seconds to wait before retry number `attempt` (1-based)."""
         if attempt == 1 and status is None:
             return 0.0
-        return min(self.max_delay, self.initial_delay * 2 ** (attempt - 1))
+        return float(min(self.max_delay, self.initial_delay * 2.0 ** (attempt - 1)))
 
 
 def fault_status(exc: BaseException) -> int | None:
