@@ -7,7 +7,8 @@ Two real servers, as Deepgram's own client environment has two bases:
   of the audio it receives, words from transcripts the test registered; there is no real
   recognizer) and the Aura speak socket `/v1/speak` (`Speak`/`Flush`/`Clear`/`Close` in,
   binary audio, `Metadata`, `Flushed` and `Cleared` out);
-- `rest_url` (the environment's `base`): HTTP/1.1 `POST /v1/speak` returning raw audio.
+- `rest_url` (the environment's `base`): HTTP/1.1 `POST /v1/speak` returning raw audio, and
+  `GET /v1/projects` (the key's projects: what a key check calls).
 
 Speech audio is real: Piper renders the text (at the asked rate; mu-law when asked).
 Auth is `Authorization: Token <api_key>`; a bad key is a 401 at the handshake or on the POST.
@@ -297,7 +298,8 @@ class FakeDeepgram:
         record: dict[str, Any] = {"method": method, "path": url.path, "query": query}
         self.rest_requests.append(record)
         status = HTTPStatus.OK
-        if method != "POST" or url.path != "/v1/speak":
+        known = (method, url.path) in (("POST", "/v1/speak"), ("GET", "/v1/projects"))
+        if not known:
             status = HTTPStatus.NOT_FOUND
         elif headers.get("authorization") != f"Token {self.api_key}":
             status = HTTPStatus.UNAUTHORIZED
@@ -306,6 +308,9 @@ class FakeDeepgram:
         record["status"] = int(status)
         if status is not HTTPStatus.OK:
             return int(status), "application/json", json.dumps(_error_body(status)).encode()
+        if url.path == "/v1/projects":  # what key checks call: the key's projects
+            projects = {"projects": [{"project_id": "fake-project", "name": "Fake"}]}
+            return 200, "application/json", json.dumps(projects).encode()
         text = str(json.loads(body).get("text", ""))
         record["text"] = text
         rate = int(float(query.get("sample_rate", ["24000"])[0]))

@@ -259,6 +259,9 @@ def _describe_desk(desk: Any) -> list[str]:
         )
     buffer = f", buffer {delivery.buffer:g} s" if delivery.buffer is not None else ""
     lines.append(f"delivery: {delivery.strategy}{buffer}, mode {delivery.mode}")
+    from voicehub.desks.keys import missing_keys
+
+    lines += [f"refused:  calls need a key: {problem}" for problem in missing_keys(desk)]
     return lines
 
 

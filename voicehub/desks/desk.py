@@ -28,6 +28,7 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool
 from voicehub.delivery.policy import DeliveryStrategy
 from voicehub.desks.conversation import handoff_strategy, text_ask_user_tool
+from voicehub.desks.keys import MissingKeyLLM
 from voicehub.desks.loading import AgentConfig, DeskConfig, load_desk_folder
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
@@ -258,6 +259,8 @@ def _build_agent(spec: AgentConfig, where: str, resources: DeskResources, desk: 
         llm = _build_llm(spec)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    if isinstance(llm, MissingKeyLLM):
+        llm.message = f"{where}: {llm.message}"
     return Agent(
         id=spec.id,
         role=spec.role,
@@ -291,7 +294,8 @@ def _build_llm(spec: AgentConfig) -> LLM:
     assert settings.model is not None  # the config requires a model for provider "openai"
     key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
     if settings.api_key_env and not key:
-        raise ConfigError(f"llm.api_key_env: environment variable {settings.api_key_env} is unset")
+        # the desk still loads (other desks keep serving); its calls are refused
+        return MissingKeyLLM(f"llm.api_key_env: environment variable {settings.api_key_env} is unset")
     return OpenAIChatLLM(
         settings.model,
         api_key=key,
