@@ -1,6 +1,7 @@
 """A protocol-faithful fake Deepgram on 127.0.0.1 (PROTOCOLS.md section 2), for the real SDK.
 
-Two real servers, as Deepgram's own client environment has two bases:
+Two real servers, as Deepgram's own client environment has two bases (`url` serves both:
+WebSocket upgrades on it are piped to the WebSocket server, as a gateway would):
 
 - `ws_url` (the SDK environment's `production`): a `websockets` server with the live listen
   socket `/v1/listen` (see `deepgram_listen` for what it "recognizes": energy segmentation
@@ -15,7 +16,9 @@ Auth is `Authorization: Token <api_key>`; a bad key is a 401 at the handshake or
 Faults switch per test: `reject` (statuses for the next handshakes or requests: 429, 503),
 `drop_listen_after` (abort the next listen socket after that many seconds of audio, with
 no close frame, as a network drop), `idle_timeout` (close a listen socket that got neither
-audio nor KeepAlive for that long, as Deepgram's NET-0001 after 10 s).
+audio nor KeepAlive for that long, as Deepgram's NET-0001 after 10 s); `speak_pace` paces
+the speak socket's audio (0: as fast as Piper renders; 1: real time), so a barge-in can
+arrive while a reply is still streaming.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class FakeDeepgram:
         self.reject: deque[int] = deque()
         self.drop_listen_after: float | None = None
         self.idle_timeout = 10.0
+        self.speak_pace = 0.0  # seconds per second of speech audio sent (1.0: real time)
         self.listens: list[ListenSession] = []
         self.speaks: list[SpeakSession] = []
         self.rest_requests: list[dict[str, Any]] = []
@@ -98,6 +102,11 @@ class FakeDeepgram:
     def ws_url(self) -> str:
         assert self._ws is not None
         return f"ws://127.0.0.1:{self._ws.sockets[0].getsockname()[1]}"
+
+    @property
+    def url(self) -> str:
+        """One base URL for REST and WebSockets (a self-hosted Deepgram's `base_url`)."""
+        return self.rest_url
 
     @property
     def rest_url(self) -> str:
@@ -221,6 +230,22 @@ class FakeDeepgram:
                 }
             )
         )
+        width = 2 if encoding == "linear16" else 1
+        step = max(1, int(rate * self._chunk_seconds) * width)
+        streaming: list[asyncio.Task[None]] = []  # one per Flush, in order
+
+        async def stream_audio(
+            words: str, sequence: int, before: asyncio.Task[None] | None
+        ) -> None:
+            if before is not None:
+                await asyncio.wait({before})
+            audio = await self._audio(words, rate, encoding) if words else b""
+            for start in range(0, len(audio), step):
+                await connection.send(audio[start : start + step])
+                session.audio_bytes += len(audio[start : start + step])
+                await asyncio.sleep(self.speak_pace * self._chunk_seconds)
+            await connection.send(json.dumps({"type": "Flushed", "sequence_id": sequence}))
+
         try:
             async for frame in connection:
                 message = json.loads(frame)
@@ -230,28 +255,26 @@ class FakeDeepgram:
                     text.append(str(message.get("text", "")))
                 elif kind == "Flush":
                     words, text = " ".join(text).strip(), []
-                    if words:
-                        audio = await self._audio(words, rate, encoding)
-                        step = max(
-                            1,
-                            int(rate * self._chunk_seconds) * (1 if encoding != "linear16" else 2),
-                        )
-                        for start in range(0, len(audio), step):
-                            await connection.send(audio[start : start + step])
-                            session.audio_bytes += len(audio[start : start + step])
-                    await connection.send(json.dumps({"type": "Flushed", "sequence_id": sequence}))
+                    before = streaming[-1] if streaming else None
+                    streaming.append(asyncio.create_task(stream_audio(words, sequence, before)))
                     sequence += 1
-                elif kind == "Clear":
+                elif kind == "Clear":  # drop the text and the audio not yet sent
                     text = []
+                    for task in streaming:
+                        task.cancel()
+                    streaming.clear()
                     await connection.send(json.dumps({"type": "Cleared", "sequence_id": sequence}))
                     sequence += 1
                 elif kind == "Close":
+                    await asyncio.gather(*streaming, return_exceptions=True)
                     await connection.close()
                     break
                 await self._notify()
         except ConnectionClosed:
             pass
         finally:
+            for task in streaming:
+                task.cancel()
             await self._notify()
 
     async def _audio(self, text: str, rate: int, encoding: str) -> bytes:
@@ -273,6 +296,9 @@ class FakeDeepgram:
                 for header in lines:
                     name, _, value = header.partition(":")
                     headers[name.strip().lower()] = value.strip()
+                if headers.get("upgrade", "").lower() == "websocket":
+                    await self._pipe(reader, writer, head)  # one base URL serves both
+                    return
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 status, content_type, payload = await self._rest(method, target, headers, body)
                 writer.write(
@@ -289,6 +315,24 @@ class FakeDeepgram:
             pass
         finally:
             writer.close()
+
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes
+    ) -> None:
+        port = int(self.ws_url.rsplit(":", 1)[1])
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+        up_writer.write(head)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+                dst.close()  # a clean end stays clean
+            except ConnectionError:
+                dst.transport.abort()  # an aborted socket stays aborted
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
 
     async def _rest(
         self, method: str, target: str, headers: dict[str, str], body: bytes

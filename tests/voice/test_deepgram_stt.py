@@ -33,9 +33,7 @@ async def fake() -> AsyncIterator[FakeDeepgram]:
 
 
 def endpoint(fake: FakeDeepgram, key: str | None = None) -> DeepgramEndpoint:
-    return DeepgramEndpoint(
-        api_key=key or fake.api_key, base_url=fake.rest_url, websocket_url=fake.ws_url
-    )
+    return DeepgramEndpoint(api_key=key or fake.api_key, base_url=fake.url)
 
 
 def frames(pcm: bytes, rate: int) -> list[rtc.AudioFrame]:

@@ -23,9 +23,7 @@ async def fake() -> AsyncIterator[FakeDeepgram]:
 
 
 def voice(fake: FakeDeepgram, key: str | None = None, **options: object) -> DeepgramTTS:
-    endpoint = DeepgramEndpoint(
-        api_key=key or fake.api_key, base_url=fake.rest_url, websocket_url=fake.ws_url
-    )
+    endpoint = DeepgramEndpoint(api_key=key or fake.api_key, base_url=fake.url)
     return DeepgramTTS(endpoint=endpoint, **options)  # type: ignore[arg-type]
 
 

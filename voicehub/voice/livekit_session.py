@@ -140,6 +140,7 @@ class LiveKitVoiceSession:
             ("conversation_item_added", self._on_item_added),
             ("function_tools_executed", self._on_tools_executed),
             ("speech_created", self._on_speech_created),
+            ("error", self._on_error),
             ("close", self._on_close),
         ):
             session.on(name, handler)  # type: ignore[arg-type]
@@ -296,6 +297,24 @@ class LiveKitVoiceSession:
             self._post(EventKind.TOOL_RESULT, out.output, is_error=out.is_error, **meta)
             named = {"type": "tool_call", "name": call.name, "arguments": call.arguments}
             self._send_event({**named, "call_id": call.call_id})
+
+    def _on_error(self, ev: events.ErrorEvent) -> None:
+        # Provider faults (a Deepgram retry, a fallback) belong in the call's record.
+        error = ev.error
+        kind = str(getattr(error, "type", "error"))  # "stt_error", "tts_error", "llm_error"
+        detail = str(getattr(error, "error", error))
+        recoverable = bool(getattr(error, "recoverable", False))
+        self._post(
+            EventKind.SYSTEM,
+            detail,
+            role="system",
+            source="voice",
+            provider_error=kind,
+            recoverable=recoverable,
+        )
+        self._send_event(
+            {"type": "provider_error", "source": kind, "message": detail, "recoverable": recoverable}
+        )
 
     def _on_close(self, ev: events.CloseEvent) -> None:
         if ev.error is not None and not self._closed:
