@@ -295,7 +295,8 @@ def _build_llm(spec: AgentConfig) -> LLM:
     key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
     if settings.api_key_env and not key:
         # the desk still loads (other desks keep serving); its calls are refused
-        return MissingKeyLLM(f"llm.api_key_env: environment variable {settings.api_key_env} is unset")
+        unset = f"environment variable {settings.api_key_env} is unset"
+        return MissingKeyLLM(f"llm.api_key_env: {unset}")
     return OpenAIChatLLM(
         settings.model,
         api_key=key,

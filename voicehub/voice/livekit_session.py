@@ -312,9 +312,8 @@ class LiveKitVoiceSession:
             provider_error=kind,
             recoverable=recoverable,
         )
-        self._send_event(
-            {"type": "provider_error", "source": kind, "message": detail, "recoverable": recoverable}
-        )
+        event = {"type": "provider_error", "source": kind, "message": detail}
+        self._send_event({**event, "recoverable": recoverable})
 
     def _on_close(self, ev: events.CloseEvent) -> None:
         if ev.error is not None and not self._closed:
