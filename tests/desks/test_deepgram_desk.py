@@ -92,7 +92,7 @@ async def test_a_refused_key_is_found_at_startup_and_calls_are_refused(
         await factory.prepare([desk])
     assert "refused the API key in DEEPGRAM_API_KEY (HTTP 401)" in caplog.text
     async with Hub() as hub:
-        with pytest.raises(ConfigError, match="cannot start a call: .*refused the API key"):
+        with pytest.raises(ConfigError, match=r"cannot start a call: .*refused the API key"):
             await factory.start(hub, desk, "r1", FakeTransport(RATE))
 
 
