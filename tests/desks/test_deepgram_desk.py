@@ -143,6 +143,10 @@ async def test_research_by_voice_on_the_cloud_desk(
                 assert "solar" in found.lower()
             finally:
                 await session.aclose()
+            # the call's speak socket is closed with it (no socket left open per call)
+            await deepgram.wait_for(
+                lambda: all({"type": "Close"} in s.messages for s in deepgram.speaks)
+            )
     [request, _] = openai.requests
     user = [m for m in request.body["messages"] if m["role"] == "user"]
     assert user[-1]["content"] == WORDS  # what Deepgram heard reached the model

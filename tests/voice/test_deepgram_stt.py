@@ -208,3 +208,11 @@ async def test_keepalive_while_no_audio_flows(fake: FakeDeepgram) -> None:
 def test_query_uses_keywords_on_older_models() -> None:
     options: dict[str, Any] = DeepgramSTT(model="nova-2", keyterms=("solar",)).query()
     assert options["keywords"] == ["solar"] and "keyterm" not in options
+
+
+async def test_one_shot_recognize_uses_the_live_socket(fake: FakeDeepgram) -> None:
+    fake.transcripts.append(WORDS)
+    plugin = DeepgramSTT(endpoint=endpoint(fake))
+    event = await plugin.recognize(frames(piper_speech(WORDS, 16000) + bytes(16000), 16000))
+    assert event.type is Kind.FINAL_TRANSCRIPT and event.alternatives[0].text == WORDS
+    assert fake.listens[0].controls == ["Finalize", "CloseStream"]

@@ -8,6 +8,7 @@ same message, while the other desks keep serving.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,18 @@ def new_tts(desk: Desk, sample_rate: int) -> Any:
         sample_rate=rate,
         encoding="mulaw" if rate == 8000 else "linear16",
     )
+
+
+def close_with(agent_session: Any, plugin: Any) -> None:
+    """Close `plugin` (its idle speak socket) when the call's livekit session closes."""
+    tasks: set[asyncio.Task[None]] = set()
+
+    def closed(_: Any) -> None:
+        task = asyncio.get_running_loop().create_task(plugin.aclose())
+        tasks.add(task)  # held until done: the loop keeps only weak references
+        task.add_done_callback(tasks.discard)
+
+    agent_session.on("close", closed)
 
 
 def require_key(desk: Desk) -> None:

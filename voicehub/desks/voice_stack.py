@@ -105,7 +105,7 @@ class OfflineSessionFactory:
                 stt = deepgram_stack.new_stt(desk, rate, fallback=fallback)
             if voice.tts == "deepgram":
                 tts = deepgram_stack.new_tts(desk, rate)
-        return await start_desk_call(
+        session = await start_desk_call(
             hub,
             desk,
             room_id,
@@ -116,6 +116,9 @@ class OfflineSessionFactory:
             voices={name: _new_tts(name) for name in _agent_voices(desk)},
             **self.session_options,
         )
+        if voice.tts == "deepgram":  # this call's own plugin: its speak socket ends with it
+            deepgram_stack.close_with(session.agent_session, tts)
+        return session
 
     # The objects `prepare` warms up: loading them loads the models every call then shares.
 

@@ -225,7 +225,6 @@ class DeepgramSTTStream(stt.RecognizeStream):
             if self._attempt:
                 self.reconnects += 1
                 log.info("Deepgram STT reconnected after %d attempt(s)", self._attempt)
-            self._attempt = 0
             origin = self._ledger.reconnected()
             receiver = asyncio.create_task(self._receive(socket, origin))
             keepalive = asyncio.create_task(self._keepalive(socket))
@@ -331,6 +330,9 @@ class DeepgramSTTStream(stt.RecognizeStream):
 
     async def _receive(self, socket: Any, origin: float) -> None:
         async for message in socket:
+            # only a socket that answers counts as healthy: one that is accepted and then
+            # dropped at once must use up the retry budget, not loop forever
+            self._attempt = 0
             kind = getattr(message, "type", None)  # unknown types parse as None: skip them
             if kind == "Results":
                 self._on_results(message, origin)
