@@ -42,6 +42,8 @@ class AudioLedger:
         self.max_seconds = max_seconds
         self._unsent: deque[Chunk | Marker] = deque()
         self._unconfirmed: deque[Chunk | Marker] = deque()
+        # running totals: this runs on every 20 ms frame of every call
+        self._unsent_seconds = self._unconfirmed_seconds = 0.0
         self._clock = 0.0  # stream time of the end of everything pushed
         self.dropped_seconds = 0.0
 
@@ -50,9 +52,10 @@ class AudioLedger:
     def push(self, data: bytes) -> None:
         seconds = len(data) / self._rate
         self._unsent.append(Chunk(self._clock, data, seconds))
+        self._unsent_seconds += seconds
         self._clock += seconds
-        while self._unsent_seconds() > self.max_seconds:
-            self._drop_oldest_unsent()
+        while self._unsent_seconds > self.max_seconds + 1e-9:
+            self._unsent_seconds -= self._drop_oldest(self._unsent)
 
     def mark(self, marker: Marker) -> None:
         self._unsent.append(marker)
@@ -67,13 +70,13 @@ class AudioLedger:
 
     def sent(self) -> None:
         """The head of `unsent` went out; audio waits for its final result."""
-        self._unconfirmed.append(self._unsent.popleft())
-        while self.unconfirmed_seconds() > self.max_seconds:
-            for index, item in enumerate(self._unconfirmed):
-                if isinstance(item, Chunk):
-                    del self._unconfirmed[index]
-                    self.dropped_seconds += item.seconds
-                    break
+        item = self._unsent.popleft()
+        self._unconfirmed.append(item)
+        if isinstance(item, Chunk):
+            self._unsent_seconds -= item.seconds
+            self._unconfirmed_seconds += item.seconds
+        while self._unconfirmed_seconds > self.max_seconds + 1e-9:
+            self._unconfirmed_seconds -= self._drop_oldest(self._unconfirmed)
 
     def confirmed_until(self, stream_time: float) -> None:
         """A final result covers the audio up to `stream_time`: it needs no replay."""
@@ -82,19 +85,24 @@ class AudioLedger:
             if not isinstance(head, Chunk) or head.end > stream_time + 1e-6:
                 return
             self._unconfirmed.popleft()
+            self._unconfirmed_seconds -= head.seconds
 
     def finalize_confirmed(self) -> None:
         """A `from_finalize` result answered the oldest Finalize (and all audio before it)."""
         while self._unconfirmed:
-            if self._unconfirmed.popleft() == "finalize":
+            item = self._unconfirmed.popleft()
+            if isinstance(item, Chunk):
+                self._unconfirmed_seconds -= item.seconds
+            elif item == "finalize":
                 return
 
     def reconnected(self) -> float:
         """Queue the unconfirmed audio to go out again first; returns the stream time the
         new connection's timeline starts at (its time 0)."""
-        replay = list(self._unconfirmed)
+        self._unsent.extendleft(reversed(self._unconfirmed))
         self._unconfirmed.clear()
-        self._unsent.extendleft(reversed(replay))
+        self._unsent_seconds += self._unconfirmed_seconds
+        self._unconfirmed_seconds = 0.0
         head = next((item for item in self._unsent if isinstance(item, Chunk)), None)
         return head.start if head is not None else self._clock
 
@@ -104,17 +112,16 @@ class AudioLedger:
         items: list[Chunk | Marker] = [*self._unconfirmed, *self._unsent]
         self._unconfirmed.clear()
         self._unsent.clear()
+        self._unsent_seconds = self._unconfirmed_seconds = 0.0
         return items
 
     def unconfirmed_seconds(self) -> float:
-        return sum(item.seconds for item in self._unconfirmed if isinstance(item, Chunk))
+        return self._unconfirmed_seconds
 
-    def _unsent_seconds(self) -> float:
-        return sum(item.seconds for item in self._unsent if isinstance(item, Chunk))
-
-    def _drop_oldest_unsent(self) -> None:
-        for index, item in enumerate(self._unsent):
+    def _drop_oldest(self, queue: deque[Chunk | Marker]) -> float:
+        for index, item in enumerate(queue):
             if isinstance(item, Chunk):
-                del self._unsent[index]
+                del queue[index]
                 self.dropped_seconds += item.seconds
-                return
+                return item.seconds
+        raise AssertionError("audio totals out of step with the queue")  # never: totals > 0
