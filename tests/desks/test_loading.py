@@ -82,7 +82,15 @@ def error_of(folder: Path, text: str) -> str:
 
 def test_the_example_desks_load() -> None:
     desks = load_desk_folder(CHANNELS)
-    assert sorted(desks) == ["drafting", "frontdesk", "report", "research", "swarm", "triage"]
+    assert sorted(desks) == [
+        "drafting",
+        "frontdesk",
+        "report",
+        "research",
+        "research-cloud",
+        "swarm",
+        "triage",
+    ]
 
     research = desks["research"]
     assert research.source == CHANNELS / "research.toml"
@@ -262,7 +270,7 @@ def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
 def test_unknown_field_is_named_with_a_suggestion(tmp_path: Path) -> None:
     message = error_of(tmp_path, VALID.replace("[delivery]", '[voice]\nvda = "silero"\n[delivery]'))
     assert "voice.vda: unknown field 'vda' (did you mean 'vad'?)" in message
-    assert "allowed here: stt, tts, vad" in message
+    assert "allowed here: deepgram, stt, stt_fallback, tts, vad" in message
 
 
 def test_unknown_field_in_a_rule(tmp_path: Path) -> None:
@@ -350,8 +358,26 @@ def test_bad_delivery_and_orchestration_strategies(
 
 
 def test_reserved_voice_providers_are_refused_for_now(tmp_path: Path) -> None:
-    message = error_of(tmp_path, VALID + '[voice]\nstt = "deepgram"\n')
-    assert "voice.stt: 'deepgram' is reserved for a later release; use 'pocketsphinx'" in message
+    message = error_of(tmp_path, VALID + '[voice]\nstt = "openai-realtime"\n')
+    assert "voice.stt: 'openai-realtime' is reserved for a later release" in message
+
+
+def test_deepgram_voice_settings(tmp_path: Path) -> None:
+    table = '[voice]\nstt = "deepgram"\ntts = "deepgram"\nstt_fallback = "pocketsphinx"\n'
+    table += '[voice.deepgram]\nmodel = "nova-3"\nendpointing = false\nkeyterms = ["solar"]\n'
+    voice = load_desk_file(write_desk(tmp_path, VALID + table)).voice
+    assert (voice.stt, voice.tts, voice.stt_fallback) == ("deepgram", "deepgram", "pocketsphinx")
+    assert voice.deepgram is not None
+    assert (voice.deepgram.endpointing, voice.deepgram.keyterms) == (False, ("solar",))
+    assert voice.deepgram.voice == "aura-2-thalia-en"  # the defaults fill the rest
+
+    for bad, expected in [
+        ('[voice]\nstt_fallback = "pocketsphinx"\n', "voice.stt_fallback: only used with stt"),
+        ('[voice.deepgram]\nmodel = "nova-3"\n', "voice.deepgram: only used with stt or tts"),
+        ('[voice]\ntts = "deepgram"\n[voice.deepgram]\nvoise = "x"\n', "did you mean 'voice'"),
+        ('[voice]\nstt = "deepgram"\n[voice.deepgram]\nendpointing = 5\n', "greater than"),
+    ]:
+        assert expected in error_of(tmp_path, VALID + bad)
 
 
 def test_rule_tool_must_be_available_to_the_agent(tmp_path: Path) -> None:

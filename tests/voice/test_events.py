@@ -25,6 +25,7 @@ from voicehub.voice.events import (
     DeliveryOutcome,
     Hangup,
     Playout,
+    ProviderError,
     ServerEvent,
     SpeechMark,
     StatusRequest,
@@ -103,6 +104,7 @@ EXAMPLES: dict[type[ServerEvent], ServerEvent] = {
         error=None,
     ),
     CallError: CallError(code="bad_json", message="text message is not JSON"),
+    ProviderError: ProviderError(source="stt_error", message="reconnecting", recoverable=True),
 }
 
 SERVER_EVENTS: list[type[ServerEvent]] = list(get_args(ServerEvent))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from voicehub.desks.keys import missing_keys
 from voicehub.errors import VoicehubError
 
 
@@ -96,4 +97,5 @@ def _describe_desk(desk: Any) -> list[str]:
         )
     buffer = f", buffer {delivery.buffer:g} s" if delivery.buffer is not None else ""
     lines.append(f"delivery: {delivery.strategy}{buffer}, mode {delivery.mode}")
+    lines += [f"refused:  calls need a key: {problem}" for problem in missing_keys(desk)]
     return lines

@@ -48,6 +48,7 @@ from voicehub.voice.events import (
     DeliveryOutcome,
     Hangup,
     Playout,
+    ProviderError,
     ServerEvent,
     SpeechMark,
     StatusRequest,
@@ -349,6 +350,7 @@ class CallClient:
                 | DeliveryAttempt()
                 | DeliveryOutcome()
                 | CallError()
+                | ProviderError()
             ):
                 pass  # recorded for the report and the waits above; nothing to play or ack
             case _:

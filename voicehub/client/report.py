@@ -17,6 +17,7 @@ from voicehub.voice.events import (
     ClearAudio,
     DeliveryAttempt,
     DeliveryOutcome,
+    ProviderError,
     ServerEvent,
     SpeechMark,
     TaskFinished,
@@ -208,6 +209,8 @@ def describe_event(event: ServerEvent) -> tuple[str, str] | None:
             return "agent", "cut off (the caller barged in)"
         case CallError():
             return "error", f"{event.code}: {event.message}"
+        case ProviderError():
+            return "provider", f"{event.source}: {event.message}"
         case Transcript() | CallStatus() | UserState() | AgentState() | SpeechMark():
             return None  # interim words, polling and audio bookkeeping: not news
         case _:

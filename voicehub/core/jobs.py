@@ -41,3 +41,16 @@ class BackgroundJobs:
         for job in jobs:
             job.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel `task` and wait until it has finished; its other exceptions propagate.
+
+    Unlike `task.cancel()` then `await task` under `suppress(CancelledError)`, this never
+    swallows a cancellation of the caller itself that arrives while it waits: that left a
+    delivery driver running after its call ended, waiting forever.
+    """
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.result()

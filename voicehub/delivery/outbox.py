@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from voicehub.core.clock import Clock
+from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, Store
 from voicehub.core.trusted import replace
 from voicehub.delivery.policy import DeliveryStrategy
@@ -199,9 +200,7 @@ class Outbox:
         try:
             yield
         finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+            await cancel_and_wait(renewing)
 
     def expired(self, record: DeliveryRecord) -> bool:
         """Whether `record` is past its time to live."""

@@ -12,7 +12,6 @@ stops the driver nor makes an item be spoken twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import math
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
+from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
 from voicehub.delivery.injector import ActivityFeed, Injector, InjectOutcome
 from voicehub.delivery.outbox import Outbox
@@ -240,9 +240,7 @@ class DeliveryService:
     async def _stop(self, queue: _RoomQueue) -> None:
         for task in (queue.driver, queue.watcher):
             if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
         queue.driver = queue.watcher = None
 
     async def _watch(self, queue: _RoomQueue, activity: ActivityFeed) -> None:

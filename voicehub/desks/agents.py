@@ -15,6 +15,7 @@ from voicehub.agents.agent import Agent
 from voicehub.agents.llm import LLM
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.desks.config import DeskConfig
+from voicehub.desks.keys import MissingKeyLLM
 from voicehub.desks.sections import AgentConfig
 from voicehub.errors import ConfigError
 from voicehub.orchestration.planner import PlanAndExecute
@@ -47,6 +48,8 @@ def build_agent(spec: AgentConfig, where: str, resources: DeskResources, desk: s
         llm = _build_llm(spec)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    if isinstance(llm, MissingKeyLLM):
+        llm.message = f"{where}: {llm.message}"
     fields: dict[str, Any] = {
         "role": spec.role,
         "keywords": spec.keywords,
@@ -94,7 +97,9 @@ def _build_llm(spec: AgentConfig) -> LLM:
     assert settings.model is not None  # the config requires a model for provider "openai"
     key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
     if settings.api_key_env and not key:
-        raise ConfigError(f"llm.api_key_env: environment variable {settings.api_key_env} is unset")
+        # the desk still loads (other desks keep serving); its calls are refused
+        unset = f"environment variable {settings.api_key_env} is unset"
+        return MissingKeyLLM(f"llm.api_key_env: {unset}")
     return OpenAIChatLLM(
         settings.model,
         api_key=key,

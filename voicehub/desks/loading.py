@@ -8,10 +8,18 @@ the file and the field path (`channels/research.toml: agents[1].scripted.rules[0
     description = "Hands research to two analysts while you keep talking."
     greeting = "Hello, research desk here."      # optional, spoken when a call starts
 
-    [voice]                           # the embedded stack; "openai-realtime" and "deepgram"
-    vad = "silero"                    #   are reserved names, rejected until they exist
-    stt = "pocketsphinx"              # "silero" | "webrtc"; "pocketsphinx"; "piper" | "espeak"
-    tts = "piper"
+    [voice]                           # the embedded stack; "openai-realtime" is reserved
+    vad = "silero"                    # "silero" | "webrtc"
+    stt = "pocketsphinx"              # "pocketsphinx" | "deepgram"
+    tts = "piper"                     # "piper" | "espeak" | "deepgram"
+    stt_fallback = "pocketsphinx"     # optional, stt "deepgram" only: if Deepgram stays down
+    [voice.deepgram]                  # optional with "deepgram" (these are the defaults);
+    model = "nova-3"                  #   the key comes from $DEEPGRAM_API_KEY (api_key_env):
+    language = "en-US"                #   without it the desk loads but refuses calls
+    voice = "aura-2-thalia-en"        # the Aura voice
+    endpointing = 300                 # ms of silence ending a phrase (>= 10), or false
+    utterance_end = 1000              # ms without words ending the utterance (>= 1000), or false
+    keyterms = ["heat pumps"]         # added to the desk's words (rule phrases, keywords)
 
     [delivery]
     strategy = "wait_for_idle"        # "immediate" | "wait_for_idle" | "queued"

@@ -26,7 +26,7 @@ from voicehub.agents.scripted import ScriptedRule
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
 from voicehub.tools.registry import BUILTIN_TOOLS, unknown_tool_message
 
-RESERVED_PROVIDERS = ("openai-realtime", "deepgram")
+RESERVED_PROVIDERS = ("openai-realtime",)
 DEFAULT_FALLBACK = "Sorry, I can't help with that yet."
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 _REPLY_NAMES = frozenset({"result", "message", "last_user"})
@@ -99,12 +99,27 @@ class StrictModel(BaseModel):
         return reject_unknown_keys(cls, data)
 
 
+class DeepgramConfig(StrictModel):
+    """`[voice.deepgram]`: Deepgram's recognizer and Aura voice (key from `api_key_env`)."""
+
+    model: str = "nova-3"
+    language: str = "en-US"
+    voice: str = "aura-2-thalia-en"
+    endpointing: Annotated[int, Field(ge=10)] | Literal[False] = 300  # ms of silence; or off
+    utterance_end: Annotated[int, Field(ge=1000)] | Literal[False] = 1000  # ms word gap; or off
+    keyterms: tuple[str, ...] = ()  # added to the desk's own vocabulary
+    api_key_env: str = "DEEPGRAM_API_KEY"
+    base_url: str | None = None  # a self-hosted Deepgram
+
+
 class VoiceConfig(StrictModel):
     """The voice stack of the desk's calls."""
 
     vad: Literal["silero", "webrtc"] = "silero"
-    stt: Literal["pocketsphinx"] = "pocketsphinx"
-    tts: Literal["piper", "espeak"] = "piper"
+    stt: Literal["pocketsphinx", "deepgram"] = "pocketsphinx"
+    tts: Literal["piper", "espeak", "deepgram"] = "piper"
+    stt_fallback: Literal["pocketsphinx"] | None = None
+    deepgram: DeepgramConfig | None = None
 
     @field_validator("vad", "stt", "tts", mode="before")
     @classmethod
@@ -114,6 +129,17 @@ class VoiceConfig(StrictModel):
             allowed = ", ".join(repr(v) for v in get_args(field.annotation))
             raise ValueError(f"{value!r} is reserved for a later release; use {allowed}")
         return value
+
+    @model_validator(mode="after")
+    def _deepgram_settings(self) -> VoiceConfig:
+        uses = "deepgram" in (self.stt, self.tts)
+        if self.stt_fallback is not None and self.stt != "deepgram":
+            raise field_error("stt_fallback", "only used with stt = 'deepgram'")
+        if self.deepgram is not None and not uses:
+            raise field_error("deepgram", "only used with stt or tts = 'deepgram'")
+        if uses and self.deepgram is None:
+            return self.model_copy(update={"deepgram": DeepgramConfig()})
+        return self
 
 
 class DeliveryConfig(StrictModel):

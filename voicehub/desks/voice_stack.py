@@ -8,6 +8,7 @@ their own `SessionFactory` (a scripted fake) to `create_app`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["VOICES", "OfflineSessionFactory", "SessionFactory"]
+
+log = logging.getLogger("voicehub.desks")
 
 VOICES = ("piper", "espeak")
 """Agent `voice` names the embedded stack can speak with."""
@@ -42,8 +45,8 @@ class SessionFactory(Protocol):
 
 
 class OfflineSessionFactory:
-    """Pipeline sessions (livekit `AgentSession`) on the embedded offline stack named in
-    each desk's `[voice]` table, through `voicehub.desks.call.start_desk_call`.
+    """Pipeline sessions (livekit `AgentSession`) on the embedded offline stack, or Deepgram,
+    as each desk's `[voice]` table names, through `voicehub.desks.call.start_desk_call`.
     `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance)."""
 
     def __init__(self, **session_options: Any) -> None:
@@ -51,6 +54,7 @@ class OfflineSessionFactory:
         self._stt: Any = None
         self._vads: dict[str, Any] = {}
         self._tts: dict[str, Any] = {}
+        self._refused: dict[str, str] = {}  # desk name -> why its Deepgram key cannot work
 
     async def prepare(self, desks: Iterable[Desk]) -> None:
         """Check the desks' voices and load the STT, VADs and TTS engines they use.
@@ -58,10 +62,18 @@ class OfflineSessionFactory:
         Plugins are built here, on the event loop's thread (livekit registers plugins on the
         main thread only); the slow model loading (about 2 s) runs in a worker thread.
         """
+        from voicehub.desks import deepgram_stack
+
         models = [self._speech_to_text()]
         for desk in desks:
             self._vad(desk.config.voice.vad)
-            models.append(self._text_to_speech(desk.config.voice.tts))
+            if deepgram_stack.uses_deepgram(desk):
+                problem = await deepgram_stack.check_desk(desk)
+                if problem is not None:  # the other desks keep serving
+                    log.warning("%s; its calls will be refused", problem)
+                    self._refused[desk.name] = problem
+            if desk.config.voice.tts != "deepgram":
+                models.append(self._text_to_speech(desk.config.voice.tts))
             models += [self._text_to_speech(name) for name in _agent_voices(desk)]
         await asyncio.to_thread(lambda: [model.prewarm() for model in models])
 
@@ -69,24 +81,44 @@ class OfflineSessionFactory:
         self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
     ) -> VoiceSession:
         """Run `desk` on the call with the shared models."""
+        from voicehub.desks import deepgram_stack
         from voicehub.desks.call import start_desk_call
+        from voicehub.desks.keys import missing_keys
+        from voicehub.voice.providers.deepgram import DeepgramAuthError
         from voicehub.voice.providers.offline import PocketSphinxSTT
         from voicehub.voice.providers.offline.vad import vad_for_call
 
         # Plugin objects of its own for each call (their metrics events are per object);
         # the models behind them (decoders, Piper voice, Silero) are shared per process.
+        missing = missing_keys(desk)
+        if missing:
+            raise ConfigError("cannot start a call: " + "; ".join(missing))
         voice = desk.config.voice
-        return await start_desk_call(
+        stt: Any = PocketSphinxSTT()
+        tts: Any = None if voice.tts == "deepgram" else _new_tts(voice.tts)
+        if deepgram_stack.uses_deepgram(desk):
+            if desk.name in self._refused:
+                raise DeepgramAuthError(f"cannot start a call: {self._refused[desk.name]}")
+            rate = transport.sample_rate
+            if voice.stt == "deepgram":
+                fallback = stt if voice.stt_fallback == "pocketsphinx" else None
+                stt = deepgram_stack.new_stt(desk, rate, fallback=fallback)
+            if voice.tts == "deepgram":
+                tts = deepgram_stack.new_tts(desk, rate)
+        session = await start_desk_call(
             hub,
             desk,
             room_id,
             transport,
-            stt=PocketSphinxSTT(),
-            tts=_new_tts(voice.tts),
+            stt=stt,
+            tts=tts,
             vad=vad_for_call(self._vad(voice.vad)),
             voices={name: _new_tts(name) for name in _agent_voices(desk)},
             **self.session_options,
         )
+        if voice.tts == "deepgram":  # this call's own plugin: its speak socket ends with it
+            deepgram_stack.close_with(session.agent_session, tts)
+        return session
 
     # The objects `prepare` warms up: loading them loads the models every call then shares.
 

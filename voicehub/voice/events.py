@@ -45,6 +45,7 @@ __all__ = [
     "DeliveryOutcome",
     "Hangup",
     "Playout",
+    "ProviderError",
     "ServerEvent",
     "SpeechMark",
     "StatusRequest",
@@ -240,6 +241,16 @@ class CallError(WireModel):
     message: str
 
 
+class ProviderError(WireModel):
+    """A cloud provider fault the call rode out or is riding out: a retry, a reconnect, a
+    fallback to the offline recognizer (`source` is "stt_error", "tts_error", ...)."""
+
+    type: Literal["provider_error"] = "provider_error"
+    source: str
+    message: str
+    recoverable: bool = False
+
+
 ServerEvent = (
     CallSession
     | CallStatus
@@ -254,6 +265,7 @@ ServerEvent = (
     | DeliveryAttempt
     | DeliveryOutcome
     | CallError
+    | ProviderError
 )
 """Every text frame the server sends."""
 

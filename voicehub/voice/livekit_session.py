@@ -27,7 +27,14 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
-from voicehub.voice.events import AgentState, ServerEvent, ToolCall, Transcript, UserState
+from voicehub.voice.events import (
+    AgentState,
+    ProviderError,
+    ServerEvent,
+    ToolCall,
+    Transcript,
+    UserState,
+)
 from voicehub.voice.livekit_io import CallerAudioInput, TransportAudioOutput
 from voicehub.voice.llm_adapter import LiveKitAgent, running_in_tool
 from voicehub.voice.providers import vendor_import
@@ -141,6 +148,7 @@ class LiveKitVoiceSession:
             ("conversation_item_added", self._on_item_added),
             ("function_tools_executed", self._on_tools_executed),
             ("speech_created", self._on_speech_created),
+            ("error", self._on_error),
             ("close", self._on_close),
         ):
             session.on(name, handler)  # type: ignore[arg-type]
@@ -294,6 +302,22 @@ class LiveKitVoiceSession:
             self._send_event(
                 ToolCall(name=call.name, arguments=call.arguments, call_id=call.call_id)
             )
+
+    def _on_error(self, ev: events.ErrorEvent) -> None:
+        # Provider faults (a Deepgram retry, a fallback) belong in the call's record.
+        error = ev.error
+        kind = str(getattr(error, "type", "error"))  # "stt_error", "tts_error", "llm_error"
+        detail = str(getattr(error, "error", error))
+        recoverable = bool(getattr(error, "recoverable", False))
+        self._post(
+            EventKind.SYSTEM,
+            detail,
+            role="system",
+            source="voice",
+            provider_error=kind,
+            recoverable=recoverable,
+        )
+        self._send_event(ProviderError(source=kind, message=detail, recoverable=recoverable))
 
     def _on_close(self, ev: events.CloseEvent) -> None:
         if ev.error is not None and not self._closed:

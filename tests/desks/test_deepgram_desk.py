@@ -1,0 +1,156 @@
+"""The research-cloud desk (Deepgram voice, OpenAI model) through the server's call factory,
+against the fake Deepgram and the fake OpenAI chat server: keys, refusals, a whole call."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.desks.desk_calls import CHANNELS, RATE, DeskCallHarness
+from tests.fakes.deepgram import FakeDeepgram
+from tests.fakes.memory_transport import FakeTransport
+from tests.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
+from voicehub.desks import deepgram_stack
+from voicehub.desks.desk import Desk, build_desk
+from voicehub.desks.loading import load_desk_file
+from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.errors import ConfigError
+from voicehub.hub import Hub
+from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
+
+WORDS = "please research solar panels"
+
+
+@pytest.fixture
+async def deepgram() -> AsyncIterator[FakeDeepgram]:
+    async with FakeDeepgram() as server:
+        yield server
+
+
+def cloud_desk(tmp_path: Path, base_url: str | None = None) -> Desk:
+    """channels/research-cloud.toml, copied with its knowledge file, pointed at `base_url`."""
+    shutil.copytree(CHANNELS / "knowledge", tmp_path / "knowledge", dirs_exist_ok=True)
+    text = (CHANNELS / "research-cloud.toml").read_text()
+    if base_url is not None:
+        text = text.replace("[voice.deepgram]\n", f'[voice.deepgram]\nbase_url = "{base_url}"\n')
+    path = tmp_path / "research-cloud.toml"
+    path.write_text(text)
+    return build_desk(load_desk_file(path))
+
+
+def test_the_desk_lists_without_keys_and_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from voicehub.desks.keys import missing_keys
+
+    monkeypatch.delenv("DEEPGRAM_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    desk = cloud_desk(tmp_path)
+    problems = missing_keys(desk)
+    assert any("OPENAI_API_KEY is unset" in p for p in problems)
+    assert any("set DEEPGRAM_API_KEY" in p and "research-cloud.toml" in p for p in problems)
+
+
+def test_keyterms_come_from_the_desk_vocabulary(tmp_path: Path) -> None:
+    desk = cloud_desk(tmp_path)
+    terms = deepgram_stack.desk_keyterms(desk)
+    assert terms[:3] == ("heat pumps", "solar panels", "analysts")  # [voice.deepgram] first
+    assert {"research", "status", "facts"} <= set(terms)  # the agents' keywords
+
+
+async def test_a_call_without_keys_is_refused_and_the_other_desks_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEEPGRAM_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    factory = OfflineSessionFactory()
+    async with Hub() as hub:
+        with pytest.raises(ConfigError) as caught:
+            await factory.start(hub, cloud_desk(tmp_path), "r1", FakeTransport(RATE))
+        message = str(caught.value)
+        assert message.startswith("cannot start a call: ")
+        assert "DEEPGRAM_API_KEY" in message and "OPENAI_API_KEY" in message
+        assert "r1" not in hub.rooms  # nothing was opened
+
+
+async def test_a_refused_key_is_found_at_startup_and_calls_are_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    deepgram: FakeDeepgram,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("DEEPGRAM_API_KEY", "not-the-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    desk = cloud_desk(tmp_path, deepgram.url)
+    assert await deepgram_stack.check_desk(desk) is not None
+    factory = OfflineSessionFactory()
+    with caplog.at_level(logging.WARNING, logger="voicehub.desks"):
+        await factory.prepare([desk])
+    assert "refused the API key in DEEPGRAM_API_KEY (HTTP 401)" in caplog.text
+    async with Hub() as hub:
+        with pytest.raises(ConfigError, match=r"cannot start a call: .*refused the API key"):
+            await factory.start(hub, desk, "r1", FakeTransport(RATE))
+
+
+async def test_phone_calls_use_mulaw_at_8khz(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deepgram: FakeDeepgram
+) -> None:
+    monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    desk = cloud_desk(tmp_path, deepgram.url)
+    async with Hub() as hub:
+        session = await OfflineSessionFactory().start(hub, desk, "r1", FakeTransport(8000))
+        try:
+            stt, tts = session.agent_session.stt, session.agent_session.tts
+            assert isinstance(stt, DeepgramSTT) and isinstance(tts, DeepgramTTS)
+            assert (stt.encoding, stt.sample_rate) == ("mulaw", 8000)
+            assert (tts.encoding, tts.sample_rate) == ("mulaw", 8000)
+            assert stt.fallback is not None  # stt_fallback = "pocketsphinx"
+        finally:
+            await session.aclose()
+
+
+async def test_research_by_voice_on_the_cloud_desk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deepgram: FakeDeepgram
+) -> None:
+    script = [
+        Reply(tool_calls=(FakeToolCall("delegate_workers", ('{"task": "solar panels"}',)),)),
+        Reply(text=("My analysts are on it.",)),
+    ]
+    async with FakeOpenAIServer(script) as openai:
+        monkeypatch.setenv("OPENAI_API_KEY", openai.api_key or "")
+        monkeypatch.setenv("OPENAI_BASE_URL", openai.base_url)
+        monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
+        deepgram.transcripts.append(WORDS)
+        desk = cloud_desk(tmp_path, deepgram.url)
+        factory = OfflineSessionFactory(min_endpointing_delay=0.2)
+        await factory.prepare([desk])
+        async with Hub() as hub:
+            transport = FakeTransport(RATE, ack="immediate")
+            session = await factory.start(hub, desk, "cloud-1", transport)
+            transport.session = session
+            call = DeskCallHarness(session, transport)  # type: ignore[arg-type]
+            try:
+                await call.agent_said("What would you like me to look into?")  # the greeting
+                await call.caller_says(WORDS)
+                await call.agent_said("My analysts are on it.")
+                # the analysts' findings, spoken once the call has been idle for a second
+                found = await call.agent_said("Here is what I found.", timeout=60)
+                assert "solar" in found.lower()
+            finally:
+                await session.aclose()
+            # the call's speak socket is closed with it (no socket left open per call)
+            await deepgram.wait_for(
+                lambda: all({"type": "Close"} in s.messages for s in deepgram.speaks)
+            )
+    [request, _] = openai.requests
+    user = [m for m in request.body["messages"] if m["role"] == "user"]
+    assert user[-1]["content"] == WORDS  # what Deepgram heard reached the model
+    assert deepgram.listens[0].params.keyterms[:2] == ("heat pumps", "solar panels")
+    spoken = [m["text"] for s in deepgram.speaks for m in s.messages if m["type"] == "Speak"]
+    spoken += [r["text"] for r in deepgram.rest_requests if "text" in r]
+    assert any("Here is what I found." in text for text in spoken)

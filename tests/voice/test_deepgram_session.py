@@ -1,0 +1,138 @@
+"""The livekit pipeline session with Deepgram STT and TTS, against the fake Deepgram.
+
+Real Piper speech goes in as 20 ms frames; Silero VAD and the Deepgram plugins (through the
+real deepgram-sdk) run inside AgentSession; the fake answers with the transcript registered
+for the caller's utterance and speaks the agent's replies with Piper audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from tests.fakes.deepgram import FakeDeepgram, piper_speech
+from tests.fakes.memory_transport import FakeTransport
+from tests.voice.test_livekit_session import LONG, Calls, desk_agent, said, speak
+from voicehub.core.events import EventKind
+from voicehub.delivery.injector import InjectOutcome
+from voicehub.hub import Hub
+from voicehub.voice.events import ProviderError
+from voicehub.voice.livekit_session import LiveKitVoiceSession
+from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, DeepgramTTS
+from voicehub.voice.providers.offline import load_vad
+
+RATE = 16000
+ROOM = "call-dg"
+WORDS = "please research solar panels"
+
+
+@pytest.fixture(scope="module")
+def vad() -> Any:
+    return load_vad("silero")
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDeepgram]:
+    async with FakeDeepgram() as server:
+        yield server
+
+
+class DeepgramCall:
+    def __init__(self, hub: Hub, fake: FakeDeepgram, vad: Any) -> None:
+        self.hub, self.fake, self.vad = hub, fake, vad
+        self.calls = Calls()
+        self.session: LiveKitVoiceSession | None = None
+
+    async def start(self, **options: Any) -> tuple[LiveKitVoiceSession, FakeTransport]:
+        endpoint = DeepgramEndpoint(api_key=self.fake.api_key, base_url=self.fake.url)
+        research, _ = self.calls.tools()
+        transport = FakeTransport(RATE, ack=options.pop("ack", "immediate"))
+        session = LiveKitVoiceSession(
+            self.hub,
+            ROOM,
+            desk_agent(research),
+            transport,
+            stt=DeepgramSTT(endpoint=endpoint, sample_rate=RATE, keyterms=("solar",)),
+            tts=DeepgramTTS(endpoint=endpoint, sample_rate=RATE),
+            vad=self.vad,
+            **options,
+        )
+        transport.session = session
+        self.session = session
+        await session.start()
+        return session, transport
+
+
+@pytest.fixture
+async def call(fake: FakeDeepgram, vad: Any) -> AsyncIterator[DeepgramCall]:
+    async with Hub() as hub:
+        await hub.create_room(ROOM, orchestration=None)
+        harness = DeepgramCall(hub, fake, vad)
+        yield harness
+        if harness.session is not None:
+            await harness.session.aclose()
+
+
+async def test_research_by_voice_with_deepgram(call: DeepgramCall, fake: FakeDeepgram) -> None:
+    fake.transcripts.append(WORDS)
+    session, transport = await call.start()
+    await speak(session, piper_speech(WORDS, RATE))
+    await said(transport, "Here is what I found")
+
+    [(topic, _)] = call.calls.research
+    assert topic == WORDS
+    history = await call.hub.history(ROOM)
+    [user] = [e for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"]
+    assert user.text == WORDS
+    # Deepgram heard the turn on one socket, ended by AgentSession's flush -> Finalize
+    [listen] = fake.listens
+    assert "Finalize" in listen.controls and listen.params.keyterms == ("solar",)
+    # and spoke both replies over one speak socket, a Flush per sentence
+    spoken = [m["text"] for s in fake.speaks for m in s.messages if m["type"] == "Speak"]
+    assert "Let me look into that." in spoken
+    assert any(text.startswith("Here is what I found") for text in spoken)
+    assert len(fake.speaks) == 1
+    assert transport.seconds_of_audio > 2.0
+
+
+async def test_barge_in_clears_the_deepgram_voice(call: DeepgramCall, fake: FakeDeepgram) -> None:
+    fake.speak_pace = 0.5  # the reply streams at twice real time: still going when cut
+    fake.transcripts.append(WORDS)
+    session, transport = await call.start(ack="manual")
+    speaking = asyncio.create_task(session.say(LONG))
+    await transport.wait_for(lambda: transport.chunks >= 1)  # its first audio is out
+    await speak(session, piper_speech(WORDS, RATE))
+    assert await asyncio.wait_for(speaking, 20) is InjectOutcome.INTERRUPTED
+    first, second = LONG.split(". ", 1)
+    whole = len(piper_speech(first + ".", RATE)) + len(piper_speech(second, RATE))
+    assert fake.speaks[0].audio_bytes < whole  # cut while the reply was still streaming
+    await fake.wait_for(lambda: any({"type": "Clear"} in s.messages for s in fake.speaks))
+    assert transport.clears >= 1
+    # the caller's words still get their answer
+    transport.ack_mode = "immediate"
+    transport.ack()
+    await said(transport, "Let me look into that.")
+    assert call.calls.research
+
+
+async def test_a_dropped_socket_mid_utterance_loses_nothing(
+    call: DeepgramCall, fake: FakeDeepgram
+) -> None:
+    fake.transcripts.append(WORDS)
+    fake.drop_listen_after = 0.9  # seconds into the audio: mid-utterance
+    session, transport = await call.start()
+    await speak(session, piper_speech(WORDS, RATE))
+    await said(transport, "Here is what I found")
+    [(topic, _)] = call.calls.research
+    assert topic == WORDS
+    assert [s.dropped for s in fake.listens] == [True, False]
+    [fault] = transport.events_of(ProviderError)
+    assert fault.source == "stt_error" and fault.recoverable is True
+    history = await call.hub.history(ROOM)
+    assert any(e.kind is EventKind.SYSTEM and "reconnecting" in e.text for e in history)

@@ -1,0 +1,218 @@
+"""DeepgramSTT through the real deepgram-sdk client against the fake Deepgram.
+
+The caller's words are real Piper speech; the fake segments them by energy and answers with
+the transcript registered for each utterance (it has no recognizer, see its docstring).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from livekit import rtc
+from livekit.agents import stt
+
+from tests.fakes.deepgram import FakeDeepgram, piper_speech
+from voicehub.core.clock import VirtualClock
+from voicehub.voice.audio import frame_bytes
+from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, RetryPolicy
+
+WORDS = "please research solar panels"
+Kind = stt.SpeechEventType
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDeepgram]:
+    async with FakeDeepgram() as server:
+        yield server
+
+
+def endpoint(fake: FakeDeepgram, key: str | None = None) -> DeepgramEndpoint:
+    return DeepgramEndpoint(api_key=key or fake.api_key, base_url=fake.url)
+
+
+def frames(pcm: bytes, rate: int) -> list[rtc.AudioFrame]:
+    size = frame_bytes(rate)
+    return [
+        rtc.AudioFrame(pcm[i : i + size], rate, 1, len(pcm[i : i + size]) // 2)
+        for i in range(0, len(pcm), size)
+    ]
+
+
+async def recognize(
+    plugin: DeepgramSTT, pcm: bytes, rate: int = 16000, *, silence: float = 1.5
+) -> list[stt.SpeechEvent]:
+    stream = plugin.stream()
+    for frame in frames(pcm + bytes(2 * int(rate * silence)), rate):
+        stream.push_frame(frame)
+    stream.end_input()
+    return [event async for event in stream]
+
+
+def finals(events: list[stt.SpeechEvent]) -> list[str]:
+    """Non-empty finals (end_input flushes, and a Finalize with nothing pending answers an
+    empty final, which the plugin passes on: AgentSession waits for one after a flush)."""
+    texts = [e.alternatives[0].text for e in events if e.type is Kind.FINAL_TRANSCRIPT]
+    return [text for text in texts if text]
+
+
+def errors_of(plugin: DeepgramSTT) -> list[stt.STTError]:
+    seen: list[stt.STTError] = []
+    plugin.on("error", seen.append)
+    return seen
+
+
+async def test_interim_final_endpointing_and_utterance_end(fake: FakeDeepgram) -> None:
+    fake.transcripts.append(WORDS)
+    plugin = DeepgramSTT(endpoint=endpoint(fake), keyterms=("solar", "research"))
+    events = await recognize(plugin, piper_speech(WORDS, 16000))
+
+    kinds = [e.type for e in events]
+    assert kinds[0] is Kind.START_OF_SPEECH
+    interims = [e.alternatives[0].text for e in events if e.type is Kind.INTERIM_TRANSCRIPT]
+    assert interims and all(WORDS.startswith(text) for text in interims)
+    assert finals(events) == [WORDS]
+    assert kinds.index(Kind.FINAL_TRANSCRIPT) < kinds.index(Kind.END_OF_SPEECH)
+    assert Kind.RECOGNITION_USAGE in kinds
+
+    [session] = fake.listens
+    params = session.params
+    assert (params.encoding, params.sample_rate, params.model) == ("linear16", 16000, "nova-3")
+    assert params.keyterms == ("solar", "research")
+    assert (params.endpointing, params.utterance_end, params.interim_results) == (0.3, 1.0, True)
+    sent = [m["type"] for m in session.sent]
+    assert "SpeechStarted" in sent and "UtteranceEnd" in sent
+    assert [m for m in session.sent if m.get("speech_final")]
+    assert session.controls == ["Finalize", "CloseStream"]  # end_input flushes first
+
+
+async def test_phone_audio_goes_as_mulaw_at_8khz_without_resampling(fake: FakeDeepgram) -> None:
+    fake.transcripts.append(WORDS)
+    plugin = DeepgramSTT(endpoint=endpoint(fake), encoding="mulaw", sample_rate=8000)
+    speech = piper_speech(WORDS, 8000)
+    events = await recognize(plugin, speech, 8000, silence=1.0)
+    assert finals(events) == [WORDS]
+    [session] = fake.listens
+    assert (session.params.encoding, session.params.sample_rate) == ("mulaw", 8000)
+    samples = (len(speech) + 2 * 8000) // 2
+    assert session.audio_bytes == samples  # one byte per 8 kHz sample: G.711, not resampled
+
+
+async def test_flush_sends_finalize_and_the_turn_comes_back_final(fake: FakeDeepgram) -> None:
+    fake.transcripts.append(WORDS)
+    plugin = DeepgramSTT(endpoint=endpoint(fake), endpointing_ms=None)
+    stream = plugin.stream()
+    for frame in frames(piper_speech(WORDS, 16000), 16000):  # no trailing silence
+        stream.push_frame(frame)
+    stream.flush()
+    seen: list[stt.SpeechEvent] = []
+    async for event in stream:
+        seen.append(event)
+        if event.type is Kind.FINAL_TRANSCRIPT:
+            break
+    assert finals(seen) == [WORDS]
+    await fake.wait_for(lambda: "Finalize" in fake.listens[0].controls)
+    [final] = [m for m in fake.listens[0].sent if m["type"] == "Results" and m["is_final"]]
+    assert final["from_finalize"] is True
+    await stream.aclose()
+
+
+async def test_a_dropped_socket_reconnects_and_the_utterance_is_still_heard(
+    fake: FakeDeepgram,
+) -> None:
+    fake.transcripts.append(WORDS)
+    fake.drop_listen_after = 0.8  # seconds of audio, mid-utterance
+    plugin = DeepgramSTT(endpoint=endpoint(fake))
+    errors = errors_of(plugin)
+    speech = piper_speech(WORDS, 16000)
+    events = await recognize(plugin, speech)
+
+    assert finals(events) == [WORDS]
+    first, second = fake.listens
+    assert first.dropped and not any(m.get("is_final") for m in first.sent)
+    # the second socket got the whole utterance again: the replay started at the beginning
+    assert second.audio_bytes >= len(speech)
+    assert [e.recoverable for e in errors] == [True]
+
+
+async def test_429_and_5xx_are_retried_with_backoff_and_reported(fake: FakeDeepgram) -> None:
+    fake.transcripts.append(WORDS)
+    fake.reject.extend([429, 503])
+    delays: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+
+    plugin = DeepgramSTT(endpoint=endpoint(fake), retry=RetryPolicy(initial_delay=0.5), sleep=sleep)
+    errors = errors_of(plugin)
+    events = await recognize(plugin, piper_speech(WORDS, 16000))
+    assert finals(events) == [WORDS]
+    assert delays == [0.5, 1.0]
+    assert [s for _, s in fake.handshakes] == [429, 503, 200]
+    assert ["HTTP 429" in str(e.error) for e in errors] == [True, False]
+    assert all(e.recoverable for e in errors)
+
+
+async def test_a_refused_key_fails_clearly_without_retrying(fake: FakeDeepgram) -> None:
+    plugin = DeepgramSTT(endpoint=endpoint(fake, key="wrong"))
+    errors = errors_of(plugin)
+    with pytest.raises(Exception, match="refused the API key in DEEPGRAM_API_KEY"):
+        await recognize(plugin, piper_speech(WORDS, 16000))
+    assert [s for _, s in fake.handshakes] == [401]
+    assert [e.recoverable for e in errors] == [False]
+
+
+async def test_falls_back_to_the_offline_recognizer_when_deepgram_stays_down(
+    fake: FakeDeepgram,
+) -> None:
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    fake.reject.extend([503] * 3)
+
+    async def no_wait(seconds: float) -> None:
+        pass
+
+    plugin = DeepgramSTT(
+        endpoint=endpoint(fake),
+        retry=RetryPolicy(attempts=2),
+        sleep=no_wait,
+        fallback=PocketSphinxSTT(),
+    )
+    errors = errors_of(plugin)
+    events = await recognize(plugin, piper_speech(WORDS, 16000))
+    heard = " ".join(finals(events))
+    assert "solar" in heard, heard
+    assert len(fake.handshakes) == 3 and not fake.listens
+    assert "falling back to offline" in str(errors[-1].error)
+
+
+async def test_keepalive_while_no_audio_flows(fake: FakeDeepgram) -> None:
+    clock = VirtualClock()
+    plugin = DeepgramSTT(endpoint=endpoint(fake), clock=clock, keepalive_interval=4.0)
+    stream = plugin.stream()
+    await fake.wait_for(lambda: bool(fake.listens))
+    await clock.advance(3.9)
+    assert "KeepAlive" not in fake.listens[0].controls
+    await clock.advance(0.2)
+    await fake.wait_for(lambda: fake.listens[0].controls.count("KeepAlive") == 1)
+    await clock.advance(4.0)
+    await fake.wait_for(lambda: fake.listens[0].controls.count("KeepAlive") == 2)
+    await stream.aclose()
+
+
+def test_query_uses_keywords_on_older_models() -> None:
+    options: dict[str, Any] = DeepgramSTT(model="nova-2", keyterms=("solar",)).query()
+    assert options["keywords"] == ["solar"] and "keyterm" not in options
+
+
+async def test_one_shot_recognize_uses_the_live_socket(fake: FakeDeepgram) -> None:
+    fake.transcripts.append(WORDS)
+    plugin = DeepgramSTT(endpoint=endpoint(fake))
+    event = await plugin.recognize(frames(piper_speech(WORDS, 16000) + bytes(16000), 16000))
+    assert event.type is Kind.FINAL_TRANSCRIPT and event.alternatives[0].text == WORDS
+    assert fake.listens[0].controls == ["Finalize", "CloseStream"]

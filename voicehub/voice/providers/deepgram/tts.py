@@ -1,0 +1,289 @@
+"""livekit-agents TTS plugin for Deepgram Aura: :class:`DeepgramTTS`.
+
+A streamed reply (``stream()``, what AgentSession uses for LLM replies) goes over the speak
+socket: text in as it comes, `Speak` + `Flush` at each sentence end so the first sentence
+plays while the model still writes, audio out as binary frames. A barge-in cancels the
+stream; the socket then gets `Clear` and is reused for the next reply. One-shot text
+(``synthesize()``, `say`) uses REST `POST /v1/speak`. Output is raw `linear16` or, for
+phone calls, `mulaw` at 8 kHz (decoded to PCM16 for livekit; G.711 round-trips exactly).
+Connects and REST calls retry 429/5xx with backoff, each reported as a recoverable error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Never, TypeVar
+
+from voicehub.core.clock import SystemClock
+from voicehub.voice.audio import ulaw2lin
+from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.deepgram.connection import (
+    DeepgramEndpoint,
+    RetryPolicy,
+    Sleep,
+    auth_error,
+    fault_status,
+    is_retryable,
+)
+from voicehub.voice.providers.deepgram.speak_socket import CLOSED, SpeakSocket
+
+with vendor_import("livekit-agents"):
+    from livekit.agents import APIConnectionError, APIStatusError, tts
+    from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
+
+__all__ = ["DeepgramTTS"]
+
+log = logging.getLogger("voicehub.voice.deepgram")
+
+Encoding = Literal["linear16", "mulaw"]
+T = TypeVar("T")
+# A sentence ends at . ! ? (and closing quotes) followed by whitespace.
+_INPUT_DONE = object()  # the stream's text is all sent
+_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s+")
+
+
+class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
+    """Aura voices (`model`, e.g. "aura-2-thalia-en") at `sample_rate` in `encoding`."""
+
+    def __init__(
+        self,
+        *,
+        endpoint: DeepgramEndpoint | None = None,
+        model: str = "aura-2-thalia-en",
+        sample_rate: int = 24000,
+        encoding: Encoding = "linear16",
+        streaming: bool = True,
+        retry: RetryPolicy | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        super().__init__(
+            capabilities=tts.TTSCapabilities(streaming=streaming),
+            sample_rate=sample_rate,
+            num_channels=1,
+        )
+        self.endpoint = endpoint or DeepgramEndpoint()
+        self._model, self.encoding = model, encoding
+        self.retry = retry or RetryPolicy()
+        self.sleep: Sleep = sleep or SystemClock().sleep
+        self._idle: SpeakSocket | None = None
+        self._recycling: set[asyncio.Task[None]] = set()
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return "deepgram"
+
+    def query(self) -> dict[str, Any]:
+        return {"model": self._model, "encoding": self.encoding, "sample_rate": self.sample_rate}
+
+    def synthesize(
+        self, text: str, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> tts.ChunkedStream:
+        """One-shot synthesis over REST."""
+        return _RestStream(tts=self, input_text=text, conn_options=conn_options)
+
+    def stream(
+        self, *, conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS
+    ) -> tts.SynthesizeStream:
+        """Streamed synthesis over the speak socket."""
+        return _SocketStream(tts=self, conn_options=conn_options)
+
+    async def aclose(self) -> None:
+        """Close the idle speak socket, if any."""
+        for task in list(self._recycling):
+            await task
+        if self._idle is not None:
+            await self._idle.aclose()
+            self._idle = None
+
+    # -- shared by the streams ---------------------------------------------------------------
+
+    def decode(self, data: bytes) -> bytes:
+        return ulaw2lin(data) if self.encoding == "mulaw" else data
+
+    async def call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run `operation`, retrying 429/5xx/network failures with backoff (each reported);
+        a refused key or the last failure raises a non-retryable livekit APIError."""
+        attempt = 0
+        while True:
+            try:
+                return await operation()
+            except Exception as exc:
+                attempt += 1
+                refused = auth_error(exc, self.endpoint)
+                status = fault_status(exc)
+                if refused is not None or not is_retryable(exc) or attempt > self.retry.attempts:
+                    message = f"Deepgram TTS {what} failed: {refused or exc}"
+                    if status is not None:
+                        raise APIStatusError(message, status_code=status, retryable=False) from exc
+                    raise APIConnectionError(message, retryable=False) from exc
+                delay = self.retry.delay(attempt, status)
+                self.report(
+                    f"Deepgram TTS {what}: {f'HTTP {status}' if status else exc}; retrying in "
+                    f"{delay:.2f} s (attempt {attempt} of {self.retry.attempts})",
+                    status,
+                )
+                await self.sleep(delay)
+
+    def report(self, message: str, status: int | None) -> None:
+        log.warning(message)
+        error: Exception = (
+            APIStatusError(message, status_code=status)
+            if status is not None
+            else APIConnectionError(message)
+        )
+        self.emit(
+            "error",
+            tts.TTSError(timestamp=time.time(), label=self.label, error=error, recoverable=True),
+        )
+
+    async def checkout(self) -> SpeakSocket:
+        """The idle speak socket (once a cut reply's `Clear` is answered), or a new one."""
+        if self._recycling:
+            await asyncio.wait(list(self._recycling))
+        idle, self._idle = self._idle, None
+        if idle is not None and not idle.closed:
+            return idle
+        client = self.endpoint.client()
+        return await self.call("connect", lambda: SpeakSocket.open(client, **self.query()))
+
+    def give_back(self, socket: SpeakSocket, *, dirty: bool) -> None:
+        """Keep `socket` for the next reply; after a cut reply, `Clear` it first."""
+        if socket.closed:
+            return
+        if not dirty:
+            self._keep(socket)
+            return
+
+        async def recycle() -> None:
+            if await socket.clear():
+                self._keep(socket)
+            else:
+                await socket.aclose()
+
+        task = asyncio.create_task(recycle())
+        self._recycling.add(task)
+        task.add_done_callback(self._recycling.discard)
+
+    def _keep(self, socket: SpeakSocket) -> None:
+        if self._idle is None:
+            self._idle = socket
+        else:
+            asyncio.get_running_loop().create_task(socket.aclose())
+
+
+class _RestStream(tts.ChunkedStream):
+    def __init__(self, *, tts: DeepgramTTS, input_text: str, conn_options: APIConnectOptions):
+        super().__init__(tts=tts, input_text=input_text, conn_options=conn_options)
+        self._dg = tts
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        dg = self._dg
+        output_emitter.initialize(
+            request_id=uuid.uuid4().hex[:12],
+            sample_rate=dg.sample_rate,
+            num_channels=1,
+            mime_type="audio/pcm",
+        )
+        if not self.input_text.strip():
+            return
+        client = dg.endpoint.client()
+
+        async def fetch() -> bytes:
+            # all-or-nothing per attempt: a retry must not repeat audio already pushed
+            chunks = client.speak.v1.audio.generate(
+                text=self.input_text, container="none", **dg.query()
+            )
+            return b"".join([chunk async for chunk in chunks])
+
+        audio = await dg.call("request", fetch)
+        output_emitter.push(
+            dg.decode(audio[: len(audio) // 2 * 2] if dg.encoding != "mulaw" else audio)
+        )
+
+
+class _SocketStream(tts.SynthesizeStream):
+    def __init__(self, *, tts: DeepgramTTS, conn_options: APIConnectOptions) -> None:
+        super().__init__(tts=tts, conn_options=conn_options)
+        self._dg = tts
+        self.flushes = 0
+
+    async def _run(self, output_emitter: tts.AudioEmitter) -> None:
+        dg = self._dg
+        request_id = uuid.uuid4().hex[:12]
+        output_emitter.initialize(
+            request_id=request_id,
+            sample_rate=dg.sample_rate,
+            num_channels=1,
+            mime_type="audio/pcm",
+            stream=True,
+        )
+        socket = await dg.checkout()
+        done = False
+        try:
+            await self._exchange(socket, output_emitter, request_id)
+            done = True
+        finally:
+            dg.give_back(socket, dirty=not done)
+
+    async def _exchange(
+        self, socket: SpeakSocket, output_emitter: tts.AudioEmitter, request_id: str
+    ) -> None:
+        sender = asyncio.create_task(self._send(socket))
+        flushed, started, odd, input_done = 0, False, b"", False
+        try:
+            while not (input_done and flushed >= self.flushes):
+                message = await socket.messages.get()
+                if message is _INPUT_DONE:
+                    await sender  # raise its error, if any
+                    input_done = True
+                elif message is CLOSED:
+                    raise APIConnectionError("Deepgram closed the speak socket", retryable=False)
+                elif isinstance(message, bytes):
+                    if not started:
+                        output_emitter.start_segment(segment_id=request_id)
+                        started = True
+                    data = odd + message
+                    if self._dg.encoding != "mulaw":
+                        data, odd = data[: len(data) // 2 * 2], data[len(data) // 2 * 2 :]
+                    output_emitter.push(self._dg.decode(data))
+                elif getattr(message, "type", None) == "Flushed":
+                    flushed += 1
+                elif getattr(message, "type", None) == "Warning":
+                    log.warning("Deepgram TTS warning: %s", getattr(message, "description", ""))
+        finally:
+            sender.cancel()
+        if started:
+            output_emitter.end_segment()
+
+    async def _send(self, socket: SpeakSocket) -> None:
+        buffer = ""
+
+        async def say(text: str) -> None:
+            if text.strip():
+                await socket.speak(text)
+                await socket.flush()  # at each sentence end: audio starts sooner
+                self.flushes += 1
+
+        try:
+            async for item in self._input_ch:
+                if isinstance(item, self._FlushSentinel):
+                    await say(buffer)
+                    buffer = ""
+                    continue
+                buffer += item
+                while match := _SENTENCE_END.search(buffer):
+                    sentence, buffer = buffer[: match.end()], buffer[match.end() :]
+                    await say(sentence)
+            await say(buffer)
+        finally:
+            # in the same queue as the server's messages: the reader sees it in order
+            socket.messages.put_nowait(_INPUT_DONE)
