@@ -12,7 +12,7 @@ A real WebSocket server on 127.0.0.1 (free port) that the real `openai` SDK reac
   `interrupt_response` a caller turn cancels the running response (`turn_detected`);
 - responses in the canonical sequences A and B: what to say or call comes from `brain`, the
   audio is synthesized offline (Piper, 24 kHz) and streamed in 100 ms deltas, as fast as
-  the socket takes them; `hold` (an Event) pauses a response after its first delta so a
+  the socket takes them; `hold` (an Event) pauses a response after `hold_after` deltas so a
   test can barge in while it is still running;
 - `response.cancel`, `conversation.item.create` / `.truncate`, and `error` events for bad
   input (unknown types, bad JSON, a second active response, truncating past the audio).
@@ -118,8 +118,10 @@ class FakeRealtimeServer:
         self.brain = brain
         self.energy_threshold = energy_threshold
         self.received: list[dict[str, Any]] = []
+        self.sent: list[dict[str, Any]] = []
         self.sessions: list[_Session] = []
         self.hold: asyncio.Event | None = None
+        self.hold_after = 1  # deltas sent before a hold
         self.requests: list[str] = []
         self._server: Server | None = None
         self._changed = asyncio.Condition()
@@ -215,6 +217,7 @@ class _Session:
         self.user_item: str | None = None
 
     async def emit(self, event: dict[str, Any]) -> None:
+        self.server.sent.append(event)
         await self.ws.send(json.dumps({"event_id": self.server.new_id("event"), **event}))
 
     async def error(self, code: str, message: str, client_event: dict[str, Any] | None) -> None:
@@ -379,7 +382,9 @@ class _Session:
         await self.start_response(event.get("response") or {})
 
     async def on_response_cancel(self, event: dict[str, Any]) -> None:
-        if self.active is None or self.active.cancelled:
+        wanted = event.get("response_id")
+        stale = wanted is not None and (self.active is None or self.active.id != wanted)
+        if self.active is None or self.active.cancelled or stale:
             message = "Cancellation failed: no active response found"
             await self.error("response_cancel_not_active", message, event)
             return
@@ -427,7 +432,8 @@ class _Session:
             else:
                 await self.call(response, index, step)
         status = "cancelled" if response.cancelled else "completed"
-        self.active = None
+        if self.active is response:
+            self.active = None
         await self.emit({"type": "response.done", "response": self._shape(response, status)})
         await self.server.notify()
 
@@ -476,7 +482,7 @@ class _Session:
             self.spoken = True
             sent += len(chunk)
             self.audio_ms[item_id] = sent * 1000 // 2 // RATE
-            if start == 0 and self.server.hold is not None:
+            if start == (self.server.hold_after - 1) * DELTA_BYTES and self.server.hold is not None:
                 await self.server.notify()
                 waits = {
                     asyncio.create_task(self.server.hold.wait()),

@@ -450,8 +450,10 @@ class RealtimeVoiceSession:
         if cut:
             await self.transport.clear()
         connection = self._connection
-        if connection is not None and self._active is not None:
-            await connection.send({"type": "response.cancel"})
+        active = self._active
+        if connection is not None and active is not None:
+            # by id: caller audio queued before this may already have started the next one
+            await connection.send({"type": "response.cancel", "response_id": active.id})
         for speech in cut:
             self.activity.agent_speech_finished(speech.item_id, interrupted=True)
             if connection is not None and speech.heard_ms < speech.sent_ms:
