@@ -59,9 +59,8 @@ def brain(turn: Turn) -> list[Say | Call]:
         return [Say(f"Here is what I found: {last['output']}.")]
     if last.get("role") == "system":
         return [Say("News: " + turn.last_text().removeprefix("Background result: "))]
-    if last.get("role") == "user" and "solar" in turn.last_text():
-        if "research" in turn.tools:
-            return [Say("Let me look into that."), Call("research", {"topic": "solar panels"})]
+    if last.get("role") == "user" and "solar" in turn.last_text() and "research" in turn.tools:
+        return [Say("Let me look into that."), Call("research", {"topic": "solar panels"})]
     if last.get("role") == "user":
         return [Say("Hello, how can I help?")]
     return [Say(turn.instructions or "Okay.")]
@@ -349,7 +348,7 @@ async def test_interrupt_cancels_a_running_response(call: Harness) -> None:
 
 
 async def test_update_agent_switches_instructions_tools_and_voice(call: Harness) -> None:
-    session, transport, _ = await call.start(ack="immediate")
+    session, _, _ = await call.start(ack="immediate")
 
     @tool
     def book(slot: str) -> str:
@@ -385,7 +384,7 @@ async def test_a_tool_can_hand_the_call_over(call: Harness, caller_speech: bytes
         await sessions[0].update_agent(booking)  # from inside a tool: must not deadlock
         return "transferring you now"
 
-    session, transport, activity = await call.start(call.agent(tools=(research,)), ack="immediate")
+    session, transport, _ = await call.start(call.agent(tools=(research,)), ack="immediate")
     sessions.append(session)
     await speak(session, caller_speech)
     await transport.wait_for(
@@ -402,7 +401,7 @@ async def test_a_tool_can_hand_the_call_over(call: Harness, caller_speech: bytes
 async def test_malformed_server_events_are_dropped(
     call: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    session, transport, activity = await call.start(ack="immediate")
+    session, _, activity = await call.start(ack="immediate")
     caplog.set_level(logging.WARNING, "voicehub")
     await call.server.send_raw("this is not json")
     await call.server.send_raw('{"no": "type"}')
@@ -416,7 +415,7 @@ async def test_malformed_server_events_are_dropped(
 
 
 async def test_model_errors_are_reported(call: Harness) -> None:
-    session, transport, _ = await call.start(ack="immediate")
+    _, transport, _ = await call.start(ack="immediate")
     error = {
         "type": "error",
         "event_id": "event_x",
