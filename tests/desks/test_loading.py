@@ -82,7 +82,12 @@ def error_of(folder: Path, text: str) -> str:
 
 def test_the_example_desks_load() -> None:
     desks = load_desk_folder(CHANNELS)
-    assert sorted(desks) == ["drafting", "research", "swarm", "triage"]
+    assert sorted(desks) == ["drafting", "research", "research-realtime", "swarm", "triage"]
+    realtime = desks["research-realtime"].voice
+    assert (realtime.engine, realtime.realtime_model.turn_detection) == (
+        "openai-realtime",
+        "semantic_vad",
+    )
 
     research = desks["research"]
     assert research.source == CHANNELS / "research.toml"
@@ -234,7 +239,7 @@ def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
 def test_unknown_field_is_named_with_a_suggestion(tmp_path: Path) -> None:
     message = error_of(tmp_path, VALID.replace("[delivery]", '[voice]\nvda = "silero"\n[delivery]'))
     assert "voice.vda: unknown field 'vda' (did you mean 'vad'?)" in message
-    assert "allowed here: stt, tts, vad" in message
+    assert "allowed here: engine, realtime, stt, tts, vad" in message
 
 
 def test_unknown_field_in_a_rule(tmp_path: Path) -> None:
@@ -421,3 +426,27 @@ def test_desk_config_is_immutable(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         config.name = "other"  # type: ignore[misc]
     assert isinstance(config, DeskConfig)
+
+
+def test_realtime_engine_and_its_table(tmp_path: Path) -> None:
+    realtime = '[voice]\nengine = "openai-realtime"\n[voice.realtime]\nvoice = "cedar"\n'
+    realtime += 'turn_detection = "semantic_vad"\ninjection_role = "user"\n[delivery]'
+    path = write_desk(tmp_path, VALID.replace("[delivery]", realtime), "rt.toml")
+    voice = load_desk_file(path).voice
+    assert voice.engine == "openai-realtime"
+    settings = voice.realtime_model
+    assert (settings.voice, settings.turn_detection, settings.injection_role) == (
+        "cedar",
+        "semantic_vad",
+        "user",
+    )
+    message = error_of(
+        tmp_path, VALID.replace("[delivery]", '[voice]\nvad = "openai-realtime"\n[delivery]')
+    )
+    assert "use engine" in message
+    message = error_of(
+        tmp_path, VALID.replace("[delivery]", '[voice.realtime]\nvoice = "cedar"\n[delivery]')
+    )
+    assert "voice.realtime: only used with engine = 'openai-realtime'" in message
+    bad_voice = realtime.replace('"cedar"', '"piper"')
+    assert "voice.realtime.voice" in error_of(tmp_path, VALID.replace("[delivery]", bad_voice))

@@ -94,16 +94,51 @@ class StrictModel(BaseModel):
         return reject_unknown_keys(cls, data)
 
 
-class VoiceConfig(StrictModel):
-    """The voice stack of the desk's calls."""
+class RealtimeConfig(StrictModel):
+    """`[voice.realtime]`: the speech-to-speech model of `engine = "openai-realtime"`.
 
+    The API key comes from the environment variable `api_key_env`, never from the file.
+    """
+
+    model: str = Field(default="gpt-realtime", min_length=1)
+    voice: Literal[
+        "alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin", "cedar"
+    ] = "marin"
+    turn_detection: Literal["server_vad", "semantic_vad"] = "server_vad"
+    silence_ms: int = Field(default=500, ge=100, le=5000)  # server_vad
+    eagerness: Literal["low", "medium", "high", "auto"] = "auto"  # semantic_vad
+    injection_role: Literal["system", "user"] = "system"
+    transcription_model: str | None = "gpt-4o-mini-transcribe"
+    api_key_env: str = "OPENAI_API_KEY"
+    base_url: str | None = None
+
+
+class VoiceConfig(StrictModel):
+    """The voice stack of the desk's calls: the offline pipeline (VAD, STT, TTS), or a
+    speech-to-speech model (`engine = "openai-realtime"`, set up in `[voice.realtime]`)."""
+
+    engine: Literal["pipeline", "openai-realtime"] = "pipeline"
     vad: Literal["silero", "webrtc"] = "silero"
     stt: Literal["pocketsphinx"] = "pocketsphinx"
     tts: Literal["piper", "espeak"] = "piper"
+    realtime: RealtimeConfig | None = None
+
+    @model_validator(mode="after")
+    def _fits_engine(self) -> VoiceConfig:
+        if self.engine == "pipeline" and self.realtime is not None:
+            raise field_error("realtime", "only used with engine = 'openai-realtime'")
+        return self
+
+    @property
+    def realtime_model(self) -> RealtimeConfig:
+        """The `[voice.realtime]` table, its defaults when the file leaves it out."""
+        return self.realtime if self.realtime is not None else RealtimeConfig()
 
     @field_validator("vad", "stt", "tts", mode="before")
     @classmethod
     def _not_reserved(cls, value: Any, info: ValidationInfo) -> Any:
+        if value == "openai-realtime":
+            raise ValueError("a speech-to-speech model replaces the pipeline: use engine")
         if value in RESERVED_PROVIDERS:
             field = cls.model_fields[str(info.field_name)]
             allowed = ", ".join(repr(v) for v in get_args(field.annotation))

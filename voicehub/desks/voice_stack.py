@@ -60,6 +60,8 @@ class OfflineSessionFactory:
         """
         models = [self._speech_to_text()]
         for desk in desks:
+            if desk.config.voice.engine == "openai-realtime":
+                continue  # the model runs remotely; its key is checked at call start
             self._vad(desk.config.voice.vad)
             models.append(self._text_to_speech(desk.config.voice.tts))
             models += [self._text_to_speech(name) for name in _agent_voices(desk)]
@@ -70,6 +72,11 @@ class OfflineSessionFactory:
     ) -> VoiceSession:
         """Run `desk` on the call with the shared models."""
         from voicehub.desks.call import start_desk_call
+
+        if desk.config.voice.engine == "openai-realtime":
+            from voicehub.desks.realtime_call import start_realtime_call
+
+            return await start_realtime_call(hub, desk, room_id, transport)
         from voicehub.voice.providers.offline import PocketSphinxSTT
         from voicehub.voice.providers.offline.vad import vad_for_call
 

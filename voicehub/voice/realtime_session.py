@@ -111,6 +111,7 @@ class RealtimeVoiceSession:
         self._outbox: asyncio.Queue[Callable[[], Awaitable[Any]]] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self._answer_timer: asyncio.Task[None] | None = None
+        self.closed = asyncio.Event()  # set once the call's processing ended
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
             "session.updated": self._on_session_updated,
             "error": self._on_error,
@@ -152,6 +153,7 @@ class RealtimeVoiceSession:
         if self._closed:
             return
         self._closed = True
+        self.closed.set()
         if self._attach_delivery and self._started:
             await self.hub.delivery.detach(self.room_id)
         for request in self._requests.values():
