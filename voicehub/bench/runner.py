@@ -12,9 +12,14 @@ Section = Callable[[str, bool], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _sections() -> dict[str, Section]:
-    from voicehub.bench import delegation, delivery, voice
+    from voicehub.bench import delegation, delivery, realtime, voice
 
-    return {"delegation": delegation.run, "delivery": delivery.run, "voice": voice.run}
+    return {
+        "delegation": delegation.run,
+        "delivery": delivery.run,
+        "voice": voice.run,
+        "realtime": realtime.run,
+    }
 
 
 def flatten(figures: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -31,7 +31,6 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
-from voicehub.voice.audio import Resampler, int16_to_pcm16, pcm16_to_int16
 from voicehub.voice.realtime.config import (
     MODEL_RATE,
     RealtimeSettings,
@@ -40,6 +39,7 @@ from voicehub.voice.realtime.config import (
 )
 from voicehub.voice.realtime.connection import ModelConnection
 from voicehub.voice.realtime.playout import Playout, Speech
+from voicehub.voice.realtime.resample import PcmResampler
 from voicehub.voice.realtime.responses import ModelResponse, SpeakRequest
 from voicehub.voice.realtime.tools import run_tool_call
 
@@ -95,8 +95,8 @@ class RealtimeVoiceSession:
         self.answer_timeout = answer_timeout
         self._client, self._attach_delivery = client, attach_delivery
         self._connection: ModelConnection | None = None
-        self._up = Resampler(transport.sample_rate, MODEL_RATE)
-        self._down = Resampler(MODEL_RATE, transport.sample_rate)
+        self._up = PcmResampler(transport.sample_rate, MODEL_RATE)
+        self._down = PcmResampler(MODEL_RATE, transport.sample_rate)
         self._playout = Playout(mark_every_ms)
         self._responses: dict[str, ModelResponse] = {}
         self._active: ModelResponse | None = None  # created, not yet done
@@ -181,9 +181,9 @@ class RealtimeVoiceSession:
         connection = self._connection
         if self._closed or connection is None:
             return
-        samples = self._up.push(pcm16_to_int16(pcm16))
-        if len(samples):
-            await connection.append_audio(int16_to_pcm16(samples))
+        audio = self._up.push(pcm16)
+        if audio:
+            await connection.append_audio(audio)
 
     def playout_confirmed(self, speech_id: str) -> None:
         """The transport played everything up to mark `speech_id`."""
@@ -346,9 +346,9 @@ class RealtimeVoiceSession:
             self.activity.agent_speech_started(speech.item_id)  # first: never idle between
             self.activity.agent_thinking_finished()
             self._send_client({"type": "agent_state", "state": "speaking"})
-        pcm = self._down.push(pcm16_to_int16(model_audio))
-        if len(pcm):
-            await self.transport.send_audio(int16_to_pcm16(pcm))
+        pcm = self._down.push(model_audio)
+        if pcm:
+            await self.transport.send_audio(pcm)
         if mark is not None:
             await self.transport.mark(mark)
 
