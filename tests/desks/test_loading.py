@@ -88,9 +88,15 @@ def test_the_example_desks_load() -> None:
         "report",
         "research",
         "research-cloud",
+        "research-realtime",
         "swarm",
         "triage",
     ]
+    realtime = desks["research-realtime"].voice
+    assert (realtime.engine, realtime.realtime_model.turn_detection) == (
+        "openai-realtime",
+        "semantic_vad",
+    )
 
     research = desks["research"]
     assert research.source == CHANNELS / "research.toml"
@@ -270,7 +276,7 @@ def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
 def test_unknown_field_is_named_with_a_suggestion(tmp_path: Path) -> None:
     message = error_of(tmp_path, VALID.replace("[delivery]", '[voice]\nvda = "silero"\n[delivery]'))
     assert "voice.vda: unknown field 'vda' (did you mean 'vad'?)" in message
-    assert "allowed here: deepgram, stt, stt_fallback, tts, vad" in message
+    assert "allowed here: deepgram, engine, realtime, stt, stt_fallback, tts, vad" in message
 
 
 def test_unknown_field_in_a_rule(tmp_path: Path) -> None:
@@ -357,9 +363,9 @@ def test_bad_delivery_and_orchestration_strategies(
         assert "'immediate', 'wait_for_idle' or 'queued' (got 'eventually')" in message
 
 
-def test_reserved_voice_providers_are_refused_for_now(tmp_path: Path) -> None:
+def test_a_realtime_model_is_an_engine_not_a_recognizer(tmp_path: Path) -> None:
     message = error_of(tmp_path, VALID + '[voice]\nstt = "openai-realtime"\n')
-    assert "voice.stt: 'openai-realtime' is reserved for a later release" in message
+    assert "voice.stt: a speech-to-speech model replaces the pipeline: use engine" in message
 
 
 def test_deepgram_voice_settings(tmp_path: Path) -> None:
@@ -622,3 +628,27 @@ def test_section_tools_are_not_builtins(tmp_path: Path) -> None:
     assert "agents[1].tools[0]: 'delegate' is not listed in tools: the desk's [manager]" in (
         error_of(tmp_path, text)
     )
+
+
+def test_realtime_engine_and_its_table(tmp_path: Path) -> None:
+    realtime = '[voice]\nengine = "openai-realtime"\n[voice.realtime]\nvoice = "cedar"\n'
+    realtime += 'turn_detection = "semantic_vad"\ninjection_role = "user"\n[delivery]'
+    path = write_desk(tmp_path, VALID.replace("[delivery]", realtime), "rt.toml")
+    voice = load_desk_file(path).voice
+    assert voice.engine == "openai-realtime"
+    settings = voice.realtime_model
+    assert (settings.voice, settings.turn_detection, settings.injection_role) == (
+        "cedar",
+        "semantic_vad",
+        "user",
+    )
+    message = error_of(
+        tmp_path, VALID.replace("[delivery]", '[voice]\nvad = "openai-realtime"\n[delivery]')
+    )
+    assert "use engine" in message
+    message = error_of(
+        tmp_path, VALID.replace("[delivery]", '[voice.realtime]\nvoice = "cedar"\n[delivery]')
+    )
+    assert "voice.realtime: only used with engine = 'openai-realtime'" in message
+    bad_voice = realtime.replace('"cedar"', '"piper"')
+    assert "voice.realtime.voice" in error_of(tmp_path, VALID.replace("[delivery]", bad_voice))

@@ -4,11 +4,12 @@ spoken into the call by the delivery service (never by the tool, which answers a
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from tests.desks.desk_calls import DeskCallHarness, call_desk, example_desks, offline_models
+from tests.desks.desk_calls import call_desk, example_desks, offline_models
 from voicehub.core.events import Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.hub import Hub
@@ -21,26 +22,37 @@ def loaded() -> None:
     offline_models()
 
 
-def watch_deliveries(hub: Hub) -> list[dict[str, Any]]:
+class DeliveryWatch:
     """The metadata of every delivery attempt's outcome, as it happens."""
-    seen: list[dict[str, Any]] = []
 
-    @hub.hook(HookTrigger.AFTER_DELIVER)
-    async def record(event: Event, context: HookContext) -> None:
-        seen.append(dict(event.metadata))
+    def __init__(self, hub: Hub) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self._changed = asyncio.Event()
 
-    return seen
+        @hub.hook(HookTrigger.AFTER_DELIVER)
+        async def record(event: Event, context: HookContext) -> None:
+            self.seen.append(dict(event.metadata))
+            self._changed.set()
 
+    async def delivered(self, timeout: float = 60.0) -> dict[str, Any]:
+        """The first outcome `delivered` (waiting for it on the hook, not on the transport:
+        the outcome is written after the speech's last audio went out)."""
 
-async def delivered(call: DeskCallHarness, seen: list[dict[str, Any]]) -> dict[str, Any]:
-    await call.transport.wait_for(lambda: any(m["outcome"] == "delivered" for m in seen), 60.0)
-    return next(m for m in seen if m["outcome"] == "delivered")
+        async def first() -> dict[str, Any]:
+            while True:
+                for metadata in self.seen:
+                    if metadata["outcome"] == "delivered":
+                        return metadata
+                self._changed.clear()
+                await self._changed.wait()
+
+        return await asyncio.wait_for(first(), timeout)
 
 
 async def test_the_front_desk_routes_research_by_voice_and_the_result_is_spoken() -> None:
     desk = example_desks()["frontdesk"]
     async with Hub() as hub:
-        seen = watch_deliveries(hub)
+        watch = DeliveryWatch(hub)
         call = await call_desk(hub, desk, "frontdesk:voice-1")
         await call.agent_said("What do you need?")
         assert [tool.id for tool in call.session.agent_session.current_agent.tools] == [
@@ -58,7 +70,7 @@ async def test_the_front_desk_routes_research_by_voice_and_the_result_is_spoken(
         result = await call.agent_said(HEAT_PUMPS, timeout=60.0)
         assert result.startswith("Here is what I found.")
         assert "I checked our notes as well." in result
-        outcome = await delivered(call, seen)
+        outcome = await watch.delivered()
         assert outcome["strategy"] == "wait_for_idle"
         history = await hub.history("frontdesk:voice-1")
         calls = [e for e in history if e.kind is EventKind.TOOL_CALL]
@@ -73,7 +85,7 @@ async def test_the_front_desk_routes_research_by_voice_and_the_result_is_spoken(
 async def test_a_report_is_written_on_the_blackboard_and_read_to_the_caller() -> None:
     desk = example_desks()["report"]
     async with Hub() as hub:
-        seen = watch_deliveries(hub)
+        watch = DeliveryWatch(hub)
         call = await call_desk(hub, desk, "report:voice-1")
         await call.agent_said("What should I write a report about?")
         await call.caller_says("could you write a report about heat pumps please")
@@ -81,7 +93,7 @@ async def test_a_report_is_written_on_the_blackboard_and_read_to_the_caller() ->
         await call.agent_said("as soon as it's written")
         report = await call.agent_said("Here is your report on heat pumps.", timeout=60.0)
         assert HEAT_PUMPS in report
-        outcome = await delivered(call, seen)
+        outcome = await watch.delivered()
         assert outcome["strategy"] == "wait_for_idle"
         (record,) = await hub.store.list_deliveries(room_id="report:voice-1")
         assert (record.metadata["kind"], record.metadata["finished"]) == ("blackboard", True)

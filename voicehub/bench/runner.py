@@ -14,7 +14,7 @@ Section = Callable[[str, bool], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _sections() -> dict[str, Section]:
-    from voicehub.bench import audio, delegation, delivery, phone, voice, webrtc
+    from voicehub.bench import audio, delegation, delivery, phone, realtime, voice, webrtc
 
     return {
         "delegation": delegation.run,
@@ -23,6 +23,7 @@ def _sections() -> dict[str, Section]:
         "audio": audio.run,
         "phone": phone.run,
         "webrtc": webrtc.run,
+        "realtime": realtime.run,
     }
 
 

@@ -64,7 +64,12 @@ def _describe_desk(desk: Any) -> list[str]:
     tools = ", ".join(names) or "none"
     lines = [
         f"call:     /desks/{desk.name}/call?conversation=<id>",
-        f"voice:    vad {voice.vad}, stt {voice.stt}, tts {voice.tts}",
+        (
+            f"voice:    {voice.realtime_model.model} (openai-realtime, voice "
+            f"{voice.realtime_model.voice}, {voice.realtime_model.turn_detection})"
+            if voice.engine == "openai-realtime"
+            else f"voice:    vad {voice.vad}, stt {voice.stt}, tts {voice.tts}"
+        ),
         f"agents:   {', '.join(agent.id for agent in config.agents)} "
         f"(first to answer: {front}; its tools: {tools})",
     ]

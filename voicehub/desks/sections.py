@@ -9,14 +9,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -26,7 +25,6 @@ from voicehub.agents.scripted import ScriptedRule
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
 from voicehub.tools.registry import BUILTIN_TOOLS, unknown_tool_message
 
-RESERVED_PROVIDERS = ("openai-realtime",)
 DEFAULT_FALLBACK = "Sorry, I can't help with that yet."
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 _REPLY_NAMES = frozenset({"result", "message", "last_user"})
@@ -112,22 +110,53 @@ class DeepgramConfig(StrictModel):
     base_url: str | None = None  # a self-hosted Deepgram
 
 
-class VoiceConfig(StrictModel):
-    """The voice stack of the desk's calls."""
+class RealtimeConfig(StrictModel):
+    """`[voice.realtime]`: the speech-to-speech model of `engine = "openai-realtime"`.
 
+    The API key comes from the environment variable `api_key_env`, never from the file.
+    """
+
+    model: str = Field(default="gpt-realtime", min_length=1)
+    voice: Literal[
+        "alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin", "cedar"
+    ] = "marin"
+    turn_detection: Literal["server_vad", "semantic_vad"] = "server_vad"
+    silence_ms: int = Field(default=500, ge=100, le=5000)  # server_vad
+    eagerness: Literal["low", "medium", "high", "auto"] = "auto"  # semantic_vad
+    injection_role: Literal["system", "user"] = "system"
+    transcription_model: str | None = "gpt-4o-mini-transcribe"
+    api_key_env: str = "OPENAI_API_KEY"
+    base_url: str | None = None
+
+
+class VoiceConfig(StrictModel):
+    """The voice stack of the desk's calls: the offline pipeline (VAD, STT, TTS), or a
+    speech-to-speech model (`engine = "openai-realtime"`, set up in `[voice.realtime]`)."""
+
+    engine: Literal["pipeline", "openai-realtime"] = "pipeline"
     vad: Literal["silero", "webrtc"] = "silero"
     stt: Literal["pocketsphinx", "deepgram"] = "pocketsphinx"
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
     stt_fallback: Literal["pocketsphinx"] | None = None
     deepgram: DeepgramConfig | None = None
+    realtime: RealtimeConfig | None = None
+
+    @model_validator(mode="after")
+    def _fits_engine(self) -> VoiceConfig:
+        if self.engine == "pipeline" and self.realtime is not None:
+            raise field_error("realtime", "only used with engine = 'openai-realtime'")
+        return self
+
+    @property
+    def realtime_model(self) -> RealtimeConfig:
+        """The `[voice.realtime]` table, its defaults when the file leaves it out."""
+        return self.realtime if self.realtime is not None else RealtimeConfig()
 
     @field_validator("vad", "stt", "tts", mode="before")
     @classmethod
-    def _not_reserved(cls, value: Any, info: ValidationInfo) -> Any:
-        if value in RESERVED_PROVIDERS:
-            field = cls.model_fields[str(info.field_name)]
-            allowed = ", ".join(repr(v) for v in get_args(field.annotation))
-            raise ValueError(f"{value!r} is reserved for a later release; use {allowed}")
+    def _not_an_engine(cls, value: Any) -> Any:
+        if value == "openai-realtime":
+            raise ValueError("a speech-to-speech model replaces the pipeline: use engine")
         return value
 
     @model_validator(mode="after")

@@ -66,6 +66,8 @@ class OfflineSessionFactory:
 
         models = [self._speech_to_text()]
         for desk in desks:
+            if desk.config.voice.engine == "openai-realtime":
+                continue  # the model runs remotely; its key is checked at call start
             self._vad(desk.config.voice.vad)
             if deepgram_stack.uses_deepgram(desk):
                 problem = await deepgram_stack.check_desk(desk)
@@ -85,6 +87,11 @@ class OfflineSessionFactory:
         from voicehub.desks.call import start_desk_call
         from voicehub.desks.keys import missing_keys
         from voicehub.voice.providers.deepgram import DeepgramAuthError
+
+        if desk.config.voice.engine == "openai-realtime":
+            from voicehub.desks.realtime_call import start_realtime_call
+
+            return await start_realtime_call(hub, desk, room_id, transport)
         from voicehub.voice.providers.offline import PocketSphinxSTT
         from voicehub.voice.providers.offline.vad import vad_for_call
 

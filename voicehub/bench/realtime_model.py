@@ -1,0 +1,70 @@
+"""A loopback stand-in for the Realtime model, for the relay benchmark: a WebSocket server
+in a child process (its CPU is not the relay's) that answers `session.update`, then keeps
+one response speaking: every `input_audio_buffer.append` gets a 20 ms
+`response.output_audio.delta` back, so each paced frame crosses the relay both ways."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import multiprocessing
+from multiprocessing.connection import Connection
+from typing import Any
+
+DELTA = base64.b64encode(bytes(960)).decode()  # 20 ms of 24 kHz PCM16
+
+
+async def _serve(ready: Connection) -> None:
+    from websockets.asyncio.server import ServerConnection, serve
+
+    async def handle(ws: ServerConnection) -> None:
+        count = 0
+        delta = json.dumps(
+            {
+                "type": "response.output_audio.delta",
+                "event_id": "event_1",
+                "response_id": "resp_1",
+                "item_id": "item_1",
+                "output_index": 0,
+                "content_index": 0,
+                "delta": DELTA,
+            }
+        )
+        async for message in ws:
+            kind = json.loads(message)["type"]
+            if kind == "session.update":
+                await ws.send(json.dumps({"type": "session.updated", "session": {}}))
+                created = {"type": "response.created", "response": {"id": "resp_1"}}
+                await ws.send(json.dumps(created))
+            elif kind == "input_audio_buffer.append":
+                count += 1
+                await ws.send(delta)
+
+    async with serve(handle, "127.0.0.1", 0, max_size=None, compression=None) as server:
+        ready.send(next(iter(server.sockets)).getsockname()[1])
+        await asyncio.Future()
+
+
+def _main(ready: Connection) -> None:
+    asyncio.run(_serve(ready))
+
+
+class LoopbackModel:
+    """The stand-in's process; `base_url` for `AsyncOpenAI` once started."""
+
+    def __init__(self) -> None:
+        self._process: Any = None
+        self.base_url = ""
+
+    def start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self._process = context.Process(target=_main, args=(child,), daemon=True)
+        self._process.start()
+        self.base_url = f"http://127.0.0.1:{parent.recv()}/v1"
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.join(5)
