@@ -84,7 +84,12 @@ class FakeTwilio:
     ) -> httpx.Response:
         """A webhook POST to `path`, signed like Twilio (`signature=True`), or with the
         header `signature` given (None: no header)."""
-        url = self.public_url.rstrip("/") + path
+        return await self.post_to(self.public_url.rstrip("/") + path, params, signature=signature)
+
+    async def post_to(
+        self, url: str, params: dict[str, str], *, signature: str | bool | None = True
+    ) -> httpx.Response:
+        """A webhook POST to the public `url` (as a TwiML `url` attribute names it)."""
         headers = {}
         if signature is True:
             headers["X-Twilio-Signature"] = sign(self.auth_token, url, params)

@@ -38,6 +38,7 @@ _VARIABLES = {
     "public_url": "VOICEHUB_PUBLIC_URL",
     "twilio_auth_token": "TWILIO_AUTH_TOKEN",
     "twilio_account_sid": "TWILIO_ACCOUNT_SID",
+    "twilio_api_url": "TWILIO_API_URL",
 }
 
 
@@ -68,6 +69,8 @@ class ServerSettings(BaseModel):
     public_url: str | None = Field(default=None, pattern=r"^https://[^/?#\s]+(/[^?#\s]*)?$")
     twilio_auth_token: str | None = None
     twilio_account_sid: str | None = None
+    # Where the REST API for call-backs lives: Twilio's own unless set (a proxy, a fake).
+    twilio_api_url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+/?$")
 
     @field_validator("token")
     @classmethod

@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
@@ -49,7 +50,7 @@ from voicehub.transports.twilio import (
 if TYPE_CHECKING:
     from voicehub.server.settings import ServerSettings
 
-__all__ = ["PhoneLine", "caller_conversation", "twilio_routes"]
+__all__ = ["PhoneLine", "caller_conversation", "signed_form", "stream_twiml", "twilio_routes"]
 
 log = logging.getLogger("voicehub.twilio")
 
@@ -82,6 +83,8 @@ class PhoneLine:
     board: Switchboard
     settings: ServerSettings
     tokens: StreamTokens
+    # Told the numbers of each incoming call (room id, caller, number called): call-backs.
+    remember: Callable[[str, str, str], None] | None = None
 
     def public(self, path: str, scheme: str = "https") -> str:
         base = (self.settings.public_url or "").rstrip("/")
@@ -109,7 +112,7 @@ class PhoneLine:
         return None
 
 
-async def _signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
+async def signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
     line: PhoneLine = request.app.state.phone
     body = await request.body()
     if len(body) > _MAX_FORM_BYTES:
@@ -125,7 +128,7 @@ async def _signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | R
 
 async def voice_webhook(request: Request) -> Response:
     """Answer an incoming call: TwiML connecting it to the desk's media stream."""
-    signed = await _signed_form(request)
+    signed = await signed_form(request)
     if isinstance(signed, Response):
         return signed
     line, params = signed
@@ -142,11 +145,15 @@ async def voice_webhook(request: Request) -> Response:
     if conversation is None:
         conversation = "call-" + call_sid[-24:]
     token = line.tokens.mint(desk.name, conversation, call_sid)
+    if line.remember is not None and conversation.startswith("tel-"):
+        line.remember(f"{desk.name}:{conversation}", params.get("From", ""), params.get("To", ""))
     log.info("call %s to desk %s: conversation %s", call_sid, desk.name, conversation)
-    return Response(_twiml(line, desk.name, conversation, token), media_type="application/xml")
+    return Response(
+        stream_twiml(line, desk.name, conversation, token), media_type="application/xml"
+    )
 
 
-def _twiml(line: PhoneLine, desk: str, conversation: str, token: str) -> str:
+def stream_twiml(line: PhoneLine, desk: str, conversation: str, token: str) -> str:
     try:
         from twilio.twiml.voice_response import Connect, VoiceResponse
     except ImportError:
@@ -166,7 +173,7 @@ def _twiml(line: PhoneLine, desk: str, conversation: str, token: str) -> str:
 
 async def status_callback(request: Request) -> Response:
     """Call and stream status reports: logged (the stream's own `stop` ends the call)."""
-    signed = await _signed_form(request)
+    signed = await signed_form(request)
     if isinstance(signed, Response):
         return signed
     _, params = signed
