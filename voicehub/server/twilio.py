@@ -34,6 +34,7 @@ from starlette.websockets import WebSocket
 
 from voicehub.errors import MissingExtraError
 from voicehub.server.calls import LiveCall, Switchboard
+from voicehub.server.keypad import Keypad
 from voicehub.server.stream_tokens import StreamGrant, StreamTokens
 from voicehub.transports.twilio import (
     Dtmf,
@@ -49,6 +50,7 @@ from voicehub.transports.twilio import (
 
 if TYPE_CHECKING:
     from voicehub.server.settings import ServerSettings
+    from voicehub.voice.session import VoiceSession
 
 __all__ = ["PhoneLine", "caller_conversation", "signed_form", "stream_twiml", "twilio_routes"]
 
@@ -208,7 +210,7 @@ async def media_stream(websocket: WebSocket) -> None:
     transport = TwilioMediaTransport(start.streamSid, sample_rate=_SESSION_RATE)
     call = LiveCall(line.board.desks[grant.desk], grant.conversation, transport)
     log.info("call %s: stream %s in room %s", grant.call_sid, start.streamSid, call.room_id)
-    await line.board.run_call(websocket, call, _Feeder(reader, transport).run)
+    await line.board.run_call(websocket, call, _Feeder(reader, transport, line).run)
 
 
 class _Gone(Exception):
@@ -230,12 +232,24 @@ async def _until_start(websocket: WebSocket, reader: StreamReader) -> None:
 class _Feeder:
     """Reads the rest of the stream into the call's session."""
 
-    def __init__(self, reader: StreamReader, transport: TwilioMediaTransport) -> None:
-        self.reader, self.transport = reader, transport
+    def __init__(
+        self, reader: StreamReader, transport: TwilioMediaTransport, line: PhoneLine
+    ) -> None:
+        self.reader, self.transport, self.line = reader, transport, line
+        self.clock = line.tokens.clock  # the phone side's clock (virtual in tests)
 
     async def run(self, websocket: WebSocket, call: LiveCall) -> None:
         session = call.session
         assert session is not None
+        keypad = Keypad(session, call.desk.config.phone, self.line.board.hub.store, self.clock)
+        try:
+            await self._read(websocket, call, session, keypad)
+        finally:
+            await keypad.aclose()
+
+    async def _read(
+        self, websocket: WebSocket, call: LiveCall, session: VoiceSession, keypad: Keypad
+    ) -> None:
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
@@ -255,7 +269,7 @@ class _Feeder:
             elif isinstance(frame, Mark):
                 session.playout_confirmed(frame.mark.name)
             elif isinstance(frame, Dtmf):
-                log.info("room %s: caller pressed %s", call.room_id, frame.dtmf.digit)
+                keypad.press(frame.dtmf.digit)
             elif isinstance(frame, Stop):
                 call.end(1000, "stream stopped")
                 return
