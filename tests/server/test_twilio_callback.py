@@ -203,3 +203,15 @@ async def test_a_refused_api_call_leaves_the_result_held(line: Line) -> None:
     assert line.rest.refused == 1 and line.rest.created == []
     [record] = line.server.switchboard.hub.delivery.pending(ROOM)
     assert (record.id, record.status) == (delivery_id, "held")
+
+
+async def test_call_back_webhooks_are_signed_and_an_unknown_attempt_hangs_up(line: Line) -> None:
+    params = {"CallSid": "CA" + "2" * 32, "AnsweredBy": "human", "CallStatus": "in-progress"}
+    path = "/twilio/research/callback/not-an-attempt"
+    unsigned = await line.twilio.post(path, params, signature=None)
+    assert unsigned.status_code == 403
+    answer = await line.twilio.post(path, params)
+    assert answer.status_code == 200 and "<Hangup" in answer.text and "Stream" not in answer.text
+    status = await line.twilio.post(path + "/status", {**params, "CallStatus": "completed"})
+    assert status.status_code == 204
+    assert len(line.server.app.state.phone.tokens) == 0  # no stream token was minted
