@@ -123,6 +123,7 @@ async def test_no_answer_then_a_machine_then_a_person_hears_the_result_once(line
     delivery_id = await line.held_result("Solar panels pay back in about ten years.")
 
     line.rest.callees.extend(["no-answer", "machine", "human"])
+    assert line.callbacks.knows(ROOM)
     assert await line.next_attempt(0) == (ROOM, "no-answer")
     created = line.rest.created[0]
     assert (created["To"], created["From"]) == (CALLER, "+15550009999")  # from the number called

@@ -47,6 +47,7 @@ log = logging.getLogger("voicehub.twilio")
 
 _RING_SECONDS = 30  # how long Twilio lets the phone ring
 _REPORT_TIMEOUT = 300.0  # seconds to wait for Twilio's word on an attempt before moving on
+_MAX_NUMBERS = 10_000  # conversations whose numbers are kept for a call-back
 _ENDED = frozenset({"busy", "no-answer", "failed", "canceled", "completed"})
 _MACHINE = ("machine_start", "machine_end_beep", "machine_end_silence", "machine_end_other", "fax")
 
@@ -135,8 +136,19 @@ class CallBacks:
             )
 
     def remember(self, room_id: str, caller: str, line: str) -> None:
-        """The numbers of an incoming call to `room_id` (memory only)."""
+        """The numbers of an incoming call to `room_id` (memory only, and only for desks
+        that call back; the most recent `_MAX_NUMBERS` conversations)."""
+        desk = self.line.board.desks.get(room_id.split(":", 1)[0])
+        if desk is None or not desk.config.phone.callback:
+            return
+        self._numbers.pop(room_id, None)
         self._numbers[room_id] = _Numbers(caller, line)
+        if len(self._numbers) > _MAX_NUMBERS:
+            del self._numbers[next(iter(self._numbers))]
+
+    def knows(self, room_id: str) -> bool:
+        """Whether the number to call back for `room_id` is known."""
+        return room_id in self._numbers
 
     async def aclose(self) -> None:
         for job in list(self._jobs.values()):
