@@ -149,5 +149,5 @@ def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: T
     target = args.out or Path(f"phone-{args.caller.lstrip('+')}.wav")
     write_wav(target, report.agent_audio, 8000)
     print(format_phone_report(report), file=out)
-    print(f"agent audio: {target}", file=out)
+    print(f"agent audio written to {target} (8 kHz, as played on the phone)", file=out)
     return 0 if report.settled and not report.problems else 1
