@@ -19,6 +19,7 @@ import httpx
 import uvicorn
 from starlette.applications import Starlette
 
+from voicehub.core.clock import Clock
 from voicehub.desks.desk import Desk
 from voicehub.desks.voice_stack import SessionFactory
 from voicehub.server.app import create_app, uvicorn_config
@@ -73,10 +74,13 @@ async def running_server(
     *,
     session_factory: SessionFactory | None = None,
     desks: Mapping[str, Desk] | None = None,
+    phone_clock: Clock | None = None,
 ) -> AsyncIterator[RunningServer]:
     """Serve `settings` (host forced to 127.0.0.1, port to a free one) until the block ends."""
     settings = settings.model_copy(update={"host": "127.0.0.1", "port": 0, "log_level": "warning"})
-    app = create_app(settings, session_factory=session_factory, desks=desks)
+    app = create_app(
+        settings, session_factory=session_factory, desks=desks, phone_clock=phone_clock
+    )
     server = _Server(uvicorn_config(app, settings))
     serving = asyncio.create_task(server.serve())
     listening = asyncio.create_task(server.listening.wait())

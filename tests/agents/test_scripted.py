@@ -270,3 +270,24 @@ def test_invalid_rules_are_rejected(rule: dict[str, object], problem: str) -> No
         ScriptedLLM([rule])
     with pytest.raises(ValidationError, match=problem):
         ScriptedRule.model_validate(rule)
+
+
+def test_a_caller_turn_nothing_matched_is_read_tolerantly() -> None:
+    llm = ScriptedLLM(
+        [
+            {"match": ["how is it going"], "say": "status"},
+            {"match": ["any news"], "say": "news"},
+            {"match": ["how was the weather"], "say": "weather"},
+        ],
+        fallback="fallback",
+    )
+
+    def said(text: str) -> str:
+        [chunk] = llm.respond([ChatMessage(role="user", content=text)])
+        assert isinstance(chunk, TextDelta)
+        return chunk.text
+
+    assert said("how was it going") == "status"  # one word of a long phrase misheard
+    assert said("how was the weather") == "weather"  # an exact match wins over a near one
+    assert said("how was it growing") == "fallback"  # two words off
+    assert said("any nose") == "fallback"  # short phrases are never guessed

@@ -36,6 +36,7 @@ class ScriptedSession:
         self.caller_audio = bytearray()
         self.confirmed: list[str] = []
         self.said: list[str] = []
+        self.texts: list[str] = []  # caller turns typed (keypad)
         self.closed = False
         self._playing: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -50,6 +51,9 @@ class ScriptedSession:
 
     async def push_audio(self, pcm16: bytes) -> None:
         self.caller_audio += pcm16
+
+    async def push_text(self, text: str) -> None:
+        self.texts.append(text)
 
     def playout_confirmed(self, speech_id: str) -> None:
         self.confirmed.append(speech_id)

@@ -66,6 +66,9 @@ async def test_a_signed_call_gets_twiml_with_a_stream_and_its_parameters(
     assert len(answer.parameters["token"]) >= 40
     assert answer.status_callback == "https://voicehub.test/twilio/research/status"
     assert len(phone(server).tokens) == 1
+    # This desk does not call back: the caller's number is not kept, not even in memory.
+    room = f"research:{caller_conversation('+15550100003')}"
+    assert not server.app.state.callbacks.knows(room)
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,11 @@ from voicehub.errors import ProtocolError
 from voicehub.voice import audio
 from voicehub.voice.providers.offline import synthesize, transcribe
 from voicehub.voice.providers.offline.stt_engine import (
+    DecoderPool,
     Final,
     Partial,
     SphinxRecognizer,
+    recognize_pcm,
     shared_pool,
 )
 
@@ -242,3 +244,23 @@ async def test_recognize_a_whole_buffer() -> None:
 
     event = await PocketSphinxSTT().recognize(list(frames(speech(WEATHER, 24000), 24000)))
     assert {"weather", "tomorrow"} <= words(event.alternatives[0].text)
+
+
+def test_a_released_decoder_recognizes_as_a_fresh_one_after_a_phone_call() -> None:
+    # Regression: the pool reset only the cepstral mean, and a decoder that had served a
+    # live phone call recognized the next phone recording as noise.
+    phone = audio.ulaw2lin(audio.lin2ulaw(speech(RESEARCH, 8000)))
+    pool = DecoderPool(max_idle=1)
+    decoder = pool.acquire()
+    fresh = recognize_pcm(decoder, phone, 8000).text
+    pool.release(decoder)
+    decoder = pool.acquire()
+    recognizer = SphinxRecognizer(decoder, endpoint_silence=None)
+    for frame in audio.FrameSplitter(8000).push(silence(0.5, 8000) + phone):
+        recognizer.feed(frame, 8000)
+    recognizer.finish()
+    recognizer.close()
+    pool.release(decoder)
+    again = pool.acquire()
+    assert again is decoder
+    assert recognize_pcm(again, phone, 8000).text == fresh

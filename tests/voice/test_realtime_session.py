@@ -455,3 +455,17 @@ async def test_a_dropped_connection_ends_the_call_and_holds_results(call: Harnes
     await session.push_audio(bytes(FRAME))  # a closed session ignores late audio
     with pytest.raises(Exception, match="not running"):
         await session.say("hello?")
+
+
+async def test_a_typed_turn_goes_in_as_the_callers_message(call: Harness) -> None:
+    session, transport, activity = await call.start(ack="immediate")
+    await session.push_text("2")  # keypad digits on a phone
+    await transport.wait_for(lambda: bool(call.server.of_type("response.create")))
+    [item] = [
+        e["item"]
+        for e in call.server.of_type("conversation.item.create")
+        if e["item"].get("role") == "user"
+    ]
+    assert item["content"] == [{"type": "input_text", "text": "2"}]
+    history = await call.hub.history(ROOM)
+    assert any(e.role == "user" and e.text == "2" for e in history)

@@ -106,10 +106,17 @@ class ScriptedLLM:
         on = "instruction" if last.role == "system" else "user"
         text = last.content if last.role in ("system", "user") else last_user
         available = {spec.name for spec in tools}
-        for index, rule in enumerate(self.rules):
+        # A second, tolerant pass for a caller turn nothing matched: speech recognition
+        # often gets one word of a trigger phrase wrong ("how was it going").
+        passes = [(i, r, False) for i, r in enumerate(self.rules)]
+        passes += [(i, r, True) for i, r in enumerate(self.rules) if on == "user"]
+        for index, rule, tolerant in passes:
             if rule.on != on:
                 continue
-            groups = _match(self._compiled[index], rule, text)
+            if tolerant:
+                groups = _near_match(rule, text)
+            else:
+                groups = _match(self._compiled[index], rule, text)
             if groups is None:
                 continue
             wants_tool = rule.tool is not None and tool_choice != "none"
@@ -198,6 +205,22 @@ def render_nested(value: Any, values: Mapping[str, Any]) -> Any:
     if isinstance(value, list | tuple):
         return [render_nested(item, values) for item in value]
     return value
+
+
+def _near_match(rule: ScriptedRule, text: str) -> dict[str, str] | None:
+    """{} when a `match` phrase of three or more words appears in `text` with at most one
+    of its words replaced by another; phrases this long rarely collide with chance."""
+    words = re.findall(r"[\w']+", text.lower())
+    for phrase in rule.match:
+        wanted = re.findall(r"[\w']+", phrase.lower())
+        size = len(wanted)
+        if size < 3:
+            continue
+        for start in range(len(words) - size + 1):
+            window = words[start : start + size]
+            if sum(a != b for a, b in zip(window, wanted, strict=True)) <= 1:
+                return {}
+    return None
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:

@@ -5,8 +5,8 @@
 - `tool_accuracy` / `tool_accuracy_wideband`: requests to the research desk, spoken by
   Piper, recognized by PocketSphinx at 16 kHz (wideband) or after the phone path (8 kHz,
   300-3400 Hz, mu-law), then answered by the desk's scripted front agent; a request counts
-  when the agent picks the expected tool with the expected topic word. A small set with one
-  voice: a smoke figure, not the issue's evaluation set.
+  when the agent picks the expected tool with the expected topic word. The evaluation set
+  (several voices, phrasings the desk's tests do not use) is `voicehub.bench.phone_eval`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import tomllib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +28,6 @@ from voicehub.voice.audio import (
     resample_pcm16,
     ulaw2lin,
 )
-
-# (words, expected tool, a word the tool's arguments must hold, or "")
-_REQUESTS = [
-    ("please research solar panels", "delegate_workers", "solar"),
-    ("could you research heat pumps for me please", "delegate_workers", "heat"),
-    ("can you look into wind turbines", "delegate_workers", "wind"),
-    ("find out about home batteries please", "delegate_workers", "batter"),
-    ("could you dig into home insulation", "delegate_workers", "insulation"),
-    ("research electric cars for me", "delegate_workers", "car"),
-    ("how is it going", "check_tasks", ""),
-    ("any news", "check_tasks", ""),
-    ("never mind", "cancel_task", ""),
-    ("cancel that please", "cancel_task", ""),
-    ("what is a smart meter", "search_knowledge", "meter"),
-    ("what are led bulbs", "search_knowledge", ""),
-]
 
 
 def codec_cost(frames: int) -> float:
@@ -68,10 +53,13 @@ def phone_band(pcm16: bytes) -> bytes:
     return ulaw2lin(lin2ulaw(int16_to_pcm16(band)))
 
 
-def tool_accuracy(quick: bool) -> tuple[float, float]:
+def tool_accuracy(quick: bool) -> dict[str, Any]:
+    """Tool accuracy on the evaluation set (`voicehub.bench.phone_eval`), phone and wideband,
+    overall and per voice, with the requests that went wrong."""
     from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
     from voicehub.agents.scripted import ScriptedLLM
-    from voicehub.voice.providers.offline import synthesize, transcribe
+    from voicehub.bench.phone_eval import samples
+    from voicehub.voice.providers.offline import transcribe
 
     # The research desk's front agent, read from its file (bench sits below `desks`).
     with (Path("channels") / "research.toml").open("rb") as file:
@@ -79,29 +67,42 @@ def tool_accuracy(quick: bool) -> tuple[float, float]:
     llm = ScriptedLLM(front["rules"], fallback=front.get("fallback", ""))
     tools = ("delegate_workers", "check_tasks", "cancel_task", "search_knowledge")
     specs = [ToolSpec(name=name) for name in tools]
-    requests = _REQUESTS[:4] if quick else _REQUESTS
-    right = {"wide": 0, "phone": 0}
-    for words, tool, needle in requests:
-        speech = synthesize(words, voice="piper", sample_rate=16000)
+    right: Counter[tuple[str, str]] = Counter()  # (band, voice)
+    total: Counter[str] = Counter()  # voice
+    misses: list[str] = []
+    for sample in samples(quick):
+        total[sample.voice] += 1
         for band, heard in (
-            ("wide", transcribe(speech, 16000)),
-            ("phone", transcribe(phone_band(speech), 8000)),
+            ("wide", transcribe(sample.pcm16, 16000)),
+            ("phone", transcribe(phone_band(sample.pcm16), 8000)),
         ):
             chunks = llm.respond([ChatMessage(role="user", content=heard)], specs)
             calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
-            if calls and calls[0].name == tool and needle in calls[0].arguments.lower():
-                right[band] += 1
-    return right["phone"] / len(requests), right["wide"] / len(requests)
+            if (
+                calls
+                and calls[0].name == sample.tool
+                and sample.needle in calls[0].arguments.lower()
+            ):
+                right[band, sample.voice] += 1
+            else:
+                misses.append(f"{band} {sample.voice}: {sample.words!r} heard as {heard!r}")
+    count = sum(total.values())
+
+    def share(band: str, voice: str | None = None) -> float:
+        if voice is None:
+            return round(sum(n for (b, _), n in right.items() if b == band) / count, 3)
+        return round(right[band, voice] / total[voice], 3)
+
+    return {
+        "tool_accuracy": share("phone"),
+        "tool_accuracy_wideband": share("wide"),
+        "requests": count,
+        "voices": {v: {"phone": share("phone", v), "wide": share("wide", v)} for v in total},
+        "misses": misses,
+    }
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     codec = codec_cost(2_000 if quick else 20_000)
-    phone, wide = await asyncio.to_thread(tool_accuracy, quick)
-    return {
-        "phone": {
-            "codec_us_per_frame": round(codec, 1),
-            "tool_accuracy": round(phone, 3),
-            "tool_accuracy_wideband": round(wide, 3),
-            "requests": len(_REQUESTS[:4] if quick else _REQUESTS),
-        }
-    }
+    accuracy = await asyncio.to_thread(tool_accuracy, quick)
+    return {"phone": {"codec_us_per_frame": round(codec, 1), **accuracy}}

@@ -58,6 +58,24 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="call over WebRTC (Opus, aiortc; needs the webrtc extra) instead of the WebSocket",
     )
     call.add_argument("--out", type=Path, help="WAV file for the agent's audio")
+    phone = call.add_argument_group(
+        "phone (--twilio)",
+        "call as Twilio would put a phone call through: the signed voice webhook, then the "
+        "media stream (8 kHz mu-law, marks); needs the server's --public-url and the auth "
+        "token it checks ($TWILIO_AUTH_TOKEN); no Twilio account involved",
+    )
+    phone.add_argument("--twilio", action="store_true", help="speak the Twilio protocol")
+    phone.add_argument(
+        "--public-url",
+        default=os.environ.get("VOICEHUB_PUBLIC_URL"),
+        help="the server's public URL (default $VOICEHUB_PUBLIC_URL)",
+    )
+    phone.add_argument(
+        "--from",
+        dest="caller",
+        default="+15550100000",
+        help="the caller's number (the conversation; default +15550100000)",
+    )
     call.add_argument("--timeout", type=float, default=90.0, help="seconds to wait to settle")
     call.set_defaults(lines=None)
 
@@ -78,6 +96,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         else (f"[{value}]", caller_audio(wav=value))
         for kind, value in args.lines
     ]
+    if args.twilio:
+        return _run_twilio(args, lines, out)
     options = CallOptions(
         desk=args.desk,
         server=args.server,
@@ -102,3 +122,39 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"call back: voicehub call {args.desk} --conversation {report.conversation} ...", file=out
     )
     return 0 if report.settled else 1
+
+
+def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: TextIO) -> int:
+    import httpx
+
+    from voicehub.client.phone_call import PhoneCallOptions, format_phone_report, place_phone_call
+    from voicehub.voice.audio import write_wav
+
+    auth_token = os.environ.get("TWILIO_AUTH_TOKEN")
+    if not args.public_url or not auth_token:
+        raise VoicehubError(
+            "--twilio needs the server's public URL (--public-url or VOICEHUB_PUBLIC_URL) and "
+            "the auth token it checks (TWILIO_AUTH_TOKEN), the same as `voicehub serve` got"
+        )
+    options = PhoneCallOptions(
+        desk=args.desk,
+        server=args.server,
+        public_url=args.public_url,
+        auth_token=auth_token,
+        caller=args.caller,
+        api_token=args.token or os.environ.get("VOICEHUB_TOKEN") or None,
+        playout_speed=16.0 if args.fast else 1.0,
+    )
+    try:
+        report = asyncio.run(place_phone_call(options, lines, settle_timeout=args.timeout))
+    except OSError as exc:
+        message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
+        raise VoicehubError(message) from None
+    except httpx.HTTPStatusError as exc:
+        body = exc.response.text.strip()
+        raise VoicehubError(f"the server answered {exc.response.status_code}: {body}") from None
+    target = args.out or Path(f"phone-{args.caller.lstrip('+')}.wav")
+    write_wav(target, report.agent_audio, 8000)
+    print(format_phone_report(report), file=out)
+    print(f"agent audio written to {target} (8 kHz, as played on the phone)", file=out)
+    return 0 if report.settled and not report.problems else 1

@@ -33,11 +33,13 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
+from voicehub.core.clock import Clock, SystemClock
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.server.api import api_routes
+from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
@@ -60,9 +62,11 @@ def create_app(
     *,
     session_factory: SessionFactory | None = None,
     desks: Mapping[str, Desk] | None = None,
+    phone_clock: Clock | None = None,
 ) -> Starlette:
     """Build the app. Desks load now (a broken desk file raises ConfigError naming it);
-    the store, hub and voice models open when the app starts (its lifespan)."""
+    the store, hub and voice models open when the app starts (its lifespan).
+    `phone_clock` times stream tokens and call-back delays (a virtual clock in tests)."""
     loaded = dict(desks) if desks is not None else load_desks(settings.channels_dir)
     if not loaded:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
@@ -77,7 +81,10 @@ def create_app(
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         app.state.switchboard = board
-        app.state.phone = PhoneLine(board, settings, StreamTokens())
+        clock = phone_clock if phone_clock is not None else SystemClock()
+        app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock))
+        app.state.callbacks = callbacks = CallBacks(line, dialer_from(settings), clock)
+        line.remember = callbacks.remember
         app.state.webrtc = WebRTCDesk(board)
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
@@ -91,6 +98,7 @@ def create_app(
             if announcements is not None:
                 announcements.cancel()
             await app.state.webrtc.close_all()
+            await callbacks.aclose()
             await board.close_all()
             await hub.aclose()  # undelivered results stay in the store
             for desk in loaded.values():
@@ -103,6 +111,7 @@ def create_app(
         *webrtc_routes(),
         *api_routes(),
         *twilio_routes(),
+        *callback_routes(),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

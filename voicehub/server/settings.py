@@ -42,6 +42,7 @@ _VARIABLES = {
     "twilio_account_sid": "TWILIO_ACCOUNT_SID",
     "ice_servers": "VOICEHUB_ICE_SERVERS",
     "max_peer_connections": "VOICEHUB_MAX_PEERS",
+    "twilio_api_url": "TWILIO_API_URL",
 }
 
 
@@ -87,6 +88,8 @@ class ServerSettings(BaseModel):
     public_url: str | None = Field(default=None, pattern=r"^https://[^/?#\s]+(/[^?#\s]*)?$")
     twilio_auth_token: str | None = None
     twilio_account_sid: str | None = None
+    # Where the REST API for call-backs lives: Twilio's own unless set (a proxy, a fake).
+    twilio_api_url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+/?$")
 
     @field_validator("token")
     @classmethod

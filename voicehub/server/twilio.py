@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
@@ -33,6 +34,7 @@ from starlette.websockets import WebSocket
 
 from voicehub.errors import MissingExtraError
 from voicehub.server.calls import LiveCall, Switchboard
+from voicehub.server.keypad import Keypad
 from voicehub.server.stream_tokens import StreamGrant, StreamTokens
 from voicehub.transports.twilio import (
     Dtmf,
@@ -48,8 +50,9 @@ from voicehub.transports.twilio import (
 
 if TYPE_CHECKING:
     from voicehub.server.settings import ServerSettings
+    from voicehub.voice.session import VoiceSession
 
-__all__ = ["PhoneLine", "caller_conversation", "twilio_routes"]
+__all__ = ["PhoneLine", "caller_conversation", "signed_form", "stream_twiml", "twilio_routes"]
 
 log = logging.getLogger("voicehub.twilio")
 
@@ -82,6 +85,8 @@ class PhoneLine:
     board: Switchboard
     settings: ServerSettings
     tokens: StreamTokens
+    # Told the numbers of each incoming call (room id, caller, number called): call-backs.
+    remember: Callable[[str, str, str], None] | None = None
 
     def public(self, path: str, scheme: str = "https") -> str:
         base = (self.settings.public_url or "").rstrip("/")
@@ -109,7 +114,7 @@ class PhoneLine:
         return None
 
 
-async def _signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
+async def signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
     line: PhoneLine = request.app.state.phone
     body = await request.body()
     if len(body) > _MAX_FORM_BYTES:
@@ -125,7 +130,7 @@ async def _signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | R
 
 async def voice_webhook(request: Request) -> Response:
     """Answer an incoming call: TwiML connecting it to the desk's media stream."""
-    signed = await _signed_form(request)
+    signed = await signed_form(request)
     if isinstance(signed, Response):
         return signed
     line, params = signed
@@ -142,11 +147,15 @@ async def voice_webhook(request: Request) -> Response:
     if conversation is None:
         conversation = "call-" + call_sid[-24:]
     token = line.tokens.mint(desk.name, conversation, call_sid)
+    if line.remember is not None and conversation.startswith("tel-"):
+        line.remember(f"{desk.name}:{conversation}", params.get("From", ""), params.get("To", ""))
     log.info("call %s to desk %s: conversation %s", call_sid, desk.name, conversation)
-    return Response(_twiml(line, desk.name, conversation, token), media_type="application/xml")
+    return Response(
+        stream_twiml(line, desk.name, conversation, token), media_type="application/xml"
+    )
 
 
-def _twiml(line: PhoneLine, desk: str, conversation: str, token: str) -> str:
+def stream_twiml(line: PhoneLine, desk: str, conversation: str, token: str) -> str:
     try:
         from twilio.twiml.voice_response import Connect, VoiceResponse
     except ImportError:
@@ -166,7 +175,7 @@ def _twiml(line: PhoneLine, desk: str, conversation: str, token: str) -> str:
 
 async def status_callback(request: Request) -> Response:
     """Call and stream status reports: logged (the stream's own `stop` ends the call)."""
-    signed = await _signed_form(request)
+    signed = await signed_form(request)
     if isinstance(signed, Response):
         return signed
     _, params = signed
@@ -201,7 +210,9 @@ async def media_stream(websocket: WebSocket) -> None:
     transport = TwilioMediaTransport(start.streamSid, sample_rate=_SESSION_RATE)
     call = LiveCall(line.board.desks[grant.desk], grant.conversation, transport)
     log.info("call %s: stream %s in room %s", grant.call_sid, start.streamSid, call.room_id)
-    await line.board.run_socket_call(websocket, call, transport, _Feeder(reader, transport).run)
+    await line.board.run_socket_call(
+        websocket, call, transport, _Feeder(reader, transport, line).run
+    )
 
 
 class _Gone(Exception):
@@ -223,12 +234,24 @@ async def _until_start(websocket: WebSocket, reader: StreamReader) -> None:
 class _Feeder:
     """Reads the rest of the stream into the call's session."""
 
-    def __init__(self, reader: StreamReader, transport: TwilioMediaTransport) -> None:
-        self.reader, self.transport = reader, transport
+    def __init__(
+        self, reader: StreamReader, transport: TwilioMediaTransport, line: PhoneLine
+    ) -> None:
+        self.reader, self.transport, self.line = reader, transport, line
+        self.clock = line.tokens.clock  # the phone side's clock (virtual in tests)
 
     async def run(self, websocket: WebSocket, call: LiveCall) -> None:
         session = call.session
         assert session is not None
+        keypad = Keypad(session, call.desk.config.phone, self.line.board.hub.store, self.clock)
+        try:
+            await self._read(websocket, call, session, keypad)
+        finally:
+            await keypad.aclose()
+
+    async def _read(
+        self, websocket: WebSocket, call: LiveCall, session: VoiceSession, keypad: Keypad
+    ) -> None:
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
@@ -248,7 +271,7 @@ class _Feeder:
             elif isinstance(frame, Mark):
                 session.playout_confirmed(frame.mark.name)
             elif isinstance(frame, Dtmf):
-                log.info("room %s: caller pressed %s", call.room_id, frame.dtmf.digit)
+                keypad.press(frame.dtmf.digit)
             elif isinstance(frame, Stop):
                 call.end(1000, "stream stopped")
                 return

@@ -199,6 +199,12 @@ class LiveKitVoiceSession:
             self.activity.agent_thinking_started()
         self._output.confirm(speech_id)
 
+    async def push_text(self, text: str) -> None:
+        """A caller turn typed, not said (keys pressed on a phone): answered like a spoken
+        turn, or, while ask_user waits for an answer (`reply_gate` closed), taken as it."""
+        if self._gate(text):  # closed: posted to the room, where ask_user takes it
+            self._running().generate_reply(user_input=text)
+
     # -- speaking ---------------------------------------------------------------------------
 
     async def say(self, text: str, *, allow_interrupt: bool = True) -> InjectOutcome:

@@ -202,6 +202,17 @@ class RealtimeVoiceSession:
 
     # -- speaking ---------------------------------------------------------------------------
 
+    async def push_text(self, text: str) -> None:
+        """A caller turn typed, not said (phone keypad digits): added to the conversation as
+        the caller's message and answered in the background, like a spoken turn."""
+        self._post(EventKind.TRANSCRIPT, text, role="user", typed=True)
+        item = {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": text}],
+        }
+        self._spawn(self._speak({}, before=[item]))
+
     async def say(self, text: str, *, allow_interrupt: bool = True) -> InjectOutcome:
         """Speak `text` verbatim (a response told to repeat it, without tools)."""
         instructions = SAY_INSTRUCTIONS.format(text=text)

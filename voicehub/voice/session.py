@@ -47,6 +47,10 @@ class VoiceSession(Protocol):
         """Caller audio: PCM16 mono at the transport's sample rate, any whole frame size."""
         ...
 
+    async def push_text(self, text: str) -> None:
+        """A caller turn as text (phone keypad digits): answered like a spoken turn."""
+        ...
+
     def playout_confirmed(self, speech_id: str) -> None:
         """The transport reports that speech `speech_id` has been played to the caller."""
         ...

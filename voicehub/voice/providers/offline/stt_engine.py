@@ -94,6 +94,9 @@ class DecoderPool:
 
     def release(self, decoder: Any) -> None:
         """Give a decoder back (it must not be in an utterance)."""
+        # Resetting the mean alone left state behind: after a live phone call, the next
+        # whole-recording recognition of phone audio on the decoder came out as noise.
+        decoder.reinit_feat()
         if self._initial_cmn is not None:
             decoder.set_cmn(self._initial_cmn)
         with self._lock:

@@ -1,0 +1,74 @@
+"""`voicehub call --twilio` against the real server (scripted session, no models on the
+server side): the signed webhook, the media stream with mu-law and marks, a timeline."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from tests.e2e_helpers import RunningServer, running_server
+from tests.fakes.server_session import ScriptedFactory
+from voicehub.cli import main
+from voicehub.desks.desk import load_desks
+from voicehub.server.settings import ServerSettings
+from voicehub.server.twilio import caller_conversation
+from voicehub.voice.audio import read_wav
+
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+PUBLIC = "https://voicehub.test"
+AUTH_TOKEN = "e" * 32
+
+
+@pytest_asyncio.fixture
+async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
+    settings = ServerSettings(
+        channels_dir=CHANNELS,
+        db_path=tmp_path / "voicehub.db",
+        public_url=PUBLIC,
+        twilio_auth_token=AUTH_TOKEN,
+    )
+    desks = {"research": load_desks(CHANNELS)["research"]}
+    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as running:
+        yield running
+
+
+async def test_a_phone_call_from_the_cli(
+    server: RunningServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TWILIO_AUTH_TOKEN", AUTH_TOKEN)
+    out = tmp_path / "agent.wav"
+    argv = ["call", "research", "--twilio", "--server", server.url, "--public-url", PUBLIC]
+    argv += ["--from", "+15550100301", "--say", "hello", "--fast", "--out", str(out)]
+    argv += ["--timeout", "30"]
+    code = await asyncio.to_thread(main, argv)
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    room = f"research:{caller_conversation('+15550100301')}"
+    assert f"room {room}" in printed and "caller: hello" in printed
+    assert "agent speech played (mark" in printed and "settled" in printed
+    assert "PROTOCOL PROBLEM" not in printed
+    [session] = server.switchboard.factory.sessions  # type: ignore[attr-defined]
+    assert len(session.caller_audio) > 16000  # the words reached the session (16 kHz PCM)
+    audio, rate = read_wav(out)
+    assert rate == 8000 and len(audio) > 0  # the greeting, as played on the phone
+
+
+async def test_a_wrong_auth_token_is_a_clear_error(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["call", "research", "--twilio", "--server", server.url, "--public-url", PUBLIC]
+    argv += ["--say", "hello"]
+    monkeypatch.delenv("TWILIO_AUTH_TOKEN", raising=False)
+    assert await asyncio.to_thread(main, argv) == 2
+    assert "TWILIO_AUTH_TOKEN" in capsys.readouterr().err
+    monkeypatch.setenv("TWILIO_AUTH_TOKEN", "0" * 32)
+    assert await asyncio.to_thread(main, argv) == 2
+    err = capsys.readouterr().err
+    assert "403" in err and "X-Twilio-Signature does not match" in err
