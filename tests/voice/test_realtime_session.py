@@ -458,7 +458,7 @@ async def test_a_dropped_connection_ends_the_call_and_holds_results(call: Harnes
 
 
 async def test_a_typed_turn_goes_in_as_the_callers_message(call: Harness) -> None:
-    session, transport, activity = await call.start(ack="immediate")
+    session, transport, _ = await call.start(ack="immediate")
     await session.push_text("2")  # keypad digits on a phone
     await transport.wait_for(lambda: bool(call.server.of_type("response.create")))
     [item] = [
