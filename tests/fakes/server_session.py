@@ -38,6 +38,7 @@ class ScriptedSession:
         self.said: list[str] = []
         self.texts: list[str] = []  # caller turns typed (keypad)
         self.closed = False
+        self.closing = asyncio.Event()  # set by aclose: the server cleans up after the socket
         self._playing: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -97,6 +98,7 @@ class ScriptedSession:
         if self.closed:
             return
         self.closed = True
+        self.closing.set()
         await self.hub.delivery.detach(self.room_id)
         for task in list(self._tasks):
             task.cancel()

@@ -248,7 +248,8 @@ async def test_a_call_streams_audio_both_ways_and_acks_playout(
         assert (await server.get("/health")).json()["calls"] == 1
         await ws.send(json.dumps({"type": "hangup"}))
         assert await closed(ws) == (1000, "hangup")
-    assert fake.closed
+    # The server ends the session after the close handshake: wait for its cleanup.
+    await asyncio.wait_for(fake.closing.wait(), 10)
     assert (await server.get("/health")).json()["calls"] == 0
 
 
