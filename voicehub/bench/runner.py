@@ -14,7 +14,16 @@ Section = Callable[[str, bool], Coroutine[Any, Any, dict[str, Any]]]
 
 
 def _sections() -> dict[str, Section]:
-    from voicehub.bench import audio, delegation, delivery, phone, realtime, voice, webrtc
+    from voicehub.bench import (
+        audio,
+        cloud_pipeline,
+        delegation,
+        delivery,
+        phone,
+        realtime,
+        voice,
+        webrtc,
+    )
 
     return {
         "delegation": delegation.run,
@@ -24,6 +33,7 @@ def _sections() -> dict[str, Section]:
         "phone": phone.run,
         "webrtc": webrtc.run,
         "realtime": realtime.run,
+        "cloud_pipeline": cloud_pipeline.run,
     }
 
 

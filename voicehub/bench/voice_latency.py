@@ -108,14 +108,25 @@ def _desk_agent() -> Agent:
 
 
 async def v2v_latency(
-    store: str, folder: Path, turns: int, vad_kind: VADKind, tuning: dict[str, float]
+    store: str,
+    folder: Path,
+    turns: int,
+    vad_kind: VADKind,
+    tuning: dict[str, float],
+    *,
+    providers: tuple[Any, Any] | None = None,
+    before_turn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """End of caller speech (its last voiced frame pushed) to the first agent audio frame at
     the transport: Piper + PocketSphinx + `vad_kind` + the scripted agent, turn by turn.
-    The first turn warms the pipeline up and is not counted."""
-    stt, tts = PocketSphinxSTT(), PiperTTS()
-    await asyncio.to_thread(stt.prewarm)
-    await asyncio.to_thread(tts.prewarm)
+    The first turn warms the pipeline up and is not counted. `providers` replaces the
+    offline (STT, TTS); `before_turn` gets each turn's words before the caller says them."""
+    if providers is None:
+        stt, tts = PocketSphinxSTT(), PiperTTS()
+        await asyncio.to_thread(stt.prewarm)
+        await asyncio.to_thread(tts.prewarm)
+    else:
+        stt, tts = providers
     vad = load_vad(vad_kind, min_silence_duration=tuning["vad_min_silence_s"])
     script = [WARMUP_TURN, *TURNS[:turns]]
     speech = [await asyncio.to_thread(synthesize, text, "piper", RATE) for text, _, _ in script]
@@ -138,8 +149,10 @@ async def v2v_latency(
         caller = PacedCaller(call.push)
         feeder = asyncio.create_task(caller.run())
         try:
-            for index, ((_, keyword, _), pcm) in enumerate(zip(script, speech, strict=True)):
+            for index, ((words, keyword, _), pcm) in enumerate(zip(script, speech, strict=True)):
                 call.transport.events.clear()
+                if before_turn is not None:
+                    before_turn(words)
                 ended = await caller.say(pcm)
                 reply = await _segment_after(call.transport, ended, timeout=6.0)
                 if reply is None and index == 0:
