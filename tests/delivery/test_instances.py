@@ -180,6 +180,11 @@ async def test_a_lease_left_by_a_killed_instance_expires_and_b_speaks_it_once(
     await attach(a, "call-1", hanging)
     delivery_id = await a.hub.deliver("call-1", "the answer", delivery_id="d1")
     assert await until(status_is(a.store, delivery_id, DeliveryStatus.DELIVERING))
+
+    async def speaking_on_a() -> bool:  # the claim is stored a few awaits before inject
+        return hanging.driver is not None
+
+    assert await until(speaking_on_a)
     lease = a.hub.delivery.outbox.lease
     assert hanging.driver is not None
     hanging.driver.cancel()  # A dies mid-speech: no cleanup, the lease stays behind
