@@ -28,6 +28,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from voicehub.core.clock import Clock
+from voicehub.core.jobs import cancel_and_wait
 from voicehub.errors import VoicehubError
 from voicehub.server.auth import presented_token, token_problem
 from voicehub.server.calls import CONVERSATION_PATTERN, LiveCall, Switchboard
@@ -203,9 +204,7 @@ class WebRTCDesk:
             log.info("room %s: the caller is gone: %s", call.room_id, reason)
             transport.close(CloseCode.GOING_AWAY, reason)
         for job in (*jobs, watch):
-            job.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await job
+            await cancel_and_wait(job)
 
     async def _read(
         self, call: LiveCall, transport: WebRTCTransport, session: VoiceSession

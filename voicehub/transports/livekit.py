@@ -17,11 +17,11 @@ on interruption) is what this transport does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Protocol
 
+from voicehub.core.jobs import cancel_and_wait
 from voicehub.voice.events import SAMPLE_RATE, ServerEvent
 from voicehub.voice.providers import vendor_import
 
@@ -121,9 +121,7 @@ class RoomAudioTransport:
         self._closed = True
         self._marks.clear()
         if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
+            await cancel_and_wait(self._watcher)
 
     async def _watch_playout(self) -> None:
         while self._marks and not self._closed:

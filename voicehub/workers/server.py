@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import build_desk
 from voicehub.desks.loading import load_desk_folder
@@ -120,9 +121,7 @@ class DeskEntrypoint:
         runner = asyncio.create_task(desk_job.run(), name=f"voicehub-desk-{name}")
 
         async def shut_down(reason: str) -> None:
-            runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await runner
+            await cancel_and_wait(runner)
             if not await desk_job.wait_for_background_work(self.settings.shutdown_grace):
                 log.warning("job %s: background work still running at shutdown", job.id)
             await hub.aclose()

@@ -14,7 +14,6 @@ takes over the stream with the audio owed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -22,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, Never
 
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.jobs import cancel_and_wait
 from voicehub.voice.audio import lin2ulaw, ulaw2lin
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.deepgram.connection import (
@@ -177,9 +177,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
         try:
             await self._serve()
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+            await cancel_and_wait(reader)
 
     async def _read_input(self) -> None:
         async for item in self._input_ch:
@@ -232,9 +230,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
                 await self._send(socket, receiver)
             finally:
                 for task in (receiver, keepalive):
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+                    await cancel_and_wait(task)
 
     async def _send(self, socket: Any, receiver: asyncio.Task[None]) -> None:
         ledger = self._ledger
