@@ -97,7 +97,7 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
             # the headline: Silero on every call, batched across calls
             silero_load = dataclasses.replace(load, vad=_batched_silero())
             silero_steps = [50, 100] if quick else [100, 150, 200, 250, 300, 350, 400]
-            silero = await calls_per_core(
+            batched = await calls_per_core(
                 silero_load, silero_steps, 1.0, 2.0 if quick else 4.0, "per-call", tries=1
             )
             vad_cost_figures = await vad_cost(64 if quick else 200)
@@ -116,9 +116,9 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
                 "transport": "in-process, playout confirmed at once",
             },
             **cost,
-            "calls_per_core": silero["calls_per_core"],
+            "calls_per_core": batched["calls_per_core"],
             "calls_per_core_vad": "silero, batched across calls (one ONNX run per 20 ms tick)",
-            "calls_ramp_silero_batched": silero["calls_ramp_detail"],
+            "calls_ramp_silero_batched": batched["calls_ramp_detail"],
             **vad_cost_figures,
             **{f"{key}_webrtc": value for key, value in ramp.items()},
             **{f"{key}_shared_plugins": value for key, value in shared.items()},
