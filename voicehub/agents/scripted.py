@@ -14,6 +14,7 @@ arguments (a list of plan steps, say) are rendered too.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -106,17 +107,22 @@ class ScriptedLLM:
         on = "instruction" if last.role == "system" else "user"
         text = last.content if last.role in ("system", "user") else last_user
         available = {spec.name for spec in tools}
-        # A second, tolerant pass for a caller turn nothing matched: speech recognition
-        # often gets one word of a trigger phrase wrong ("how was it going").
+        # A recognizer's punctuation between words ("find out about, wind turbines") is
+        # noise to the rules: a caller turn also matches without it. A second, tolerant
+        # pass for a caller turn nothing matched: speech recognition often gets one word
+        # of a trigger phrase wrong ("how was it going").
+        plain = _without_punctuation(text) if on == "user" else text
         passes = [(i, r, False) for i, r in enumerate(self.rules)]
         passes += [(i, r, True) for i, r in enumerate(self.rules) if on == "user"]
         for index, rule, tolerant in passes:
             if rule.on != on:
                 continue
             if tolerant:
-                groups = _near_match(rule, text)
+                groups = _near_match(rule, self._compiled[index], plain)
             else:
                 groups = _match(self._compiled[index], rule, text)
+                if groups is None and plain != text:
+                    groups = _match(self._compiled[index], rule, plain)
             if groups is None:
                 continue
             wants_tool = rule.tool is not None and tool_choice != "none"
@@ -196,6 +202,16 @@ def _match(patterns: list[re.Pattern[str]], rule: ScriptedRule, text: str) -> di
     return None
 
 
+_PUNCTUATION = re.compile(r"[,;:!?\"]+|\.(?!\d)|(?<!\w)'|'(?!\w)")
+
+
+def _without_punctuation(text: str) -> str:
+    """`text` with punctuation between words turned into spaces (apostrophes inside words
+    and decimal points stay): "Please find out about, wind turbines." -> "Please find out
+    about wind turbines"."""
+    return " ".join(_PUNCTUATION.sub(" ", text).split())
+
+
 def render_nested(value: Any, values: Mapping[str, Any]) -> Any:
     """`value` with every string inside it rendered (tables and lists too: a plan's steps)."""
     if isinstance(value, str):
@@ -207,20 +223,40 @@ def render_nested(value: Any, values: Mapping[str, Any]) -> Any:
     return value
 
 
-def _near_match(rule: ScriptedRule, text: str) -> dict[str, str] | None:
-    """{} when a `match` phrase of three or more words appears in `text` with at most one
-    of its words replaced by another; phrases this long rarely collide with chance."""
-    words = re.findall(r"[\w']+", text.lower())
-    for phrase in rule.match:
+def _near_match(
+    rule: ScriptedRule, pattern: list[re.Pattern[str]], text: str
+) -> dict[str, str] | None:
+    """Groups of `rule` when `text` says one of its trigger phrases with one word misheard:
+    any one word of a phrase of three or more words, or in a two-word phrase one word that
+    sounds alike in writing ("did into" for "dig into"). A `match` rule then matches; a
+    `regex` rule matches the text with the phrase put right (its alternatives are its
+    phrases), so its groups still take the words after it."""
+    words = re.findall(r"[\w']+", text)
+    lowered = [word.lower() for word in words]
+    phrases = rule_vocabulary([rule]) if rule.regex is not None else list(rule.match)
+    for phrase in phrases:
         wanted = re.findall(r"[\w']+", phrase.lower())
         size = len(wanted)
-        if size < 3:
+        if size < 2:
             continue
         for start in range(len(words) - size + 1):
-            window = words[start : start + size]
-            if sum(a != b for a, b in zip(window, wanted, strict=True)) <= 1:
+            window = lowered[start : start + size]
+            wrong = [(a, b) for a, b in zip(window, wanted, strict=True) if a != b]
+            if len(wrong) != 1:
+                continue
+            heard, meant = wrong[0]
+            if size == 2 and difflib.SequenceMatcher(None, heard, meant).ratio() < _ALIKE:
+                continue
+            if rule.regex is None:
                 return {}
+            repaired = " ".join(words[:start] + wanted + words[start + size :])
+            groups = _match(pattern, rule, repaired)
+            if groups is not None:
+                return groups
     return None
+
+
+_ALIKE = 0.6  # "did"/"dig" 0.67, "nose"/"news" 0.5
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:
@@ -238,3 +274,24 @@ def render(template: str, values: Mapping[str, Any]) -> str:
         return value if isinstance(value, str) else json.dumps(value)
 
     return _PLACEHOLDER.sub(lookup, template)
+
+
+_REGEX_NOISE = re.compile(r"\(\?P<\w+>|\\[A-Za-z]|\(\?[:=!<]*")
+
+
+def rule_vocabulary(rules: Sequence[ScriptedRule]) -> list[str]:
+    """The words callers are expected to say to `rules`: each `match` phrase, and the literal
+    words of each `regex` (its alternatives), in rule order. A speech recognizer biased to
+    these mishears trigger phrases less often."""
+    phrases: list[str] = []
+    for rule in rules:
+        if rule.on != "user":
+            continue
+        phrases += [phrase for phrase in rule.match if phrase != "*"]
+        if rule.regex is not None:
+            literal = _REGEX_NOISE.sub(" ", rule.regex)
+            for part in re.split(r"[|()\[\]?*+.,$^{}!]", literal):
+                words = re.findall(r"[A-Za-z']{2,}", part)
+                if len(" ".join(words)) > 2:  # not "so", "an": filler, not vocabulary
+                    phrases.append(" ".join(words))
+    return phrases

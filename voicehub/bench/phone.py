@@ -3,10 +3,13 @@
 - `codec_us_per_frame`: decode 20 ms of caller mu-law and upsample it to 16 kHz, plus
   downsample 20 ms of agent audio and encode it (what `TwilioMediaTransport` does per frame).
 - `tool_accuracy` / `tool_accuracy_wideband`: requests to the research desk, spoken by
-  Piper, recognized by PocketSphinx at 16 kHz (wideband) or after the phone path (8 kHz,
-  300-3400 Hz, mu-law), then answered by the desk's scripted front agent; a request counts
-  when the agent picks the expected tool with the expected topic word. The evaluation set
-  (several voices, phrasings the desk's tests do not use) is `voicehub.bench.phone_eval`.
+  Piper, eSpeak and flite, recognized at 16 kHz (wideband) or after the phone path (8 kHz,
+  300-3400 Hz, mu-law) by Whisper tiny.en biased to the desk's vocabulary (the headline
+  figures) and by PocketSphinx (under `pocketsphinx`, for comparison), then answered by the
+  desk's scripted front agent; a request counts when the agent picks the expected tool with
+  the expected topic word. The evaluation set (several voices, phrasings the desk's tests do
+  not use) is `voicehub.bench.phone_eval`. `stt_ms_per_request`, `stt_cpu_ms_per_request`:
+  median wall and CPU time of one recognition.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import time
 import tomllib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,29 +57,62 @@ def phone_band(pcm16: bytes) -> bytes:
     return ulaw2lin(lin2ulaw(int16_to_pcm16(band)))
 
 
-def tool_accuracy(quick: bool) -> dict[str, Any]:
+Recognizer = Callable[[bytes, int], str]
+
+
+def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
+    """The offline STTs a desk can choose, biased as a desk with these rules and topics
+    biases them (`voicehub.desks.vocabulary`: topics, then trigger phrases)."""
+    from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
+    from voicehub.voice.providers.offline import transcribe
+    from voicehub.voice.providers.offline.whisper_engine import (
+        shared_recognizer,
+        vocabulary_prompt,
+    )
+
+    prompt = vocabulary_prompt(topics + rule_vocabulary(ScriptedLLM(rules).rules))
+    whisper = shared_recognizer()
+
+    def by_whisper(pcm16: bytes, rate: int) -> str:
+        return whisper.recognize(pcm16, rate, prompt=prompt).text
+
+    return {"whisper": by_whisper, "pocketsphinx": transcribe}
+
+
+def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
     """Tool accuracy on the evaluation set (`voicehub.bench.phone_eval`), phone and wideband,
-    overall and per voice, with the requests that went wrong."""
+    overall and per voice, with the requests that went wrong, and the STT's time per request
+    (wall and CPU of this process, median)."""
     from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
     from voicehub.agents.scripted import ScriptedLLM
     from voicehub.bench.phone_eval import samples
-    from voicehub.voice.providers.offline import transcribe
 
-    # The research desk's front agent, read from its file (bench sits below `desks`).
+    # The research desk's front agent and knowledge, read from its files (bench sits below
+    # `desks`).
     with (Path("channels") / "research.toml").open("rb") as file:
         front = tomllib.load(file)["agents"][0]["scripted"]
+    with (Path("channels") / "knowledge" / "research.toml").open("rb") as file:
+        topics = [entry["topic"] for entry in tomllib.load(file)["entries"]]
+    recognize = recognizers(front["rules"], topics)[stt]
     llm = ScriptedLLM(front["rules"], fallback=front.get("fallback", ""))
     tools = ("delegate_workers", "check_tasks", "cancel_task", "search_knowledge")
     specs = [ToolSpec(name=name) for name in tools]
     right: Counter[tuple[str, str]] = Counter()  # (band, voice)
     total: Counter[str] = Counter()  # voice
     misses: list[str] = []
+    walls: list[float] = []
+    cpus: list[float] = []
+    recognize(bytes(3200), 16000)  # load the model outside the timings
     for sample in samples(quick):
         total[sample.voice] += 1
-        for band, heard in (
-            ("wide", transcribe(sample.pcm16, 16000)),
-            ("phone", transcribe(phone_band(sample.pcm16), 8000)),
+        for band, audio, rate in (
+            ("wide", sample.pcm16, 16000),
+            ("phone", phone_band(sample.pcm16), 8000),
         ):
+            wall, cpu = time.perf_counter(), time.process_time()
+            heard = recognize(audio, rate)
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
             chunks = llm.respond([ChatMessage(role="user", content=heard)], specs)
             calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
             if (
@@ -94,8 +131,11 @@ def tool_accuracy(quick: bool) -> dict[str, Any]:
         return round(right[band, voice] / total[voice], 3)
 
     return {
+        "stt": stt,
         "tool_accuracy": share("phone"),
         "tool_accuracy_wideband": share("wide"),
+        "stt_ms_per_request": round(float(np.median(walls)) * 1000, 1),
+        "stt_cpu_ms_per_request": round(float(np.median(cpus)) * 1000, 1),
         "requests": count,
         "voices": {v: {"phone": share("phone", v), "wide": share("wide", v)} for v in total},
         "misses": misses,
@@ -104,5 +144,14 @@ def tool_accuracy(quick: bool) -> dict[str, Any]:
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     codec = codec_cost(2_000 if quick else 20_000)
-    accuracy = await asyncio.to_thread(tool_accuracy, quick)
-    return {"phone": {"codec_us_per_frame": round(codec, 1), **accuracy}}
+    # The default phone STT gives the headline figures; PocketSphinx's are for comparison.
+    accuracy = await asyncio.to_thread(tool_accuracy, quick, "whisper")
+    sphinx = await asyncio.to_thread(tool_accuracy, quick, "pocketsphinx")
+    keep = ("tool_accuracy", "tool_accuracy_wideband", "stt_ms_per_request", "misses")
+    return {
+        "phone": {
+            "codec_us_per_frame": round(codec, 1),
+            **accuracy,
+            "pocketsphinx": {key: sphinx[key] for key in keep},
+        }
+    }

@@ -69,6 +69,8 @@ class OfflineSessionFactory:
             if desk.config.voice.engine == "openai-realtime":
                 continue  # the model runs remotely; its key is checked at call start
             self._vad(desk.config.voice.vad)
+            if desk.config.voice.stt == "whisper":
+                models.append(_new_whisper(desk))
             if deepgram_stack.uses_deepgram(desk):
                 problem = await deepgram_stack.check_desk(desk)
                 if problem is not None:  # the other desks keep serving
@@ -101,7 +103,7 @@ class OfflineSessionFactory:
         if missing:
             raise ConfigError("cannot start a call: " + "; ".join(missing))
         voice = desk.config.voice
-        stt: Any = PocketSphinxSTT()
+        stt: Any = _new_whisper(desk) if voice.stt == "whisper" else PocketSphinxSTT()
         tts: Any = None if voice.tts == "deepgram" else _new_tts(voice.tts)
         if deepgram_stack.uses_deepgram(desk):
             if desk.name in self._refused:
@@ -147,6 +149,15 @@ class OfflineSessionFactory:
         if kind not in self._tts:
             self._tts[kind] = _new_tts(kind)
         return self._tts[kind]
+
+
+def _new_whisper(desk: Desk) -> Any:
+    """Whisper for `desk`'s calls, biased to its topics and trigger phrases (the model
+    itself is loaded once per process)."""
+    from voicehub.desks.vocabulary import desk_vocabulary
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    return WhisperSTT(vocabulary=desk_vocabulary(desk))
 
 
 def _new_tts(kind: str) -> Any:

@@ -1,7 +1,8 @@
 """The embedded voice stack: no keys, no network, every model inside a pip package.
 
 - TTS: :class:`PiperTTS` (natural) and :class:`ESpeakTTS` (light); :func:`synthesize`.
-- STT: :class:`PocketSphinxSTT` (streaming, with partials); :func:`transcribe`.
+- STT: :class:`PocketSphinxSTT` (streaming, with partials); :func:`transcribe`;
+  :class:`WhisperSTT` (per utterance, robust on phone audio).
 - VAD: :func:`load_vad` (Silero or :class:`WebRtcVAD`).
 
 Names load on first access, so importing this package costs nothing and needs no extra;
@@ -20,12 +21,14 @@ if TYPE_CHECKING:
     from voicehub.voice.providers.offline.tts import ESpeakTTS, PiperTTS
     from voicehub.voice.providers.offline.tts_engines import synthesize
     from voicehub.voice.providers.offline.vad import WebRtcVAD, load_vad
+    from voicehub.voice.providers.offline.whisper_stt import WhisperSTT
 
 __all__ = [
     "ESpeakTTS",
     "PiperTTS",
     "PocketSphinxSTT",
     "WebRtcVAD",
+    "WhisperSTT",
     "load_vad",
     "synthesize",
     "transcribe",
@@ -36,6 +39,7 @@ _HOMES = {
     "PiperTTS": "tts",
     "PocketSphinxSTT": "stt",
     "WebRtcVAD": "vad",
+    "WhisperSTT": "whisper_stt",
     "load_vad": "vad",
     "synthesize": "tts_engines",
     "transcribe": "stt_engine",
