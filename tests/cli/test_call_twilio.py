@@ -21,6 +21,7 @@ from voicehub.voice.audio import read_wav
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
 AUTH_TOKEN = "e" * 32
+NUMBER_KEY = "k" * 32  # the server's caller-number secret
 
 
 @pytest_asyncio.fixture
@@ -30,6 +31,7 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
         db_path=tmp_path / "voicehub.db",
         public_url=PUBLIC,
         twilio_auth_token=AUTH_TOKEN,
+        number_key=NUMBER_KEY,
     )
     desks = {"research": load_desks(CHANNELS)["research"]}
     async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as running:
@@ -50,7 +52,7 @@ async def test_a_phone_call_from_the_cli(
     code = await asyncio.to_thread(main, argv)
     printed = capsys.readouterr().out
     assert code == 0, printed
-    room = f"research:{caller_conversation('+15550100301')}"
+    room = f"research:{caller_conversation('+15550100301', NUMBER_KEY.encode())}"
     assert f"room {room}" in printed and "caller: hello" in printed
     assert "agent speech played (mark" in printed and "settled" in printed
     assert "PROTOCOL PROBLEM" not in printed

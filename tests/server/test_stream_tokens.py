@@ -4,6 +4,8 @@ from voicehub.core.clock import VirtualClock
 from voicehub.server.stream_tokens import StreamGrant, StreamTokens
 from voicehub.server.twilio import caller_conversation
 
+KEY = b"k" * 32  # a server's caller-number secret
+
 
 async def test_a_token_works_once_within_its_minute() -> None:
     clock = VirtualClock()
@@ -29,9 +31,10 @@ async def test_an_expired_token_is_refused_and_stale_ones_are_forgotten() -> Non
 
 
 def test_the_callers_number_is_hashed_and_stable() -> None:
-    conversation = caller_conversation("+1 555 010 0001")
-    assert conversation == caller_conversation("15550100001")
+    conversation = caller_conversation("+1 555 010 0001", KEY)
+    assert conversation == caller_conversation("15550100001", KEY)
     assert conversation is not None and "5550100001" not in conversation
-    assert caller_conversation("+15550100002") != conversation
-    assert caller_conversation("anonymous") is None
-    assert caller_conversation("+266696687") is None
+    assert caller_conversation("+15550100002", KEY) != conversation
+    assert caller_conversation("anonymous", KEY) is None
+    assert caller_conversation("+266696687", KEY) is None
+    assert caller_conversation("+15550100001", b"other" * 8) != conversation  # keyed

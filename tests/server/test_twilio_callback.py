@@ -24,9 +24,10 @@ from voicehub.server.twilio import caller_conversation
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
 AUTH_TOKEN = "c" * 32
+NUMBER_KEY = "k" * 32  # the server's caller-number secret
 ACCOUNT = "AC" + "0" * 32
 CALLER = "+15550100201"
-ROOM = f"research:{caller_conversation(CALLER)}"
+ROOM = f"research:{caller_conversation(CALLER, NUMBER_KEY.encode())}"
 DELAY = 30.0
 
 
@@ -103,6 +104,7 @@ async def line(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         db_path=tmp_path / "voicehub.db",
         public_url=PUBLIC,
         twilio_auth_token=AUTH_TOKEN,
+        number_key=NUMBER_KEY,
         twilio_account_sid=ACCOUNT,
         twilio_api_url="http://127.0.0.1:1",  # replaced below once the fake listens
     )

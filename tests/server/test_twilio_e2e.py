@@ -34,6 +34,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
 AUTH_TOKEN = "f" * 32
+NUMBER_KEY = "k" * 32  # the server's caller-number secret
 # Phone-band PocketSphinx hears "heat pumps" as "he pumped": solar panels come through.
 RESEARCH = "please research solar panels"
 SOLAR_WORDS = ("solar", "panel", "typical", "home", "twenty", "years", "cloudy")
@@ -56,7 +57,11 @@ def desks() -> dict[str, Desk]:
 
 def settings_for(db: Path) -> ServerSettings:
     return ServerSettings(
-        channels_dir=CHANNELS, db_path=db, public_url=PUBLIC, twilio_auth_token=AUTH_TOKEN
+        channels_dir=CHANNELS,
+        db_path=db,
+        public_url=PUBLIC,
+        twilio_auth_token=AUTH_TOKEN,
+        number_key=NUMBER_KEY,
     )
 
 
@@ -138,7 +143,7 @@ async def test_research_by_phone_is_spoken_after_twilio_echoes_the_marks(
 ) -> None:
     twilio = twilio_for(server)
     caller = "+15550100001"
-    room = f"research:{caller_conversation(caller)}"
+    room = f"research:{caller_conversation(caller, NUMBER_KEY.encode())}"
     answer = await twilio.incoming_call("research", caller)
     assert answer.parameters["conversation"] == room.split(":", 1)[1]
     async with twilio.stream(answer, playout_speed=16.0) as phone:
@@ -170,7 +175,7 @@ async def test_hang_up_then_call_back_from_the_same_number_hears_the_held_result
     research_speech: bytes,
 ) -> None:
     caller = "+15550100002"
-    room = f"research:{caller_conversation(caller)}"
+    room = f"research:{caller_conversation(caller, NUMBER_KEY.encode())}"
     settings = settings_for(tmp_path / "voicehub.db")
     async with running_server(settings, session_factory=factory, desks=desks) as server:
         twilio = twilio_for(server)
@@ -217,7 +222,7 @@ async def test_a_caller_who_barges_in_gets_clear_and_the_result_again_at_the_nex
 ) -> None:
     twilio = twilio_for(server)
     caller = "+15550100003"
-    room = f"research:{caller_conversation(caller)}"
+    room = f"research:{caller_conversation(caller, NUMBER_KEY.encode())}"
     interruption = caller_audio(text="hold on a moment")
     answer = await twilio.incoming_call("research", caller)
     # Real-time playout: the result takes seconds to play, time enough to talk over it.
@@ -248,7 +253,7 @@ async def test_a_call_back_is_answered_and_the_result_heard_once(
     research_speech: bytes,
 ) -> None:
     caller = "+15550100004"
-    room = f"research:{caller_conversation(caller)}"
+    room = f"research:{caller_conversation(caller, NUMBER_KEY.encode())}"
     channels = tmp_path / "channels"
     shutil.copytree(CHANNELS, channels)
     research = channels / "research.toml"

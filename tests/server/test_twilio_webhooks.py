@@ -24,6 +24,7 @@ from voicehub.server.twilio import PhoneLine, caller_conversation
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
 AUTH_TOKEN = "a" * 32
+NUMBER_KEY = "k" * 32  # the server's caller-number secret
 
 
 @pytest.fixture
@@ -39,6 +40,7 @@ async def server(tmp_path: Path, factory: ScriptedFactory) -> AsyncIterator[Runn
         db_path=tmp_path / "voicehub.db",
         public_url=PUBLIC,
         twilio_auth_token=AUTH_TOKEN,
+        number_key=NUMBER_KEY,
     )
     async with running_server(settings, session_factory=factory, desks=desks) as running:
         yield running
@@ -61,13 +63,15 @@ async def test_a_signed_call_gets_twiml_with_a_stream_and_its_parameters(
 ) -> None:
     answer = await fake(server).incoming_call("research", "+15550100003", "CA" + "1" * 32)
     assert answer.url == "wss://voicehub.test/twilio/research/stream"
-    assert answer.parameters["conversation"] == caller_conversation("+15550100003")
+    assert answer.parameters["conversation"] == caller_conversation(
+        "+15550100003", NUMBER_KEY.encode()
+    )
     assert "15550100003" not in answer.parameters["conversation"]  # hashed
     assert len(answer.parameters["token"]) >= 40
     assert answer.status_callback == "https://voicehub.test/twilio/research/status"
     assert len(phone(server).tokens) == 1
     # This desk does not call back: the caller's number is not kept, not even in memory.
-    room = f"research:{caller_conversation('+15550100003')}"
+    room = f"research:{caller_conversation('+15550100003', NUMBER_KEY.encode())}"
     assert not server.app.state.callbacks.knows(room)
 
 
@@ -197,7 +201,7 @@ async def test_garbage_frames_are_dropped_and_the_call_goes_on(
                 await asyncio.sleep(0.01)
 
         await asyncio.wait_for(heard(), 10)
-        room = f"research:{caller_conversation('+15550100009')}"
+        room = f"research:{caller_conversation('+15550100009', NUMBER_KEY.encode())}"
         assert room in server.switchboard.calls
         said = len(session.said)
         await session.say("still here")  # and the agent is still heard, marks echoed

@@ -41,6 +41,7 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
+from voicehub.server.number_key import load_number_key
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
@@ -82,7 +83,8 @@ def create_app(
         board = Switchboard(hub, loaded, factory, settings)
         app.state.switchboard = board
         clock = phone_clock if phone_clock is not None else SystemClock()
-        app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock))
+        number_key = await load_number_key(settings, hub.store)
+        app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), number_key)
         app.state.callbacks = callbacks = CallBacks(line, dialer_from(settings), clock)
         line.remember = callbacks.remember
         app.state.webrtc = WebRTCDesk(board)

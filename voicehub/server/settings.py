@@ -43,6 +43,7 @@ _VARIABLES = {
     "ice_servers": "VOICEHUB_ICE_SERVERS",
     "max_peer_connections": "VOICEHUB_MAX_PEERS",
     "twilio_api_url": "TWILIO_API_URL",
+    "number_key": "VOICEHUB_NUMBER_KEY",
 }
 
 
@@ -90,6 +91,9 @@ class ServerSettings(BaseModel):
     twilio_account_sid: str | None = None
     # Where the REST API for call-backs lives: Twilio's own unless set (a proxy, a fake).
     twilio_api_url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+/?$")
+    # The secret of caller-number conversation ids (`voicehub.server.number_key`); unset:
+    # generated once and kept with the store.
+    number_key: str | None = Field(default=None, min_length=_MIN_TOKEN, repr=False)
 
     @field_validator("token")
     @classmethod

@@ -11,8 +11,10 @@ signature gets 403 and nothing runs. The stream WebSocket is let in by a one-use
 the voice webhook minted (`voicehub.server.stream_tokens`), carried back to us as a
 `<Parameter>` in the stream's `start` message.
 
-By default a call's conversation is keyed to the caller's number (hashed: the number is
-not stored), so calling back reaches the same room and hears the results held meanwhile.
+By default a call's conversation is keyed to the caller's number (an HMAC under the
+server's secret, `voicehub.server.number_key`: the number is not stored and cannot be
+recovered from the id), so calling back reaches the same room and hears the results held
+meanwhile, across restarts.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from starlette.websockets import WebSocket
 from voicehub.errors import MissingExtraError
 from voicehub.server.calls import LiveCall, Switchboard
 from voicehub.server.keypad import Keypad
+from voicehub.server.number_key import number_hash
 from voicehub.server.stream_tokens import StreamGrant, StreamTokens
 from voicehub.transports.twilio import (
     Dtmf,
@@ -52,7 +55,14 @@ if TYPE_CHECKING:
     from voicehub.server.settings import ServerSettings
     from voicehub.voice.session import VoiceSession
 
-__all__ = ["PhoneLine", "caller_conversation", "signed_form", "stream_twiml", "twilio_routes"]
+__all__ = [
+    "PhoneLine",
+    "caller_conversation",
+    "legacy_caller_conversation",
+    "signed_form",
+    "stream_twiml",
+    "twilio_routes",
+]
 
 log = logging.getLogger("voicehub.twilio")
 
@@ -66,16 +76,31 @@ _MAX_FORM_BYTES = 64_000  # Twilio's webhook forms are about 1 KB
 _MAX_PROBLEMS_BEFORE_START = 20  # frames dropped before `start` before we give up
 
 
-def caller_conversation(number: str) -> str | None:
+def caller_conversation(number: str, key: bytes) -> str | None:
     """The conversation id of a caller's number, or None for a withheld or odd one.
 
-    A hash, so the store never holds the number; the same number always gives the same id.
+    A keyed hash (`voicehub.server.number_key`), so the store never holds the number and
+    the id cannot be reversed by trying numbers; the same number and key always give the
+    same id.
     """
+    normalized = _normalized(number)
+    return None if normalized is None else "tel-" + number_hash(key, normalized)
+
+
+def legacy_caller_conversation(number: str) -> str | None:
+    """The unkeyed id earlier versions gave `number`: a caller whose conversation began
+    before the upgrade keeps it (see `PhoneLine.conversation_of`)."""
+    normalized = _normalized(number)
+    if normalized is None:
+        return None
+    return "tel-" + hashlib.sha256(f"voicehub caller {normalized}".encode()).hexdigest()[:24]
+
+
+def _normalized(number: str) -> str | None:
     digits = number.strip().replace(" ", "")
     if not _CALLER.fullmatch(digits) or digits.lstrip("+") in ("266696687", "7378742833"):
         return None  # Twilio's stand-ins for "anonymous" / "restricted"
-    normalized = "+" + digits.lstrip("+")
-    return "tel-" + hashlib.sha256(f"voicehub caller {normalized}".encode()).hexdigest()[:24]
+    return "+" + digits.lstrip("+")
 
 
 @dataclass
@@ -85,6 +110,7 @@ class PhoneLine:
     board: Switchboard
     settings: ServerSettings
     tokens: StreamTokens
+    number_key: bytes
     # Told the numbers of each incoming call (room id, caller, number called): call-backs.
     remember: Callable[[str, str, str], None] | None = None
 
@@ -93,6 +119,25 @@ class PhoneLine:
         if scheme == "wss":
             base = "wss" + base[len("https") :]
         return base + path
+
+    async def conversation_of(self, desk: str, number: str) -> str | None:
+        """The conversation of a caller's number at `desk` (None: withheld or odd number).
+
+        Normally the keyed id. A conversation begun under the unkeyed id of earlier
+        versions, and never under the keyed one, stays the caller's: results held for
+        them before an upgrade are still heard when they call back.
+        """
+        keyed = caller_conversation(number, self.number_key)
+        legacy = legacy_caller_conversation(number)
+        if keyed is None or legacy is None:
+            return keyed
+        store = self.board.hub.store
+        if (
+            await store.get_room(f"{desk}:{keyed}") is None
+            and await store.get_room(f"{desk}:{legacy}") is not None
+        ):
+            return legacy
+        return keyed
 
     def signature_problem(self, request: Request, params: dict[str, str]) -> str | None:
         """None if the request is signed by Twilio for our public URL, else why not."""
@@ -143,7 +188,7 @@ async def voice_webhook(request: Request) -> Response:
         return PlainTextResponse("bad CallSid\n", status_code=400)
     conversation = None
     if desk.config.phone.conversation == "caller":
-        conversation = caller_conversation(params.get("From", ""))
+        conversation = await line.conversation_of(desk.name, params.get("From", ""))
     if conversation is None:
         conversation = "call-" + call_sid[-24:]
     token = line.tokens.mint(desk.name, conversation, call_sid)
