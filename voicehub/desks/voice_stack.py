@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from voicehub.voice.session import VoiceSession
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["VOICES", "OfflineSessionFactory", "SessionFactory"]
+__all__ = ["VOICES", "OfflineSessionFactory", "SessionFactory", "speech_to_text_for"]
 
 log = logging.getLogger("voicehub.desks")
 
@@ -70,7 +70,7 @@ class OfflineSessionFactory:
                 continue  # the model runs remotely; its key is checked at call start
             self._vad(desk.config.voice.vad)
             if desk.config.voice.stt == "whisper":
-                models.append(_new_whisper(desk))
+                models.append(speech_to_text_for(desk))
             if deepgram_stack.uses_deepgram(desk):
                 problem = await deepgram_stack.check_desk(desk)
                 if problem is not None:  # the other desks keep serving
@@ -94,7 +94,6 @@ class OfflineSessionFactory:
             from voicehub.desks.realtime_call import start_realtime_call
 
             return await start_realtime_call(hub, desk, room_id, transport)
-        from voicehub.voice.providers.offline import PocketSphinxSTT
         from voicehub.voice.providers.offline.vad import vad_for_call
 
         # Plugin objects of its own for each call (their metrics events are per object);
@@ -103,7 +102,7 @@ class OfflineSessionFactory:
         if missing:
             raise ConfigError("cannot start a call: " + "; ".join(missing))
         voice = desk.config.voice
-        stt: Any = _new_whisper(desk) if voice.stt == "whisper" else PocketSphinxSTT()
+        stt: Any = speech_to_text_for(desk)
         tts: Any = None if voice.tts == "deepgram" else _new_tts(voice.tts)
         if deepgram_stack.uses_deepgram(desk):
             if desk.name in self._refused:
@@ -151,13 +150,18 @@ class OfflineSessionFactory:
         return self._tts[kind]
 
 
-def _new_whisper(desk: Desk) -> Any:
-    """Whisper for `desk`'s calls, biased to its topics and trigger phrases (the model
-    itself is loaded once per process)."""
-    from voicehub.desks.vocabulary import desk_vocabulary
-    from voicehub.voice.providers.offline import WhisperSTT
+def speech_to_text_for(desk: Desk) -> Any:
+    """A new offline STT plugin for one of `desk`'s calls, as its `[voice] stt` names
+    (Deepgram, when named, is built on top: this one is then its fallback): Whisper biased
+    to the desk's topics and trigger phrases, or PocketSphinx. The models behind them are
+    loaded once per process."""
+    from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT
 
-    return WhisperSTT(vocabulary=desk_vocabulary(desk))
+    if desk.config.voice.stt == "whisper":
+        from voicehub.desks.vocabulary import desk_vocabulary
+
+        return WhisperSTT(vocabulary=desk_vocabulary(desk))
+    return PocketSphinxSTT()
 
 
 def _new_tts(kind: str) -> Any:

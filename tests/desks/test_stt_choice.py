@@ -1,0 +1,59 @@
+"""`[voice] stt` picks the offline recognizer of a desk's calls: PocketSphinx (streaming,
+with partials) or Whisper (per utterance, biased to the desk's vocabulary)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from voicehub.desks.desk import Desk, load_desks
+from voicehub.desks.loading import load_desk_file
+from voicehub.desks.vocabulary import desk_vocabulary
+from voicehub.desks.voice_stack import speech_to_text_for
+from voicehub.errors import ConfigError
+from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT
+
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+
+
+def research_with(folder: Path, stt_line: str) -> Path:
+    """A copy of the research desk (and its knowledge file) with `stt = ...` replaced."""
+    shutil.copytree(CHANNELS / "knowledge", folder / "knowledge")
+    text = (CHANNELS / "research.toml").read_text()
+    assert 'stt = "pocketsphinx"' in text
+    path = folder / "research.toml"
+    path.write_text(text.replace('stt = "pocketsphinx"', stt_line, 1))
+    return path
+
+
+def research_desk(folder: Path, stt_line: str) -> Desk:
+    research_with(folder, stt_line)
+    return load_desks(folder)["research"]
+
+
+def test_a_desk_choosing_whisper_gets_whisper_biased_to_its_vocabulary(tmp_path: Path) -> None:
+    desk = research_desk(tmp_path, 'stt = "whisper"')
+    assert desk.config.voice.stt == "whisper"
+    stt = speech_to_text_for(desk)
+    assert isinstance(stt, WhisperSTT)
+    # The knowledge topics and the front agent's trigger phrases, from the desk's files.
+    for phrase in ("wind turbines", "heat pumps", "dig into", "read up on", "never mind"):
+        assert phrase in stt.prompt
+    assert desk_vocabulary(desk)[0] == "solar panels"  # topics first
+
+
+def test_pocketsphinx_stays_the_default(tmp_path: Path) -> None:
+    desk = research_desk(tmp_path, "")
+    assert desk.config.voice.stt == "pocketsphinx"
+    assert isinstance(speech_to_text_for(desk), PocketSphinxSTT)
+
+
+def test_an_unknown_stt_name_is_refused_naming_the_file_and_the_choices(tmp_path: Path) -> None:
+    path = research_with(tmp_path, 'stt = "vosk"')
+    with pytest.raises(ConfigError) as caught:
+        load_desk_file(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert "voice.stt: Input should be 'pocketsphinx', 'whisper' or 'deepgram'" in message
