@@ -14,8 +14,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from voicehub.voice import audio
-from voicehub.voice.providers.offline import synthesize
-from voicehub.voice.providers.offline import whisper_engine
+from voicehub.voice.providers.offline import synthesize, whisper_engine
 from voicehub.voice.providers.offline.whisper_engine import (
     WhisperModelError,
     WhisperRecognizer,
