@@ -85,7 +85,7 @@ def test_an_altered_model_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_another_model_package_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(whisper_engine, "MODEL_PACKAGE_VERSION", "9.9.9")
-    with pytest.raises(WhisperModelError, match="checks the Whisper model of version 9.9.9"):
+    with pytest.raises(WhisperModelError, match=r"checks the Whisper model of version 9\.9\.9"):
         whisper_engine.model_directory()
 
 
