@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from livekit import rtc
@@ -147,3 +147,22 @@ class StandInRoom:
 
     async def left(self, caller: Caller) -> None:
         await self._gone[caller.identity].wait()
+
+
+class StandInJobContext:
+    """What `DeskEntrypoint` uses of livekit's `JobContext`: the job (a real
+    `livekit.protocol.agent.Job`) and the shutdown callbacks, which `shutdown` runs in order
+    as livekit does when the job ends."""
+
+    def __init__(self, job_id: str, room_name: str, metadata: str = "") -> None:
+        from livekit.protocol import agent, models
+
+        self.job = agent.Job(id=job_id, room=models.Room(name=room_name), metadata=metadata)
+        self._shutdown: list[Callable[[str], Awaitable[None]]] = []
+
+    def add_shutdown_callback(self, callback: Callable[[str], Awaitable[None]]) -> None:
+        self._shutdown.append(callback)
+
+    async def shutdown(self, reason: str = "room closed") -> None:
+        for callback in self._shutdown:
+            await callback(reason)
