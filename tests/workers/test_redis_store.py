@@ -1,6 +1,7 @@
 """The worker on the Redis store `voicehub serve` shares (as docker-compose runs them): a result
 held for a LiveKit caller who left is in Redis, and a server hub on the same Redis speaks it
-on that conversation's next call.
+on that conversation's next call; a result a server finishes for a caller live in a LiveKit
+room is announced to the worker and spoken there at once.
 
 The entrypoint runs as livekit would run it (settings, desk choice from the job, its own
 store), on a stand-in room and the scripted session; redis-server is a real one of the test's
@@ -22,6 +23,7 @@ from tests.fakes.livekit_room import Changes, FakeAudioSink, StandInJobContext, 
 from tests.fakes.redis_server import RedisServer
 from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.base import DeliveryStatus, Store
+from voicehub.core.store.redis import RedisStore
 from voicehub.desks.desk import build_desk
 from voicehub.desks.loading import load_desk_folder
 from voicehub.hub import Hub
@@ -126,3 +128,43 @@ async def test_a_result_held_by_the_worker_is_spoken_on_the_next_call_through_se
         await desk.aclose()
     finally:
         await hub.aclose()
+
+
+async def test_a_result_finished_by_serve_reaches_the_caller_live_in_the_livekit_room(
+    redis: RedisServer, tmp_path: Path
+) -> None:
+    settings = WorkerSettings(channels_dir=CHANNELS, store=redis.url, shutdown_grace=1.0)
+    room, factory = StandInRoom(), ScriptedFactory()
+    entrypoint = DeskEntrypoint(
+        settings,
+        ["research"],
+        CallLoad(2),
+        session_factory=lambda: factory,
+        room=lambda _ctx: cast(CallRoom, room),
+    )
+    ctx = StandInJobContext("job-2", "research-1")
+    serve = Hub(store=await open_store(ServerSettings(store=redis.url)), orchestration=None)
+    await serve.start()
+    await entrypoint(ctx)  # type: ignore[arg-type]
+    try:
+        store = cast(RedisStore, serve.store)
+
+        async def worker_follows() -> bool:
+            counts = await store.redis.pubsub_numsub(store.channel)
+            return bool(counts) and counts[0][1] == 1
+
+        assert await until(worker_follows)
+        room.join("alice")
+        await room.changes.wait_for(lambda: room.audio and room.audio[0].sink.queued)
+        [session] = factory.sessions
+        room.audio[0].sink.play_all()  # the greeting was heard: the call is idle
+        await room.changes.wait_for(lambda: session.confirmed)
+
+        delivery_id = await serve.deliver("research:alice", "Heat pumps move heat.", "immediate")
+        # no poll and no rejoin: the announcement brings it to the worker, which speaks it
+        await room.changes.wait_for(lambda: "Heat pumps move heat." in session.said)
+        room.audio[0].sink.play_all()
+        assert await until(status_is(store, delivery_id, DeliveryStatus.DELIVERED))
+    finally:
+        await ctx.shutdown()
+        await serve.aclose()
