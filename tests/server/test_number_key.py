@@ -15,11 +15,11 @@ from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
 from tests.fakes.server_session import ScriptedFactory
 from tests.fakes.twilio import FakeTwilio
 from voicehub.core.store.base import RoomRecord
+from voicehub.core.store.number_key import load_number_key, number_key_path
 from voicehub.core.store.redis import RedisStore
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import load_desks
 from voicehub.errors import ConfigError
-from voicehub.server.number_key import load_number_key, number_key_path
 from voicehub.server.settings import ServerSettings
 from voicehub.server.twilio import caller_conversation, legacy_caller_conversation
 
@@ -121,3 +121,16 @@ async def test_instances_on_one_redis_agree_on_the_key(redis_server: RedisServer
     finally:
         for store in (first, second, other):
             await store.close()
+
+
+async def test_a_worker_on_the_same_sqlite_file_uses_the_same_key(tmp_path: Path) -> None:
+    from voicehub.workers.settings import WorkerSettings
+
+    db = tmp_path / "voicehub.db"
+    store = SQLiteStore(db)
+    try:
+        served = await load_number_key(settings_for(db), store)
+        worked = await load_number_key(WorkerSettings(channels_dir=CHANNELS, db_path=db), store)
+    finally:
+        await store.close()
+    assert served == worked  # a SIP caller and a Twilio caller of one number: one conversation

@@ -28,6 +28,8 @@ from voicehub.workers.load import CallLoad
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
+NUMBER_KEY = b"k" * 32  # the store's caller-number secret
+
 
 @pytest.fixture
 def desk() -> Desk:
@@ -57,7 +59,7 @@ async def test_a_participant_is_answered_on_the_rooms_audio_and_playout_ends_the
     hub: Hub, desk: Desk
 ) -> None:
     room, factory, load = StandInRoom(), ScriptedFactory(), CallLoad(2)
-    job = DeskJob(hub, desk, room, factory, load)
+    job = DeskJob(hub, desk, room, factory, load, number_key=NUMBER_KEY)
     async with running(job):
         room.join("alice")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].sink.queued)
@@ -86,7 +88,7 @@ async def test_results_finishing_while_the_caller_is_away_are_held_and_spoken_on
     hub: Hub, desk: Desk
 ) -> None:
     room, factory, load = StandInRoom(), ScriptedFactory(), CallLoad(1)
-    job = DeskJob(hub, desk, room, factory, load)
+    job = DeskJob(hub, desk, room, factory, load, number_key=NUMBER_KEY)
     async with running(job):
         room.join("alice")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].sink.queued)
@@ -125,7 +127,7 @@ async def test_a_barge_in_clears_the_track_and_its_marks_are_never_confirmed(
     hub: Hub, desk: Desk
 ) -> None:
     room, factory = StandInRoom(), ScriptedFactory()
-    job = DeskJob(hub, desk, room, factory, CallLoad(4))
+    job = DeskJob(hub, desk, room, factory, CallLoad(4), number_key=NUMBER_KEY)
     async with running(job):
         room.join("bob")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].transport.pending_marks)
@@ -149,7 +151,7 @@ async def test_a_session_that_fails_to_start_does_not_count_as_a_call_or_end_the
             return await super().start(*args, **kwargs)  # type: ignore[arg-type]
 
     room, factory, load = StandInRoom(), Failing(), CallLoad(1)
-    job = DeskJob(hub, desk, room, factory, load)
+    job = DeskJob(hub, desk, room, factory, load, number_key=NUMBER_KEY)
     async with running(job) as task:
         room.join("carol")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].closed)

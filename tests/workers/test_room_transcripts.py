@@ -46,6 +46,8 @@ CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RATE = 16000
 AGENT = "voicehub-research-job-1"
 
+NUMBER_KEY = b"k" * 32  # the store's caller-number secret
+
 
 @pytest.fixture(scope="module")
 def desk() -> Desk:
@@ -83,7 +85,7 @@ def assert_agent_segment(stream: StandInTextStream) -> None:
 async def test_the_agents_words_are_a_transcription_stream_per_speech(hub: Hub, desk: Desk) -> None:
     room, factory = StandInRoom(AGENT), ScriptedFactory()
     agent = room.local_participant
-    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2))):
+    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2), number_key=NUMBER_KEY)):
         room.join("alice")
         await room.changes.wait_for(lambda: agent.transcripts(AGENT))
         [greeting] = agent.transcripts(AGENT)
@@ -127,7 +129,7 @@ async def test_a_real_call_shows_the_callers_and_the_agents_words_and_the_agents
     words = synthesize(
         "could you research heat pumps for me please", voice="piper", sample_rate=RATE
     )
-    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2))):
+    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2), number_key=NUMBER_KEY)):
         room.join("alice")
         await room.changes.wait_for(lambda: room.audio, timeout=60)
         audio = room.audio[0]

@@ -15,17 +15,18 @@ import pytest
 from tests.fakes.livekit_room import StandInRoom
 from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.base import DeliveryStatus
+from voicehub.core.store.number_key import caller_conversation
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.loading import load_desk_folder
 from voicehub.hub import Hub
-from voicehub.server.twilio import caller_conversation
-from voicehub.workers.dispatch import phone_conversation
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 NUMBER = "+15551234567"
+
+NUMBER_KEY = b"k" * 32  # the store's caller-number secret
 
 
 def sip(number: str, call_id: str) -> dict[str, str]:
@@ -58,22 +59,15 @@ async def serving(job: DeskJob) -> AsyncIterator[None]:
             await task
 
 
-@pytest.mark.parametrize(
-    "number", [NUMBER, "15551234567", "+1 555 123 4567", "anonymous", "+266696687", "", "12"]
-)
-def test_a_number_gets_the_conversation_twilio_gives_it(number: str) -> None:
-    assert phone_conversation(number) == caller_conversation(number)
-
-
 async def test_a_sip_caller_continues_the_conversation_of_their_number(hub: Hub) -> None:
     desk = research_desk()
     room, factory = StandInRoom(), ScriptedFactory()
-    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2))):
+    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2), number_key=NUMBER_KEY)):
         room.join(f"sip_{NUMBER}", kind="sip", attributes=sip(NUMBER, "SCL_first"))
         await room.changes.wait_for(lambda: room.audio and room.audio[0].sink.queued)
         [first] = factory.sessions
         # the same conversation a Twilio call from this number has
-        assert first.room_id == f"research:{caller_conversation(NUMBER)}"
+        assert first.room_id == f"research:{caller_conversation(NUMBER, NUMBER_KEY)}"
         assert NUMBER not in first.room_id and "5551234567" not in first.room_id
         room.audio[0].sink.play_all()
         room.leave(f"sip_{NUMBER}")
@@ -96,7 +90,7 @@ async def test_a_sip_caller_continues_the_conversation_of_their_number(hub: Hub)
 async def test_withheld_numbers_get_a_conversation_per_call(hub: Hub) -> None:
     desk = research_desk()
     room, factory = StandInRoom(), ScriptedFactory()
-    async with serving(DeskJob(hub, desk, room, factory, CallLoad(4))):
+    async with serving(DeskJob(hub, desk, room, factory, CallLoad(4), number_key=NUMBER_KEY)):
         room.join("sip_anonymous", kind="sip", attributes=sip("anonymous", "SCL_a"))
         await room.changes.wait_for(lambda: factory.sessions)
         room.leave("sip_anonymous")
@@ -110,7 +104,9 @@ async def test_withheld_numbers_get_a_conversation_per_call(hub: Hub) -> None:
 
 async def test_a_desk_with_one_conversation_per_call_ignores_the_number(hub: Hub) -> None:
     room, factory = StandInRoom(), ScriptedFactory()
-    async with serving(DeskJob(hub, research_desk("call"), room, factory, CallLoad(4))):
+    async with serving(
+        DeskJob(hub, research_desk("call"), room, factory, CallLoad(4), number_key=NUMBER_KEY)
+    ):
         room.join(f"sip_{NUMBER}", kind="sip", attributes=sip(NUMBER, "SCL_1"))
         await room.changes.wait_for(lambda: factory.sessions)
         assert factory.sessions[0].room_id == "research:call-SCL_1"
@@ -120,7 +116,9 @@ async def test_a_browser_participant_is_keyed_by_identity_even_with_sip_like_att
     hub: Hub,
 ) -> None:
     room, factory = StandInRoom(), ScriptedFactory()
-    async with serving(DeskJob(hub, research_desk(), room, factory, CallLoad(4))):
+    async with serving(
+        DeskJob(hub, research_desk(), room, factory, CallLoad(4), number_key=NUMBER_KEY)
+    ):
         room.join("alice", attributes=sip(NUMBER, "SCL_x"))  # only LiveKit SIP sets kind SIP
         await room.changes.wait_for(lambda: factory.sessions)
         assert factory.sessions[0].room_id == "research:alice"

@@ -34,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.store.number_key import load_number_key
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
@@ -41,7 +42,6 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
-from voicehub.server.number_key import load_number_key
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens

@@ -85,9 +85,6 @@ class ServerSettings(StoreChoice):
     twilio_account_sid: str | None = None
     # Where the REST API for call-backs lives: Twilio's own unless set (a proxy, a fake).
     twilio_api_url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+/?$")
-    # The secret of caller-number conversation ids (`voicehub.server.number_key`); unset:
-    # generated once and kept with the store.
-    number_key: str | None = Field(default=None, min_length=_MIN_TOKEN, repr=False)
 
     @field_validator("token")
     @classmethod

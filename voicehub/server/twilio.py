@@ -12,7 +12,7 @@ the voice webhook minted (`voicehub.server.stream_tokens`), carried back to us a
 `<Parameter>` in the stream's `start` message.
 
 By default a call's conversation is keyed to the caller's number (an HMAC under the
-server's secret, `voicehub.server.number_key`: the number is not stored and cannot be
+store's secret, `voicehub.core.store.number_key`: the number is not stored and cannot be
 recovered from the id), so calling back reaches the same room and hears the results held
 meanwhile, across restarts.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import re
 from collections.abc import Callable
@@ -34,10 +33,14 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from voicehub.core.store.number_key import (
+    caller_conversation,
+    legacy_caller_conversation,
+    number_conversation,
+)
 from voicehub.errors import MissingExtraError
 from voicehub.server.calls import LiveCall, Switchboard
 from voicehub.server.keypad import Keypad
-from voicehub.server.number_key import number_hash
 from voicehub.server.stream_tokens import StreamGrant, StreamTokens
 from voicehub.transports.twilio import (
     Dtmf,
@@ -66,7 +69,6 @@ __all__ = [
 
 log = logging.getLogger("voicehub.twilio")
 
-_CALLER = re.compile(r"\+?[0-9]{3,16}")
 _SID = re.compile(r"[A-Za-z0-9]{2,64}")
 _START_TIMEOUT = 10.0  # seconds Twilio gets to send `start` after connecting
 # The session runs at 16 kHz, as for browsers: the transport resamples in numpy. (At 8 kHz
@@ -74,33 +76,6 @@ _START_TIMEOUT = 10.0  # seconds Twilio gets to send `start` after connecting
 _SESSION_RATE = 16000
 _MAX_FORM_BYTES = 64_000  # Twilio's webhook forms are about 1 KB
 _MAX_PROBLEMS_BEFORE_START = 20  # frames dropped before `start` before we give up
-
-
-def caller_conversation(number: str, key: bytes) -> str | None:
-    """The conversation id of a caller's number, or None for a withheld or odd one.
-
-    A keyed hash (`voicehub.server.number_key`), so the store never holds the number and
-    the id cannot be reversed by trying numbers; the same number and key always give the
-    same id.
-    """
-    normalized = _normalized(number)
-    return None if normalized is None else "tel-" + number_hash(key, normalized)
-
-
-def legacy_caller_conversation(number: str) -> str | None:
-    """The unkeyed id earlier versions gave `number`: a caller whose conversation began
-    before the upgrade keeps it (see `PhoneLine.conversation_of`)."""
-    normalized = _normalized(number)
-    if normalized is None:
-        return None
-    return "tel-" + hashlib.sha256(f"voicehub caller {normalized}".encode()).hexdigest()[:24]
-
-
-def _normalized(number: str) -> str | None:
-    digits = number.strip().replace(" ", "")
-    if not _CALLER.fullmatch(digits) or digits.lstrip("+") in ("266696687", "7378742833"):
-        return None  # Twilio's stand-ins for "anonymous" / "restricted"
-    return "+" + digits.lstrip("+")
 
 
 @dataclass
@@ -121,23 +96,9 @@ class PhoneLine:
         return base + path
 
     async def conversation_of(self, desk: str, number: str) -> str | None:
-        """The conversation of a caller's number at `desk` (None: withheld or odd number).
-
-        Normally the keyed id. A conversation begun under the unkeyed id of earlier
-        versions, and never under the keyed one, stays the caller's: results held for
-        them before an upgrade are still heard when they call back.
-        """
-        keyed = caller_conversation(number, self.number_key)
-        legacy = legacy_caller_conversation(number)
-        if keyed is None or legacy is None:
-            return keyed
-        store = self.board.hub.store
-        if (
-            await store.get_room(f"{desk}:{keyed}") is None
-            and await store.get_room(f"{desk}:{legacy}") is not None
-        ):
-            return legacy
-        return keyed
+        """The conversation of a caller's number at `desk` (None: withheld or odd number);
+        see `voicehub.core.store.number_key`."""
+        return await number_conversation(self.board.hub.store, desk, number, self.number_key)
 
     def signature_problem(self, request: Request, params: dict[str, str]) -> str | None:
         """None if the request is signed by Twilio for our public URL, else why not."""

@@ -21,8 +21,9 @@ from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from voicehub.core.store.number_key import number_conversation
 from voicehub.transports.livekit import RoomAudioTransport, forward_caller_audio
-from voicehub.workers.dispatch import conversation_for, sip_conversation
+from voicehub.workers.dispatch import conversation_for
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -96,10 +97,18 @@ class DeskJob:
     """Serves `desk` in one LiveKit room on `hub`; `load` counts its live calls."""
 
     def __init__(
-        self, hub: Hub, desk: Desk, room: CallRoom, factory: SessionFactory, load: CallLoad
+        self,
+        hub: Hub,
+        desk: Desk,
+        room: CallRoom,
+        factory: SessionFactory,
+        load: CallLoad,
+        *,
+        number_key: bytes,
     ) -> None:
         self.hub, self.desk, self.room = hub, desk, room
         self.factory, self.load = factory, load
+        self.number_key = number_key  # the store's secret behind caller-number ids
         self.room_ids: list[str] = []  # the conversations served, in order
         self.session: VoiceSession | None = None
 
@@ -114,7 +123,7 @@ class DeskJob:
 
     async def serve(self, caller: Caller) -> None:
         """One call, from the caller's audio to their leaving."""
-        room_id = f"{self.desk.name}:{self.conversation(caller)}"
+        room_id = f"{self.desk.name}:{await self.conversation(caller)}"
         self.room_ids.append(room_id)
         audio = await self.room.open_audio(caller)
         session: VoiceSession | None = None
@@ -138,15 +147,19 @@ class DeskJob:
                     await forward
             await self._end(room_id, session, audio)
 
-    def conversation(self, caller: Caller) -> str:
+    async def conversation(self, caller: Caller) -> str:
         """Which conversation `caller` continues: their identity's, or for a phone caller
-        their number's (as for a Twilio caller, and per call if the desk says so)."""
+        their number's (the id a Twilio call from that number gets), or, for a withheld
+        number or a desk set to one conversation per call, one for this call (from
+        `sip.callID`), never one shared by all anonymous callers."""
         if caller.kind != "sip":
             return conversation_for(caller.identity)
-        per_caller = self.desk.config.phone.conversation == "caller"
-        return sip_conversation(
-            caller.phone_number, caller.call_id or uuid.uuid4().hex[:16], per_caller=per_caller
-        )
+        by_number = None
+        if self.desk.config.phone.conversation == "caller":
+            by_number = await number_conversation(
+                self.hub.store, self.desk.name, caller.phone_number, self.number_key
+            )
+        return by_number or conversation_for(f"call-{caller.call_id or uuid.uuid4().hex[:16]}")
 
     async def _end(self, room_id: str, session: VoiceSession | None, audio: CallerAudio) -> None:
         # shielded: a job shutting down while a call ends must still hold its results

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.choice import open_store
+from voicehub.core.store.number_key import load_number_key
 from voicehub.core.store.redis import RedisStore
 from voicehub.delivery.announcements import follow_announcements
 from voicehub.desks.desk import build_desk
@@ -125,7 +126,8 @@ class DeskEntrypoint:
 
             await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
             room = LiveKitCallRoom(ctx)
-        desk_job = DeskJob(hub, desk, room, factory, self.load)
+        number_key = await load_number_key(self.settings, hub.store)
+        desk_job = DeskJob(hub, desk, room, factory, self.load, number_key=number_key)
         runner = asyncio.create_task(desk_job.run(), name=f"voicehub-desk-{name}")
 
         async def shut_down(reason: str) -> None:

@@ -26,6 +26,7 @@ ENVIRONMENT = {
     "channels_dir": "VOICEHUB_CHANNELS",
     "db_path": "VOICEHUB_DB",
     "store": "VOICEHUB_STORE",
+    "number_key": "VOICEHUB_NUMBER_KEY",
     "desk": "VOICEHUB_DESK",
     "agent_name": "VOICEHUB_AGENT_NAME",
     "capacity": "VOICEHUB_WORKER_CAPACITY",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voicehub.core.store.base import Store
 from voicehub.core.store.redis import RedisStore
@@ -20,12 +20,16 @@ __all__ = ["StoreChoice", "describe_store", "open_store"]
 
 class StoreChoice(BaseModel):
     """`store`: None for the SQLite file at `db_path`, or a `redis://` / `rediss://` /
-    `unix://` URL to share one Redis among processes ("sqlite" and "" mean None)."""
+    `unix://` URL to share one Redis among processes ("sqlite" and "" mean None).
+    `number_key`: the secret of caller-number conversation ids (`VOICEHUB_NUMBER_KEY`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     db_path: Path = Path("var/voicehub.db")
     store: str | None = None
+    # The secret of caller-number conversation ids (`voicehub.core.store.number_key`);
+    # unset: generated once and kept with the store.
+    number_key: str | None = Field(default=None, min_length=16, repr=False)
 
     @field_validator("store")
     @classmethod
