@@ -17,7 +17,7 @@ from voicehub.agents.llm import (
     ToolSpec,
     complete,
 )
-from voicehub.agents.scripted import ScriptedLLM, ScriptedRule, render
+from voicehub.agents.scripted import ScriptedLLM, ScriptedRule, render, rule_vocabulary
 
 BOOK = ToolSpec(name="book_table")
 LOOKUP = ToolSpec(name="lookup_order")
@@ -291,3 +291,49 @@ def test_a_caller_turn_nothing_matched_is_read_tolerantly() -> None:
     assert said("how was the weather") == "weather"  # an exact match wins over a near one
     assert said("how was it growing") == "fallback"  # two words off
     assert said("any nose") == "fallback"  # short phrases are never guessed
+
+
+def test_recognizer_punctuation_and_a_misheard_trigger_word_still_match() -> None:
+    llm = ScriptedLLM(
+        [
+            {
+                "regex": r"\b(?:research|dig into|read up on)\s+(?P<topic>.+?)[\s.?!,]*$",
+                "tool": "delegate_workers",
+                "arguments": {"task": "{topic}"},
+            },
+            {"match": ["research"], "say": "what topic?"},
+            {"match": ["forget it"], "say": "cancelled"},
+        ],
+        fallback="fallback",
+    )
+    tools = [ToolSpec(name="delegate_workers")]
+
+    def task(text: str) -> str | None:
+        chunks = llm.respond([ChatMessage(role="user", content=text)], tools)
+        calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
+        return json.loads(calls[0].arguments)["task"] if calls else None
+
+    def said(text: str) -> str:
+        chunks = llm.respond([ChatMessage(role="user", content=text)], tools)
+        return " ".join(c.text for c in chunks if isinstance(c, TextDelta))
+
+    # Whisper's commas, not the bare "research" rule below
+    assert task("Research, home batteries, please.") == "home batteries please"
+    assert task("Can you did into home insulation?") == "home insulation"  # "did" ~ "dig"
+    assert task("Would you read up in electric cars") == "electric cars"  # 3 words, 1 off
+    assert task("could you dog into it") == "it"  # "dog"/"dig" spelled alike
+    assert task("can you go into solar panels") is None  # "go"/"dig": not alike
+    assert said("Forgot it.") == "cancelled"
+    assert said("did you get it") == "fallback"  # "get" is not "forget" misheard
+    assert task("What's 3.5 kW?") is None and said("What's 3.5 kW?") == "fallback"
+
+
+def test_rule_vocabulary_lists_trigger_phrases_and_regex_alternatives() -> None:
+    rules = ScriptedLLM(
+        [
+            {"regex": r"^(?:so\s+)?(?:what is|what.s)\s+(?P<topic>.+?)$", "say": "x"},
+            {"match": ["*", "never mind"], "say": "y"},
+            {"match": ["ignored"], "on": "instruction", "say": "z"},
+        ]
+    ).rules
+    assert rule_vocabulary(rules) == ["what is", "what", "never mind"]

@@ -227,8 +227,8 @@ def _near_match(
     rule: ScriptedRule, pattern: list[re.Pattern[str]], text: str
 ) -> dict[str, str] | None:
     """Groups of `rule` when `text` says one of its trigger phrases with one word misheard:
-    any one word of a phrase of three or more words, or in a two-word phrase one word that
-    sounds alike in writing ("did into" for "dig into"). A `match` rule then matches; a
+    any one word of a phrase of three or more words, or in a two-word phrase one word spelled
+    alike (`_alike`: "did into" for "dig into"). A `match` rule then matches; a
     `regex` rule matches the text with the phrase put right (its alternatives are its
     phrases), so its groups still take the words after it."""
     words = re.findall(r"[\w']+", text)
@@ -245,7 +245,7 @@ def _near_match(
             if len(wrong) != 1:
                 continue
             heard, meant = wrong[0]
-            if size == 2 and difflib.SequenceMatcher(None, heard, meant).ratio() < _ALIKE:
+            if size == 2 and not _alike(heard, meant):
                 continue
             if rule.regex is None:
                 return {}
@@ -256,7 +256,10 @@ def _near_match(
     return None
 
 
-_ALIKE = 0.6  # "did"/"dig" 0.67, "nose"/"news" 0.5
+def _alike(heard: str, meant: str) -> bool:
+    """Words a recognizer confuses: same first letter, mostly the same letters ("did" and
+    "dig"; not "nose" and "news", nor "get" and "forget")."""
+    return heard[:1] == meant[:1] and difflib.SequenceMatcher(None, heard, meant).ratio() >= 0.6
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:
