@@ -26,12 +26,13 @@ from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 
 @dataclass
 class State:
-    """A hand-written activity state (the policy only reads these four fields)."""
+    """A hand-written activity state (the policy only reads these five fields)."""
 
     user_speaking: bool = False
     is_idle: bool = True
     idle_since: float | None = 0.0
     session_live: bool = True
+    caller_voiced_at: float | None = None
 
 
 IDLE_SINCE_0 = State()
