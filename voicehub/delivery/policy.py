@@ -341,8 +341,8 @@ def decide(snapshot: ActivityState, pending: Sequence[PendingItem], now: float) 
         else:
             ready_at = idle_since + strategy.buffer
             if strategy.max_wait is not None:
-                ready_at = min(ready_at, max(item.arrived_at + strategy.max_wait, hold_until))
-            consider((item,), ready_at)
+                ready_at = min(ready_at, item.arrived_at + strategy.max_wait)
+            consider((item,), max(ready_at, hold_until))
     close_batch()
 
     if best is not None:

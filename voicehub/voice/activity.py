@@ -135,8 +135,8 @@ class VoiceActivity:
 
     def voiced_within(self, seconds: float) -> bool:
         """Whether the caller's latest speech-like frame arrived less than `seconds` ago."""
-        voiced_at = self._voiced_at
-        return voiced_at is not None and self._clock.now() - voiced_at < seconds
+        voiced_at = self._voiced_at  # compared as the policy does: `voiced_at + seconds`
+        return voiced_at is not None and self._clock.now() < voiced_at + seconds
 
     def user_turn_awaiting_answer(self, awaiting: bool) -> None:
         """Whether the caller's last turn still waits for the agent's answer."""
