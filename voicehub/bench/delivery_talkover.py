@@ -11,7 +11,9 @@ marks as it plays).
 Figures, over all calls: `max_ms` and `median_ms` of talk-over (delivery audio played while
 the caller's voiced frames were sent), and `decision_to_audio_ms` (median time from the
 delivery attempt's event to the delivery's first audio at the client; both travel the same
-socket, so this is the server's gap).
+socket, so this is the server's gap). `ack_to_delivered_ms`: from the result's last playout
+ack to its `delivered` outcome event, which the server sends after writing the status: the
+window in which a crash would speak the result again (issue 15, item 5).
 """
 
 from __future__ import annotations
@@ -141,6 +143,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     talkover_ms: list[float] = []
     to_audio_ms: list[float] = []
     attempts: list[int] = []
+    window_ms: list[float] = []
     with tempfile.TemporaryDirectory(prefix="voicehub-talkover-") as folder:
         async with _server(Path(folder)) as (url, hub):
             for number, offset in enumerate(offsets):
@@ -148,11 +151,15 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
                 talkover_ms.append(round(record.talkover() * 1000, 1))
                 to_audio_ms += [gap * 1000 for gap in record.first_delivery_audio]
                 attempts.append(len(record.attempts))
+                window_ms += [gap * 1000 for gap in record.ack_to_delivered]
     figures = {
         "max_ms": max(talkover_ms),
         "median_ms": round(statistics.median(talkover_ms), 1),
         "decision_to_audio_ms": round(statistics.median(to_audio_ms), 1),
         "decision_to_audio_max_ms": round(max(to_audio_ms), 1),
+        # exactly once: a crash inside this window speaks the result again on reconnect
+        "ack_to_delivered_ms": round(statistics.median(window_ms), 1),
+        "ack_to_delivered_max_ms": round(max(window_ms), 1),
         "calls_talked_over": sum(1 for ms in talkover_ms if ms > 0),
         "calls": len(offsets),
         "per_offset_ms": dict(zip([f"{o:.2f}" for o in offsets], talkover_ms, strict=True)),

@@ -52,6 +52,9 @@ class CallerRecord:
     first_delivery_audio: list[float] = field(default_factory=list)  # one per attempt heard
     outcomes: list[str] = field(default_factory=list)
     acks: list[float] = field(default_factory=list)
+    # The exactly-once window: the result's last playout ack sent -> its "delivered" outcome
+    # (written to the store before the outcome event is sent).
+    ack_to_delivered: list[float] = field(default_factory=list)
 
     def talkover(self) -> float:
         """Seconds of delivery audio played over the caller's voiced frames."""
@@ -173,6 +176,8 @@ class TalkoverCaller:
             self._in_delivery = self._heard_attempt = True
         elif kind == "delivery":
             self.record.outcomes.append(str(event.get("outcome")))
+            if event.get("outcome") == "delivered" and self.record.acks:
+                self.record.ack_to_delivered.append(now - self.record.acks[-1])
             self._in_delivery = self._heard_attempt = False
 
     async def _ack(self, mark_id: str, delay: float) -> None:
