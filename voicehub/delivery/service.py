@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
+from voicehub.delivery.hook_events import delivery_event, strategy_name
 from voicehub.delivery.injector import ActivityFeed, Injector, InjectOutcome
 from voicehub.delivery.outbox import Outbox
 from voicehub.delivery.policy import (
@@ -279,7 +279,7 @@ class DeliveryService:
             # A BEFORE_DELIVER hook that raises is logged and skipped by the hook registry
             # (fail open): a broken filter must not lose a result. To stop a result, block it.
             outcome = await self.hub.run_hooks(
-                HookTrigger.BEFORE_DELIVER, self._event(record, strategy)
+                HookTrigger.BEFORE_DELIVER, delivery_event(record, strategy)
             )
             if outcome.blocked:
                 queue.forget(record.id)
@@ -306,7 +306,7 @@ class DeliveryService:
                 self._defer(queue, fresh)
         if not claimed:
             return
-        name, text = _name(strategy), "\n\n".join(texts[r.id] for r in claimed)
+        name, text = strategy_name(strategy), "\n\n".join(texts[r.id] for r in claimed)
         ids = [r.id for r in claimed]
         metadata = {**claimed[0].metadata, "delivery_ids": ids, "strategy": name}
         if any(queue.interruptions[i] >= OFFER_AFTER for i in ids):
@@ -378,38 +378,16 @@ class DeliveryService:
         queue.update(requeued)
         return requeued, str(result), ""
 
-    def _event(self, record: DeliveryRecord, strategy: DeliveryStrategy, **extra: Any) -> Event:
-        return Event(
-            kind=EventKind.DELIVERY,
-            text=record.content,
-            source="delivery",
-            role="assistant",
-            source_type=ChannelType.SYSTEM,
-            room_id=record.room_id,
-            # The caller's metadata first: it must not mask the service's own keys.
-            metadata={
-                **record.metadata,
-                "delivery_id": record.id,
-                "strategy": _name(strategy),
-                "attempt": record.attempts + 1,
-                **extra,
-            },
-        )
-
     async def _after(
         self, record: DeliveryRecord, outcome: str, strategy: DeliveryStrategy, error: str = ""
     ) -> None:
         if not self.hub.hooks.has(HookTrigger.AFTER_DELIVER, record.room_id):
             return  # no hook: no event to build
         final, attempt = record.status.final, record.attempts
-        event = self._event(
+        event = delivery_event(
             record, strategy, outcome=outcome, error=error or None, attempt=attempt, final=final
         )
         try:
             await self.hub.run_hooks(HookTrigger.AFTER_DELIVER, event)
         except Exception:  # an observer must not undo a delivery nor stop the driver
             log.exception("AFTER_DELIVER hook failed for delivery %s", record.id)
-
-
-def _name(strategy: DeliveryStrategy) -> str:
-    return str(strategy.to_json()["kind"])
