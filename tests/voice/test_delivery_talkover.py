@@ -26,6 +26,7 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookResult, HookTrigger
+from voicehub.core.store.base import DeliveryStatus
 from voicehub.delivery.policy import VOICE_HOLD, WaitForIdle
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
@@ -224,13 +225,10 @@ async def test_results_are_pre_rendered_and_a_rewrite_is_spoken_instead(
     assert rewritten in history  # the rewritten words were spoken, not the rendering
 
 
-async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(
-    harness: Harness, caller_frames: list[bytes]
-) -> None:
-    test = harness
-    loud = max(caller_frames, key=_rms)
+async def _cut_off_twice_then_offered(test: Harness, loud: bytes) -> str:
+    """Deliver a result, barge in on it twice, and let the third attempt ask."""
     test.transport.ack_mode = "manual"
-    await test.hub.deliver(
+    result = await test.hub.deliver(
         ROOM, RESULT, strategy=WaitForIdle(buffer=0.2), metadata={"task": "solar panels"}
     )
     for round_ in (1, 2):  # the caller cuts it off twice
@@ -245,7 +243,6 @@ async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(
     test.transport.audio.clear()
     for _ in range(round((VOICE_HOLD + 0.3) / TICK)):
         await test.push(SILENCE)
-    # the third time it is offered: the agent asks, and the caller says yes
     await _idle(test)
     await test.clock.advance(1.0)
     await test.transport.wait_for(
@@ -253,8 +250,31 @@ async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(
     )
     await settle()
     assert test.session._delivery._answer is not None  # waiting for the caller's answer
+    return result
+
+
+async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(
+    harness: Harness, caller_frames: list[bytes]
+) -> None:
+    test = harness
+    await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
     await test.session.push_text("yes please")
     assert await test.outcome(3) == ["interrupted", "interrupted", "delivered"]
     spoken = [e.text for e in await test.hub.history(ROOM) if e.role == "assistant"]
     assert any("I have the results on solar panels, shall I read them?" in t for t in spoken)
     assert spoken[-1] == RESULT
+
+
+async def test_an_offer_answered_no_keeps_the_result_held_for_the_next_call(
+    harness: Harness, caller_frames: list[bytes]
+) -> None:
+    test = harness
+    result = await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
+    await test.session.push_text("no not now")
+    assert await test.outcome(3) == ["interrupted", "interrupted", "declined"]
+    record = await test.hub.store.get_delivery(result)
+    assert record is not None and record.status is DeliveryStatus.HELD
+    await test.clock.advance(30.0)  # not spoken again in this call
+    assert test.outcomes[-1] == "declined"
+    spoken = [e.text for e in await test.hub.history(ROOM) if e.role == "assistant"]
+    assert RESULT not in spoken[-1]
