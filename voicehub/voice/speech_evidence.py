@@ -4,7 +4,7 @@ arrives.
 The VAD's debounced start of speech comes 60-200 ms after the first voiced frame (its
 minimum speech duration, plus Silero's batching). Delivery needs to know sooner: a result must
 not start over a caller who began a frame ago, and must stop the frame the caller starts.
-So every caller frame is measured here (RMS, about 3 us a frame with numpy) against an
+So every caller frame is measured here (RMS, about 7 us a frame on a loaded core) against an
 adaptive noise floor: a frame is speech-like when it is louder than `min_rms` and
 `above_floor` times the floor. The floor follows the quietest frames down at once and rises
 slowly (`floor_rise` per frame), so steady line noise stops counting within seconds while
@@ -15,6 +15,8 @@ cuts a result that is then offered again; it never loses one.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -52,9 +54,11 @@ class SpeechEvidence:
         if not whole:
             return 0
         samples = np.frombuffer(data, dtype="<i2", count=whole // 2).astype(np.float32)
-        levels = np.sqrt(np.mean(np.square(samples.reshape(-1, self._frame // 2)), axis=1))
+        width = self._frame // 2
         voiced, rise = 0, self._floor_rise
-        for level in levels.tolist():
+        for start in range(0, len(samples), width):
+            frame = samples[start : start + width]
+            level = math.sqrt(float(np.dot(frame, frame)) / width)  # dot: the cheapest RMS
             threshold = max(self._min_rms, self._floor * self._above_floor)
             voiced += level > threshold
             # never stuck at 0 after digital silence: rise from at least 1
