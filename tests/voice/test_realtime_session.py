@@ -445,3 +445,16 @@ async def test_a_typed_turn_goes_in_as_the_callers_message(call: Harness) -> Non
     assert item["content"] == [{"type": "input_text", "text": "2"}]
     history = await call.hub.history(ROOM)
     assert any(e.role == "user" and e.text == "2" for e in history)
+
+
+async def test_batched_audio_goes_before_a_control_event(call: Harness) -> None:
+    session, _, _ = await call.start(ack="immediate")
+    for _ in range(2):  # 40 ms: less than a batch, held back
+        await session.push_audio(bytes(FRAME))
+    assert not call.server.of_type("input_audio_buffer.append")
+    await session.push_text("2")
+    await call.server.wait_for(lambda: bool(call.server.of_type("conversation.item.create")))
+    kinds = [e["type"] for e in call.server.received]
+    assert kinds.index("input_audio_buffer.append") < kinds.index("conversation.item.create")
+    [append] = call.server.of_type("input_audio_buffer.append")
+    assert 0 < len(append["audio"]) * 3 // 4 <= 2 * 960  # the 40 ms, at 24 kHz

@@ -1,7 +1,9 @@
 """A loopback stand-in for the Realtime model, for the relay benchmark: a WebSocket server
 in a child process (its CPU is not the relay's) that answers `session.update`, then keeps
-one response speaking: every `input_audio_buffer.append` gets a 20 ms
-`response.output_audio.delta` back, so each paced frame crosses the relay both ways."""
+one response speaking: every `input_audio_buffer.append` gets one 20 ms
+`response.output_audio.delta` back per 20 ms of audio it carries (the relay batches its
+appends, the model's audio still comes in 20 ms deltas), so each paced frame crosses the
+relay both ways."""
 
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ async def _serve(ready: Connection) -> None:
     from websockets.asyncio.server import ServerConnection, serve
 
     async def handle(ws: ServerConnection) -> None:
-        count = 0
         delta = json.dumps(
             {
                 "type": "response.output_audio.delta",
@@ -38,8 +39,9 @@ async def _serve(ready: Connection) -> None:
                 created = {"type": "response.created", "response": {"id": "resp_1"}}
                 await ws.send(json.dumps(created))
             elif kind == "input_audio_buffer.append":
-                count += 1
-                await ws.send(delta)
+                audio = len(json.loads(message)["audio"]) * 3 // 4
+                for _ in range(max(1, round(audio / 960))):
+                    await ws.send(delta)
 
     async with serve(handle, "127.0.0.1", 0, max_size=None, compression=None) as server:
         ready.send(next(iter(server.sockets)).getsockname()[1])
