@@ -127,6 +127,7 @@ class FakeRealtimeServer:
         self.sessions: list[_Session] = []
         self.hold: asyncio.Event | None = None
         self.hold_after = 1  # deltas sent before a hold
+        self.hold_text: str | None = None  # hold only speech containing this text
         self.requests: list[str] = []
         self.refusals: list[int] = []  # HTTP statuses for the next handshakes
         self.refused = 0
@@ -285,6 +286,10 @@ class _Session:
             await self.server.notify()
 
     # -- client events -----------------------------------------------------------------------
+
+    def holds(self, text: str) -> bool:
+        wanted = self.server.hold_text
+        return self.server.hold is not None and (wanted is None or wanted in text)
 
     async def on_session_update(self, event: dict[str, Any]) -> None:
         session = event.get("session") or {}
@@ -525,8 +530,9 @@ class _Session:
             self.spoken = True
             sent += len(chunk)
             self.audio_ms[item_id] = sent * 1000 // 2 // RATE
-            if start == (self.server.hold_after - 1) * DELTA_BYTES and self.server.hold is not None:
+            if start == (self.server.hold_after - 1) * DELTA_BYTES and self.holds(text):
                 await self.server.notify()
+                assert self.server.hold is not None
                 waits = {
                     asyncio.create_task(self.server.hold.wait()),
                     asyncio.create_task(response.stopped.wait()),
