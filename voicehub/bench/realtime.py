@@ -3,10 +3,10 @@
 process), side by side with the pipeline session (`LiveKitVoiceSession`) in the same run,
 and how many relayed calls one core carries with the loop's lag p99 under 20 ms.
 
-Each frame crosses the relay both ways: caller audio up (16 -> 24 kHz, base64, a WebSocket
-frame) and one 20 ms model delta down (parse, base64, 24 -> 16 kHz, the transport, a mark
-every 200 ms confirmed at once), which is more than a real call, where the model speaks
-only part of the time.
+Each frame crosses the relay both ways: caller audio up (in 60 ms appends: 16 -> 24 kHz,
+base64, a WebSocket frame per batch) and one 20 ms model delta down (parse, base64,
+24 -> 16 kHz, the transport, a mark every 200 ms confirmed at once), which is more than a
+real call, where the model speaks only part of the time.
 """
 
 from __future__ import annotations
@@ -114,7 +114,8 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             "ramp_lag_p99_ms": ramp,
             "calls_measured": count,
             "setup": "openai SDK realtime client -> loopback model in a child process; "
-            "each 20 ms frame relayed up and one 20 ms delta down; playout acked at once",
+            "caller audio up in 60 ms appends, one 20 ms delta down per 20 ms frame; "
+            "playout acked at once",
             "load_average_1m": os.getloadavg()[0],
             "quick": quick,
             "section_seconds": round(time.perf_counter() - started, 1),

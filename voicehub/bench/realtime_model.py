@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import multiprocessing
 from multiprocessing.connection import Connection
@@ -19,8 +20,14 @@ DELTA = base64.b64encode(bytes(960)).decode()  # 20 ms of 24 kHz PCM16
 
 async def _serve(ready: Connection) -> None:
     from websockets.asyncio.server import ServerConnection, serve
+    from websockets.exceptions import ConnectionClosed
 
     async def handle(ws: ServerConnection) -> None:
+        # the relay may close its call while deltas are still going out
+        with contextlib.suppress(ConnectionClosed):
+            await relay(ws)
+
+    async def relay(ws: ServerConnection) -> None:
         delta = json.dumps(
             {
                 "type": "response.output_audio.delta",

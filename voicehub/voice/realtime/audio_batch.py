@@ -4,9 +4,9 @@ Each append is a WebSocket message: a JSON frame, a base64 encoding, a send thro
 SDK and a syscall, whatever its size, and at one per 20 ms frame it was most of the relay's
 cost. 60 ms batches cut that threefold, and resample and encode 60 ms at a time. Why 60:
 the server VAD counts audio, not wall time, so a batch only delays what it decides by the
-audio still waiting here: at most 40 ms at 60 ms, a small share of the 300-500 ms of silence
-that ends a turn; 100 ms batches would hold back up to 80 ms, and barge-in is felt sooner
-than that.
+audio still waiting here: at most 40 ms at 60 ms (the start of a barge-in, say); 100 ms
+would hold back up to 80 ms for little more: in the relay benchmark (40 calls, interleaved
+runs) 20 ms appends cost about 112 us per frame, 60 ms about 90, 100 ms about 87.
 
 The end of the caller's speech is not held back at all: while the model hears the caller
 (between its `speech_started` and `speech_stopped`), a quiet frame flushes the batch at
