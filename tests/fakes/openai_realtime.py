@@ -128,6 +128,7 @@ class FakeRealtimeServer:
         self.hold: asyncio.Event | None = None
         self.hold_after = 1  # deltas sent before a hold
         self.hold_text: str | None = None  # hold only speech containing this text
+        self.refuse_updates: str | None = None  # error message for every session.update
         self.requests: list[str] = []
         self.refusals: list[int] = []  # HTTP statuses for the next handshakes
         self.refused = 0
@@ -293,6 +294,9 @@ class _Session:
 
     async def on_session_update(self, event: dict[str, Any]) -> None:
         session = event.get("session") or {}
+        if self.server.refuse_updates is not None:
+            await self.error("invalid_value", self.server.refuse_updates, event)
+            return
         if session.get("type") != "realtime":
             await self.error("invalid_value", "session.type must be 'realtime'", event)
             return

@@ -166,3 +166,14 @@ async def test_when_reconnecting_fails_the_call_ends_and_results_are_held(call: 
     await session.push_audio(bytes(FRAME))  # a closed session ignores late audio
     with pytest.raises(Exception, match="not running"):
         await session.say("hello?")
+
+
+async def test_a_restored_session_the_model_refuses_ends_the_call(call: Harness) -> None:
+    session, transport, activity = await call.start(ack="immediate")
+    call.server.refuse_updates = "instructions too long"
+    await call.server.drop()
+    await until(activity, lambda s: not s.session_live)
+    await asyncio.wait_for(session.closed.wait(), 10)
+    messages = reports(transport)
+    assert any(m.startswith("model_unreachable") and "refused" in m for m in messages)
+    assert len(call.server.sessions) == 2  # it did reconnect; the configuration was refused

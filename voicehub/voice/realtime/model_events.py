@@ -18,6 +18,7 @@ import base64
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.events import EventKind
+from voicehub.errors import VoicehubError
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.realtime.config import MODEL_RATE
 from voicehub.voice.realtime.connection import ModelConnectionLost
@@ -112,7 +113,14 @@ class ModelEvents:
         self.recorder.report(code, f"attempt {attempt}: {reason}")
 
     async def connection_restored(self, attempts: int) -> None:
-        await self.session.restore(attempts)
+        try:
+            await self.session.restore(attempts)
+        except VoicehubError as exc:
+            if self.link is not None and self.link.connection is None:
+                return  # dropped again: the link reconnects and restores once more
+            # the new connection refused our configuration: a call we cannot steer
+            await self.gave_up(f"the restored session was refused: {exc}")
+            return
         self.link_up = True
         if self.active is None and not self.tool_runs.running:
             self.model_free.set()
