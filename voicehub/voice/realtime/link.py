@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from voicehub.errors import ProtocolError
 from voicehub.voice.realtime.connection import ModelConnection
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class ModelLink:
             async for event in connection.events():
                 try:
                     await self.listener.handle(event)
-                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                except (KeyError, TypeError, ValueError, AttributeError, ProtocolError) as exc:
                     log.warning("dropped malformed %s: %r", event["type"], exc)
         except asyncio.CancelledError:
             raise
