@@ -26,6 +26,7 @@ from tests.voice.test_realtime_session import (
     speak,
     until,
 )
+from voicehub.agents.agent import Agent
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.core.events import Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
@@ -177,3 +178,21 @@ async def test_a_restored_session_the_model_refuses_ends_the_call(call: Harness)
     messages = reports(transport)
     assert any(m.startswith("model_unreachable") and "refused" in m for m in messages)
     assert len(call.server.sessions) == 2  # it did reconnect; the configuration was refused
+
+
+async def test_a_handoff_while_reconnecting_is_applied_by_the_restore(call: Harness) -> None:
+    session, transport, activity = await call.start(ack="immediate")
+    clock = call.hub.clock
+    assert isinstance(clock, VirtualClock)
+    call.server.refuse(503)
+    await call.server.drop()
+    await transport.wait_for(lambda: any("attempt 1" in m for m in reports(transport)))
+    booking = Agent(id="booking", instructions="You are the booking desk.", voice="cedar")
+    await session.update_agent(booking)  # the link is down: nothing to send it on yet
+    assert session.agent.id == "booking"
+    await clock.advance(0.5)
+    await call.server.wait_for(lambda: len(call.server.of_type("session.update")) == 2)
+    restored = call.server.of_type("session.update")[-1]["session"]
+    assert restored["instructions"].startswith("You are the booking desk.")
+    assert restored["audio"]["output"]["voice"] == "cedar"  # nothing spoken yet: it may change
+    await until(activity, lambda s: s.is_idle)

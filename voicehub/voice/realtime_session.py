@@ -224,6 +224,9 @@ class RealtimeVoiceSession:
             voice = None
         previous = (self.agent, self._extra_tools)
         self.agent, self._extra_tools = agent, tools
+        if not self.events.link_up:  # reconnecting: the restored session is configured so
+            self.voice = voice or self.voice
+            return
         try:
             config = session_config(
                 self.settings,
@@ -247,6 +250,8 @@ class RealtimeVoiceSession:
         if on == self._auto_reply:
             return
         self._auto_reply = on
+        if not self.events.link_up:  # reconnecting: the restored session gets it
+            return
         detection = self.settings.turn_detection_config(auto_reply=on)
         await self.update_session(
             {"type": "realtime", "audio": {"input": {"turn_detection": detection}}}
