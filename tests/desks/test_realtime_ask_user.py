@@ -24,6 +24,7 @@ from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.realtime_call import start_realtime_call
+from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.orchestration.ask_user import ANSWER_ROUTE
 from voicehub.voice.providers.offline import synthesize
@@ -122,3 +123,18 @@ async def test_the_question_is_spoken_and_the_next_turn_answers_it(
             assert answer.text in output and "city" in output
         finally:
             await session.aclose()
+
+
+async def test_ask_user_without_input_transcription_is_refused_at_call_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HELP_DESK_TEST_KEY", "test-key")
+    text = DESK.format(base_url="http://127.0.0.1:9/v1").replace(
+        "silence_ms = 300", 'silence_ms = 300\ntranscription_model = ""'
+    )
+    (tmp_path / "help.toml").write_text(text)
+    desk = load_desks(tmp_path)["help"]
+    async with Hub() as hub:
+        with pytest.raises(ConfigError, match="transcription_model"):
+            await start_realtime_call(hub, desk, ROOM, FakeTransport(RATE))
+        assert ROOM not in hub.rooms  # refused before the room was touched

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.desks.call import _ready_for_voice
 from voicehub.desks.voice_asker import VoiceAsker
-from voicehub.errors import VoicehubError
+from voicehub.errors import ConfigError, VoicehubError
 from voicehub.orchestration.ask_user import ask_user_tool
 from voicehub.orchestration.handoff import handoff_tool
 from voicehub.voice.realtime.config import RealtimeSettings
@@ -91,8 +91,13 @@ async def start_realtime_call(
     started session. Without `client`, one is built from `[voice.realtime]`: a ConfigError
     names the API key variable when it is not set (before the room is touched)."""
     table = desk.config.voice.realtime_model
+    where = str(desk.config.source or f"desk {desk.name!r}")
+    if desk.config.ask_user is not None and not table.transcription_model:
+        raise ConfigError(
+            f"{where}: [ask_user] on a realtime desk hears the caller's answers through the "
+            "model's input transcription; set [voice.realtime] transcription_model"
+        )
     if client is None:
-        where = str(desk.config.source or f"desk {desk.name!r}")
         client = realtime_client(
             api_key_env=table.api_key_env, base_url=table.base_url, where=where
         )
