@@ -16,10 +16,9 @@ signals drive `VoiceActivity` as follows:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from voicehub.agents.tools import Tool, ToolContext
@@ -28,6 +27,7 @@ from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
 from voicehub.voice.delivery_speech import DeliverySpeaker, PrerenderBudget
+from voicehub.voice.event_outbox import EventOutbox
 from voicehub.voice.events import (
     AgentState,
     ProviderError,
@@ -144,8 +144,7 @@ class LiveKitVoiceSession:
         self._queued: set[str] = set()  # speeches created, no audio yet
         self._turn_heard = self._started = self._closed = False
         self._answer_timer: asyncio.TimerHandle | None = None
-        self._events: asyncio.Queue[Callable[[], Awaitable[Any]]] = asyncio.Queue()
-        self._events_task: asyncio.Task[None] | None = None
+        self._events = EventOutbox(room_id)
         self._close_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -167,7 +166,7 @@ class LiveKitVoiceSession:
         ):
             session.on(name, handler)  # type: ignore[arg-type]
         session.input.audio, session.output.audio = self._input, self._output
-        self._events_task = asyncio.create_task(self._send_events())
+        self._events.start()
         await session.start(self._desk_agent, record=False)
         self._started = True
         self.activity.session_attached()
@@ -190,10 +189,7 @@ class LiveKitVoiceSession:
         self._answered()
         self.activity.session_detached()
         await self._output.drain()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._events.join(), timeout=2.0)
-        if self._events_task is not None:
-            self._events_task.cancel()
+        await self._events.aclose()
 
     @property
     def agent_session(self) -> AgentSession[None]:
@@ -454,7 +450,7 @@ class LiveKitVoiceSession:
             source_type=ChannelType.VOICE,
             metadata=metadata,
         )
-        self._events.put_nowait(lambda: self.hub.post(self.room_id, event))
+        self._events.put(lambda: self.hub.post(self.room_id, event))
 
     def _speaking_agent_id(self) -> str:
         # After a handoff livekit lets the old agent finish its turn: its last words and tool
@@ -465,15 +461,4 @@ class LiveKitVoiceSession:
         return self.agent.id
 
     def _send_event(self, event: ServerEvent) -> None:
-        self._events.put_nowait(lambda: self.transport.send_event(event))
-
-    async def _send_events(self) -> None:
-        # one ordered worker: room posts and client events never block livekit's callbacks
-        while True:
-            send = await self._events.get()
-            try:
-                await send()
-            except Exception:
-                log.exception("room %s: could not record a voice event", self.room_id)
-            finally:
-                self._events.task_done()
+        self._events.put(lambda: self.transport.send_event(event))
