@@ -46,12 +46,13 @@ _TWIML_REFUSAL = (
     "restarted. Please call again in a moment.</Say><Hangup/></Response>"
 )
 
-# The entry points of new calls: (path, scope type, HTTP method or None for a WebSocket).
+# The entry points of incoming calls: (entry, path, HTTP method or "websocket"). A Twilio
+# media stream is not one (its call was answered before the drain), nor a call-back this
+# server placed itself.
 _ENTRIES = (
     ("websocket", re.compile(r"/desks/[^/]+/call"), "websocket"),
     ("webrtc", re.compile(r"/desks/[^/]+/webrtc"), "POST"),
     ("twilio", re.compile(r"/twilio/[^/]+/voice"), "POST"),
-    ("twilio", re.compile(r"/twilio/[^/]+/callback/[^/]+"), "POST"),
 )
 
 
