@@ -169,15 +169,17 @@ class ServerMetrics:
         desk = call.desk.name
         self.calls.labels(desk, transport_name(transport)).inc()
         self.active_calls.inc()
-        meter = CallMeter(
+        meter = self._meters[id(call)] = self.meter_for(desk)
+        return MeteredTransport(transport, meter)
+
+    def meter_for(self, desk: str) -> CallMeter:
+        """A new call's meter, counting into this desk's series."""
+        return CallMeter(
             self.clock,
             voice_to_voice=self.voice_to_voice.labels(desk),
             turns=lambda role: self.turns.labels(desk, role),
             talk_over=lambda speech: self.talk_over.labels(desk, speech),
         )
-        meter.started_at = self.clock.now()
-        self._meters[id(call)] = meter
-        return MeteredTransport(transport, meter)
 
     def call_ended(self, call: LiveCall) -> None:
         if self._meters.pop(id(call), None) is not None:

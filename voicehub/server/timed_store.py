@@ -38,6 +38,7 @@ class TimedStore:
     def __init__(self, inner: Store, histogram: Callable[[str], _Observes]) -> None:
         self.inner = inner
         self._histogram = histogram
+        self._children: dict[str, _Observes] = {}  # labels() takes a lock: look up once
 
     def __getattr__(self, name: str) -> Any:  # backend extras, untimed
         return getattr(self.inner, name)
@@ -47,7 +48,11 @@ class TimedStore:
         try:
             return await call
         finally:
-            self._histogram(operation).observe(time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            child = self._children.get(operation)
+            if child is None:
+                child = self._children[operation] = self._histogram(operation)
+            child.observe(elapsed)
 
     async def create_room(self, room: RoomRecord) -> None:
         await self._timed("create_room", self.inner.create_room(room))
