@@ -19,7 +19,6 @@ def _sections() -> dict[str, Section]:
         cloud_pipeline,
         delegation,
         delivery,
-        metrics,
         phone,
         realtime,
         voice,
@@ -35,7 +34,6 @@ def _sections() -> dict[str, Section]:
         "webrtc": webrtc.run,
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
-        "metrics": metrics.run,
     }
 
 
