@@ -105,6 +105,8 @@ async def test_a_research_call_is_counted_exactly(server: RunningServer) -> None
     assert of(found, "voicehub_tasks_total") == {'voicehub_tasks_total{status="ok"}': 2}
     assert found['voicehub_task_duration_seconds_count{status="ok"}'] == 2
     assert found["voicehub_tasks_running{}"] == 0
-    assert 'voicehub_talk_over_total{desk="research",speech="delivery"}' not in found
+    # A polite caller: nobody spoke over anybody.
+    assert of(found, "voicehub_talk_over_total") == {}
+    assert of(found, "voicehub_barge_ins_total") == {}
     assert found['voicehub_store_operation_seconds_count{operation="put_delivery"}'] >= 1
     assert found["voicehub_event_loop_lag_seconds_count{}"] >= 1

@@ -37,11 +37,13 @@ class Meter:
         self.latency = Recorded()
         self.turns: dict[str, Recorded] = {}
         self.talk_over: dict[str, Recorded] = {}
+        self.barge_ins: dict[str, Recorded] = {}
         self.meter = CallMeter(
             clock,
             voice_to_voice=self.latency,
             turns=lambda role: self.turns.setdefault(role, Recorded()),
             talk_over=lambda speech: self.talk_over.setdefault(speech, Recorded()),
+            barge_ins=lambda speech: self.barge_ins.setdefault(speech, Recorded()),
         )
 
     def send(self, *events: ServerEvent) -> None:
@@ -90,18 +92,42 @@ async def test_a_cough_gets_no_latency_and_interim_transcripts_are_not_turns() -
     assert len(m.turns["assistant"].values) == 1
 
 
-async def test_talk_over_counts_once_per_utterance_and_says_what_was_playing() -> None:
-    clock = VirtualClock()
-    m = Meter(clock)
+def counts(recorded: dict[str, Recorded]) -> dict[str, int]:
+    return {key: len(value.values) for key, value in recorded.items()}
+
+
+async def test_talk_over_is_an_agent_segment_begun_while_the_caller_speaks() -> None:
+    m = Meter(VirtualClock())
     m.send(UserState(state="speaking"))
-    m.meter.agent_audio()
-    m.meter.agent_audio()
+    m.meter.agent_audio()  # a segment begins over the caller
+    m.meter.agent_audio()  # the same segment
+    m.meter.segment_ended()
+    m.meter.agent_audio()  # the next segment, the caller still speaking
     m.send(UserState(state="listening"))
+    m.meter.segment_ended()
     m.meter.agent_audio()  # the caller is quiet: no talk-over
     m.meter.delivering = True
     m.send(UserState(state="speaking"))
+    m.meter.agent_audio()  # mid-segment: the caller barged in, the agent did not start
+    m.meter.segment_ended()
     m.meter.agent_audio()
-    assert {k: len(v.values) for k, v in m.talk_over.items()} == {"reply": 1, "delivery": 1}
+    assert counts(m.talk_over) == {"reply": 2, "delivery": 1}
+
+
+async def test_a_barge_in_is_the_caller_starting_while_the_agent_speaks() -> None:
+    m = Meter(VirtualClock())
+    m.send(AgentState(state="speaking"), UserState(state="speaking"))
+    m.send(UserState(state="speaking"))  # a repeated state is not a new utterance
+    m.send(UserState(state="listening"), AgentState(state="listening"))
+    m.send(UserState(state="speaking"), UserState(state="listening"))  # the agent is quiet
+    m.meter.delivering = True
+    m.send(AgentState(state="thinking"))  # a generated delivery thinks first
+    assert m.meter.delivering
+    m.send(AgentState(state="speaking"), UserState(state="speaking"))
+    m.send(AgentState(state="listening"))
+    assert counts(m.barge_ins) == {"reply": 1, "delivery": 1}
+    assert not m.meter.delivering  # the delivery's speech is over
+    assert counts(m.talk_over) == {}
 
 
 class RecordingTransport:
@@ -135,8 +161,17 @@ async def test_the_metered_transport_passes_everything_on() -> None:
     await line.mark("s1")
     await line.clear()
     assert line.sample_rate == 8000
-    assert inner.calls == [("event", speaking), ("audio", 640), ("mark", "s1"), ("clear", None)]
-    assert len(m.talk_over["reply"].values) == 1
+    await line.send_audio(bytes(640))  # a new segment after the mark, over the caller
+    await line.clear()
+    assert inner.calls == [
+        ("event", speaking),
+        ("audio", 640),
+        ("mark", "s1"),
+        ("clear", None),
+        ("audio", 640),
+        ("clear", None),
+    ]
+    assert counts(m.talk_over) == {"reply": 2}
     assert transport_name(WebSocketTransport()) == "websocket"
 
 

@@ -81,8 +81,15 @@ class ServerMetrics:
         )
         self.talk_over = Counter(
             "voicehub_talk_over",
-            "Times agent audio went out while the caller was speaking (once per caller "
-            "utterance), by desk and what the agent was saying (reply, delivery).",
+            "Agent speech segments begun while the caller was speaking, by desk and what "
+            "the agent began to say (reply, delivery).",
+            ["desk", "speech"],
+            registry=registry,
+        )
+        self.barge_ins = Counter(
+            "voicehub_barge_ins",
+            "Times the caller began speaking while the agent spoke, by desk and what the "
+            "agent was saying (reply, delivery).",
             ["desk", "speech"],
             registry=registry,
         )
@@ -179,6 +186,7 @@ class ServerMetrics:
             voice_to_voice=self.voice_to_voice.labels(desk),
             turns=lambda role: self.turns.labels(desk, role),
             talk_over=lambda speech: self.talk_over.labels(desk, speech),
+            barge_ins=lambda speech: self.barge_ins.labels(desk, speech),
         )
 
     def call_ended(self, call: LiveCall) -> None:
