@@ -18,7 +18,7 @@ from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.desks.desk import load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
-from voicehub.voice.events import DeliveryOutcome, TaskFinished, Transcript
+from voicehub.voice.events import AgentState, DeliveryOutcome, TaskFinished, Transcript
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -27,14 +27,17 @@ CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RESEARCH = "could you research heat pumps for me please"
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningServer]:
-    db = tmp_path_factory.mktemp("metrics") / "voicehub.db"
-    settings = ServerSettings(channels_dir=CHANNELS, db_path=db)
+@pytest.fixture(scope="module")
+def factory() -> OfflineSessionFactory:
+    return OfflineSessionFactory()  # models load once for every server of the module
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def server(tmp_path: Path, factory: OfflineSessionFactory) -> AsyncIterator[RunningServer]:
+    # A server per test: each scrape must count that test's call alone.
+    settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
     desks = {"research": load_desks(CHANNELS)["research"]}
-    async with running_server(
-        settings, session_factory=OfflineSessionFactory(), desks=desks
-    ) as running:
+    async with running_server(settings, session_factory=factory, desks=desks) as running:
         yield running
 
 
@@ -110,3 +113,32 @@ async def test_a_research_call_is_counted_exactly(server: RunningServer) -> None
     assert of(found, "voicehub_barge_ins_total") == {}
     assert found['voicehub_store_operation_seconds_count{operation="put_delivery"}'] >= 1
     assert found["voicehub_event_loop_lag_seconds_count{}"] >= 1
+
+
+async def test_a_caller_who_speaks_over_the_greeting_is_one_barge_in(
+    server: RunningServer,
+) -> None:
+    options = CallOptions(
+        desk="research",
+        server=server.url,
+        conversation="metrics-barge-in",
+        playout_speed=1.0,  # the greeting plays in real time, so the caller can cut in
+        quiet=0.5,
+    )
+    async with CallClient(options) as call:
+        await call.wait_for_event(AgentState, lambda e: e.state == "speaking")
+        await call.say(caller_audio(text=RESEARCH), RESEARCH)
+        call.options.playout_speed = 16.0  # the rest needs no real-time playout
+        assert await call.settle(90)
+        live_call = server.switchboard.calls["research:metrics-barge-in"]
+        await call.hangup()
+    await live_call.finished.wait()
+
+    found = await scrape(server)
+    assert of(found, "voicehub_barge_ins_total") == {
+        'voicehub_barge_ins_total{desk="research",speech="reply"}': 1
+    }
+    assert of(found, "voicehub_talk_over_total") == {}
+    assert of(found, "voicehub_deliveries_total") == {
+        'voicehub_deliveries_total{outcome="delivered",strategy="wait_for_idle"}': 1
+    }
