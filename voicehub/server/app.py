@@ -89,7 +89,6 @@ def create_app(
         hub = Hub(store=metrics.timed(store), orchestration=None)
         await hub.start()
         announcements = follow_store(hub, store)  # results finished on other instances
-        loop_lag = asyncio.create_task(metrics.watch_loop_lag())
         if settings.prewarm:
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
@@ -109,6 +108,7 @@ def create_app(
         gc.collect()
         gc.freeze()
         log.info("serving desks %s from %s", ", ".join(sorted(loaded)), describe_store(settings))
+        loop_lag = asyncio.create_task(metrics.watch_loop_lag())  # from here: loading is done
         try:
             yield
         finally:
