@@ -66,10 +66,9 @@ async def test_a_research_call_is_counted_exactly(server: RunningServer) -> None
     )
     async with CallClient(options) as call:
         await call.wait_for_turn()
-        live = await scrape(server)
-        assert live["voicehub_active_calls{}"] == 1
         await call.say(caller_audio(text=RESEARCH), RESEARCH)
         assert await call.settle(90)
+        found = await scrape(server)  # during the call, once it settled
         live_call = server.switchboard.calls["research:metrics-e2e"]
         await call.hangup()
     await live_call.finished.wait()  # the server's cleanup, after the close handshake
@@ -78,8 +77,10 @@ async def test_a_research_call_is_counted_exactly(server: RunningServer) -> None
     assert delivery.outcome == "delivered"
     assert [e.status for e in report.events_of(TaskFinished)] == ["ok", "ok"]
 
-    found = await scrape(server)
-    assert found["voicehub_active_calls{}"] == 0
+    assert found["voicehub_active_calls{}"] == 1
+    after = await scrape(server)
+    assert after["voicehub_active_calls{}"] == 0
+    assert after['voicehub_calls_total{desk="research",transport="websocket"}'] == 1
     assert of(found, "voicehub_calls_total") == {
         'voicehub_calls_total{desk="research",transport="websocket"}': 1
     }
