@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from voicehub.server.settings import _VARIABLES as SERVER_VARIABLES
+from voicehub.server.settings import ServerSettings
 from voicehub.workers.settings import ENVIRONMENT as WORKER_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,6 +97,14 @@ def test_serve_and_worker_have_health_checks_on_their_ports(compose: dict[str, A
     assert "8080/health" in " ".join(services["serve"]["healthcheck"]["test"])
     assert "8081/" in " ".join(services["worker"]["healthcheck"]["test"])
     assert "8080:8080" in services["serve"]["ports"]
+
+
+def test_serve_may_drain_for_its_whole_drain_time_before_docker_kills_it(
+    compose: dict[str, Any],
+) -> None:
+    grace = compose["services"]["serve"]["stop_grace_period"]
+    seconds = float(re.fullmatch(r"(\d+)s", grace).group(1))  # type: ignore[union-attr]
+    assert seconds > ServerSettings().drain_seconds + 5  # + the time to end the calls left
 
 
 def test_the_dockerfile_is_slim_non_root_offline_and_health_checked() -> None:

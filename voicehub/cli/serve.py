@@ -26,6 +26,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--public-url",
         help="caller-facing https URL for Twilio webhooks (default: $VOICEHUB_PUBLIC_URL)",
     )
+    serve.add_argument(
+        "--drain-seconds",
+        type=float,
+        help="on SIGTERM, how long live calls may finish before they are ended, their "
+        "results held (default 30; $VOICEHUB_DRAIN_SECONDS)",
+    )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
     serve.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
@@ -42,15 +48,18 @@ def run(args: argparse.Namespace) -> int:
         public_url=args.public_url,
         prewarm=False if args.no_prewarm else None,
         log_level=args.log_level,
+        drain_seconds=args.drain_seconds,
         **hub_overrides(args),
     )
 
     def ready(url: str) -> None:
-        print(f"voicehub: serving at {url} (Ctrl-C to stop)", flush=True)
+        print(f"voicehub: serving at {url} (Ctrl-C to stop, SIGTERM to drain)", flush=True)
         print(f"voicehub: open it in a browser, or try: {_TRY}", flush=True)
 
     try:
         serve(settings, ready=ready)
     except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
         print("voicehub: stopped; undelivered results stay in the store", flush=True)
+        return 0
+    print("voicehub: drained and stopped; undelivered results stay in the store", flush=True)
     return 0

@@ -40,6 +40,7 @@ _VARIABLES = {
     "max_peer_connections": "VOICEHUB_MAX_PEERS",
     "twilio_api_url": "TWILIO_API_URL",
     "number_key": "VOICEHUB_NUMBER_KEY",
+    "drain_seconds": "VOICEHUB_DRAIN_SECONDS",
 }
 
 
@@ -61,7 +62,8 @@ class ServerSettings(StoreChoice):
     `store`: None for the SQLite file at `db_path`, or a `redis://` / `rediss://` URL to share
     one Redis among instances. `max_audio_bytes` / `max_text_bytes`: the largest client
     messages accepted (bigger ones close the call with 1009). `prewarm`: load the voice
-    models at startup so the first call does not wait for them.
+    models at startup so the first call does not wait for them. `drain_seconds`: on
+    SIGTERM, how long live calls may go on before they are ended (results held).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -77,6 +79,7 @@ class ServerSettings(StoreChoice):
     max_peer_connections: int = Field(default=20, ge=1)
     webrtc_silence_timeout: float = Field(default=10.0, gt=0)
     log_level: str = "info"
+    drain_seconds: float = Field(default=30.0, ge=0)
     # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
     # proxy the request's host is not it), the account's auth token that signs webhooks,
     # and the account sid for call-backs. See `voicehub.server.twilio`.

@@ -11,13 +11,15 @@ from voicehub.core.store.redis import RedisStore
 from voicehub.delivery.announcements import follow_announcements
 
 if TYPE_CHECKING:
+    from voicehub.core.store.base import Store
     from voicehub.hub import Hub
 
 __all__ = ["describe_store", "follow_store", "open_store"]
 
 
-def follow_store(hub: Hub) -> asyncio.Task[None] | None:
-    """On a shared store, follow the deliveries other instances add (None on SQLite)."""
-    if not isinstance(hub.store, RedisStore):
+def follow_store(hub: Hub, store: Store) -> asyncio.Task[None] | None:
+    """On a shared store, follow the deliveries other instances add (None on SQLite).
+    `store` is the hub's store as opened (the hub may hold it wrapped, for metrics)."""
+    if not isinstance(store, RedisStore):
         return None
-    return asyncio.create_task(follow_announcements(hub.delivery, hub.store, hub.clock))
+    return asyncio.create_task(follow_announcements(hub.delivery, store, hub.clock))
