@@ -32,6 +32,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="caller-facing https URL for Twilio webhooks (default: $VOICEHUB_PUBLIC_URL)",
     )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
+    serve.add_argument(
+        "--no-batch-vad",
+        action="store_true",
+        help="run each call's Silero VAD on its own instead of batched with the other calls' "
+        "(default: $VOICEHUB_BATCH_VAD, or batched)",
+    )
     serve.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
@@ -49,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         public_url=args.public_url,
         store=args.store,
         prewarm=False if args.no_prewarm else None,
+        batch_vad=False if args.no_batch_vad else None,
         log_level=args.log_level,
     )
 

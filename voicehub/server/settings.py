@@ -43,6 +43,7 @@ _VARIABLES = {
     "ice_servers": "VOICEHUB_ICE_SERVERS",
     "max_peer_connections": "VOICEHUB_MAX_PEERS",
     "twilio_api_url": "TWILIO_API_URL",
+    "batch_vad": "VOICEHUB_BATCH_VAD",
 }
 
 
@@ -64,7 +65,9 @@ class ServerSettings(BaseModel):
     `store`: None for the SQLite file at `db_path`, or a `redis://` / `rediss://` URL to share
     one Redis among instances. `max_audio_bytes` / `max_text_bytes`: the largest client
     messages accepted (bigger ones close the call with 1009). `prewarm`: load the voice
-    models at startup so the first call does not wait for them.
+    models at startup so the first call does not wait for them. `batch_vad`: run the calls'
+    Silero VAD inferences batched (one ONNX run per 20 ms tick for every call); false runs
+    one inference per call, as livekit does.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -78,6 +81,7 @@ class ServerSettings(BaseModel):
     max_audio_bytes: int = Field(default=32000, ge=640)
     max_text_bytes: int = Field(default=4096, ge=256)
     prewarm: bool = True
+    batch_vad: bool = True
     ice_servers: tuple[IceServer, ...] = ()
     max_peer_connections: int = Field(default=20, ge=1)
     webrtc_silence_timeout: float = Field(default=10.0, gt=0)
