@@ -100,7 +100,7 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
             wakeups = await wakeups_per_frame(
                 silero_load, 25 if quick else 40, 1.0, 2.0 if quick else 4.0, "per-call"
             )
-            silero_steps = [50, 100] if quick else [100, 150, 200, 250, 300, 350, 400]
+            silero_steps = [50, 100] if quick else [50, 100, 150, 200, 250, 300, 350, 400]
             batched = await calls_per_core(
                 silero_load, silero_steps, 1.0, 2.0 if quick else 4.0, "per-call", tries=1
             )
