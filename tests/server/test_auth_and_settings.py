@@ -85,3 +85,17 @@ def test_a_bad_environment_value_names_its_variable(monkeypatch: pytest.MonkeyPa
     assert ServerSettings.from_env(port=8081).host == "127.0.0.1"
     with pytest.raises(ConfigError, match=r"\n  port: .*65535"):
         ServerSettings.from_env(port=70000)
+
+
+def test_vad_batching_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from voicehub import cli
+
+    assert ServerSettings.from_env().batch_vad is True
+    monkeypatch.setenv("VOICEHUB_BATCH_VAD", "false")
+    assert ServerSettings.from_env().batch_vad is False
+    monkeypatch.setenv("VOICEHUB_BATCH_VAD", "sometimes")
+    with pytest.raises(ConfigError, match=r"VOICEHUB_BATCH_VAD: .*boolean"):
+        ServerSettings.from_env()
+    monkeypatch.delenv("VOICEHUB_BATCH_VAD")
+    args = cli._parser().parse_args(["serve", "--no-batch-vad"])
+    assert args.no_batch_vad is True

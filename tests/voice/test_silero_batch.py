@@ -62,3 +62,32 @@ async def test_batched_segments_equal_per_call_segments(calls: int) -> None:
         assert batched == pytest.approx(probabilities, abs=1e-4), index
     if calls > 1:  # the windows really went through in batches
         assert batcher.windows / batcher.batches > 1.5
+
+
+@pytest.mark.parametrize("calls", [1, 7, 64])
+async def test_server_calls_get_batched_vads_deciding_as_per_call_vads(calls: int) -> None:
+    """Through the server's path (`OfflineSessionFactory.call_vad`): batched by default,
+    per-call inference with `batch_vad=False`, the same speech segments either way."""
+    from livekit.plugins import silero
+
+    from voicehub.desks.voice_stack import OfflineSessionFactory
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
+
+    batched, per_call = OfflineSessionFactory(), OfflineSessionFactory(batch_vad=False)
+    together = [batched.call_vad("silero") for _ in range(calls)]
+    alone = per_call.call_vad("silero")
+    assert all(isinstance(vad, BatchedSileroVAD) for vad in together)
+    assert len({id(vad.batcher) for vad in together}) == 1  # one batcher for every call
+    assert len({id(vad) for vad in together}) == calls  # each call its own metrics
+    assert isinstance(alone, silero.VAD) and not isinstance(alone, BatchedSileroVAD)
+
+    audio = [call_audio(i) for i in range(calls)]
+    expected = [await vad_events(per_call.call_vad("silero"), pcm, RATE) for pcm in audio]
+    got = await asyncio.gather(
+        *(vad_events(vad, pcm, RATE) for vad, pcm in zip(together, audio, strict=True))
+    )
+    for index, (one, many) in enumerate(zip(expected, got, strict=True)):
+        assert segments(many) == segments(one), index
+    batcher = together[0].batcher
+    if calls > 1:
+        assert batcher.windows / batcher.batches > 1.5

@@ -63,6 +63,7 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
         overhead,
         sqlite_or_memory,
         steal_pct_between,
+        wakeups_per_frame,
     )
     from voicehub.voice.providers.offline import synthesize
 
@@ -96,7 +97,10 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
                 shared = await calls_per_core(load, steps, 1.0, 4.0, "shared")
             # the headline: Silero on every call, batched across calls
             silero_load = dataclasses.replace(load, vad=_batched_silero())
-            silero_steps = [50, 100] if quick else [100, 150, 200, 250, 300, 350, 400]
+            wakeups = await wakeups_per_frame(
+                silero_load, 25 if quick else 40, 1.0, 2.0 if quick else 4.0, "per-call"
+            )
+            silero_steps = [50, 100] if quick else [50, 100, 150, 200, 250, 300, 350, 400]
             batched = await calls_per_core(
                 silero_load, silero_steps, 1.0, 2.0 if quick else 4.0, "per-call", tries=1
             )
@@ -120,6 +124,7 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
             "calls_per_core_vad": "silero, batched across calls (one ONNX run per 20 ms tick)",
             "calls_ramp_silero_batched": batched["calls_ramp_detail"],
             **vad_cost_figures,
+            **wakeups,
             **{f"{key}_webrtc": value for key, value in ramp.items()},
             **{f"{key}_shared_plugins": value for key, value in shared.items()},
             "calls_transport": "in-process (voicehub CallTransport in memory, no socket)",

@@ -33,6 +33,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "results held (default 30; $VOICEHUB_DRAIN_SECONDS)",
     )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
+    serve.add_argument(
+        "--no-batch-vad",
+        action="store_true",
+        help="run each call's Silero VAD on its own instead of batched with the other calls' "
+        "(default: $VOICEHUB_BATCH_VAD, or batched)",
+    )
     serve.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
 
@@ -47,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         token=args.token,
         public_url=args.public_url,
         prewarm=False if args.no_prewarm else None,
+        batch_vad=False if args.no_batch_vad else None,
         log_level=args.log_level,
         drain_seconds=args.drain_seconds,
         **hub_overrides(args),

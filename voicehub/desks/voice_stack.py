@@ -47,12 +47,17 @@ class SessionFactory(Protocol):
 class OfflineSessionFactory:
     """Pipeline sessions (livekit `AgentSession`) on the embedded offline stack, or Deepgram,
     as each desk's `[voice]` table names, through `voicehub.desks.call.start_desk_call`.
-    `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance)."""
+    `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance).
 
-    def __init__(self, **session_options: Any) -> None:
+    `batch_vad`: every call's Silero VAD runs its inferences batched with the other calls'
+    (one ONNX run per 20 ms tick, `silero_batch`); False gives each call its own inferences.
+    """
+
+    def __init__(self, *, batch_vad: bool = True, **session_options: Any) -> None:
         from voicehub.voice.delivery_speech import PrerenderBudget
 
         self.session_options = session_options
+        self.batch_vad = batch_vad
         # One budget for the pre-rendered results of every call this server runs.
         self.prerender_budget = PrerenderBudget()
         self._stt: Any = None
@@ -98,7 +103,6 @@ class OfflineSessionFactory:
             from voicehub.desks.realtime_call import start_realtime_call
 
             return await start_realtime_call(hub, desk, room_id, transport)
-        from voicehub.voice.providers.offline.vad import vad_for_call
 
         # Plugin objects of its own for each call (their metrics events are per object);
         # the models behind them (decoders, Piper voice, Silero) are shared per process.
@@ -124,7 +128,7 @@ class OfflineSessionFactory:
             transport,
             stt=stt,
             tts=tts,
-            vad=vad_for_call(self._vad(voice.vad)),
+            vad=self.call_vad(voice.vad),
             voices={name: _new_tts(name) for name in _agent_voices(desk)},
             **{"prerender_budget": self.prerender_budget, **self.session_options},
         )
@@ -141,11 +145,23 @@ class OfflineSessionFactory:
             self._stt = PocketSphinxSTT()
         return self._stt
 
+    def call_vad(self, kind: str) -> Any:
+        """A VAD object of its own for one call, on the process's shared model (and, for
+        Silero with `batch_vad`, the shared batcher)."""
+        from voicehub.voice.providers.offline.vad import vad_for_call
+
+        return vad_for_call(self._vad(kind))
+
     def _vad(self, kind: str) -> Any:
         if kind not in self._vads:
             from voicehub.voice.providers.offline import load_vad
 
-            self._vads[kind] = load_vad("webrtc" if kind == "webrtc" else "silero")
+            shared: Any = load_vad("webrtc" if kind == "webrtc" else "silero")
+            if kind != "webrtc" and self.batch_vad:
+                from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
+
+                shared = BatchedSileroVAD(shared)
+            self._vads[kind] = shared
         return self._vads[kind]
 
     def _text_to_speech(self, kind: str) -> Any:

@@ -80,7 +80,11 @@ def create_app(
     loaded = dict(desks) if desks is not None else load_desks(settings.channels_dir)
     if not loaded:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
-    factory = session_factory if session_factory is not None else OfflineSessionFactory()
+    factory = (
+        session_factory
+        if session_factory is not None
+        else OfflineSessionFactory(batch_vad=settings.batch_vad)
+    )
     drain = Drain(SystemClock(), settings.drain_seconds)
 
     @asynccontextmanager

@@ -41,6 +41,7 @@ _VARIABLES = {
     "twilio_api_url": "TWILIO_API_URL",
     "number_key": "VOICEHUB_NUMBER_KEY",
     "drain_seconds": "VOICEHUB_DRAIN_SECONDS",
+    "batch_vad": "VOICEHUB_BATCH_VAD",
 }
 
 
@@ -64,6 +65,8 @@ class ServerSettings(StoreChoice):
     messages accepted (bigger ones close the call with 1009). `prewarm`: load the voice
     models at startup so the first call does not wait for them. `drain_seconds`: on
     SIGTERM, how long live calls may go on before they are ended (results held).
+    `batch_vad`: run the calls' Silero VAD inferences batched (one ONNX run per 20 ms tick
+    for every call); false runs one inference per call, as livekit does.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -75,6 +78,7 @@ class ServerSettings(StoreChoice):
     max_audio_bytes: int = Field(default=32000, ge=640)
     max_text_bytes: int = Field(default=4096, ge=256)
     prewarm: bool = True
+    batch_vad: bool = True
     ice_servers: tuple[IceServer, ...] = ()
     max_peer_connections: int = Field(default=20, ge=1)
     webrtc_silence_timeout: float = Field(default=10.0, gt=0)

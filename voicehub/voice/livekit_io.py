@@ -31,6 +31,7 @@ with vendor_import("livekit-agents"):
 if TYPE_CHECKING:
     from voicehub.voice.activity import VoiceActivity
     from voicehub.voice.transport import CallTransport
+    from voicehub.voice.vad_gate import VadProgress
 
 __all__ = ["CallerAudioInput", "TransportAudioOutput"]
 
@@ -39,23 +40,40 @@ log = logging.getLogger("voicehub.voice")
 
 class CallerAudioInput(io.AudioInput):
     """Caller PCM16 at `sample_rate` as 20 ms frames; a whole frame passes without copying
-    through the splitter. `close()` ends the stream."""
+    through the splitter. `close()` ends the stream.
 
-    def __init__(self, sample_rate: int) -> None:
+    With `progress`, a frame is handed over only while the audio handed over is at most
+    `progress.lookahead` ahead of what the VAD analysed: a burst is consumed in audio
+    order, as fast as the VAD goes (see `voicehub.voice.vad_gate`).
+
+    With a `direct` sink (`deliver_directly`), a frame that need not wait goes to the sink
+    from `push` itself, with no queue and no task woken for it; frames that must wait (a
+    burst ahead of the VAD, or behind an earlier waiting frame) queue and leave through
+    iteration, in order."""
+
+    def __init__(self, sample_rate: int, progress: VadProgress | None = None) -> None:
         super().__init__(label="voicehub.caller")
+        self._progress = progress
         self._rate = sample_rate
         self._frame = frame_bytes(sample_rate)
         self._samples = self._frame // 2
         self._splitter = FrameSplitter(sample_rate)
         self._frames: asyncio.Queue[rtc.AudioFrame | None] = asyncio.Queue()
+        self._waiting = 0  # frames queued or held by the gate, not yet handed over
+        self._direct: Callable[[rtc.AudioFrame], None] | None = None
+        self.direct_frames = 0  # frames the sink got from push (for tests and figures)
+
+    def deliver_directly(self, sink: Callable[[rtc.AudioFrame], None] | None) -> None:
+        """Hand frames that need not wait to `sink` from `push` (None: iteration only)."""
+        self._direct = sink
 
     def push(self, pcm16: bytes) -> None:
-        """Queue caller audio (a partial frame waits for the rest)."""
+        """Hand over caller audio, or queue it (a partial frame waits for the rest)."""
         if len(pcm16) == self._frame and not self._splitter.pending:
-            self._frames.put_nowait(rtc.AudioFrame(pcm16, self._rate, 1, self._samples))
+            self._hand_over(rtc.AudioFrame(pcm16, self._rate, 1, self._samples))
             return
         for chunk in self._splitter.push(pcm16):
-            self._frames.put_nowait(rtc.AudioFrame(chunk, self._rate, 1, self._samples))
+            self._hand_over(rtc.AudioFrame(chunk, self._rate, 1, self._samples))
 
     def close(self) -> None:
         """End the stream after the frames already queued."""
@@ -65,7 +83,24 @@ class CallerAudioInput(io.AudioInput):
         frame = await self._frames.get()
         if frame is None:
             raise StopAsyncIteration
+        progress = self._progress
+        if progress is not None:
+            if progress.ahead():
+                await progress.wait()
+            progress.released += frame.duration
+        self._waiting -= 1
         return frame
+
+    def _hand_over(self, frame: rtc.AudioFrame) -> None:
+        progress, direct = self._progress, self._direct
+        if direct is not None and not self._waiting and not (progress and progress.ahead()):
+            if progress is not None:
+                progress.released += frame.duration
+            self.direct_frames += 1
+            direct(frame)
+            return
+        self._waiting += 1
+        self._frames.put_nowait(frame)
 
 
 class _Segment:

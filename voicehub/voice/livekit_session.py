@@ -39,8 +39,10 @@ from voicehub.voice.events import (
 from voicehub.voice.livekit_io import CallerAudioInput, TransportAudioOutput
 from voicehub.voice.llm_adapter import LiveKitAgent, running_in_tool
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.vad_gate import GatedVAD, VadProgress
 
 with vendor_import("livekit-agents"):
+    from livekit import rtc
     from livekit.agents import AgentSession, llm, stt, tts, vad
     from livekit.agents.voice import events
     from livekit.agents.voice.speech_handle import SpeechHandle
@@ -66,6 +68,8 @@ class LiveKitVoiceSession:
     verbatim ("say") or through the model ("generate"). Endpointing defaults favour
     quick turns; `answer_timeout` bounds "awaiting answer" when livekit drops a turn. While
     `reply_gate()` is False, caller turns get no reply, only a room transcript (for ask_user).
+    `gate_on_vad` holds caller audio back while the VAD lags (`voicehub.voice.vad_gate`);
+    False only to compare with the ungated path.
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class LiveKitVoiceSession:
         attach_delivery: bool = True,
         activity: VoiceActivity | None = None,
         prerender_budget: PrerenderBudget | None = None,
+        gate_on_vad: bool = True,
     ) -> None:
         if delivery_mode not in ("say", "generate"):
             raise ConfigError(f"delivery_mode {delivery_mode!r}: expected 'say' or 'generate'")
@@ -105,7 +110,11 @@ class LiveKitVoiceSession:
         self.agent, self._extra_tools = agent, tuple(extra_tools)
         self._leaving_agent_id: str | None = None
         self._desk_agent = self._build_agent(agent, self._extra_tools, None)  # validates first
-        self._input = CallerAudioInput(transport.sample_rate)
+        # caller audio waits for the VAD: bursts are heard like paced audio (vad_gate)
+        self.vad_progress = VadProgress() if gate_on_vad else None
+        if self.vad_progress is not None:
+            vad = GatedVAD(vad, self.vad_progress)
+        self._input = CallerAudioInput(transport.sample_rate, self.vad_progress)
         self._output = TransportAudioOutput(
             transport, self.activity, self._segment_started, self._hold_segment
         )
@@ -168,6 +177,7 @@ class LiveKitVoiceSession:
         session.input.audio, session.output.audio = self._input, self._output
         self._events.start()
         await session.start(self._desk_agent, record=False)
+        self._input.deliver_directly(self._push_frame)
         self._started = True
         self.activity.session_attached()
         if self.greeting:
@@ -203,6 +213,17 @@ class LiveKitVoiceSession:
         if not self._closed:
             self._delivery.caller_audio(pcm16)  # first: a result yields at this frame
             self._input.push(pcm16)
+
+    def _push_frame(self, frame: rtc.AudioFrame) -> None:
+        # What livekit's audio forwarding task does with each frame, without a task wake-up
+        # per frame: livekit-agents (pinned) has no public push into the running activity.
+        activity = self._session._activity
+        if activity is None:
+            return
+        try:
+            activity.push_audio(frame)
+        except Exception:  # as livekit's task would: log it, the call goes on
+            log.exception("caller audio could not reach the session")
 
     def playout_confirmed(self, speech_id: str) -> None:
         """The transport played the segment marked `speech_id` (and all before it)."""

@@ -6,12 +6,15 @@ speech buffer, events) and its own model state (RNN state and 64-sample context)
 inference moves: a stream's window waits in the `SileroBatcher` for at most `tick` seconds,
 then all waiting windows go through the shared ONNX session as one batch, in one thread hop.
 Rows of a batch do not mix (the model is per-row), so each stream sees the probabilities it
-would have seen alone, up to float rounding of the batched kernels.
+would have seen alone, up to float rounding of the batched kernels. When every live stream
+has a window waiting (a lone call, or a burst) the batch runs at once: waiting for the tick
+could bring nothing more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +39,7 @@ class StreamModel:
         self.window_size_samples, self.context_size = _WINDOW[batcher.sample_rate]
         self.context = np.zeros(self.context_size, dtype=np.float32)
         self.state = np.zeros((2, 128), dtype=np.float32)
+        batcher.streams.add(self)
 
     def reset(self) -> None:
         """Forget the audio seen so far (livekit calls this on a flush)."""
@@ -53,16 +57,24 @@ class SileroBatcher:
         self._sr = np.array(sample_rate, dtype=np.int64)
         self._waiting: list[tuple[StreamModel, np.ndarray, asyncio.Future[float]]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.streams: weakref.WeakSet[StreamModel] = weakref.WeakSet()  # the live ones
         self.batches = 0  # counters, for the bench
         self.windows = 0
 
     def submit(self, model: StreamModel, window: np.ndarray) -> asyncio.Future[float]:
         """Queue one window of `model`'s stream; the future gets its speech probability."""
         loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # windows and timer of a loop that ended died with it
+            self._loop, self._waiting, self._timer = loop, [], None
         future: asyncio.Future[float] = loop.create_future()
         # the stream reuses its window buffer: keep a copy
         self._waiting.append((model, window.copy(), future))
-        if self._timer is None:
+        if len(self._waiting) >= len(self.streams):
+            if self._timer is not None:
+                self._timer.cancel()
+            self._flush()
+        elif self._timer is None:
             self._timer = loop.call_later(self.tick, self._flush)
         return future
 

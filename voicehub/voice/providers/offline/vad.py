@@ -67,7 +67,7 @@ def vad_for_call(shared: vad.VAD) -> vad.VAD:
     calls runs N handlers for every stream's metrics: a cost that grows with the square of
     the calls (the voice bench measured 50 calls per core shared, 75 per call). The model
     (Silero's ONNX session, about 100 ms to load) stays shared; onnxruntime runs it from
-    several streams safely.
+    several streams safely. A `BatchedSileroVAD` gives a VAD on its shared batcher.
     """
     if isinstance(shared, WebRtcVAD):
         return WebRtcVAD(
@@ -79,6 +79,10 @@ def vad_for_call(shared: vad.VAD) -> vad.VAD:
         )
     with vendor_import("livekit-plugins-silero"):
         from livekit.plugins import silero
+
+        from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
+    if isinstance(shared, BatchedSileroVAD):
+        return shared.for_call()  # inferences batched with every other call's
     if isinstance(shared, silero.VAD):
         # livekit-plugins-silero 1.8.9 (pinned) has no public way to share the model between
         # VAD objects; its public constructor takes the session and options `load` made.
