@@ -41,6 +41,7 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
+from voicehub.server.loop_health import LoopHealth
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
@@ -86,6 +87,8 @@ def create_app(
         app.state.callbacks = callbacks = CallBacks(line, dialer_from(settings), clock)
         line.remember = callbacks.remember
         app.state.webrtc = WebRTCDesk(board)
+        app.state.loop_health = loop_health = LoopHealth()
+        loop_health.start()
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
         # pauses of 20-190 ms at 75 calls without it).
@@ -97,6 +100,7 @@ def create_app(
         finally:
             if announcements is not None:
                 announcements.cancel()
+            await loop_health.aclose()
             await app.state.webrtc.close_all()
             await callbacks.aclose()
             await board.close_all()
