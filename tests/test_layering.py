@@ -48,7 +48,16 @@ ALLOWED: dict[str, set[str]] = {
         "hub",
         "desks",
     },
-    "bench": {"core", "agents", "delivery", "orchestration", "voice", "transports", "hub"},
+    "bench": {
+        "core",
+        "agents",
+        "delivery",
+        "orchestration",
+        "voice",
+        "transports",
+        "hub",
+        "client",
+    },
     "cli": {"*"},
     "__init__": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},
 }

@@ -19,6 +19,7 @@ def _sections() -> dict[str, Section]:
         cloud_pipeline,
         delegation,
         delivery,
+        memory,
         phone,
         realtime,
         voice,
@@ -34,6 +35,7 @@ def _sections() -> dict[str, Section]:
         "webrtc": webrtc.run,
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
+        "memory": memory.run,
     }
 
 
