@@ -102,3 +102,4 @@ async def test_ended_calls_leave_no_per_call_objects(tmp_path: Path) -> None:
         assert not hub.rooms
         kept = {name: count for name, count in live_objects(PER_CALL_TYPES).items() if count > 1}
         assert kept == {}, f"objects of {CALLS} ended calls still alive: {kept}"
+        assert server.switchboard.memory.trims >= 1  # freed memory went back to the system

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.auth import presented_token, token_problem
+from voicehub.server.memory_trim import MemoryTrimmer
 from voicehub.transports.websocket import (
     CloseCode,
     ProtocolViolation,
@@ -121,6 +122,7 @@ class Switchboard:
         self.settings = settings
         self._releasing: set[asyncio.Task[None]] = set()
         self.calls: dict[str, LiveCall] = {}
+        self.memory = MemoryTrimmer()
         self._install_hooks()
 
     # -- the WebSocket endpoint ------------------------------------------------------------
@@ -276,6 +278,7 @@ class Switchboard:
             except Exception:
                 log.exception("room %s: could not unload the room", call.room_id)
             call.finished.set()
+            self.memory.call_ended()
             log.info("room %s: call ended", call.room_id)
 
     async def _release(self, room_id: str) -> None:
@@ -302,6 +305,7 @@ class Switchboard:
         for call in calls:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(call.finished.wait(), _CLOSE_WAIT + 3.0)
+        await self.memory.aclose()
 
     # -- status and hub events -------------------------------------------------------------
 
