@@ -49,6 +49,7 @@ class SoakTally:
     twice: list[str] = field(default_factory=list)
     talkover_ms: list[float] = field(default_factory=list)
     yield_ms: list[float] = field(default_factory=list)
+    failures: Counter[str] = field(default_factory=Counter)  # failed calls by error
 
 
 def account(
@@ -61,6 +62,8 @@ def account(
     for log in logs:
         tally.calls += 1
         tally.failed_calls += bool(log.error)
+        if log.error:
+            tally.failures[log.error] += 1
         tally.turns += log.turns
         tally.barge_ins += log.barge_ins
         tally.hang_ups += log.hung_up_early

@@ -77,16 +77,20 @@ class SoakCaller:
                 playout_speed=options.playout_speed,
             )
         )
+        stage = "connect"
         try:
             await client.connect()
+            stage = "greeting"
             await client.wait_for_turn()
+            stage = "conversation"
             if collect:
                 await client.settle(options.settle_timeout)
             else:
                 await self._converse(client, entry)
+            stage = "hang-up (the server did not close the call)"
             await client.hangup()
         except Exception as exc:  # a failed call is counted, the caller carries on
-            entry.error = f"{type(exc).__name__}: {exc}"
+            entry.error = f"{stage}: {type(exc).__name__}: {exc}"
             log.warning("%s: call failed: %s", self.conversation, entry.error)
         finally:
             with contextlib.suppress(Exception):

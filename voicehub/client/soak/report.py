@@ -65,6 +65,7 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
             }
             for s in result.samples
         ],
+        "failures": dict(tally.failures.most_common()),
         "lost": tally.lost,
         "spoken_twice": tally.twice,
     }
@@ -103,6 +104,8 @@ def format_soak(result: SoakResult) -> str:
         f"{s['at']:7.1f}  {s['calls']:5d}  {s['rss_mb'] or 0:6.1f}  {s['loop_lag_ms'] or 0:9.1f}"
         for s in figures["samples"]
     ]
+    for error, count in figures["failures"].items():
+        lines.append(f"FAILED CALLS ({count}): {error}")
     for problem in figures["lost"]:
         lines.append(f"LOST: {problem}")
     for problem in figures["spoken_twice"]:
