@@ -78,7 +78,8 @@ def account(
             tally.results += 1
             delivery_id = str(record["id"])
             if record["status"] != "delivered":
-                tally.lost.append(f"{delivery_id} ({record['status']})")
+                why = f": {record['error']}" if record.get("error") else ""
+                tally.lost.append(f"{delivery_id} ({record['status']}{why})")
             elif delivery_id not in heard:
                 tally.results_unconfirmed += 1
     tally.results_lost = len(tally.lost)
