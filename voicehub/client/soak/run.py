@@ -17,6 +17,7 @@ from voicehub.client.soak.accounting import CallLog, SoakTally, account
 from voicehub.client.soak.caller import CallerLines, SoakCaller
 from voicehub.client.soak.options import SoakOptions
 from voicehub.client.soak.server_process import HealthSample, HealthSampler, ServerProcess
+from voicehub.errors import VoicehubError
 
 __all__ = ["SoakResult", "run_soak", "stored_deliveries"]
 
@@ -70,6 +71,17 @@ async def run_soak(
                 await process.stop()
 
 
+async def _check_server(server: str, desk: str) -> None:
+    """Fail at once, with the reason, if the server is not there or lacks the desk."""
+    try:
+        async with httpx.AsyncClient(base_url=server, timeout=30) as http:
+            desks = (await http.get("/health")).raise_for_status().json()["desks"]
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        raise VoicehubError(f"{server} does not answer /health as voicehub does: {exc}") from None
+    if desk not in desks:
+        raise VoicehubError(f"{server} has no desk {desk!r}; it serves {', '.join(desks)}")
+
+
 async def _start(process: ServerProcess | None) -> str:
     assert process is not None
     return await process.start()
@@ -78,6 +90,7 @@ async def _start(process: ServerProcess | None) -> str:
 async def _soak(
     options: SoakOptions, server: str, process: ServerProcess | None, lines: CallerLines
 ) -> SoakResult:
+    await _check_server(server, options.desk)
     sampler = HealthSampler(server, options.sample_every, process, options.token)
     sampling = asyncio.create_task(sampler.run())
     callers = [SoakCaller(index, options, server, lines) for index in range(options.calls)]
