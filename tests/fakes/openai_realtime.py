@@ -18,7 +18,9 @@ A real WebSocket server on 127.0.0.1 (free port) that the real `openai` SDK reac
   input (unknown types, bad JSON, a second active response, truncating past the audio).
 
 Tests read `received` (every client event), wait with `wait_for`, and break things with
-`send_raw` (a malformed event) and `drop` (the connection dies).
+`send_raw` (a malformed event), `drop` (the connection dies), `fail` (a server `error`
+event, then the server closes with 1011, as the API does on an internal error) and
+`refuse` (the next handshakes are rejected with an HTTP status: 429, 503).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from typing import Any
 
 import numpy as np
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
 from voicehub.voice.providers.offline import synthesize, transcribe
 
@@ -122,14 +127,20 @@ class FakeRealtimeServer:
         self.sessions: list[_Session] = []
         self.hold: asyncio.Event | None = None
         self.hold_after = 1  # deltas sent before a hold
+        self.hold_text: str | None = None  # hold only speech containing this text
+        self.refuse_updates: str | None = None  # error message for every session.update
         self.requests: list[str] = []
+        self.refusals: list[int] = []  # HTTP statuses for the next handshakes
+        self.refused = 0
         self._server: Server | None = None
         self._changed = asyncio.Condition()
         self._ids = itertools.count(1)
         self._audio_cache: dict[str, bytes] = {}
 
     async def __aenter__(self) -> FakeRealtimeServer:
-        self._server = await serve(self._handle, "127.0.0.1", 0, max_size=None)
+        self._server = await serve(
+            self._handle, "127.0.0.1", 0, max_size=None, process_request=self._handshake
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -175,14 +186,41 @@ class FakeRealtimeServer:
         """Kill the latest connection without a closing handshake (close code 1006)."""
         self.sessions[-1].ws.transport.abort()
 
+    async def fail(self, message: str = "The server had an error") -> None:
+        """A `server_error` event on the latest connection, then a 1011 close."""
+        session = self.sessions[-1]
+        detail = {"type": "server_error", "code": "server_error", "message": message}
+        await session.emit({"type": "error", "error": {**detail, "param": None, "event_id": None}})
+        await session.ws.close(1011, "internal error")
+
+    def refuse(self, *statuses: int) -> None:
+        """Reject the next handshakes with these HTTP statuses, one each."""
+        self.refusals.extend(statuses)
+
     # -- connections -----------------------------------------------------------------------
+
+    async def _handshake(self, ws: ServerConnection, request: Request) -> Response | None:
+        if not self.refusals:
+            return None
+        status = self.refusals.pop(0)
+        self.refused += 1
+        await self.notify()
+        body = json.dumps({"error": {"message": f"refused with {status}"}}).encode()
+        headers = Headers([("Content-Type", "application/json")])
+        return Response(status, "Refused", headers, body)
 
     async def _handle(self, ws: ServerConnection) -> None:
         assert ws.request is not None
         self.requests.append(ws.request.path)
         session = _Session(self, ws)
         self.sessions.append(session)
-        await session.run()
+        try:
+            await session.run()
+        except ConnectionClosed:
+            pass  # dropped or failed on purpose
+        finally:
+            session.closed()
+            await self.notify()
 
 
 @dataclass
@@ -216,6 +254,13 @@ class _Session:
         self.loud = 0
         self.user_item: str | None = None
 
+    def closed(self) -> None:
+        """The connection ended: a running response stops (its socket is gone)."""
+        if self.active is not None:
+            self.active.cancel("client_cancelled")
+            if self.active.task is not None:
+                self.active.task.cancel()
+
     async def emit(self, event: dict[str, Any]) -> None:
         self.server.sent.append(event)
         await self.ws.send(json.dumps({"event_id": self.server.new_id("event"), **event}))
@@ -243,8 +288,15 @@ class _Session:
 
     # -- client events -----------------------------------------------------------------------
 
+    def holds(self, text: str) -> bool:
+        wanted = self.server.hold_text
+        return self.server.hold is not None and (wanted is None or wanted in text)
+
     async def on_session_update(self, event: dict[str, Any]) -> None:
         session = event.get("session") or {}
+        if self.server.refuse_updates is not None:
+            await self.error("invalid_value", self.server.refuse_updates, event)
+            return
         if session.get("type") != "realtime":
             await self.error("invalid_value", "session.type must be 'realtime'", event)
             return
@@ -482,8 +534,9 @@ class _Session:
             self.spoken = True
             sent += len(chunk)
             self.audio_ms[item_id] = sent * 1000 // 2 // RATE
-            if start == (self.server.hold_after - 1) * DELTA_BYTES and self.server.hold is not None:
+            if start == (self.server.hold_after - 1) * DELTA_BYTES and self.holds(text):
                 await self.server.notify()
+                assert self.server.hold is not None
                 waits = {
                     asyncio.create_task(self.server.hold.wait()),
                     asyncio.create_task(response.stopped.wait()),

@@ -433,30 +433,6 @@ async def test_model_errors_are_reported(call: Harness) -> None:
     assert any("slow down" in e.text for e in events(history, EventKind.SYSTEM))
 
 
-async def test_a_dropped_connection_ends_the_call_and_holds_results(call: Harness) -> None:
-    outcomes: asyncio.Queue[str] = asyncio.Queue()
-
-    @call.hub.hook(HookTrigger.AFTER_DELIVER)
-    async def observe(event: Event, ctx: HookContext) -> None:
-        outcomes.put_nowait(event.metadata["outcome"])
-
-    session, transport, activity = await call.start()
-    call.server.hold = asyncio.Event()
-    talking = asyncio.create_task(session.generate_reply("Tell a long story."))
-    await call.server.wait_for(lambda: call.server.sessions[-1].active is not None)
-    await call.hub.deliver(ROOM, "the solar report is ready", strategy=WaitForIdle(0.5))
-    await call.server.drop()
-
-    assert await asyncio.wait_for(talking, 10) is InjectOutcome.INTERRUPTED
-    await until(activity, lambda s: not s.session_live)
-    assert await asyncio.wait_for(outcomes.get(), 10) == "held"
-    await transport.wait_for(lambda: bool(transport.events_of(ProviderError)))
-    assert transport.events_of(ProviderError)[0].message.startswith("model_disconnected")
-    await session.push_audio(bytes(FRAME))  # a closed session ignores late audio
-    with pytest.raises(Exception, match="not running"):
-        await session.say("hello?")
-
-
 async def test_a_typed_turn_goes_in_as_the_callers_message(call: Harness) -> None:
     session, transport, _ = await call.start(ack="immediate")
     await session.push_text("2")  # keypad digits on a phone
@@ -469,3 +445,16 @@ async def test_a_typed_turn_goes_in_as_the_callers_message(call: Harness) -> Non
     assert item["content"] == [{"type": "input_text", "text": "2"}]
     history = await call.hub.history(ROOM)
     assert any(e.role == "user" and e.text == "2" for e in history)
+
+
+async def test_batched_audio_goes_before_a_control_event(call: Harness) -> None:
+    session, _, _ = await call.start(ack="immediate")
+    for _ in range(2):  # 40 ms: less than a batch, held back
+        await session.push_audio(bytes(FRAME))
+    assert not call.server.of_type("input_audio_buffer.append")
+    await session.push_text("2")
+    await call.server.wait_for(lambda: bool(call.server.of_type("conversation.item.create")))
+    kinds = [e["type"] for e in call.server.received]
+    assert kinds.index("input_audio_buffer.append") < kinds.index("conversation.item.create")
+    [append] = call.server.of_type("input_audio_buffer.append")
+    assert 0 < len(append["audio"]) * 3 // 4 <= 2 * 960  # the 40 ms, at 24 kHz

@@ -1,12 +1,15 @@
 """A loopback stand-in for the Realtime model, for the relay benchmark: a WebSocket server
 in a child process (its CPU is not the relay's) that answers `session.update`, then keeps
-one response speaking: every `input_audio_buffer.append` gets a 20 ms
-`response.output_audio.delta` back, so each paced frame crosses the relay both ways."""
+one response speaking: every `input_audio_buffer.append` gets one 20 ms
+`response.output_audio.delta` back per 20 ms of audio it carries (the relay batches its
+appends, the model's audio still comes in 20 ms deltas), so each paced frame crosses the
+relay both ways."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import multiprocessing
 from multiprocessing.connection import Connection
@@ -17,9 +20,14 @@ DELTA = base64.b64encode(bytes(960)).decode()  # 20 ms of 24 kHz PCM16
 
 async def _serve(ready: Connection) -> None:
     from websockets.asyncio.server import ServerConnection, serve
+    from websockets.exceptions import ConnectionClosed
 
     async def handle(ws: ServerConnection) -> None:
-        count = 0
+        # the relay may close its call while deltas are still going out
+        with contextlib.suppress(ConnectionClosed):
+            await relay(ws)
+
+    async def relay(ws: ServerConnection) -> None:
         delta = json.dumps(
             {
                 "type": "response.output_audio.delta",
@@ -38,8 +46,9 @@ async def _serve(ready: Connection) -> None:
                 created = {"type": "response.created", "response": {"id": "resp_1"}}
                 await ws.send(json.dumps(created))
             elif kind == "input_audio_buffer.append":
-                count += 1
-                await ws.send(delta)
+                audio = len(json.loads(message)["audio"]) * 3 // 4
+                for _ in range(max(1, round(audio / 960))):
+                    await ws.send(delta)
 
     async with serve(handle, "127.0.0.1", 0, max_size=None, compression=None) as server:
         ready.send(next(iter(server.sockets)).getsockname()[1])

@@ -19,6 +19,7 @@ def _sections() -> dict[str, Section]:
         cloud_pipeline,
         delegation,
         delivery,
+        delivery_talkover,
         memory,
         phone,
         realtime,
@@ -29,6 +30,7 @@ def _sections() -> dict[str, Section]:
     return {
         "delegation": delegation.run,
         "delivery": delivery.run,
+        "delivery_talkover": delivery_talkover.run,
         "voice": voice.run,
         "audio": audio.run,
         "phone": phone.run,

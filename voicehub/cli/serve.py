@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from voicehub.cli.hub_options import add_hub_options, hub_overrides
 
 _TRY = "voicehub call research --say 'could you research heat pumps for me please'"
 
@@ -17,19 +18,19 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8080; 0 picks a free one)")
-    serve.add_argument("--channels", type=Path, help="folder of desk files (default channels)")
-    serve.add_argument("--db", type=Path, help="SQLite store (default var/voicehub.db)")
+    add_hub_options(serve)
     serve.add_argument(
         "--token", help="access token callers must send (default: $VOICEHUB_TOKEN, or none)"
     )
     serve.add_argument(
-        "--store",
-        help="sqlite (default, at --db) or a Redis URL shared by instances, e.g. "
-        "redis://localhost:6379/0 (default: $VOICEHUB_STORE)",
-    )
-    serve.add_argument(
         "--public-url",
         help="caller-facing https URL for Twilio webhooks (default: $VOICEHUB_PUBLIC_URL)",
+    )
+    serve.add_argument(
+        "--drain-seconds",
+        type=float,
+        help="on SIGTERM, how long live calls may finish before they are ended, their "
+        "results held (default 30; $VOICEHUB_DRAIN_SECONDS)",
     )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
     serve.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
@@ -43,21 +44,22 @@ def run(args: argparse.Namespace) -> int:
     settings = ServerSettings.from_env(
         host=args.host,
         port=args.port,
-        channels_dir=args.channels,
-        db_path=args.db,
         token=args.token,
         public_url=args.public_url,
-        store=args.store,
         prewarm=False if args.no_prewarm else None,
         log_level=args.log_level,
+        drain_seconds=args.drain_seconds,
+        **hub_overrides(args),
     )
 
     def ready(url: str) -> None:
-        print(f"voicehub: serving at {url} (Ctrl-C to stop)", flush=True)
+        print(f"voicehub: serving at {url} (Ctrl-C to stop, SIGTERM to drain)", flush=True)
         print(f"voicehub: open it in a browser, or try: {_TRY}", flush=True)
 
     try:
         serve(settings, ready=ready)
     except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
         print("voicehub: stopped; undelivered results stay in the store", flush=True)
+        return 0
+    print("voicehub: drained and stopped; undelivered results stay in the store", flush=True)
     return 0

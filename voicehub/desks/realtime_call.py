@@ -4,17 +4,26 @@ The realtime counterpart of `voicehub.desks.call.start_desk_call`: it opens (or 
 call's room with the desk's call orchestration, starts a `RealtimeVoiceSession` with the
 agent that has the conversation and its tools (delegation, `handoff_conversation`), and
 follows accepted handoffs with `update_agent` (a `session.update` on the same connection).
-The model answers after the handoff tool's output, as the new agent. Not yet here: the
-spoken `ask_user` (the model would answer the caller's reply itself).
+The model answers after the handoff tool's output, as the new agent.
+
+`[ask_user]` agents get a spoken `ask_user` (`RealtimeAsker`): the question is said through
+the model from inside the tool, and while it waits for the answer the model does not answer
+the caller's turns by itself (`create_response` off); the answering turn's input
+transcription, posted to the room as the caller's transcript, answers it, and the model
+goes on from the tool's output.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
 from voicehub.desks.call import _ready_for_voice
+from voicehub.desks.voice_asker import VoiceAsker
+from voicehub.errors import ConfigError, VoicehubError
+from voicehub.orchestration.ask_user import ask_user_tool
 from voicehub.orchestration.handoff import handoff_tool
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime.connection import realtime_client
@@ -27,10 +36,32 @@ if TYPE_CHECKING:
     from voicehub.orchestration.state import ConversationState
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["realtime_settings", "start_realtime_call"]
+__all__ = ["RealtimeAsker", "realtime_settings", "start_realtime_call"]
 
 log = logging.getLogger("voicehub.voice")
 _watchers: set[asyncio.Task[None]] = set()
+
+
+class RealtimeAsker(VoiceAsker):
+    """`ask_user` on a realtime call: the question is spoken verbatim through the model,
+    and the caller's next turn answers it, not the model (its auto-reply is off meanwhile)."""
+
+    def __init__(self, hub: Hub, *, timeout: float | None = 60.0) -> None:
+        super().__init__(hub, timeout=timeout)
+        self.realtime: RealtimeVoiceSession | None = None
+
+    async def ask(self, room_id: str, text: str) -> str | None:
+        """Speak `text` and wait for the caller's answer (None on timeout or a closed call)."""
+        session = self.realtime
+        if session is None or not session.running:
+            return None
+        await session.set_auto_reply(False)
+        try:
+            return await super().ask(room_id, text)
+        finally:
+            with contextlib.suppress(VoicehubError):  # the call ended under the question
+                if not self.waiting(room_id):
+                    await session.set_auto_reply(True)
 
 
 def realtime_settings(desk: Desk) -> RealtimeSettings:
@@ -60,8 +91,13 @@ async def start_realtime_call(
     started session. Without `client`, one is built from `[voice.realtime]`: a ConfigError
     names the API key variable when it is not set (before the room is touched)."""
     table = desk.config.voice.realtime_model
+    where = str(desk.config.source or f"desk {desk.name!r}")
+    if desk.config.ask_user is not None and not table.transcription_model:
+        raise ConfigError(
+            f"{where}: [ask_user] on a realtime desk hears the caller's answers through the "
+            "model's input transcription; set [voice.realtime] transcription_model"
+        )
     if client is None:
-        where = str(desk.config.source or f"desk {desk.name!r}")
         client = realtime_client(
             api_key_env=table.api_key_env, base_url=table.base_url, where=where
         )
@@ -70,9 +106,18 @@ async def start_realtime_call(
     await _ready_for_voice(room, desk)
     agent = desk.active_agent(room)
     handler = desk.handoff.handler_for(hub) if desk.handoff is not None else None
+    asking = desk.config.ask_user
+    asker = RealtimeAsker(hub, timeout=asking.timeout) if asking is not None else None
+    spoken_ask = (
+        ask_user_tool(asker, max_reasks=asking.max_reasks)
+        if asker is not None and asking is not None
+        else None
+    )
 
     def tools_for(agent_id: str) -> list[Tool]:
         tools = [t for t in desk.tools_for(agent_id) if t is not desk.ask_user_tool]
+        if spoken_ask is not None and asking is not None and agent_id in asking.agents:
+            tools.append(spoken_ask)
         targets = desk.handoff_targets(agent_id)
         if handler is not None and targets:
             tools.append(handoff_tool(handler, targets))
@@ -90,6 +135,8 @@ async def start_realtime_call(
         extra_tools=tools_for(agent.id),
         **options,
     )
+    if asker is not None:
+        asker.session = asker.realtime = session
 
     async def follow(room: str, state: ConversationState, target: str | None) -> None:
         if target is None or target not in desk.agents:

@@ -11,22 +11,27 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     WS   /desks/{desk}/call         a call (protocol: `voicehub.transports.websocket`)
     POST /desks/{desk}/webrtc       a WebRTC call (signaling: `voicehub.server.webrtc`)
     GET  /health, /api/...          see `voicehub.server.api`
+    GET  /ready, /metrics           readiness and Prometheus (see `voicehub.server.probes`)
     POST /twilio/{desk}/voice       phone calls (see `voicehub.server.twilio`)
 
 Shutdown ends the calls (their delivery detaches, so undelivered results are held in the
 store) and closes the hub; a restarted server speaks them when the conversation calls back.
+SIGTERM drains first (`voicehub.server.drain`): no new calls, live ones may finish.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -34,6 +39,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.jobs import cancel_and_wait
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
@@ -41,7 +47,10 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
+from voicehub.server.drain import Drain, DrainGate
 from voicehub.server.loop_health import LoopHealth
+from voicehub.server.metrics import ServerMetrics
+from voicehub.server.probes import probe_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
@@ -72,35 +81,44 @@ def create_app(
     if not loaded:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
     factory = session_factory if session_factory is not None else OfflineSessionFactory()
+    drain = Drain(SystemClock(), settings.drain_seconds)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        hub = Hub(store=await open_store(settings), orchestration=None)
+        store = await open_store(settings)
+        metrics = app.state.metrics = ServerMetrics(SystemClock())
+        hub = Hub(store=metrics.timed(store), orchestration=None)
         await hub.start()
-        announcements = follow_store(hub)  # results finished on other instances
+        announcements = follow_store(hub, store)  # results finished on other instances
         if settings.prewarm:
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
-        app.state.switchboard = board
+        metrics.watch(board)
         clock = phone_clock if phone_clock is not None else SystemClock()
         app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock))
         app.state.callbacks = callbacks = CallBacks(line, dialer_from(settings), clock)
         line.remember = callbacks.remember
         app.state.webrtc = WebRTCDesk(board)
         app.state.loop_health = loop_health = LoopHealth()
-        loop_health.start()
+        drain.watch(board, app.state.webrtc.close_all)
+        drain.refused = metrics.refused
+        metrics.draining.set_function(lambda: float(drain.draining))
+        app.state.switchboard = board  # last: /ready says ready from here on
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
         # pauses of 20-190 ms at 75 calls without it).
         gc.collect()
         gc.freeze()
         log.info("serving desks %s from %s", ", ".join(sorted(loaded)), describe_store(settings))
+        loop_lag = asyncio.create_task(metrics.watch_loop_lag())  # from here: loading is done
+        loop_health.start()  # the worst lag since the last /health, for `voicehub soak`
         try:
             yield
         finally:
             if announcements is not None:
                 announcements.cancel()
             await loop_health.aclose()
+            await cancel_and_wait(loop_lag)
             await app.state.webrtc.close_all()
             await callbacks.aclose()
             await board.close_all()
@@ -114,10 +132,15 @@ def create_app(
         WebSocketRoute("/desks/{desk}/call", call),
         *webrtc_routes(),
         *api_routes(),
+        *probe_routes(),
         *twilio_routes(),
         *callback_routes(),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes, lifespan=lifespan, middleware=[Middleware(DrainGate, drain=drain)]
+    )
+    app.state.drain, app.state.token = drain, settings.token
+    return app
 
 
 async def index(request: Request) -> FileResponse:
@@ -157,14 +180,31 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
     import uvicorn
 
     settings.check_bind()
-    config = uvicorn_config(create_app(settings), settings)
+    app = create_app(settings)
+    config = uvicorn_config(app, settings)
+    drain: Drain = app.state.drain
 
     class Server(uvicorn.Server):
+        loop: asyncio.AbstractEventLoop | None = None
+
         async def startup(self, sockets: Any = None) -> None:
+            self.loop = asyncio.get_running_loop()
             await super().startup(sockets=sockets)
             if self.started and ready is not None:
                 bound = [s.getsockname() for server in self.servers for s in server.sockets]
                 port = bound[0][1] if bound else settings.port
                 ready(settings.model_copy(update={"port": port}).base_url)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # The first SIGTERM of a running server drains; uvicorn would stop at once (and
+            # re-raise the signal, so the process would not exit 0).
+            if sig != signal.SIGTERM or drain.draining or not self.started or self.loop is None:
+                super().handle_exit(sig, frame)
+                return
+            drain.draining = True  # /ready answers 503 from now on
+            self.loop.call_soon_threadsafe(drain.begin, self._stop)
+
+        def _stop(self) -> None:
+            self.should_exit = True
 
     Server(config).run()

@@ -60,7 +60,14 @@ if TYPE_CHECKING:
     from voicehub.transports.websocket import OutboundSocket
     from voicehub.voice.session import VoiceSession
 
-__all__ = ["CONVERSATION_PATTERN", "CallLine", "LiveCall", "SocketLine", "Switchboard"]
+__all__ = [
+    "CONVERSATION_PATTERN",
+    "CallLine",
+    "CallObserver",
+    "LiveCall",
+    "SocketLine",
+    "Switchboard",
+]
 
 log = logging.getLogger("voicehub.server")
 
@@ -83,6 +90,15 @@ class SocketLine(CallLine, Protocol):
 
 
 ReadLoop = Callable[["WebSocket", "LiveCall"], Coroutine[Any, Any, None]]
+
+
+class CallObserver(Protocol):
+    """Sees each call start and end (metrics, draining). `call_started` returns the
+    transport the voice session should use: `transport` itself, or a wrapper of it."""
+
+    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport: ...
+
+    def call_ended(self, call: LiveCall) -> None: ...
 
 
 class LiveCall:
@@ -123,6 +139,7 @@ class Switchboard:
         self._releasing: set[asyncio.Task[None]] = set()
         self.calls: dict[str, LiveCall] = {}
         self.memory = MemoryTrimmer()
+        self.observers: list[CallObserver] = []
         self._install_hooks()
 
     # -- the WebSocket endpoint ------------------------------------------------------------
@@ -217,7 +234,10 @@ class Switchboard:
                     greeting=desk.greeting is not None and not resumed,
                 )
             )
-            call.session = await self.factory.start(hub, desk, room_id, call.transport)
+            transport: CallTransport = call.transport
+            for observer in self.observers:
+                transport = observer.call_started(call, transport)
+            call.session = await self.factory.start(hub, desk, room_id, transport)
         except Exception as exc:
             log.exception("room %s: could not start the voice session", room_id)
             message = f"could not start the call: {type(exc).__name__}: {exc}"
@@ -279,6 +299,8 @@ class Switchboard:
                 log.exception("room %s: could not unload the room", call.room_id)
             call.finished.set()
             self.memory.call_ended()
+            for observer in self.observers:
+                observer.call_ended(call)
             log.info("room %s: call ended", call.room_id)
 
     async def _release(self, room_id: str) -> None:

@@ -1,70 +1,55 @@
 """The realtime `VoiceSession`: a lean relay to a speech-to-speech model (OpenAI Realtime).
 
-Caller audio goes to `input_audio_buffer.append` (resampled to 24 kHz); the model's audio
-goes to the transport with speech marks (`realtime.playout`). The model's server or
-semantic VAD drives turns. Its events drive `VoiceActivity`:
-
-- ``input_audio_buffer.speech_started`` -> user speaking (and a barge-in, see `_cut`);
-  ``speech_stopped`` -> awaiting an answer, until a response starts or `answer_timeout`.
-- ``response.created`` -> thinking; first audio of an item -> speaking that item; its last
-  audio -> generated (a final mark); the mark's confirmation -> played.
-- a `say` / `generate_reply` / `inject` sent but not yet created -> reply queued.
-- tool calls keep the agent thinking until their outputs are in and the next response runs.
-
-Tools run here, in tasks (the event reader never waits on a tool): started on
-``response.function_call_arguments.done``, answered with ``function_call_output`` items and
-a ``response.create`` once the response that called them is done.
+Caller audio goes to `input_audio_buffer.append` in 60 ms batches at 24 kHz
+(`realtime.audio_batch`); the model's audio goes to the transport with speech marks
+(`realtime.playout`). The model's server or semantic VAD drives turns; its events drive
+`VoiceActivity` (`realtime.model_events`). Tools run in tasks (`realtime.tool_runs`).
+The connection is kept up by `realtime.link`: a drop reconnects with backoff and the
+session is restored (`connection_restored`): configuration, voice, and a recap of the call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
 import itertools
-import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from voicehub.agents.tools import Tool, ToolContext
-from voicehub.core.events import ChannelType, Event, EventKind
+from voicehub.core.events import EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
-from voicehub.voice.events import (
-    AgentState,
-    ProviderError,
-    ServerEvent,
-    ToolCall,
-    Transcript,
-    UserState,
-)
+from voicehub.voice.events import AgentState
+from voicehub.voice.realtime.audio_batch import AudioBatcher
 from voicehub.voice.realtime.config import (
     MODEL_RATE,
     RealtimeSettings,
     agent_voice,
     session_config,
 )
-from voicehub.voice.realtime.connection import ModelConnection
-from voicehub.voice.realtime.playout import Playout, Speech
+from voicehub.voice.realtime.connection import ModelConnectionLost
+from voicehub.voice.realtime.link import Backoff, ModelLink
+from voicehub.voice.realtime.model_events import SAY_INSTRUCTIONS, ModelEvents
+from voicehub.voice.realtime.recap import conversation_recap, with_recap
+from voicehub.voice.realtime.recorder import CallRecorder
 from voicehub.voice.realtime.resample import PcmResampler
-from voicehub.voice.realtime.responses import ModelResponse, SpeakRequest
-from voicehub.voice.realtime.tools import run_tool_call
+from voicehub.voice.realtime.responses import SpeakRequest
+from voicehub.voice.realtime.tool_runs import in_tool
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
+    from voicehub.agents.tools import Tool
     from voicehub.voice.session import CallRuntime
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["RealtimeVoiceSession"]
+__all__ = ["SAY_INSTRUCTIONS", "RealtimeVoiceSession"]
 
 log = logging.getLogger("voicehub.voice.realtime")
 
 DeliveryMode = Literal["say", "generate"]
-SAY_INSTRUCTIONS = "Say exactly the following, word for word, and nothing else: {text}"
 RESULT_INSTRUCTIONS = "Tell the caller this result now, briefly and naturally."
-_HARMLESS_ERRORS = {"response_cancel_not_active"}
+RECAP_EVENTS = 200  # the recent events a recap is drawn from (tool calls, states too)
 
 
 class RealtimeVoiceSession:
@@ -73,7 +58,8 @@ class RealtimeVoiceSession:
     `client` is an `openai.AsyncOpenAI` (see `realtime.connection.realtime_client`).
     `delivery_mode` picks how `inject` speaks a result: verbatim ("say", a response told to
     repeat it) or through the model ("generate": the result as a `settings.injection_role`
-    item, then a response). `mark_every_ms` is the playout granularity a barge-in truncates at.
+    item, then a response). `mark_every_ms` is the playout granularity a barge-in truncates
+    at. `backoff` says how a dropped model connection is retried (on the hub's clock).
     """
 
     def __init__(
@@ -92,6 +78,7 @@ class RealtimeVoiceSession:
         mark_every_ms: float = 200.0,
         attach_delivery: bool = True,
         activity: VoiceActivity | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         if delivery_mode not in ("say", "generate"):
             raise ConfigError(f"delivery_mode {delivery_mode!r}: expected 'say' or 'generate'")
@@ -101,39 +88,19 @@ class RealtimeVoiceSession:
         self.greeting, self.delivery_mode = greeting, delivery_mode
         self.agent, self._extra_tools = agent, tuple(extra_tools)
         self.voice = agent_voice(agent, self.settings)
-        self.answer_timeout = answer_timeout
-        self._client, self._attach_delivery = client, attach_delivery
-        self._connection: ModelConnection | None = None
-        self._up = PcmResampler(transport.sample_rate, MODEL_RATE)
+        self._attach_delivery = attach_delivery
+        self.recorder = CallRecorder(hub, room_id, transport, lambda: self.agent.id)
+        self.events = ModelEvents(self, mark_every_ms, answer_timeout)
+        self._link = ModelLink(client, self.settings.model, hub.clock, self.events, backoff=backoff)
+        self.events.link = self._link
+        self._batcher = AudioBatcher(transport.sample_rate)
         self._down = PcmResampler(MODEL_RATE, transport.sample_rate)
-        self._playout = Playout(mark_every_ms)
-        self._responses: dict[str, ModelResponse] = {}
-        self._active: ModelResponse | None = None  # created, not yet done
-        self._model_free = asyncio.Event()
-        self._model_free.set()
-        self._requests: dict[str, SpeakRequest] = {}
-        self._updates: dict[str, asyncio.Future[None]] = {}
         self._ids = itertools.count(1)
-        self._spoken = self._started = self._closed = False
+        self._recap = ""  # the call so far, for a restored model session
+        self._auto_reply = True
+        self._started = self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._tool_rounds: set[str] = set()  # event ids of response.create after tools
-        self._outbox: asyncio.Queue[Callable[[], Awaitable[Any]]] = asyncio.Queue()
-        self._reader: asyncio.Task[None] | None = None
-        self._answer_timer: asyncio.Task[None] | None = None
         self.closed = asyncio.Event()  # set once the call's processing ended
-        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
-            "session.updated": self._on_session_updated,
-            "error": self._on_error,
-            "input_audio_buffer.speech_started": self._on_speech_started,
-            "input_audio_buffer.speech_stopped": self._on_speech_stopped,
-            "conversation.item.input_audio_transcription.completed": self._on_user_transcript,
-            "response.created": self._on_response_created,
-            "response.output_audio.delta": self._on_audio_delta,
-            "response.output_audio.done": self._on_audio_done,
-            "response.output_audio_transcript.done": self._on_agent_transcript,
-            "response.function_call_arguments.done": self._on_function_call,
-            "response.done": self._on_response_done,
-        }
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -141,19 +108,13 @@ class RealtimeVoiceSession:
         """Connect, configure the session, attach delivery, and speak the greeting if any."""
         if self._started or self._closed:
             return
-        self._connection = await asyncio.wait_for(
-            ModelConnection.open(self._client, self.settings.model), timeout
-        )
-        self._reader = asyncio.create_task(self._read(self._connection))
-        self._spawn(self._send_outbox())
-        config = session_config(
-            self.settings, self.agent, self._tools(), full=True, voice=self.voice
-        )
-        await asyncio.wait_for(self._update_session(config), timeout)
+        self.recorder.outbox.start()
+        await asyncio.wait_for(self._link.open(), timeout)
+        await asyncio.wait_for(self._configure(), timeout)
         self._started = True
         self.activity.session_attached()
         if self.greeting:
-            self._spawn(self.say(self.greeting))
+            self.spawn(self.say(self.greeting))
         if self._attach_delivery:
             await self.hub.delivery.attach(self.room_id, self, self.activity)
 
@@ -165,53 +126,59 @@ class RealtimeVoiceSession:
         self.closed.set()
         if self._attach_delivery and self._started:
             await self.hub.delivery.detach(self.room_id)
-        for request in self._requests.values():
-            request.abandon()
-        for future in self._updates.values():
-            if not future.done():
-                future.set_exception(VoicehubError("the call ended"))
-        self._model_free.set()
+        self.events.end()
         self.activity.session_detached()
-        with contextlib.suppress(TimeoutError):  # the last transcripts reach the room
-            await asyncio.wait_for(self._outbox.join(), timeout=2.0)
-        tasks = [t for t in (self._reader, self._answer_timer, *self._tasks) if t is not None]
+        await self.recorder.outbox.aclose()
         current = asyncio.current_task()
-        for task in tasks:
+        for task in list(self._tasks):
             if task is not current:
                 task.cancel()
-        if self._connection is not None:
-            with contextlib.suppress(Exception):
-                await self._connection.aclose()
+        await self._link.aclose()
+
+    @property
+    def running(self) -> bool:
+        """Started and not closed."""
+        return self._started and not self._closed
 
     # -- audio ------------------------------------------------------------------------------
 
     async def push_audio(self, pcm16: bytes) -> None:
-        """Caller audio at the transport rate: resampled and appended to the model's buffer."""
-        connection = self._connection
+        """Caller audio at the transport rate: batched, resampled, appended to the model's
+        buffer. Dropped while the model connection is down (nobody would hear it)."""
+        connection = self._link.connection
         if self._closed or connection is None:
             return
-        audio = self._up.push(pcm16)
-        if audio:
-            await connection.append_audio(audio)
+        batch = self._batcher.push(pcm16)
+        if batch:
+            try:  # noqa: SIM105 (the per-frame path: no context manager)
+                await connection.append_audio(batch)
+            except ModelConnectionLost:
+                pass  # the link's reader sees the drop and reconnects
 
     def playout_confirmed(self, speech_id: str) -> None:
         """The transport played everything up to mark `speech_id`."""
-        for speech in self._playout.confirm(speech_id):
-            self.activity.playout_confirmed(speech.item_id)
-            self._settled(speech)
+        self.events.playout_confirmed(speech_id)
+
+    def downsample(self, model_audio: bytes) -> bytes:
+        """Model audio (24 kHz) at the transport's rate."""
+        return self._down.push(model_audio)
+
+    def hearing_caller(self, in_turn: bool) -> None:
+        """The model hears the caller (or stopped): pauses flush the audio batch at once."""
+        self._batcher.in_turn = in_turn
 
     # -- speaking ---------------------------------------------------------------------------
 
     async def push_text(self, text: str) -> None:
         """A caller turn typed, not said (phone keypad digits): added to the conversation as
         the caller's message and answered in the background, like a spoken turn."""
-        self._post(EventKind.TRANSCRIPT, text, role="user", typed=True)
+        self.recorder.post(EventKind.TRANSCRIPT, text, role="user", typed=True)
         item = {
             "type": "message",
             "role": "user",
             "content": [{"type": "input_text", "text": text}],
         }
-        self._spawn(self._speak({}, before=[item]))
+        self.spawn(self._speak({}, before=[item]))
 
     async def say(self, text: str, *, allow_interrupt: bool = True) -> InjectOutcome:
         """Speak `text` verbatim (a response told to repeat it, without tools)."""
@@ -240,342 +207,145 @@ class RealtimeVoiceSession:
 
     async def interrupt(self) -> None:
         """Stop the model: cancel its response and cut the audio not yet played."""
-        self._running()
-        await self._cut()
+        self._check_running()
+        await self.events.cut()
 
     async def update_agent(self, agent: Agent, *, extra_tools: list[Tool] | None = None) -> None:
         """Hand the call to `agent` with `session.update` on the same connection:
         instructions, tools, and its voice while the model has not spoken yet (the API
         refuses a new voice after the first audio). Safe to call from a running tool."""
-        self._running()
+        self._check_running()
         tools = tuple(extra_tools) if extra_tools is not None else self._extra_tools
         voice: str | None = agent_voice(agent, self.settings)
         if voice == self.voice:
             voice = None
-        elif self._spoken:
+        elif self.events.spoken:
             log.warning("room %s: keeping voice %s for %s", self.room_id, self.voice, agent.id)
             voice = None
         previous = (self.agent, self._extra_tools)
         self.agent, self._extra_tools = agent, tools
+        if not self.events.link_up:  # reconnecting: the restored session is configured so
+            self.voice = voice or self.voice
+            return
         try:
-            config = session_config(self.settings, agent, self._tools(), full=False, voice=voice)
-            await self._update_session(config)
+            config = session_config(
+                self.settings,
+                agent,
+                self.tools(),
+                full=False,
+                voice=voice,
+                instructions=with_recap(agent.instructions, self._recap),
+            )
+            await self.update_session(config)
         except BaseException:
             self.agent, self._extra_tools = previous
             raise
         if voice is not None:
             self.voice = voice
 
-    # -- server events ------------------------------------------------------------------
+    async def set_auto_reply(self, on: bool) -> None:
+        """Whether the model answers each caller turn by itself. Off while an `ask_user`
+        question waits for its answer: the answering turn is the tool's, not the model's."""
+        self._check_running()
+        if on == self._auto_reply:
+            return
+        self._auto_reply = on
+        if not self.events.link_up:  # reconnecting: the restored session gets it
+            return
+        detection = self.settings.turn_detection_config(auto_reply=on)
+        await self.update_session(
+            {"type": "realtime", "audio": {"input": {"turn_detection": detection}}}
+        )
 
-    async def _read(self, connection: ModelConnection) -> None:
-        reason = "the model closed the connection"
+    # -- the model link ------------------------------------------------------------------
+
+    async def restore(self, attempts: int) -> None:
+        """A new connection after a drop: the whole configuration again, the voice the
+        caller knows, and a recap of the call in the instructions (see `realtime.recap`)."""
+        history = await self.hub.store.recent_events(self.room_id, RECAP_EVENTS)
+        self._recap = conversation_recap(history)
+        await self._configure()
+        self.recorder.note(f"model connection restored (attempt {attempts})")
+
+    async def _configure(self) -> None:
+        config = session_config(
+            self.settings,
+            self.agent,
+            self.tools(),
+            full=True,
+            voice=self.voice,
+            instructions=with_recap(self.agent.instructions, self._recap),
+            auto_reply=self._auto_reply,
+        )
+        await self.update_session(config)
+
+    async def update_session(self, session: dict[str, Any]) -> None:
+        """`session.update` on the live connection; returns once the model applied it."""
+        event_id = f"voicehub_update_{next(self._ids)}"
+        answered = self.events.updates.expect(event_id)
         try:
-            async for event in connection.events():
-                handler = self._handlers.get(event["type"])
-                if handler is None:
-                    continue
-                try:
-                    await handler(event)
-                except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                    log.warning(
-                        "room %s: dropped malformed %s: %r", self.room_id, event["type"], exc
-                    )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            reason = f"the model connection dropped: {exc!r}"
-        if not self._closed:
-            log.error("room %s: %s; ending the call", self.room_id, reason)
-            await self._report("model_disconnected", reason)
-            self._spawn(self.aclose())
+            await self.send({"type": "session.update", "event_id": event_id, "session": session})
+        except ModelConnectionLost:
+            self.events.updates.refused(event_id, "the model connection dropped")
+        await answered
 
-    async def _on_session_updated(self, event: dict[str, Any]) -> None:
-        # session.updated does not echo the event id: updates are answered in order
-        for event_id, future in list(self._updates.items()):
-            del self._updates[event_id]
-            if not future.done():
-                future.set_result(None)
-                return
+    async def send(self, event: dict[str, Any]) -> None:
+        """Send a control event after the caller audio waiting in the batch (their order
+        is the model's order). ModelConnectionLost while the connection is down."""
+        connection = self._link.connection
+        if connection is None:
+            raise ModelConnectionLost(f"room {self.room_id!r}: the model connection is down")
+        pending = self._batcher.flush()
+        if pending:
+            await connection.append_audio(pending)
+        await connection.send(event)
 
-    async def _on_error(self, event: dict[str, Any]) -> None:
-        error = event.get("error") or {}
-        code, message = error.get("code"), error.get("message", "")
-        failed = error.get("event_id")
-        if failed in self._updates:
-            self._updates.pop(failed).set_exception(
-                VoicehubError(f"the model refused the session update: {message}")
-            )
-        if failed in self._requests:
-            self._requests.pop(failed).abandon()
-            self.activity.reply_dequeued()
-        if failed in self._requests or failed in self._tool_rounds:
-            self._tool_rounds.discard(failed)
-            if self._active is None:  # refused: nothing runs, the next speaker may go
-                self._model_free.set()
-                self.activity.agent_thinking_finished()
-        if code in _HARMLESS_ERRORS:
-            log.debug("room %s: model: %s", self.room_id, message)
-            return
-        log.warning("room %s: model error %s: %s", self.room_id, code, message)
-        await self._report(str(code or error.get("type") or "error"), str(message))
-
-    async def _on_speech_started(self, event: dict[str, Any]) -> None:
-        self.activity.user_speech_started()
-        self._send_client(UserState(state="speaking"))
-        await self._cut()
-
-    async def _on_speech_stopped(self, event: dict[str, Any]) -> None:
-        self._await_answer()
-        self.activity.user_speech_stopped()
-        self._send_client(UserState(state="listening"))
-
-    async def _on_user_transcript(self, event: dict[str, Any]) -> None:
-        text = str(event["transcript"]).strip()
-        if text:
-            self._post(EventKind.TRANSCRIPT, text, role="user", source="caller")
-            self._send_client(Transcript(role="user", text=text, final=True))
-
-    async def _on_response_created(self, event: dict[str, Any]) -> None:
-        data = event["response"]
-        response = ModelResponse(id=str(data["id"]))
-        token = (data.get("metadata") or {}).get("voicehub")
-        self.activity.agent_thinking_started()  # busy before "awaiting" / "queued" clear
-        self._answered()
-        if token in self._requests:
-            request = self._requests.pop(token)
-            request.response, response.token = response, token
-            self._requests[response.id] = request
-            self.activity.reply_dequeued()
-        self._responses[response.id] = self._active = response
-        self._model_free.clear()
-        self._send_client(AgentState(state="thinking"))
-
-    async def _on_audio_delta(self, event: dict[str, Any]) -> None:
-        response = self._responses.get(str(event["response_id"]))
-        model_audio = base64.b64decode(event["delta"], validate=True)
-        if response is None or not model_audio:
-            return
-        ms = len(model_audio) / 2 / MODEL_RATE * 1000
-        speech, new, mark = self._playout.audio(str(event["item_id"]), response.id, ms)
-        if speech.cut:
-            return  # cancelled: its late audio must not play
-        if new:
-            response.speeches.append(speech)
-            self._spoken = True
-            self.activity.agent_speech_started(speech.item_id)  # first: never idle between
-            self.activity.agent_thinking_finished()
-            self._send_client(AgentState(state="speaking"))
-        pcm = self._down.push(model_audio)
-        if pcm:
-            await self.transport.send_audio(pcm)
-        if mark is not None:
-            await self.transport.mark(mark)
-
-    async def _on_audio_done(self, event: dict[str, Any]) -> None:
-        item_id = str(event["item_id"])
-        mark = self._playout.finish(item_id)
-        if mark is not None:
-            self.activity.agent_speech_finished(item_id, interrupted=False)
-            await self.transport.mark(mark)
-
-    async def _on_agent_transcript(self, event: dict[str, Any]) -> None:
-        speech = self._playout.speeches.get(str(event["item_id"]))
-        if speech is not None:
-            speech.transcript = str(event["transcript"])
-            self._post_spoken(speech)
-
-    async def _on_function_call(self, event: dict[str, Any]) -> None:
-        response = self._responses.get(str(event["response_id"]))
-        if response is None:
-            return
-        name, call_id = str(event["name"]), str(event["call_id"])
-        tool = next((t for t in self._tools() if t.name == name), None)
-        self.activity.agent_thinking_started()  # busy while the tool runs, even after audio
-        context = ToolContext(hub=self.hub, room_id=self.room_id, agent_id=self.agent.id)
-        call = run_tool_call(tool, name, call_id, str(event.get("arguments") or "{}"), context)
-        task = asyncio.create_task(self._recorded(call, name, call_id, event.get("arguments")))
-        response.tool_calls.append(task)
-
-    async def _on_response_done(self, event: dict[str, Any]) -> None:
-        data = event["response"]
-        response = self._responses.pop(str(data["id"]), None)
-        if response is None:
-            return
-        response.status = str(data.get("status") or "completed")
-        for speech in response.speeches:  # a cut-off response may skip output_audio.done
-            await self._on_audio_done({"item_id": speech.item_id})
-        if self._active is response:
-            self._active = None
-        if response.tool_calls:
-            self._spawn(self._answer_tools(response))  # still thinking until answered
-        else:
-            self._model_free.set()
-            self.activity.agent_thinking_finished()
-            self._send_client(AgentState(state="listening"))
-        request = self._requests.get(response.id)
-        if request is not None:
-            request.settle()
-            if request.future.done():
-                self._requests.pop(response.id, None)
+    def reset_audio(self) -> None:
+        """The connection dropped: the batched audio was for it."""
+        self._batcher.reset()
 
     # -- internals ------------------------------------------------------------------------
-
-    async def _answer_tools(self, response: ModelResponse) -> None:
-        outputs = await asyncio.gather(*response.tool_calls)
-        connection = self._connection
-        if self._closed or connection is None:
-            return
-        for output in outputs:
-            await connection.send({"type": "conversation.item.create", "item": output})
-        if response.status == "completed" and not self.activity.snapshot().user_speaking:
-            event_id = f"voicehub_tools_{next(self._ids)}"
-            self._tool_rounds.add(event_id)
-            await connection.send({"type": "response.create", "event_id": event_id})
-        else:  # the caller's turn will get the next response, which sees the outputs
-            self._model_free.set()
-            self.activity.agent_thinking_finished()
-
-    async def _recorded(
-        self, call: Awaitable[dict[str, str]], name: str, call_id: str, arguments: Any
-    ) -> dict[str, str]:
-        meta = {"tool": name, "call_id": call_id}
-        self._post(EventKind.TOOL_CALL, str(arguments or "{}"), **meta)
-        self._send_client(ToolCall(name=name, arguments=_as_text(arguments), call_id=call_id))
-        output = await call
-        self._post(EventKind.TOOL_RESULT, output["output"], **meta)
-        return output
 
     async def _speak(
         self, response: dict[str, Any], *, before: Sequence[dict[str, Any]] = ()
     ) -> InjectOutcome:
-        connection = self._running()
-        while not self._model_free.is_set():  # never while the model responds
-            await self._model_free.wait()
+        self._check_running()
+        events = self.events
+        if not in_tool():  # a tool speaks at once: its own response is done
+            while not events.model_free.is_set():  # never while the model responds
+                await events.model_free.wait()
         if self._closed:
             return InjectOutcome.INTERRUPTED
         token = f"voicehub_{next(self._ids)}"
         request = SpeakRequest(token, asyncio.get_running_loop().create_future())
-        self._requests[token] = request
-        self._model_free.clear()  # ours from now: another request waits for its end
+        events.requests[token] = request
+        events.model_free.clear()  # ours from now: another request waits for its end
         self.activity.reply_queued()
-        for item in before:
-            await connection.send({"type": "conversation.item.create", "item": item})
-        body = {**response, "metadata": {"voicehub": token}}
-        await connection.send({"type": "response.create", "event_id": token, "response": body})
+        try:
+            for item in before:
+                await self.send({"type": "conversation.item.create", "item": item})
+            body = {**response, "metadata": {"voicehub": token}}
+            await self.send({"type": "response.create", "event_id": token, "response": body})
+        except ModelConnectionLost:  # the drop's handling frees the model once restored
+            if events.requests.pop(token, None) is not None:
+                self.activity.reply_dequeued()
+            request.abandon()
         return await request.future
 
-    async def _cut(self) -> None:
-        """Barge-in or interrupt: clear the transport, cancel the response, truncate each
-        cut item at the audio the caller heard."""
-        cut = self._playout.cut()
-        if cut:
-            await self.transport.clear()
-        connection = self._connection
-        active = self._active
-        if connection is not None and active is not None:
-            # by id: caller audio queued before this may already have started the next one
-            await connection.send({"type": "response.cancel", "response_id": active.id})
-        for speech in cut:
-            self.activity.agent_speech_finished(speech.item_id, interrupted=True)
-            if connection is not None and speech.heard_ms < speech.sent_ms:
-                await connection.send(
-                    {
-                        "type": "conversation.item.truncate",
-                        "item_id": speech.item_id,
-                        "content_index": 0,
-                        "audio_end_ms": int(speech.heard_ms),
-                    }
-                )
-            self._settled(speech)
-
-    def _settled(self, speech: Speech) -> None:
-        self._post_spoken(speech)
-        request = self._requests.get(speech.response_id)
-        if request is not None:
-            request.settle()
-            if request.future.done():
-                self._requests.pop(speech.response_id, None)
-        if speech.posted:
-            self._playout.forget(speech)
-
-    def _post_spoken(self, speech: Speech) -> None:
-        if speech.posted or speech.transcript is None or not speech.settled:
-            return
-        speech.posted = True
-        text, item_id = speech.transcript, speech.item_id
-        self._post(EventKind.TRANSCRIPT, text, item_id=item_id, interrupted=speech.cut)
-        self._send_client(Transcript(role="assistant", text=speech.transcript, final=True))
-
-    async def _update_session(self, session: dict[str, Any]) -> None:
-        if self._connection is None:
-            raise VoicehubError(f"room {self.room_id!r}: no model connection")
-        event_id = f"voicehub_update_{next(self._ids)}"
-        future = self._updates[event_id] = asyncio.get_running_loop().create_future()
-        await self._connection.send(
-            {"type": "session.update", "event_id": event_id, "session": session}
-        )
-        await future
-
-    def _tools(self) -> tuple[Tool, ...]:
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools the model is offered: the agent's and the call's."""
         return (*self.agent.tools, *self._extra_tools)
 
-    def _await_answer(self) -> None:
-        self.activity.user_turn_awaiting_answer(True)
-        if self._answer_timer is not None:
-            self._answer_timer.cancel()
-        self._answer_timer = asyncio.create_task(self._answer_deadline())
-
-    async def _answer_deadline(self) -> None:
-        await self.hub.clock.sleep(self.answer_timeout)  # the model may ignore a turn
-        self.activity.user_turn_awaiting_answer(False)
-
-    def _answered(self) -> None:
-        if self._answer_timer is not None:
-            self._answer_timer.cancel()
-            self._answer_timer = None
-        self.activity.user_turn_awaiting_answer(False)
-
-    def _running(self) -> ModelConnection:
-        if not self._started or self._closed or self._connection is None:
+    def _check_running(self) -> None:
+        if not self.running:
             raise VoicehubError(
                 f"the voice session of room {self.room_id!r} is not running; "
                 "start() it first (results stay queued until a session is live)"
             )
-        return self._connection
 
-    async def _report(self, code: str, message: str) -> None:
-        self._send_client(ProviderError(source="model_error", message=f"{code}: {message}"))
-        self._post(EventKind.SYSTEM, f"model error {code}: {message}", role="system")
+    def spawn(self, work: Awaitable[Any]) -> None:
+        """Run `work` in the background for the call's life (errors are logged)."""
 
-    def _post(self, kind: EventKind, text: str, *, role: str = "assistant", **meta: Any) -> None:
-        source = meta.pop("source", None) or self.agent.id
-        event = Event(
-            kind=kind,
-            text=text,
-            role=role,
-            source=source,
-            source_type=ChannelType.VOICE,
-            metadata=meta,
-        )
-        self._outbox.put_nowait(lambda: self.hub.post(self.room_id, event))
-
-    def _send_client(self, event: ServerEvent) -> None:
-        self._outbox.put_nowait(lambda: self.transport.send_event(event))
-
-    async def _send_outbox(self) -> None:
-        # one ordered worker: room posts and client events keep their order, and never
-        # hold up the event reader
-        while True:
-            send = await self._outbox.get()
-            try:
-                await send()
-            except Exception:
-                log.exception("room %s: could not record a voice event", self.room_id)
-            finally:
-                self._outbox.task_done()
-
-    def _spawn(self, work: Awaitable[Any]) -> None:
         async def run() -> None:
             try:
                 await work
@@ -588,7 +358,6 @@ class RealtimeVoiceSession:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-
-def _as_text(arguments: Any) -> str:
-    """Tool arguments as the JSON text the client shows."""
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+    def agent_state(self, state: Literal["thinking", "speaking", "listening"]) -> None:
+        """Tell the caller's client what the agent does now."""
+        self.recorder.send_client(AgentState(state=state))

@@ -79,10 +79,11 @@ class RealtimeSettings:
                 f"injection_role {self.injection_role!r}: expected 'system' or 'user'"
             )
 
-    def turn_detection_config(self) -> dict[str, Any]:
-        """The `audio.input.turn_detection` object: the model answers and is interrupted
-        by itself (`create_response`, `interrupt_response`)."""
-        common = {"create_response": True, "interrupt_response": True}
+    def turn_detection_config(self, *, auto_reply: bool = True) -> dict[str, Any]:
+        """The `audio.input.turn_detection` object: the model is interrupted by the caller
+        by itself (`interrupt_response`), and answers each turn (`create_response`) unless
+        `auto_reply` is off (a turn that answers an `ask_user` question)."""
+        common = {"create_response": auto_reply, "interrupt_response": True}
         if self.turn_detection == "semantic_vad":
             return {"type": "semantic_vad", "eagerness": self.eagerness, **common}
         return {
@@ -119,13 +120,16 @@ def session_config(
     *,
     full: bool,
     voice: str | None,
+    instructions: str | None = None,
+    auto_reply: bool = True,
 ) -> dict[str, Any]:
     """The `session` of a `session.update`: the whole configuration when `full` (at the
-    start of a call), else only the agent's part (instructions, tools, and `voice` unless
-    None: the API refuses a new voice once the model has spoken)."""
+    start of a call, or of a restored connection), else only the agent's part
+    (instructions, tools, and `voice` unless None: the API refuses a new voice once the
+    model has spoken). `instructions` replaces the agent's (a recap added to them)."""
     session: dict[str, Any] = {
         "type": "realtime",
-        "instructions": agent.instructions,
+        "instructions": agent.instructions if instructions is None else instructions,
         "tools": function_tools(tools),
         "tool_choice": "auto",
     }
@@ -137,7 +141,7 @@ def session_config(
         session["output_modalities"] = ["audio"]
         audio_input: dict[str, Any] = {
             "format": {"type": "audio/pcm", "rate": MODEL_RATE},
-            "turn_detection": settings.turn_detection_config(),
+            "turn_detection": settings.turn_detection_config(auto_reply=auto_reply),
         }
         if settings.transcription_model:
             audio_input["transcription"] = {"model": settings.transcription_model}

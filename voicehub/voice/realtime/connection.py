@@ -18,13 +18,15 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from voicehub.errors import ConfigError, MissingExtraError
+from voicehub.errors import ConfigError, MissingExtraError, VoicehubError
 
-__all__ = ["API_KEY_ENV", "ModelConnection", "realtime_client"]
+__all__ = ["API_KEY_ENV", "ModelConnection", "ModelConnectionLost", "realtime_client"]
 
 log = logging.getLogger("voicehub.voice.realtime")
 
 API_KEY_ENV = "OPENAI_API_KEY"
+_APPEND_HEAD = '{"type":"input_audio_buffer.append","audio":"'
+_APPEND_TAIL = '"}'
 
 
 def realtime_client(
@@ -45,6 +47,10 @@ def realtime_client(
     return AsyncOpenAI(api_key=key, base_url=base_url)
 
 
+class ModelConnectionLost(VoicehubError):
+    """A send found the model connection gone (the reader reconnects)."""
+
+
 class ModelConnection:
     """One open Realtime WebSocket (use `open`, then `aclose`)."""
 
@@ -61,14 +67,19 @@ class ModelConnection:
     async def send(self, event: dict[str, Any]) -> None:
         """Send one client event (a dict in the GA shape)."""
         self.sent_events += 1
-        await self._connection.send(event)
+        try:
+            await self._connection.send(event)
+        except Exception as exc:
+            raise ModelConnectionLost(f"could not send {event.get('type')}: {exc!r}") from exc
 
     async def append_audio(self, pcm24k: bytes) -> None:
-        """`input_audio_buffer.append` of PCM16 at the model's rate."""
+        """`input_audio_buffer.append` of PCM16 at the model's rate: base64 into a fixed
+        JSON template, sent as is (no per-frame event model or JSON encoder)."""
         audio = base64.b64encode(pcm24k).decode("ascii")
-        await self._connection.send_raw(
-            '{"type":"input_audio_buffer.append","audio":"' + audio + '"}'
-        )
+        try:
+            await self._connection.send_raw(_APPEND_HEAD + audio + _APPEND_TAIL)
+        except Exception as exc:
+            raise ModelConnectionLost(f"could not send audio: {exc!r}") from exc
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """Server events until the connection closes (a drop raises, a normal close ends)."""

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from voicehub.errors import ProtocolError
 from voicehub.voice.audio import Resampler, int16_to_pcm16, pcm16_to_int16
 
 __all__ = ["PcmResampler"]
@@ -33,8 +36,11 @@ class PcmResampler:
         """Resample one chunk; the output may lag the input by a few samples."""
         if self.passthrough:
             return pcm16
-        samples = pcm16_to_int16(pcm16)
         if self._soxr is not None:
-            return bytes(self._soxr.resample_chunk(samples).tobytes())
+            if len(pcm16) % 2:
+                raise ProtocolError(f"PCM16 chunk has {len(pcm16)} bytes: expected an even number")
+            # a read-only view, not a copy: soxr only reads it (one allocation less per chunk)
+            view = np.frombuffer(pcm16, dtype="<i2")
+            return bytes(self._soxr.resample_chunk(view).tobytes())
         assert self._numpy is not None
-        return int16_to_pcm16(self._numpy.push(samples))
+        return int16_to_pcm16(self._numpy.push(pcm16_to_int16(pcm16)))

@@ -1,0 +1,230 @@
+"""The pieces behind /metrics on a virtual clock: the call meter's turn-taking figures,
+the timed store (on a real SQLite file), the event-loop lag probe, and registries that
+stay apart between apps."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from voicehub.core.clock import VirtualClock
+from voicehub.core.store.base import RoomRecord
+from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
+from voicehub.server.metrics import ServerMetrics
+from voicehub.transports.websocket import WebSocketTransport
+from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
+
+
+class Recorded:
+    """A histogram or counter child that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def observe(self, amount: float) -> None:
+        self.values.append(amount)
+
+    def inc(self, amount: float = 1) -> None:
+        self.values.append(amount)
+
+
+class Meter:
+    def __init__(self, clock: VirtualClock) -> None:
+        self.latency = Recorded()
+        self.turns: dict[str, Recorded] = {}
+        self.talk_over: dict[str, Recorded] = {}
+        self.barge_ins: dict[str, Recorded] = {}
+        self.meter = CallMeter(
+            clock,
+            voice_to_voice=self.latency,
+            turns=lambda role: self.turns.setdefault(role, Recorded()),
+            talk_over=lambda speech: self.talk_over.setdefault(speech, Recorded()),
+            barge_ins=lambda speech: self.barge_ins.setdefault(speech, Recorded()),
+        )
+
+    def send(self, *events: ServerEvent) -> None:
+        for event in events:
+            self.meter.event(event)
+
+
+async def test_voice_to_voice_runs_from_the_end_of_speech_to_the_first_agent_audio() -> None:
+    clock = VirtualClock(100.0)
+    m = Meter(clock)
+    m.send(UserState(state="speaking"))
+    await clock.advance(2.0)
+    m.send(UserState(state="listening"))
+    await clock.advance(0.3)
+    m.send(Transcript(role="user", text="research heat pumps", final=True))
+    m.send(AgentState(state="thinking"))
+    await clock.advance(0.9)
+    m.meter.agent_audio()  # 1.2 s after the caller stopped
+    await clock.advance(0.02)
+    m.meter.agent_audio()  # the same answer: not measured again
+    assert m.latency.values == [pytest.approx(1.2)]
+    assert len(m.turns["user"].values) == 1
+
+
+async def test_a_late_transcript_still_measures_from_the_first_audio() -> None:
+    clock = VirtualClock()
+    m = Meter(clock)
+    m.send(UserState(state="speaking"), UserState(state="listening"))
+    await clock.advance(0.5)
+    m.meter.agent_audio()
+    await clock.advance(0.4)
+    m.send(Transcript(role="user", text="hello", final=True))
+    assert m.latency.values == [pytest.approx(0.5)]
+
+
+async def test_a_cough_gets_no_latency_and_interim_transcripts_are_not_turns() -> None:
+    clock = VirtualClock()
+    m = Meter(clock)
+    m.send(UserState(state="speaking"), Transcript(role="user", text="uh", final=False))
+    m.send(UserState(state="listening"))
+    await clock.advance(9.0)
+    m.meter.agent_audio()  # a delivery much later: not an answer to a heard turn
+    assert m.latency.values == []
+    assert "user" not in m.turns
+    m.send(Transcript(role="assistant", text="Here are the results.", final=True))
+    assert len(m.turns["assistant"].values) == 1
+
+
+def counts(recorded: dict[str, Recorded]) -> dict[str, int]:
+    return {key: len(value.values) for key, value in recorded.items()}
+
+
+async def test_talk_over_is_an_agent_segment_begun_while_the_caller_speaks() -> None:
+    m = Meter(VirtualClock())
+    m.send(UserState(state="speaking"))
+    m.meter.agent_audio()  # a segment begins over the caller
+    m.meter.agent_audio()  # the same segment
+    m.meter.segment_ended()
+    m.meter.agent_audio()  # the next segment, the caller still speaking
+    m.send(UserState(state="listening"))
+    m.meter.segment_ended()
+    m.meter.agent_audio()  # the caller is quiet: no talk-over
+    m.meter.delivering = True
+    m.send(UserState(state="speaking"))
+    m.meter.agent_audio()  # mid-segment: the caller barged in, the agent did not start
+    m.meter.segment_ended()
+    m.meter.agent_audio()
+    assert counts(m.talk_over) == {"reply": 2, "delivery": 1}
+
+
+async def test_a_barge_in_is_the_caller_starting_while_the_agent_speaks() -> None:
+    m = Meter(VirtualClock())
+    m.send(AgentState(state="speaking"), UserState(state="speaking"))
+    m.send(UserState(state="speaking"))  # a repeated state is not a new utterance
+    m.send(UserState(state="listening"), AgentState(state="listening"))
+    m.send(UserState(state="speaking"), UserState(state="listening"))  # the agent is quiet
+    m.meter.delivering = True
+    m.send(AgentState(state="thinking"))  # a generated delivery thinks first
+    assert m.meter.delivering
+    m.send(AgentState(state="speaking"), UserState(state="speaking"))
+    m.send(AgentState(state="listening"))
+    assert counts(m.barge_ins) == {"reply": 1, "delivery": 1}
+    assert not m.meter.delivering  # the delivery's speech is over
+    assert counts(m.talk_over) == {}
+
+
+class RecordingTransport:
+    """A transport that keeps every call, in order."""
+
+    sample_rate = 8000
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    async def send_audio(self, pcm16: bytes) -> None:
+        self.calls.append(("audio", len(pcm16)))
+
+    async def mark(self, speech_id: str) -> None:
+        self.calls.append(("mark", speech_id))
+
+    async def clear(self) -> None:
+        self.calls.append(("clear", None))
+
+    async def send_event(self, event: ServerEvent) -> None:
+        self.calls.append(("event", event))
+
+
+async def test_the_metered_transport_passes_everything_on() -> None:
+    m = Meter(VirtualClock())
+    inner = RecordingTransport()
+    line = MeteredTransport(inner, m.meter)
+    speaking = UserState(state="speaking")
+    await line.send_event(speaking)
+    await line.send_audio(bytes(640))
+    await line.mark("s1")
+    await line.clear()
+    assert line.sample_rate == 8000
+    await line.send_audio(bytes(640))  # a new segment after the mark, over the caller
+    await line.clear()
+    assert inner.calls == [
+        ("event", speaking),
+        ("audio", 640),
+        ("mark", "s1"),
+        ("clear", None),
+        ("audio", 640),
+        ("clear", None),
+    ]
+    assert counts(m.talk_over) == {"reply": 2}
+    assert transport_name(WebSocketTransport()) == "websocket"
+
+
+def samples(metrics: ServerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = metrics.render().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+async def test_the_timed_store_records_each_operation_on_a_real_sqlite_file(
+    tmp_path: Path,
+) -> None:
+    metrics = ServerMetrics(VirtualClock())
+    sqlite = SQLiteStore(tmp_path / "v.db")
+    store = metrics.timed(sqlite)
+    await store.create_room(RoomRecord(id="desk:c1"))
+    assert (await store.get_room("desk:c1")) is not None
+    assert await store.get_room("desk:none") is None
+    assert store.path == sqlite.path  # backend extras pass through
+    await store.close()
+    found = samples(metrics)
+    name = "voicehub_store_operation_seconds_count"
+    assert found[(name, (("operation", "create_room"),))] == 1
+    assert found[(name, (("operation", "get_room"),))] == 2
+
+
+class LateClock(VirtualClock):
+    """A loop that wakes timers 40 ms late."""
+
+    async def sleep(self, seconds: float) -> None:
+        await super().sleep(seconds)
+        self._now += 0.04
+
+
+async def test_event_loop_lag_is_how_late_the_timer_fired() -> None:
+    clock = LateClock()
+    metrics = ServerMetrics(clock)
+    probe = asyncio.create_task(metrics.watch_loop_lag(interval=0.5))
+    for _ in range(3):
+        await clock.advance(0.5)
+    probe.cancel()
+    found = samples(metrics)
+    count = found[("voicehub_event_loop_lag_seconds_count", ())]
+    total = found[("voicehub_event_loop_lag_seconds_sum", ())]
+    assert count >= 2 and abs(total - 0.04 * count) < 1e-9
+
+
+def test_two_apps_count_apart() -> None:
+    first, second = ServerMetrics(VirtualClock()), ServerMetrics(VirtualClock())
+    first.refused("websocket", "draining")
+    key = ("voicehub_calls_refused_total", (("entry", "websocket"), ("reason", "draining")))
+    assert samples(first)[key] == 1
+    assert key not in samples(second)

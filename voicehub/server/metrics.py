@@ -1,0 +1,246 @@
+"""Prometheus metrics of one server: every metric voicehub exports is defined here.
+
+    metrics = ServerMetrics(hub.clock)
+    metrics.watch(board)                  # hub hooks + call lifecycle of the switchboard
+    hub.store = metrics.timed(store)      # store operation latency
+    metrics.render()                      # the text exposition format, for GET /metrics
+
+Each app has its own `CollectorRegistry` (not the process-wide default), so several apps in
+one test process count independently. The figures come from the hub's hooks (tasks,
+deliveries) and from the call lifecycle (`CallObserver` of `voicehub.server.calls`): a
+call's transport is wrapped by a `CallMeter` that sees the caller's and the agent's turns
+as they go out on the wire. Nothing else in the code base counts anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from voicehub.core.hooks import HookContext, HookTrigger
+from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
+from voicehub.server.timed_store import TimedStore
+
+if TYPE_CHECKING:
+    from voicehub.core.clock import Clock
+    from voicehub.core.events import Event
+    from voicehub.core.store.base import Store
+    from voicehub.server.calls import LiveCall, Switchboard
+    from voicehub.voice.transport import CallTransport
+
+__all__ = ["CONTENT_TYPE", "ServerMetrics"]
+
+log = logging.getLogger("voicehub.server")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_LOOP_LAG_INTERVAL = 0.5  # seconds between event-loop lag probes
+
+# Bucket edges in seconds, chosen around what each figure is expected to be.
+_V2V_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0)
+_LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+_TASK_BUCKETS = (0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+_STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+_LOOP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+
+
+class ServerMetrics:
+    """The server's metrics on a registry of their own, fed by `watch` and `timed`."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.registry = registry = CollectorRegistry()
+        self.active_calls = Gauge(
+            "voicehub_active_calls", "Calls connected now.", registry=registry
+        )
+        self.calls = Counter(
+            "voicehub_calls",
+            "Calls accepted, by desk and transport (websocket, twilio, webrtc).",
+            ["desk", "transport"],
+            registry=registry,
+        )
+        self.calls_refused = Counter(
+            "voicehub_calls_refused",
+            "Calls refused before they started, by entry point and reason.",
+            ["entry", "reason"],
+            registry=registry,
+        )
+        self.turns = Counter(
+            "voicehub_turns",
+            "Finished turns (final transcripts), by desk and role (user, assistant).",
+            ["desk", "role"],
+            registry=registry,
+        )
+        self.voice_to_voice = Histogram(
+            "voicehub_voice_to_voice_seconds",
+            "From the end of the caller's speech (server VAD) to the first agent audio sent.",
+            ["desk"],
+            buckets=_V2V_BUCKETS,
+            registry=registry,
+        )
+        self.talk_over = Counter(
+            "voicehub_talk_over",
+            "Agent speech segments begun while the caller was speaking, by desk and what "
+            "the agent began to say (reply, delivery).",
+            ["desk", "speech"],
+            registry=registry,
+        )
+        self.barge_ins = Counter(
+            "voicehub_barge_ins",
+            "Times the caller began speaking while the agent spoke, by desk and what the "
+            "agent was saying (reply, delivery).",
+            ["desk", "speech"],
+            registry=registry,
+        )
+        self.deliveries = Counter(
+            "voicehub_deliveries",
+            "Delivery outcomes (delivered, interrupted, held, expired, failed) by strategy.",
+            ["strategy", "outcome"],
+            registry=registry,
+        )
+        self.delivery_lag = Histogram(
+            "voicehub_delivery_lag_beyond_buffer_seconds",
+            "At a result's first attempt: seconds past the moment its strategy allowed it "
+            "(arrival, or the caller's reconnect for a held result, plus the buffer).",
+            ["strategy"],
+            buckets=_LAG_BUCKETS,
+            registry=registry,
+        )
+        self.tasks = Counter(
+            "voicehub_tasks", "Finished background tasks by status.", ["status"], registry=registry
+        )
+        self.tasks_running = Gauge(
+            "voicehub_tasks_running", "Background tasks running here now.", registry=registry
+        )
+        self.task_duration = Histogram(
+            "voicehub_task_duration_seconds",
+            "From delegation to the end of a background task, by status.",
+            ["status"],
+            buckets=_TASK_BUCKETS,
+            registry=registry,
+        )
+        self.store_latency = Histogram(
+            "voicehub_store_operation_seconds",
+            "Latency of store operations, by operation.",
+            ["operation"],
+            buckets=_STORE_BUCKETS,
+            registry=registry,
+        )
+        self.loop_lag = Histogram(
+            "voicehub_event_loop_lag_seconds",
+            f"How late the event loop woke a {_LOOP_LAG_INTERVAL} s timer.",
+            buckets=_LOOP_BUCKETS,
+            registry=registry,
+        )
+        self.draining = Gauge(
+            "voicehub_draining", "1 while the server drains (SIGTERM).", registry=registry
+        )
+        self._board: Switchboard | None = None
+        self._meters: dict[int, CallMeter] = {}  # by id(LiveCall)
+        self._task_started: dict[str, float] = {}  # task id -> clock time of delegation
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    def timed(self, store: Store) -> TimedStore:
+        """`store` with each operation's latency recorded."""
+        return TimedStore(store, self.store_latency.labels)
+
+    def watch(self, board: Switchboard) -> None:
+        """Follow the switchboard's calls and its hub's task and delivery hooks."""
+        self._board = board
+        board.observers.append(self)
+        hooks = board.hub.hooks
+        hooks.add(HookTrigger.ON_TASK_DELEGATED, self._task_delegated, name="metrics")
+        hooks.add(HookTrigger.ON_TASK_COMPLETED, self._task_completed, name="metrics")
+        hooks.add(HookTrigger.BEFORE_DELIVER, self._delivery_attempt, name="metrics")
+        hooks.add(HookTrigger.AFTER_DELIVER, self._delivery_outcome, name="metrics")
+
+    def render(self) -> bytes:
+        """The metrics in Prometheus' text format."""
+        return generate_latest(self.registry)
+
+    async def watch_loop_lag(self, interval: float = _LOOP_LAG_INTERVAL) -> None:
+        """Run until cancelled: how late a timer of `interval` seconds fires."""
+        while True:
+            started = self.clock.now()
+            await self.clock.sleep(interval)
+            self.loop_lag.observe(max(0.0, self.clock.now() - started - interval))
+
+    def refused(self, entry: str, reason: str) -> None:
+        self.calls_refused.labels(entry, reason).inc()
+
+    # -- the call lifecycle (CallObserver) ---------------------------------------------------
+
+    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
+        desk = call.desk.name
+        self.calls.labels(desk, transport_name(transport)).inc()
+        self.active_calls.inc()
+        meter = self._meters[id(call)] = self.meter_for(desk)
+        return MeteredTransport(transport, meter)
+
+    def meter_for(self, desk: str) -> CallMeter:
+        """A new call's meter, counting into this desk's series."""
+        return CallMeter(
+            self.clock,
+            voice_to_voice=self.voice_to_voice.labels(desk),
+            turns=lambda role: self.turns.labels(desk, role),
+            talk_over=lambda speech: self.talk_over.labels(desk, speech),
+            barge_ins=lambda speech: self.barge_ins.labels(desk, speech),
+        )
+
+    def call_ended(self, call: LiveCall) -> None:
+        if self._meters.pop(id(call), None) is not None:
+            self.active_calls.dec()
+
+    def _meter_of(self, room_id: str) -> CallMeter | None:
+        if self._board is None:
+            return None
+        # Child rooms are `<parent>::task-<n>`; results are spoken into the parent's call.
+        call = self._board.calls.get(room_id.split("::", 1)[0])
+        return None if call is None else self._meters.get(id(call))
+
+    # -- hub hooks ---------------------------------------------------------------------------
+
+    async def _task_delegated(self, event: Event, context: HookContext) -> None:
+        task_id = event.metadata.get("task_id")
+        if isinstance(task_id, str):
+            self._task_started[task_id] = self.clock.now()
+            self.tasks_running.inc()
+
+    async def _task_completed(self, event: Event, context: HookContext) -> None:
+        status = str(event.metadata.get("status") or "unknown")
+        self.tasks.labels(status).inc()
+        started = self._task_started.pop(str(event.metadata.get("task_id")), None)
+        if started is not None:  # delegated here (not on another instance)
+            self.tasks_running.dec()
+            self.task_duration.labels(status).observe(self.clock.now() - started)
+
+    async def _delivery_attempt(self, event: Event, context: HookContext) -> None:
+        meta = event.metadata
+        meter = self._meter_of(event.room_id)
+        if meter is not None:
+            meter.delivering = True
+        if meta.get("attempt") != 1 or self._board is None:
+            return
+        delivery_id = meta.get("delivery_id")
+        pending = self._board.hub.delivery.pending(event.room_id)
+        record = next((r for r in pending if r.id == delivery_id), None)
+        if record is None:
+            return
+        now = self.clock.now()
+        # `arrived_at` is on this process' clock unless the item was loaded after a restart
+        # (a time from another monotonic clock): then only the reconnect counts.
+        arrived = record.arrived_at if record.arrived_at <= now else -1.0
+        allowed_from = max(arrived, meter.started_at if meter is not None else arrived)
+        buffer = record.strategy.get("buffer", 0.0)
+        buffer = float(buffer) if isinstance(buffer, int | float) else 0.0
+        lag = max(0.0, now - allowed_from - buffer)
+        self.delivery_lag.labels(str(meta.get("strategy"))).observe(lag)
+
+    async def _delivery_outcome(self, event: Event, context: HookContext) -> None:
+        meta = event.metadata
+        self.deliveries.labels(str(meta.get("strategy")), str(meta.get("outcome"))).inc()
+        meter = self._meter_of(event.room_id)
+        if meter is not None:
+            meter.delivering = False
