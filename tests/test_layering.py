@@ -57,6 +57,7 @@ ALLOWED: dict[str, set[str]] = {
         "voice",
         "transports",
         "hub",
+        "client",
         "desks",
         "server",
     },

@@ -20,6 +20,7 @@ def _sections() -> dict[str, Section]:
         delegation,
         delivery,
         delivery_talkover,
+        memory,
         phone,
         realtime,
         voice,
@@ -36,6 +37,7 @@ def _sections() -> dict[str, Section]:
         "webrtc": webrtc.run,
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
+        "memory": memory.run,
     }
 
 

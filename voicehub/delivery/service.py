@@ -86,6 +86,7 @@ class DeliveryService:
                 await self._hold(queue, record.id)
         for queue in list(self._rooms.values()):
             await self._expire(queue)
+            self._unload(queue)
 
     async def aclose(self) -> None:
         """Stop the drivers. Undelivered items stay in the store for the next start."""
@@ -114,6 +115,7 @@ class DeliveryService:
         )
         queue = self._queue(record.room_id)
         if record.status.final or (not new and record.id in queue.items):
+            self._unload(queue)
             return record.id
         queue.stamp(record, now)
         if queue.injector is None:
@@ -150,6 +152,7 @@ class DeliveryService:
         queue.detached()
         for delivery_id in list(queue.items):
             await self._hold(queue, delivery_id)
+        self._unload(queue)
 
     async def notice(self, room_id: str, delivery_id: str) -> None:
         """Another instance added a delivery (announced through the store): drive it here if
@@ -173,6 +176,13 @@ class DeliveryService:
         if room_id not in self._rooms:
             self._rooms[room_id] = RoomQueue(room_id)
         return self._rooms[room_id]
+
+    def _unload(self, queue: RoomQueue) -> None:
+        """Drop the empty queue of a room with no live session (`attach` makes a new one):
+        kept, every room ever called would stay in memory. Held items stay in memory for
+        `pending` (call-backs read them) until delivered or expired."""
+        if not queue.items and queue.injector is None and self._rooms.get(queue.room_id) is queue:
+            del self._rooms[queue.room_id]
 
     async def _release(self, queue: RoomQueue, record: DeliveryRecord) -> None:
         """A held item of a live session becomes pending (arriving now)."""

@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from voicehub.core.store.base import DeliveryStatus, RoomRecord
 from voicehub.server.auth import presented_token, token_problem
+from voicehub.server.loop_health import LoopHealth, resident_mb
 
 if TYPE_CHECKING:
     from voicehub.server.calls import Switchboard
@@ -78,7 +79,12 @@ def protected(endpoint: Endpoint) -> Endpoint:
 async def health(request: Request) -> JSONResponse:
     """Liveness: answers as long as the event loop runs."""
     board = _board(request)
-    return JSONResponse({"status": "ok", "desks": sorted(board.desks), "calls": len(board.calls)})
+    body: dict[str, Any] = {"status": "ok", "desks": sorted(board.desks), "calls": len(board.calls)}
+    loop_health: LoopHealth | None = getattr(request.app.state, "loop_health", None)
+    if loop_health is not None:  # worst loop lag since the last /health, and memory
+        body["loop_lag_ms"] = loop_health.read_lag_ms()
+        body["rss_mb"] = round(resident_mb(), 1)
+    return JSONResponse(body)
 
 
 async def desks(request: Request) -> JSONResponse:

@@ -49,6 +49,7 @@ from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.drain import Drain, DrainGate
+from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
 from voicehub.server.probes import probe_routes
 from voicehub.server.settings import ServerSettings
@@ -104,6 +105,7 @@ def create_app(
         app.state.callbacks = callbacks = CallBacks(line, dialer_from(settings), clock)
         line.remember = callbacks.remember
         app.state.webrtc = WebRTCDesk(board)
+        app.state.loop_health = loop_health = LoopHealth()
         drain.watch(board, app.state.webrtc.close_all)
         drain.refused = metrics.refused
         metrics.draining.set_function(lambda: float(drain.draining))
@@ -115,11 +117,13 @@ def create_app(
         gc.freeze()
         log.info("serving desks %s from %s", ", ".join(sorted(loaded)), describe_store(settings))
         loop_lag = asyncio.create_task(metrics.watch_loop_lag())  # from here: loading is done
+        loop_health.start()  # the worst lag since the last /health, for `voicehub soak`
         try:
             yield
         finally:
             if announcements is not None:
                 announcements.cancel()
+            await loop_health.aclose()
             await cancel_and_wait(loop_lag)
             await app.state.webrtc.close_all()
             await callbacks.aclose()

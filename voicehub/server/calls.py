@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.auth import presented_token, token_problem
+from voicehub.server.memory_trim import MemoryTrimmer
 from voicehub.transports.websocket import (
     CloseCode,
     ProtocolViolation,
@@ -137,6 +138,7 @@ class Switchboard:
         self.settings = settings
         self._releasing: set[asyncio.Task[None]] = set()
         self.calls: dict[str, LiveCall] = {}
+        self.memory = MemoryTrimmer()
         self.observers: list[CallObserver] = []
         self._install_hooks()
 
@@ -296,6 +298,7 @@ class Switchboard:
             except Exception:
                 log.exception("room %s: could not unload the room", call.room_id)
             call.finished.set()
+            self.memory.call_ended()
             for observer in self.observers:
                 observer.call_ended(call)
             log.info("room %s: call ended", call.room_id)
@@ -324,6 +327,7 @@ class Switchboard:
         for call in calls:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(call.finished.wait(), _CLOSE_WAIT + 3.0)
+        await self.memory.aclose()
 
     # -- status and hub events -------------------------------------------------------------
 

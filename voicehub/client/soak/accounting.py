@@ -1,0 +1,87 @@
+"""Results lost and spoken twice: what callers heard against what the server stored.
+
+Every delivery the server stored for a soak conversation must end `delivered`, and its
+caller must have heard it delivered exactly once across all of that conversation's calls.
+Pure: the run collects the callers' logs and the server's records, `account` judges them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CallLog", "SoakTally", "account"]
+
+
+@dataclass
+class CallLog:
+    """What one call of one caller saw."""
+
+    conversation: str
+    turns: int = 0  # caller utterances sent
+    barge_ins: int = 0
+    hung_up_early: bool = False
+    attempts: int = 0  # delivery attempts announced to the call
+    delivered: list[str] = field(default_factory=list)  # ids reported delivered (final)
+    talkover_ms: list[float] = field(default_factory=list)
+    yield_ms: list[float] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class SoakTally:
+    """The run's accounting (see `account`)."""
+
+    calls: int = 0
+    failed_calls: int = 0
+    turns: int = 0
+    barge_ins: int = 0
+    hang_ups: int = 0
+    delivery_attempts: int = 0
+    deliveries: int = 0  # delivered outcomes heard by callers
+    results: int = 0  # deliveries the server stored for the soak's conversations
+    results_lost: int = 0  # stored but not delivered at the end
+    results_spoken_twice: int = 0  # heard delivered more than once
+    results_unconfirmed: int = 0  # delivered in the store, but no caller heard the outcome
+    lost: list[str] = field(default_factory=list)
+    twice: list[str] = field(default_factory=list)
+    talkover_ms: list[float] = field(default_factory=list)
+    yield_ms: list[float] = field(default_factory=list)
+    failures: Counter[str] = field(default_factory=Counter)  # failed calls by error
+
+
+def account(
+    logs: Iterable[CallLog], stored: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> SoakTally:
+    """Tally `logs` (every call of every caller) against `stored`: each conversation's
+    delivery records from the server (`/api/deliveries?room=...`), read after the run."""
+    tally = SoakTally()
+    heard: Counter[str] = Counter()
+    for log in logs:
+        tally.calls += 1
+        tally.failed_calls += bool(log.error)
+        if log.error:
+            tally.failures[log.error] += 1
+        tally.turns += log.turns
+        tally.barge_ins += log.barge_ins
+        tally.hang_ups += log.hung_up_early
+        tally.delivery_attempts += log.attempts
+        tally.deliveries += len(log.delivered)
+        tally.talkover_ms.extend(log.talkover_ms)
+        tally.yield_ms.extend(log.yield_ms)
+        heard.update(log.delivered)
+    tally.twice = sorted(delivery for delivery, times in heard.items() if times > 1)
+    for records in stored.values():
+        for record in records:
+            tally.results += 1
+            delivery_id = str(record["id"])
+            if record["status"] != "delivered":
+                why = f": {record['error']}" if record.get("error") else ""
+                tally.lost.append(f"{delivery_id} ({record['status']}{why})")
+            elif delivery_id not in heard:
+                tally.results_unconfirmed += 1
+    tally.results_lost = len(tally.lost)
+    tally.results_spoken_twice = len(tally.twice)
+    return tally

@@ -1,0 +1,126 @@
+"""One soak caller: call after call on its own conversation until the run's deadline.
+
+Each call greets (or resumes), asks for research, then by a seeded coin either hangs up
+before the results are in (they are held, and the next call is a call-back that should
+hear them), or talks over the first result being spoken (a barge-in: the result must be
+re-offered, not lost), or just waits for the results. A last call after the deadline
+collects whatever is still held, so the accounting can demand that nothing is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+
+from voicehub.client.call import CallClient, CallOptions, caller_audio
+from voicehub.client.soak.accounting import CallLog
+from voicehub.client.soak.options import SoakOptions
+from voicehub.client.soak.talkover import overlap_of
+from voicehub.voice.events import DeliveryAttempt, DeliveryOutcome
+
+__all__ = ["CallerLines", "SoakCaller"]
+
+log = logging.getLogger("voicehub.soak")
+
+TOPICS = ("heat pumps", "solar panels", "wind turbines", "electric cars")
+CHATTER = "thank you, and while they work, let me tell you about my old house"
+
+
+@dataclass(frozen=True)
+class CallerLines:
+    """The callers' words, synthesized once for the whole run (Piper, 16 kHz PCM16)."""
+
+    requests: tuple[tuple[str, bytes], ...]
+    chatter: bytes
+
+    @classmethod
+    def synthesize(cls) -> CallerLines:
+        requests = tuple(
+            (text, caller_audio(text=text))
+            for text in (f"could you research {topic} for me please" for topic in TOPICS)
+        )
+        return cls(requests=requests, chatter=caller_audio(text=CHATTER))
+
+
+class SoakCaller:
+    """Caller number `index` of a run; `calls` holds a log per call placed."""
+
+    def __init__(self, index: int, options: SoakOptions, server: str, lines: CallerLines) -> None:
+        self.options = options
+        self.server = server
+        self.lines = lines
+        self.conversation = f"soak-{options.seed}-{index}"
+        self.random = random.Random(f"{options.seed}:{index}")
+        self.calls: list[CallLog] = []
+
+    async def run(self, until: float) -> None:
+        """Place calls until the loop clock passes `until`, then one collecting call."""
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(self.random.uniform(0.0, min(10.0, 0.2 * self.options.calls)))
+        while loop.time() < until:
+            await self._call(collect=False)
+            await asyncio.sleep(self.random.uniform(*self.options.pause))
+        await self._call(collect=True)
+
+    async def _call(self, *, collect: bool) -> None:
+        options = self.options
+        entry = CallLog(self.conversation)
+        client = CallClient(
+            CallOptions(
+                desk=options.desk,
+                server=self.server,
+                conversation=self.conversation,
+                token=options.token,
+                playout_speed=options.playout_speed,
+            )
+        )
+        stage = "connect"
+        try:
+            await client.connect()
+            stage = "greeting"
+            await client.wait_for_turn()
+            stage = "conversation"
+            if collect:
+                await client.settle(options.settle_timeout)
+            else:
+                await self._converse(client, entry)
+            stage = "hang-up (the server did not close the call)"
+            await client.hangup()
+        except Exception as exc:  # a failed call is counted, the caller carries on
+            entry.error = f"{stage}: {type(exc).__name__}: {exc}"
+            log.warning("%s: call failed: %s", self.conversation, entry.error)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+        report = client.report
+        entry.turns = len(report.utterances)
+        entry.attempts = len(report.events_of(DeliveryAttempt))
+        entry.delivered = [
+            str(event.delivery_id)
+            for event in report.events_of(DeliveryOutcome)
+            if event.outcome == "delivered"
+        ]
+        overlap = overlap_of(report)
+        entry.talkover_ms, entry.yield_ms = overlap.talkover_ms, overlap.yield_ms
+        self.calls.append(entry)
+
+    async def _converse(self, client: CallClient, entry: CallLog) -> None:
+        options, coin = self.options, self.random
+        label, request = coin.choice(self.lines.requests)
+        hang_up = coin.random() < options.hang_up
+        barge_in = not hang_up and coin.random() < options.barge_in
+        await client.say(request, label)
+        if hang_up:
+            entry.hung_up_early = True
+            await asyncio.sleep(coin.uniform(0.2, 3.0))
+            return
+        if barge_in:
+            with contextlib.suppress(TimeoutError):
+                await client.wait_for_event(DeliveryAttempt, timeout=options.settle_timeout)
+                await asyncio.sleep(coin.uniform(0.1, 1.0))  # somewhere into the result
+                entry.barge_ins = 1
+                await client.say(self.lines.chatter, "barge-in")
+        await client.settle(options.settle_timeout)

@@ -1,0 +1,113 @@
+"""The soak's figures as a table for people and as JSON for tools."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from voicehub.client.soak.run import SoakResult
+
+__all__ = ["format_soak", "soak_json"]
+
+
+def _spread(values: list[float]) -> dict[str, float | int]:
+    if not values:
+        return {"count": 0, "max": 0.0, "median": 0.0}
+    return {
+        "count": len(values),
+        "max": round(max(values), 1),
+        "median": round(statistics.median(values), 1),
+    }
+
+
+def soak_json(result: SoakResult) -> dict[str, Any]:
+    """The figures (see `voicehub soak --help` for what each means)."""
+    tally, options = result.tally, result.options
+    rss = [s.rss_mb for s in result.samples if s.rss_mb is not None]
+    lag = [s.loop_lag_ms for s in result.samples if s.loop_lag_ms is not None]
+    return {
+        "settings": {
+            "callers": options.calls,
+            "minutes": options.minutes,
+            "desk": options.desk,
+            "seed": options.seed,
+            "barge_in": options.barge_in,
+            "hang_up": options.hang_up,
+            "server": result.server,
+        },
+        "seconds": round(result.seconds, 1),
+        "calls": tally.calls,
+        "failed_calls": tally.failed_calls,
+        "turns": tally.turns,
+        "barge_ins": tally.barge_ins,
+        "hang_ups": tally.hang_ups,
+        "delivery_attempts": tally.delivery_attempts,
+        "deliveries": tally.deliveries,
+        "results": tally.results,
+        "results_lost": tally.results_lost,
+        "results_spoken_twice": tally.results_spoken_twice,
+        "results_unconfirmed": tally.results_unconfirmed,
+        "talkover_ms": _spread(tally.talkover_ms),
+        "yield_ms": _spread(tally.yield_ms),
+        "server": {
+            "rss_mb_first": round(rss[0], 1) if rss else None,
+            "rss_mb_last": round(rss[-1], 1) if rss else None,
+            "rss_mb_max": round(max(rss), 1) if rss else None,
+            "loop_lag_ms_max": max(lag) if lag else None,
+            "loop_lag_ms_median": round(statistics.median(lag), 1) if lag else None,
+        },
+        "samples": [
+            {
+                "at": s.at,
+                "rss_mb": s.rss_mb and round(s.rss_mb, 1),
+                "loop_lag_ms": s.loop_lag_ms,
+                "calls": s.calls,
+            }
+            for s in result.samples
+        ],
+        "failures": dict(tally.failures.most_common()),
+        "lost": tally.lost,
+        "spoken_twice": tally.twice,
+    }
+
+
+def format_soak(result: SoakResult) -> str:
+    """A table of the figures, then the server's RSS and loop lag over time."""
+    figures = soak_json(result)
+    talk, yielded, server = figures["talkover_ms"], figures["yield_ms"], figures["server"]
+    rows = [
+        ("callers at once", figures["settings"]["callers"]),
+        ("seconds", figures["seconds"]),
+        ("calls (failed)", f"{figures['calls']} ({figures['failed_calls']})"),
+        ("turns", figures["turns"]),
+        ("barge-ins / early hang-ups", f"{figures['barge_ins']} / {figures['hang_ups']}"),
+        ("delivery attempts", figures["delivery_attempts"]),
+        ("deliveries heard", figures["deliveries"]),
+        ("results stored", figures["results"]),
+        ("results lost", figures["results_lost"]),
+        ("results spoken twice", figures["results_spoken_twice"]),
+        ("delivered, outcome unheard", figures["results_unconfirmed"]),
+        ("talk-over ms (n, median, max)", f"{talk['count']}, {talk['median']}, {talk['max']}"),
+        ("yield ms (n, median, max)", f"{yielded['count']}, {yielded['median']}, {yielded['max']}"),
+        (
+            "server RSS MB first / last / max",
+            f"{server['rss_mb_first']} / {server['rss_mb_last']} / {server['rss_mb_max']}",
+        ),
+        (
+            "loop lag ms median / max",
+            f"{server['loop_lag_ms_median']} / {server['loop_lag_ms_max']}",
+        ),
+    ]
+    lines = [f"{name:34s} {value}" for name, value in rows]
+    lines += ["", "   time  calls  rss MB  loop lag ms"]
+    lines += [
+        f"{s['at']:7.1f}  {s['calls']:5d}  {s['rss_mb'] or 0:6.1f}  {s['loop_lag_ms'] or 0:9.1f}"
+        for s in figures["samples"]
+    ]
+    for error, count in figures["failures"].items():
+        lines.append(f"FAILED CALLS ({count}): {error}")
+    for problem in figures["lost"]:
+        lines.append(f"LOST: {problem}")
+    for problem in figures["spoken_twice"]:
+        lines.append(f"SPOKEN TWICE: {problem}")
+    return "\n".join(lines)

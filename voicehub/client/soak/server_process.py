@@ -1,0 +1,133 @@
+"""The server under soak: `voicehub serve` started as a subprocess on a free port (or a
+server already running at a URL), and a sampler of its RSS and event-loop lag over time.
+
+The callers run in the soak process, the server in its own: their CPU and memory do not
+mix into the server's figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+from asyncio.subprocess import PIPE, Process
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from voicehub.errors import VoicehubError
+
+__all__ = ["HealthSample", "HealthSampler", "ServerProcess"]
+
+_READY = re.compile(r"serving at (\S+)")
+
+
+class ServerProcess:
+    """`voicehub serve --port 0` in a subprocess; `url` once it listens."""
+
+    def __init__(self, folder: Path, channels: Path | None = None) -> None:
+        self.folder = folder
+        self.channels = channels
+        self.url = ""
+        self._process: Process | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def start(self, timeout: float = 120.0) -> str:
+        command = ["-m", "voicehub.cli", "serve", "--port", "0"]
+        command += ["--db", str(self.folder / "soak.db"), "--log-level", "warning"]
+        if self.channels is not None:
+            command += ["--channels", str(self.channels)]
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        with (self.folder / "server.log").open("w") as log_file:
+            self._process = process = await asyncio.create_subprocess_exec(
+                sys.executable, *command, stdout=PIPE, stderr=log_file, env=environment
+            )
+        assert process.stdout is not None
+        url = await asyncio.wait_for(_ready_url(process.stdout), timeout)
+        if url is None:
+            raise VoicehubError(
+                f"voicehub serve exited ({await process.wait()}) before listening; "
+                f"see {self.folder / 'server.log'}"
+            )
+        self.url = url
+        return url
+
+    def rss_mb(self) -> float | None:
+        """The server's resident memory now (None once it has exited)."""
+        if self._process is None:
+            return None
+        with contextlib.suppress(OSError):
+            pages = int(Path(f"/proc/{self._process.pid}/statm").read_text().split()[1])
+            return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+        return None
+
+    async def stop(self, timeout: float = 30.0) -> int | None:
+        """Interrupt the server (it holds undelivered results) and wait for it."""
+        process = self._process
+        if process is None:
+            return None
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(process.wait(), timeout)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        return process.returncode
+
+
+async def _ready_url(stdout: asyncio.StreamReader) -> str | None:
+    """The URL `voicehub serve` prints once it listens (None if it exits first)."""
+    while line := await stdout.readline():
+        found = _READY.search(line.decode(errors="replace"))
+        if found:
+            return found.group(1).rstrip("/")
+    return None
+
+
+@dataclass
+class HealthSample:
+    """One sample: seconds into the run, the server's RSS (MB), worst loop lag since the
+    previous sample (ms, None when the server does not report it) and live calls."""
+
+    at: float
+    rss_mb: float | None
+    loop_lag_ms: float | None
+    calls: int
+
+
+@dataclass
+class HealthSampler:
+    """Polls `/health` every `every` seconds; RSS from /proc when the server is ours."""
+
+    url: str
+    every: float
+    process: ServerProcess | None = None
+    token: str | None = None
+    samples: list[HealthSample] = field(default_factory=list)
+
+    async def run(self) -> None:
+        started = time.monotonic()
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        async with httpx.AsyncClient(base_url=self.url, timeout=10, headers=headers) as http:
+            while True:
+                await self.sample(http, time.monotonic() - started)
+                await asyncio.sleep(self.every)
+
+    async def sample(self, http: httpx.AsyncClient, at: float) -> None:
+        try:
+            body = (await http.get("/health")).json()
+        except (httpx.HTTPError, ValueError):
+            return  # a stalled or restarting server misses a sample; the gap shows
+        rss = self.process.rss_mb() if self.process is not None else body.get("rss_mb")
+        self.samples.append(
+            HealthSample(round(at, 1), rss, body.get("loop_lag_ms"), int(body.get("calls", 0)))
+        )
