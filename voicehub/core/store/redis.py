@@ -5,10 +5,11 @@
 
 Every write is one Lua script (`redis_scripts`; an instance's heartbeat is a single HSET), so
 a record, its listing order and its indexes change together; a delivery's status and attempt
-count are fields of one record, written at once, and `swap_delivery` is a compare-and-set on its fence. Events of a room are a sorted set
-scored by the room's sequence number. A new delivery is announced on a pub/sub channel in the
-same script that stores it (`watch_deliveries`), so the instance holding the call hears of a
-result finished elsewhere at once; the announcement is a hint, the store stays the truth.
+count are fields of one record, written at once, and `swap_delivery` (like `swap_task`) is a
+compare-and-set on its fence. Events of a room are a sorted set scored by the room's sequence
+number. A new delivery is announced on a pub/sub channel in the same script that stores it
+(`watch_deliveries`), so the instance holding the call hears of a result finished elsewhere at
+once; the announcement is a hint, the store stays the truth.
 
 `redis` is imported here lazily (and only here in `core`): it is the store's own driver, as
 `sqlite3` is the SQLite store's.
