@@ -90,6 +90,8 @@ class DeliveryService:
 
     `retry_delay` spaces the attempts of an item whose injection raised (doubling each
     time), so a short outage of the voice stack does not use up `max_attempts` at once.
+    `owner` and `lease` name this instance in delivery leases and say how long one lasts
+    without renewal (see `Outbox`).
     """
 
     def __init__(
@@ -102,11 +104,14 @@ class DeliveryService:
         retry_delay: float = 1.0,
         wall: Callable[[], float] = time.time,
         owner: str | None = None,
+        lease: float = 15.0,
     ) -> None:
         self.hub = hub
         self.clock = hub.clock
         self.default_strategy = parse_strategy(default_strategy)
-        self.outbox = Outbox(hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall, owner=owner)
+        self.outbox = Outbox(
+            hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall, owner=owner, lease=lease
+        )
         self.retry_delay = retry_delay
         self._rooms: dict[str, _RoomQueue] = {}
         self._started = False
