@@ -92,11 +92,13 @@ class InstanceHeartbeat:
             self._running = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        """Stop beating. The record stays and expires: whoever sweeps next finds nothing
-        left to take over (a clean shutdown finishes its tasks as cancelled) and removes it."""
+        """Stop beating and reporting. The record stays and expires: whoever sweeps next
+        finds nothing left to take over (a clean shutdown finishes its tasks as cancelled)
+        and removes it."""
         running, self._running = self._running, None
         if running is not None:
             await cancel_and_wait(running)
+        await self.recovery.aclose()
 
     async def _run(self) -> None:
         while True:

@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
+from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import TaskRecord, TaskStatus
 from voicehub.core.trusted import replace
 from voicehub.delivery.policy import DeliveryStrategy, strategy_from_json
@@ -89,6 +90,18 @@ class TaskRecovery:
         self.handling = handling
         self.instance_id = instance_id
         self.wall = wall
+        # Not the hub's room jobs: a room's jobs keep it loaded, and this job releases it.
+        self._reports: set[asyncio.Task[None]] = set()
+
+    async def wait(self) -> None:
+        """Wait until every report started so far has been delivered (tests, shutdown)."""
+        while self._reports:
+            await asyncio.gather(*list(self._reports), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Stop the reports still running (shutdown)."""
+        for report in list(self._reports):
+            await cancel_and_wait(report)
 
     async def take_over(self, lost: str) -> list[TaskRecord]:
         """Claim the unfinished tasks of instance `lost` (those another survivor has not
@@ -105,7 +118,9 @@ class TaskRecovery:
             key = dispatch["id"] if isinstance(dispatch, dict) else f"lone:{task.id}"
             dispatches[task.parent_room_id, key].append(task)
         for (room_id, _), tasks in dispatches.items():
-            self.hub.jobs.start(self._report(room_id, tasks, lost), room_id=room_id)
+            report = asyncio.create_task(self._report(room_id, tasks, lost))
+            self._reports.add(report)
+            report.add_done_callback(self._report_done)
         if claimed:
             log.warning(
                 "instance %s was lost: took over %d of its tasks (%s)",
@@ -114,6 +129,11 @@ class TaskRecovery:
                 ", ".join(t.id for t in claimed),
             )
         return claimed
+
+    def _report_done(self, report: asyncio.Task[None]) -> None:
+        self._reports.discard(report)
+        if not report.cancelled() and report.exception() is not None:
+            log.error("could not report lost tasks", exc_info=report.exception())
 
     async def _claim(self, task: TaskRecord, lost: str) -> TaskRecord | None:
         claimed = replace(
