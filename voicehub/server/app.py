@@ -41,6 +41,7 @@ from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
+from voicehub.server.instances import start_heartbeat
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
@@ -74,13 +75,19 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        hub = Hub(store=await open_store(settings), orchestration=None)
+        hub = Hub(
+            store=await open_store(settings),
+            orchestration=None,
+            instance_id=settings.instance_id,
+            delivery_lease=settings.delivery_lease,
+        )
         await hub.start()
         announcements = follow_store(hub)  # results finished on other instances
         if settings.prewarm:
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         app.state.switchboard = board
+        heartbeat = start_heartbeat(hub, loaded, board, settings)  # takes over lost instances' work
         clock = phone_clock if phone_clock is not None else SystemClock()
         app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock))
         app.state.callbacks = callbacks = CallBacks(line, dialer_from(settings), clock)
@@ -95,6 +102,7 @@ def create_app(
         try:
             yield
         finally:
+            await heartbeat.stop()
             if announcements is not None:
                 announcements.cancel()
             await app.state.webrtc.close_all()
