@@ -22,10 +22,10 @@ from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
 from voicehub.core.clock import VirtualClock, settle
-from voicehub.core.store.base import DeliveryRecord, Store, TaskStatus
+from voicehub.core.store.base import DeliveryRecord, Store, TaskRecord, TaskStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.core.store.redis import RedisStore
-from voicehub.errors import ConfigError
+from voicehub.errors import ConfigError, StoreError
 from voicehub.hub import Hub
 from voicehub.orchestration.instances import InstanceHeartbeat
 from voicehub.orchestration.recovery import LOST_REASON, OnInstanceLoss, TaskRecovery
@@ -286,3 +286,52 @@ async def _count(value: Awaitable[list[str]] | dict[str, object]) -> int:
     if isinstance(value, dict):
         return len(value)
     return len(await value)
+
+
+class FlakyStore(MemoryStore):
+    """Fails the next task swap once `fail_next` is set (Redis down mid-sweep, say)."""
+
+    fail_next = False
+
+    async def swap_task(self, task: TaskRecord, *, expected_fence: int) -> bool:
+        if self.fail_next:
+            self.fail_next = False
+            raise StoreError("the store went away")
+        return await super().swap_task(task, expected_fence=expected_fence)
+
+
+async def test_a_sweep_cut_by_a_store_error_reports_what_it_claimed_and_finishes_later() -> None:
+    store = FlakyStore()
+    cluster = Cluster(lambda: store, VirtualClock(start=1000.0))
+    try:
+        workers = [gated_worker(cluster.gate, "analyst-a"), gated_worker(cluster.gate, "analyst-b")]
+        a = await cluster.add("a", workers)
+        b = await cluster.add("b", [quick_worker("analyst-a"), quick_worker("analyst-b")])
+        await delegate_on(a)
+        await until(lambda: _equals(_count(running_tasks(store)), 2))
+        await lose(cluster, b)
+
+        original = store.swap_task
+
+        async def fail_second(task: TaskRecord, *, expected_fence: int) -> bool:
+            store.fail_next = task.id.endswith("task-2")
+            return await original(task, expected_fence=expected_fence)
+
+        store.swap_task = fail_second  # type: ignore[method-assign]
+        with pytest.raises(StoreError):
+            await b.heartbeat.sweep()
+        assert [i.id for i in await store.list_instances()] == ["a", "b"]  # A not forgotten
+        store.swap_task = original  # type: ignore[method-assign]
+        assert await sweep(b) == ["a"]
+        assert [i.id for i in await store.list_instances()] == ["b"]
+        # task-1 was claimed before the error, task-2 after it: two reports ran, but the
+        # caller gets one, with every worker's answer (the lost ones run again)
+        [report] = await deliveries(store)
+        assert report.content.startswith("I had to restart the work on tidal power")
+        assert report.content.split("\n")[1:] == [
+            "analyst-a found: tidal power",
+            "analyst-b found: tidal power",
+        ]
+        assert await running_tasks(store) == []
+    finally:
+        await cluster.close()

@@ -105,13 +105,24 @@ class TaskRecovery:
 
     async def take_over(self, lost: str) -> list[TaskRecord]:
         """Claim the unfinished tasks of instance `lost` (those another survivor has not
-        claimed first) and start reporting them in the background. Returns the claimed."""
+        claimed first) and start reporting them in the background. Returns the claimed.
+        A store error stops the claims and propagates (the next sweep claims the rest);
+        what was claimed is reported either way."""
         orphans = [
             task
             for task in await self.hub.store.list_tasks(statuses=UNFINISHED)
             if task.owner == lost
         ]
-        claimed = [task for task in [await self._claim(t, lost) for t in orphans] if task]
+        claimed: list[TaskRecord] = []
+        try:
+            for orphan in orphans:
+                if (task := await self._claim(orphan, lost)) is not None:
+                    claimed.append(task)
+        finally:
+            self._start_reports(claimed, lost)
+        return claimed
+
+    def _start_reports(self, claimed: list[TaskRecord], lost: str) -> None:
         dispatches: dict[tuple[str, str], list[TaskRecord]] = defaultdict(list)
         for task in claimed:
             dispatch = task.metadata.get("dispatch")
@@ -128,7 +139,6 @@ class TaskRecovery:
                 len(claimed),
                 ", ".join(t.id for t in claimed),
             )
-        return claimed
 
     def _report_done(self, report: asyncio.Task[None]) -> None:
         self._reports.discard(report)
@@ -219,10 +229,12 @@ class TaskRecovery:
     ) -> list[TaskResult]:
         """Run the workers whose work was lost (or never started) again, here; keep the
         results that had come back."""
-        kept = {
+        kept = {  # answers that came back; a task lost with an instance is run again
             worker: _result(record)
             for worker, record in latest.items()
-            if record.id not in claimed and record.status.finished
+            if record.id not in claimed
+            and record.status.finished
+            and "lost_instance" not in record.metadata
         }
         group = {"dispatch": {**dispatch, "restarts": int(dispatch.get("restarts", 0)) + 1}}
         task, workers = str(dispatch["task"]), list(dispatch["workers"])
