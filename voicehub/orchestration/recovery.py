@@ -32,7 +32,7 @@ from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import TaskRecord, TaskStatus
 from voicehub.core.trusted import replace
 from voicehub.delivery.policy import DeliveryStrategy, strategy_from_json
-from voicehub.orchestration.delegation import TaskResult
+from voicehub.orchestration.delegation import TaskHandle, TaskResult
 from voicehub.orchestration.runtime import OrchestrationRuntime
 from voicehub.orchestration.supervisor import combine
 
@@ -242,9 +242,7 @@ class TaskRecovery:
         try:
             if dispatch.get("strategy") != "sequential":
                 missing = [w for w in workers if w not in kept]
-                handles = [
-                    await self.hub.delegate(w, task, room_id, metadata=group) for w in missing
-                ]
+                handles = [await self._delegate(w, task, room_id, group) for w in missing]
                 fresh = await asyncio.gather(*(h.result() for h in handles))
                 kept.update(zip(missing, fresh, strict=True))
                 return [kept[w] for w in workers]
@@ -253,7 +251,7 @@ class TaskRecovery:
                 result = kept.get(worker)
                 if result is None:
                     step = _sequence_step(task, results[-1] if results else None)
-                    handle = await self.hub.delegate(worker, step, room_id, metadata=group)
+                    handle = await self._delegate(worker, step, room_id, group)
                     result = await handle.result()
                 results.append(result)
                 if result.taken_over:
@@ -261,6 +259,18 @@ class TaskRecovery:
             return results
         finally:
             await self.handling.release_room(room_id)
+
+    async def _delegate(
+        self, worker: str, task: str, room_id: str, group: dict[str, Any]
+    ) -> TaskHandle:
+        timeout = group["dispatch"].get("timeout")  # the desk's task_timeout, if it had one
+        return await self.hub.delegate(
+            worker,
+            task,
+            room_id,
+            metadata=group,
+            timeout=float(timeout) if timeout is not None else None,
+        )
 
     async def _deliver(
         self,

@@ -169,6 +169,7 @@ class Supervisor(Orchestration):
                 "task": task,
                 "workers": [w.id for w in workers],
                 "strategy": self.strategy or "parallel",
+                "timeout": self.task_timeout,
                 "delivery": (
                     parse_strategy(self.delivery_strategy).to_json()
                     if self.delivery_strategy is not None
