@@ -262,7 +262,9 @@ class DeliveryService:
                 await self._step(queue)
             except Exception:  # keep the room's driver alive; the items stay in the outbox
                 log.exception("delivery driver error in room %s", queue.room_id)
-                await queue.changed.wait()
+                # Try again on the next change, or soon: a store that was briefly away
+                # (a Redis restart) must not leave a quiet call's results waiting forever.
+                await self._wait(queue, self.retry_delay)
 
     async def _step(self, queue: _RoomQueue) -> None:
         await self._expire(queue)
@@ -375,18 +377,19 @@ class DeliveryService:
         settled: list[tuple[DeliveryRecord, str, str]] = []
         for record in records:
             if result is InjectOutcome.FINISHED:
+                done = await self.outbox.settle(record, DeliveryStatus.DELIVERED, self.clock)
                 queue.forget(record.id)
-                done = await self.outbox.set_status(record, DeliveryStatus.DELIVERED)
                 settled.append((done, "delivered", ""))
                 continue
             outcome = "interrupted" if result is InjectOutcome.INTERRUPTED else "failed"
             if record.attempts >= record.max_attempts:
-                queue.forget(record.id)
-                failed = await self.outbox.set_status(
+                failed = await self.outbox.settle(
                     record,
                     DeliveryStatus.FAILED,
+                    self.clock,
                     error=error or f"{outcome} on each of {record.attempts} attempts",
                 )
+                queue.forget(record.id)
                 settled.append((failed, "failed", failed.error))
                 continue
             if result is None:
@@ -394,7 +397,7 @@ class DeliveryService:
                 queue.not_before[record.id] = self.clock.now() + delay
             interrupted = result is InjectOutcome.INTERRUPTED
             status = DeliveryStatus.INTERRUPTED if interrupted else DeliveryStatus.PENDING
-            requeued = await self.outbox.set_status(record, status, error=error)
+            requeued = await self.outbox.settle(record, status, self.clock, error=error)
             queue.update(requeued)
             settled.append((requeued, outcome, error))
         for record, outcome, reason in settled:
