@@ -25,6 +25,8 @@ lint: install
 	$(BIN)/ruff check voicehub tests
 	$(BIN)/ruff format --check voicehub tests
 	$(BIN)/mypy voicehub
+	$(BIN)/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
+	$(BIN)/hadolint Dockerfile
 
 # The browser test drives Debian's chromium; without it that test fails, naming the command.
 browser:

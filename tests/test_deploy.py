@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from voicehub.server.settings import _VARIABLES as SERVER_VARIABLES
 from voicehub.workers.settings import ENVIRONMENT as WORKER_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +44,7 @@ def test_redis_keeps_an_append_only_file_on_a_volume(compose: dict[str, Any]) ->
     redis = compose["services"]["redis"]
     command = redis["command"]
     assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--appendfsync") + 1] == "everysec"
     assert any(volume.endswith(":/data") for volume in redis["volumes"])
     assert "redis-cli" in redis["healthcheck"]["test"]
 
@@ -68,14 +70,25 @@ def test_serve_and_worker_run_voicehub_with_settings_it_reads(compose: dict[str,
     assert worker["command"][:2] == ["voicehub", "worker"]
     # a public address needs a token: serve would refuse to start without one
     assert len(default_of(environment(serve)["VOICEHUB_TOKEN"])) >= 16
-    read_by_worker = set(WORKER_VARIABLES.values())
-    unknown = {name for name in environment(worker) if name not in read_by_worker}
-    assert not unknown, f"the worker does not read {sorted(unknown)}"
-    for service in (serve, worker):
-        assert environment(service)["VOICEHUB_DB"].startswith("/data/")
-        assert any(volume == "voicehub-data:/data" for volume in service["volumes"])
-    assert environment(serve)["VOICEHUB_DB"] != environment(worker)["VOICEHUB_DB"]
-    assert {"redis-data", "voicehub-data"} <= set(compose["volumes"])
+    for service, reads in ((serve, SERVER_VARIABLES), (worker, WORKER_VARIABLES)):
+        unknown = set(environment(service)) - set(reads.values())
+        assert not unknown, f"{service['command'][1]} does not read {sorted(unknown)}"
+
+
+def test_serve_and_worker_share_the_redis_store_apart_from_livekits_data(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    serve, worker = environment(services["serve"]), environment(services["worker"])
+    store = serve["VOICEHUB_STORE"]
+    assert store == worker["VOICEHUB_STORE"]
+    assert re.fullmatch(r"redis://redis:6379/[1-9]\d*", store)  # livekit-server uses db 0
+    livekit = yaml.safe_load(environment(services["livekit"])["LIVEKIT_CONFIG"])
+    assert livekit["redis"].get("db", 0) == 0
+    for name in ("serve", "worker"):
+        assert services[name]["depends_on"]["redis"]["condition"] == "service_healthy"
+        assert "VOICEHUB_DB" not in environment(services[name])  # no SQLite file of its own
+    assert set(compose["volumes"]) == {"redis-data"}
 
 
 def test_serve_and_worker_have_health_checks_on_their_ports(compose: dict[str, Any]) -> None:
@@ -83,11 +96,6 @@ def test_serve_and_worker_have_health_checks_on_their_ports(compose: dict[str, A
     assert "8080/health" in " ".join(services["serve"]["healthcheck"]["test"])
     assert "8081/" in " ".join(services["worker"]["healthcheck"]["test"])
     assert "8080:8080" in services["serve"]["ports"]
-
-
-def test_the_compose_file_says_serve_uses_sqlite_until_the_redis_store_lands() -> None:
-    text = (ROOT / "docker-compose.yml").read_text()
-    assert "SQLite" in text and "Redis store" in text
 
 
 def test_the_dockerfile_is_slim_non_root_offline_and_health_checked() -> None:
@@ -105,6 +113,6 @@ def test_the_dockerfile_is_slim_non_root_offline_and_health_checked() -> None:
     assert any("HF_HUB_OFFLINE=1" in line for line in lines)
     install = next(line for line in lines if "pip install" in line)
     extras = set(re.search(r"\.\[([a-z,]+)\]", install).group(1).split(","))  # type: ignore[union-attr]
-    assert {"voice", "server", "livekit"} <= extras
+    assert {"voice", "server", "twilio", "webrtc", "livekit"} <= extras
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert extras <= set(declared["optional-dependencies"])

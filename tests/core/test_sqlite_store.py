@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -217,3 +218,50 @@ async def test_recent_events_on_a_long_history_returns_the_last_n_in_order(
     assert [e.text for e in recent][-1] == "turn 10000"
     assert await store.last_seq("main") == 10_000
     await store.close()
+
+
+def _status_on_disk(path: Path, delivery_id: str) -> str:
+    """What another process reading the file sees now."""
+    with sqlite3.connect(path) as reader:
+        row = reader.execute("SELECT status FROM deliveries WHERE id = ?", (delivery_id,))
+        status: str = row.fetchone()[0]
+    reader.close()
+    return status
+
+
+async def test_a_claim_commits_at_the_end_of_the_turn_and_an_outcome_at_once(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)
+    try:
+        item = DeliveryRecord(id="d1", room_id="main", content="the result")
+        assert await store.put_delivery(item)
+        assert _status_on_disk(path, "d1") == "pending"  # the outbox write is durable at once
+        claimed = item.model_copy(update={"status": DeliveryStatus.DELIVERING, "fence": 1})
+        assert await store.swap_delivery(claimed, expected_fence=0)
+        # Not yet on disk: a crash now leaves the item pending, and no audio has played.
+        assert _status_on_disk(path, "d1") == "pending"
+        await asyncio.sleep(0)  # the end of this loop turn
+        assert _status_on_disk(path, "d1") == "delivering"
+        done = claimed.model_copy(update={"status": DeliveryStatus.DELIVERED, "fence": 2})
+        assert await store.swap_delivery(done, expected_fence=1)
+        assert _status_on_disk(path, "d1") == "delivered"
+    finally:
+        await store.close()
+
+
+async def test_a_new_file_gets_small_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    fresh = SQLiteStore(tmp_path / "fresh.db")
+    await fresh.close()
+    old_path = tmp_path / "old.db"
+    with sqlite3.connect(old_path) as old:
+        old.execute("PRAGMA page_size = 4096")
+        old.execute("VACUUM")
+    old.close()
+    reopened = SQLiteStore(old_path)  # an empty 4 KiB-page file, as older versions made
+    await reopened.close()
+    for path, size in ((tmp_path / "fresh.db", 2048), (old_path, 4096)):
+        with sqlite3.connect(path) as reader:
+            assert reader.execute("PRAGMA page_size").fetchone()[0] == size
+        reader.close()

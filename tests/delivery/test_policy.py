@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from voicehub.delivery.policy import (
+    VOICE_HOLD,
     Action,
     Deliver,
     DeliveryStrategy,
@@ -26,12 +27,13 @@ from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 
 @dataclass
 class State:
-    """A hand-written activity state (the policy only reads these four fields)."""
+    """A hand-written activity state (the policy only reads these five fields)."""
 
     user_speaking: bool = False
     is_idle: bool = True
     idle_since: float | None = 0.0
     session_live: bool = True
+    caller_voiced_at: float | None = None
 
 
 IDLE_SINCE_0 = State()
@@ -261,3 +263,32 @@ def test_real_snapshots_satisfy_the_policy_protocol() -> None:
     assert decide(activity.snapshot(), pending, 3.0) == Deliver(tuple(pending))
     activity.session_detached()
     assert decide(activity.snapshot(), pending, 30.0) == WaitForChange()
+
+
+# -- per-frame speech evidence (issue 15) --------------------------------------------------
+
+
+@pytest.mark.parametrize("frames_before", [1, 2, 5])
+def test_a_voiced_frame_just_before_the_decision_holds_every_strategy(frames_before: int) -> None:
+    # idle since 0: WaitForIdle(1.0) would go at 1.0, but the caller's first frame came
+    # `frames_before` frames earlier and the debounced state has not caught up
+    voiced_at = 1.0 - 0.02 * frames_before
+    room = State(idle_since=0.0, caller_voiced_at=voiced_at)
+    wfi = item("w", 0.0, WaitForIdle(1.0))
+    assert decide(room, [wfi], 1.0) == WakeAt(voiced_at + 1.0)  # a fresh gap after it
+    now_ = item("i", 0.0, Immediate())
+    assert decide(room, [now_], 1.0) == WakeAt(voiced_at + VOICE_HOLD)
+    batch = item("q", 0.0, Queued(0.5))
+    assert decide(room, [batch], 1.0) == WakeAt(voiced_at + VOICE_HOLD)
+    capped = item("m", 0.0, WaitForIdle(5.0, max_wait=0.5))  # max_wait passed: still held
+    assert decide(room, [capped], 1.0) == WakeAt(voiced_at + VOICE_HOLD)
+
+
+def test_old_voice_changes_nothing_and_a_wake_time_tests_ready() -> None:
+    wfi = item("w", 0.0, WaitForIdle(1.0))
+    room = State(idle_since=2.0, caller_voiced_at=1.5)  # voice before the gap began
+    assert decide(room, [wfi], 3.0) == Deliver((wfi,))
+    room = State(idle_since=2.0, caller_voiced_at=2.5)  # a cough inside the buffer
+    action = decide(room, [wfi], 3.0)
+    assert action == WakeAt(3.5)
+    assert decide(room, [wfi], action.time) == Deliver((wfi,))

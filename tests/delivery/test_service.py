@@ -811,3 +811,33 @@ async def test_a_text_room_gets_the_result_posted(
     assert len(posted) == 1
     assert posted[0].metadata["delivery_ids"] == [delivery_id]
     assert (await record_of(hub, delivery_id)).status is DeliveryStatus.DELIVERED
+
+
+async def test_interruptions_never_use_a_result_up_and_then_it_is_offered(
+    clock: VirtualClock, make_hub: HubFactory
+) -> None:
+    hub = await make_hub(WaitForIdle(buffer=1.0), max_attempts=2)
+    after = AfterLog(hub)
+    session = FakeSession(clock, speech_seconds=2.0)
+    await attach(hub, "r", session)
+    delivery_id = await hub.deliver("r", "the heat pump report", metadata={"task": "heat pumps"})
+    # Spoken at 1.0, 4.0 and 7.0; the caller cuts it off each time (more than max_attempts).
+    session.play(
+        [
+            (1.5, session.user_starts),
+            (3.0, session.user_stops),
+            (4.5, session.user_starts),
+            (6.0, session.user_stops),
+            (7.5, session.user_starts),
+            (9.0, session.user_stops),
+        ]
+    )
+    await advance_to(clock, 60.0)
+    outcomes = [i.outcome for i in session.injections]
+    assert outcomes == [InjectOutcome.INTERRUPTED] * 3 + [InjectOutcome.FINISHED]
+    assert after.outcomes() == ["interrupted"] * 3 + ["delivered"]
+    record = await record_of(hub, delivery_id)
+    assert (record.status, record.attempts) == (DeliveryStatus.DELIVERED, 4)
+    # the first two went as they are; from the third on, the injector is asked to offer it
+    assert [bool(i.metadata.get("offer")) for i in session.injections] == [False, False, True, True]
+    assert session.talked_over_caller == []

@@ -19,7 +19,8 @@ from voicehub.core.store.base import DeliveryStatus, TaskStatus
 from voicehub.desks.desk import Desk, build_desk, load_desks
 from voicehub.desks.loading import load_desk_file
 from voicehub.errors import ConfigError
-from voicehub.orchestration.blackboard import BOARD_TOOLS, Blackboard, BlackboardOrchestrator
+from voicehub.orchestration.blackboard import BlackboardOrchestrator
+from voicehub.orchestration.board_state import BOARD_TOOLS, Blackboard
 from voicehub.orchestration.manager_tools import PRE_RUN_HEADER, PreRunLLM
 
 GUARD = 5.0

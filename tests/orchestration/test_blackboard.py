@@ -17,11 +17,11 @@ from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
-from voicehub.orchestration.blackboard import (
+from voicehub.orchestration.blackboard import BlackboardOrchestrator
+from voicehub.orchestration.board_state import (
     ALL_COMPLETE_WARNING,
     PLANS_EXIST_WARNING,
     Blackboard,
-    BlackboardOrchestrator,
 )
 
 GUARD = 5.0

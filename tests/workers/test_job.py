@@ -4,7 +4,8 @@ The session is the scripted one of the server tests (real transport path, no mod
 is tested here is the job's composition, i.e. which conversation a participant gets, that
 the agent's audio reaches the room's track and delivery waits for that track's playout,
 that results finishing while the caller is away are held and spoken when they come back,
-and the live-call count LiveKit's load is computed from.
+and the live-call count LiveKit's load is computed from. Phone (SIP) callers:
+`test_sip_callers.py`; transcripts in the room: `test_room_transcripts.py`.
 """
 
 from __future__ import annotations
@@ -118,19 +119,6 @@ async def test_results_finishing_while_the_caller_is_away_are_held_and_spoken_on
                 break
             await asyncio.sleep(0)
         assert await delivered()
-
-
-async def test_a_phone_caller_is_served_like_any_participant_under_a_safe_conversation_id(
-    hub: Hub, desk: Desk
-) -> None:
-    room, factory = StandInRoom(), ScriptedFactory()
-    job = DeskJob(hub, desk, room, factory, CallLoad(4))
-    async with running(job):
-        room.join("sip_+15551234567", kind="sip")
-        await room.changes.wait_for(lambda: factory.sessions)
-        room_id = factory.sessions[0].room_id
-        assert room_id.startswith("research:sip_-15551234567-")
-        assert job.room_ids == [room_id]
 
 
 async def test_a_barge_in_clears_the_track_and_its_marks_are_never_confirmed(

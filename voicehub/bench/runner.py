@@ -19,6 +19,7 @@ def _sections() -> dict[str, Section]:
         cloud_pipeline,
         delegation,
         delivery,
+        delivery_talkover,
         phone,
         realtime,
         voice,
@@ -28,6 +29,7 @@ def _sections() -> dict[str, Section]:
     return {
         "delegation": delegation.run,
         "delivery": delivery.run,
+        "delivery_talkover": delivery_talkover.run,
         "voice": voice.run,
         "audio": audio.run,
         "phone": phone.run,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from voicehub.cli.hub_options import add_hub_options, hub_overrides
 
 _TRY = "voicehub call research --say 'could you research heat pumps for me please'"
 
@@ -17,15 +18,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8080; 0 picks a free one)")
-    serve.add_argument("--channels", type=Path, help="folder of desk files (default channels)")
-    serve.add_argument("--db", type=Path, help="SQLite store (default var/voicehub.db)")
+    add_hub_options(serve)
     serve.add_argument(
         "--token", help="access token callers must send (default: $VOICEHUB_TOKEN, or none)"
-    )
-    serve.add_argument(
-        "--store",
-        help="sqlite (default, at --db) or a Redis URL shared by instances, e.g. "
-        "redis://localhost:6379/0 (default: $VOICEHUB_STORE)",
     )
     serve.add_argument(
         "--public-url",
@@ -43,13 +38,11 @@ def run(args: argparse.Namespace) -> int:
     settings = ServerSettings.from_env(
         host=args.host,
         port=args.port,
-        channels_dir=args.channels,
-        db_path=args.db,
         token=args.token,
         public_url=args.public_url,
-        store=args.store,
         prewarm=False if args.no_prewarm else None,
         log_level=args.log_level,
+        **hub_overrides(args),
     )
 
     def ready(url: str) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from voicehub.cli.hub_options import add_hub_options, hub_overrides
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,8 +21,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     worker.add_argument("--desk", help="serve only this desk (default: every desk)")
     worker.add_argument("--agent-name", help="agent name to register (default: see above)")
-    worker.add_argument("--channels", type=Path, help="folder of desk files (default channels)")
-    worker.add_argument("--db", type=Path, help="SQLite store (default var/voicehub.db)")
+    add_hub_options(worker)
     worker.add_argument(
         "--capacity", type=int, help="calls at once before reporting full (default 8)"
     )
@@ -31,23 +31,23 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Serve jobs until Ctrl-C; flags override the environment."""
+    from voicehub.core.store.choice import describe_store
     from voicehub.workers.server import run_worker
     from voicehub.workers.settings import WorkerSettings
 
     settings = WorkerSettings.from_env(
         desk=args.desk,
         agent_name=args.agent_name,
-        channels_dir=args.channels,
-        db_path=args.db,
         capacity=args.capacity,
         url=args.url,
         http_port=args.http_port,
+        **hub_overrides(args),
     )
 
     def ready(worker_id: str) -> None:
         print(
             f"voicehub: worker {worker_id} registered as {settings.registered_name!r} "
-            f"at {settings.url} (Ctrl-C to stop)",
+            f"at {settings.url}, store {describe_store(settings)} (Ctrl-C to stop)",
             flush=True,
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from voicehub.core.events import ChannelType, Event, EventKind
 
@@ -16,8 +16,14 @@ if TYPE_CHECKING:
 
 
 class InjectOutcome(StrEnum):
+    """How an injection ended. Only FINISHED uses a result up: the others requeue it
+    without counting against its attempts (an interruption is the caller's turn, not a
+    fault)."""
+
     FINISHED = "finished"
     INTERRUPTED = "interrupted"
+    DEFERRED = "deferred"  # nothing was spoken: the caller's voice held it at the last check
+    DECLINED = "declined"  # offered ("shall I read them?"), and the caller did not say yes
 
 
 class Injector(Protocol):
@@ -31,6 +37,21 @@ class Injector(Protocol):
     async def inject(
         self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
     ) -> InjectOutcome: ...
+
+
+@runtime_checkable
+class PreparingInjector(Injector, Protocol):
+    """An injector that can get a result ready while it waits (pre-rendered speech).
+
+    The service calls `prepare` for each pending item and `discard` once it is settled;
+    `inject` then receives the item ids in `metadata["delivery_ids"]`, and with
+    `metadata["offer"]` set it should first offer the result ("shall I read them?") and
+    speak it only on a yes (else DECLINED).
+    """
+
+    def prepare(self, delivery_id: str, text: str) -> None: ...
+
+    def discard(self, delivery_id: str) -> None: ...
 
 
 class ActivityFeed(Protocol):
@@ -76,6 +97,7 @@ class AlwaysIdle:
         self.is_idle = True
         self.idle_since: float | None = clock.now()
         self.session_live = True
+        self.caller_voiced_at: float | None = None  # no caller audio in a text room
         self.version = 0
 
     def snapshot(self) -> AlwaysIdle:

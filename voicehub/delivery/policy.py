@@ -19,8 +19,12 @@ The driver (the asyncio delivery service) owns everything else. Its contract:
   restamped on the running clock (monotonic clocks restart).
 
 Rules, for every strategy: nothing starts while the caller is speaking, and nothing starts
-while no session is live (items are held). Among ready items the oldest goes first (by
-`arrived_at`, then `delivery_id`; a `Queued` batch counts as its first item).
+while no session is live (items are held). The caller's per-frame speech evidence
+(`caller_voiced_at`, the latest speech-like frame, which the debounced `user_speaking` lags)
+counts too: a voiced frame ends the current gap, so a `WaitForIdle` buffer is counted from
+after it and no strategy starts within `VOICE_HOLD` seconds of it. Among ready items the
+oldest goes first (by `arrived_at`, then `delivery_id`; a `Queued` batch counts as its first
+item).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol, TypeAlias
 
 __all__ = [
+    "VOICE_HOLD",
     "Action",
     "ActivityState",
     "Deliver",
@@ -231,6 +236,11 @@ Action: TypeAlias = Deliver | WakeAt | WaitForChange
 _WAIT_FOR_CHANGE: Final = WaitForChange()
 _NEVER: Final = math.inf
 
+VOICE_HOLD: Final = 0.3
+"""Seconds after the caller's latest speech-like frame before anything may start (about a
+VAD's end-of-speech silence): a voiced frame the debounced state has not counted yet, or a
+short sound that never becomes a turn, holds every item for the next gap."""
+
 
 class ActivityState(Protocol):
     """The part of an activity snapshot the policy reads.
@@ -251,6 +261,11 @@ class ActivityState(Protocol):
     @property
     def session_live(self) -> bool: ...
 
+    @property
+    def caller_voiced_at(self) -> float | None:
+        """Clock time of the caller's latest speech-like audio frame, if any."""
+        ...
+
 
 def _order(item: PendingItem) -> tuple[float, str]:
     return (item.arrived_at, item.delivery_id)
@@ -259,7 +274,9 @@ def _order(item: PendingItem) -> tuple[float, str]:
 def decide(snapshot: ActivityState, pending: Sequence[PendingItem], now: float) -> Action:
     """Choose the next action for one room. Pure: same inputs, same answer.
 
-    Readiness, given the room is live and the caller is not speaking:
+    Readiness, given the room is live and the caller is not speaking (where "idle since"
+    is moved to the caller's latest voiced frame when that is later, and nothing is ready
+    within `VOICE_HOLD` of that frame):
 
     - `Immediate`: ready now, even while the agent speaks or thinks.
     - `WaitForIdle(buffer, max_wait)`: the room is idle and `idle_since + buffer <= now`,
@@ -278,6 +295,10 @@ def decide(snapshot: ActivityState, pending: Sequence[PendingItem], now: float) 
     if not pending or not snapshot.session_live or snapshot.user_speaking:
         return _WAIT_FOR_CHANGE
     idle_since = snapshot.idle_since if snapshot.is_idle else None
+    voiced_at = snapshot.caller_voiced_at
+    hold_until = -_NEVER if voiced_at is None else voiced_at + VOICE_HOLD
+    if idle_since is not None and voiced_at is not None:
+        idle_since = max(idle_since, voiced_at)  # a voiced frame ends the gap
 
     best: tuple[PendingItem, ...] | None = None
     best_key: tuple[float, str] | None = None
@@ -297,7 +318,8 @@ def decide(snapshot: ActivityState, pending: Sequence[PendingItem], now: float) 
 
     def close_batch() -> None:
         if batch:
-            consider(tuple(batch), batch_closes if idle_since is not None else _NEVER)
+            ready_at = max(batch_closes, hold_until) if idle_since is not None else _NEVER
+            consider(tuple(batch), ready_at)
             batch.clear()
 
     for item in sorted(pending, key=_order) if len(pending) > 1 else pending:
@@ -313,14 +335,14 @@ def decide(snapshot: ActivityState, pending: Sequence[PendingItem], now: float) 
             batch.append(item)
             batch_closes = max(batch_closes, item.arrived_at + strategy.buffer)
         elif isinstance(strategy, Immediate):
-            consider((item,), -_NEVER)
+            consider((item,), hold_until)
         elif idle_since is None:
             pass  # WaitForIdle needs idle; only an activity change can bring it
         else:
             ready_at = idle_since + strategy.buffer
             if strategy.max_wait is not None:
                 ready_at = min(ready_at, item.arrived_at + strategy.max_wait)
-            consider((item,), ready_at)
+            consider((item,), max(ready_at, hold_until))
     close_batch()
 
     if best is not None:

@@ -12,17 +12,16 @@ stops the driver nor makes an item be spoken twice.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
+from voicehub.delivery.hook_events import delivery_event, strategy_name
 from voicehub.delivery.injector import ActivityFeed, Injector, InjectOutcome
 from voicehub.delivery.outbox import Outbox
 from voicehub.delivery.policy import (
@@ -33,8 +32,8 @@ from voicehub.delivery.policy import (
     WakeAt,
     decide,
     parse_strategy,
-    strategy_from_json,
 )
+from voicehub.delivery.room_queue import OFFER_AFTER, RoomQueue, queue_id
 
 if TYPE_CHECKING:
     from voicehub.core.runtime import Runtime
@@ -44,45 +43,6 @@ __all__ = ["ActivityFeed", "DeliveryService"]
 log = logging.getLogger("voicehub.delivery")
 _TTL = "time to live passed"
 _OUTCOMES = frozenset(InjectOutcome)
-
-
-def _id(item: PendingItem) -> str:  # the delivery id of a queue item (`_RoomQueue.stamp`)
-    return item.delivery_id.partition(":")[2]
-
-
-class _RoomQueue:
-    """One room's pending items, session and driver task."""
-
-    def __init__(self, room_id: str) -> None:
-        self.room_id = room_id
-        self.items: dict[str, tuple[DeliveryRecord, PendingItem]] = {}
-        self.not_before: dict[str, float] = {}  # retry back-off after a failed injection
-        self.order = itertools.count()
-        self.injector: Injector | None = None
-        self.activity: ActivityFeed | None = None
-        self.changed = asyncio.Event()
-        self.driver: asyncio.Task[None] | None = None
-        self.watcher: asyncio.Task[None] | None = None
-
-    def stamp(self, record: DeliveryRecord, arrived_at: float) -> None:
-        """Queue `record` as arrived at `arrived_at`, keeping its place if already queued.
-
-        The policy breaks arrival-time ties by `delivery_id`; results stamped alike (a
-        restart, a coarse clock) must still go in arrival order, so the policy sees a key
-        `"<sequence>:<delivery id>"` instead of the bare id.
-        """
-        queued = self.items.get(record.id)
-        key = queued[1].delivery_id if queued else f"{next(self.order):012d}:{record.id}"
-        strategy = strategy_from_json(record.strategy)
-        self.items[record.id] = (record, PendingItem(key, arrived_at, strategy))
-        self.changed.set()
-
-    def update(self, record: DeliveryRecord) -> None:
-        self.items[record.id] = (record, self.items[record.id][1])
-
-    def forget(self, delivery_id: str) -> None:
-        self.items.pop(delivery_id, None)
-        self.not_before.pop(delivery_id, None)
 
 
 class DeliveryService:
@@ -113,7 +73,7 @@ class DeliveryService:
             hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall, owner=owner, lease=lease
         )
         self.retry_delay = retry_delay
-        self._rooms: dict[str, _RoomQueue] = {}
+        self._rooms: dict[str, RoomQueue] = {}
         self._started = False
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -175,6 +135,7 @@ class DeliveryService:
         await self._stop(queue)
         queue.injector, queue.activity = injector, activity
         queue.not_before.clear()
+        queue.detached()  # a new session prepares afresh
         # Another instance may have added results for this conversation since we started.
         for record in await self.outbox.unfinished(room_id):
             if record.id not in queue.items:
@@ -191,6 +152,7 @@ class DeliveryService:
             return
         await self._stop(queue)
         queue.injector = queue.activity = None
+        queue.detached()
         for delivery_id in list(queue.items):
             await self._hold(queue, delivery_id)
 
@@ -212,12 +174,12 @@ class DeliveryService:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _queue(self, room_id: str) -> _RoomQueue:
+    def _queue(self, room_id: str) -> RoomQueue:
         if room_id not in self._rooms:
-            self._rooms[room_id] = _RoomQueue(room_id)
+            self._rooms[room_id] = RoomQueue(room_id)
         return self._rooms[room_id]
 
-    async def _release(self, queue: _RoomQueue, record: DeliveryRecord) -> None:
+    async def _release(self, queue: RoomQueue, record: DeliveryRecord) -> None:
         """A held item of a live session becomes pending (arriving now)."""
         if record.status is DeliveryStatus.HELD:
             pending = await self.outbox.set_status(record, DeliveryStatus.PENDING)
@@ -226,7 +188,7 @@ class DeliveryService:
             else:
                 queue.stamp(pending, self.clock.now())
 
-    def _defer(self, queue: _RoomQueue, record: DeliveryRecord) -> None:
+    def _defer(self, queue: RoomQueue, record: DeliveryRecord) -> None:
         """Another instance owns `record` now: try again when its lease runs out."""
         if record.status.final:
             queue.forget(record.id)
@@ -235,27 +197,27 @@ class DeliveryService:
         wait = max(self.outbox.lease_left(record), self.retry_delay)
         queue.not_before[record.id] = self.clock.now() + wait
 
-    async def _hold(self, queue: _RoomQueue, delivery_id: str) -> None:
+    async def _hold(self, queue: RoomQueue, delivery_id: str) -> None:
         record, item = queue.items[delivery_id]
         if record.status is not DeliveryStatus.HELD:
             record = await self.outbox.set_status(record, DeliveryStatus.HELD)
             queue.update(record)
             await self._after(record, "held", item.strategy)
 
-    async def _stop(self, queue: _RoomQueue) -> None:
+    async def _stop(self, queue: RoomQueue) -> None:
         for task in (queue.driver, queue.watcher):
             if task is not None:
                 await cancel_and_wait(task)
         queue.driver = queue.watcher = None
 
-    async def _watch(self, queue: _RoomQueue, activity: ActivityFeed) -> None:
+    async def _watch(self, queue: RoomQueue, activity: ActivityFeed) -> None:
         version = activity.version
         while True:
             await activity.wait_for_change(version)
             version = activity.version
             queue.changed.set()
 
-    async def _drive(self, queue: _RoomQueue) -> None:
+    async def _drive(self, queue: RoomQueue) -> None:
         while True:
             queue.changed.clear()
             try:
@@ -266,12 +228,13 @@ class DeliveryService:
                 # (a Redis restart) must not leave a quiet call's results waiting forever.
                 await self._wait(queue, self.retry_delay)
 
-    async def _step(self, queue: _RoomQueue) -> None:
+    async def _step(self, queue: RoomQueue) -> None:
         await self._expire(queue)
         activity = queue.activity
         if activity is None or not queue.items:
             await queue.changed.wait()
             return
+        queue.prepare_all()  # pre-render speech while the items wait
         now = self.clock.now()
         retry_at = [t for t in queue.not_before.values() if t > now]
         ready = [
@@ -291,7 +254,7 @@ class DeliveryService:
         else:
             await self._wait(queue, wake - now)
 
-    async def _wait(self, queue: _RoomQueue, seconds: float) -> None:
+    async def _wait(self, queue: RoomQueue, seconds: float) -> None:
         """Sleep `seconds` on the hub clock, or less if something changes."""
         changed = asyncio.ensure_future(queue.changed.wait())
         sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
@@ -301,21 +264,21 @@ class DeliveryService:
             changed.cancel()
             sleeper.cancel()
 
-    async def _expire(self, queue: _RoomQueue) -> None:
+    async def _expire(self, queue: RoomQueue) -> None:
         for delivery_id, (record, item) in list(queue.items.items()):
             if self.outbox.expired(record):
                 queue.forget(delivery_id)
                 record = await self.outbox.set_status(record, DeliveryStatus.EXPIRED, error=_TTL)
                 await self._after(record, "expired", item.strategy)
 
-    async def _attempt(self, queue: _RoomQueue, items: tuple[PendingItem, ...]) -> None:
+    async def _attempt(self, queue: RoomQueue, items: tuple[PendingItem, ...]) -> None:
         injector, activity = queue.injector, queue.activity
         assert injector is not None and activity is not None
         strategy = items[0].strategy
         live: list[DeliveryRecord] = []
         texts: dict[str, str] = {}
         for item in items:
-            record = queue.items[_id(item)][0]
+            record = queue.items[queue_id(item)][0]
             if not self.hub.hooks.has(HookTrigger.BEFORE_DELIVER, record.room_id):
                 live.append(record)  # no hook: no event to build
                 texts[record.id] = record.content
@@ -323,7 +286,7 @@ class DeliveryService:
             # A BEFORE_DELIVER hook that raises is logged and skipped by the hook registry
             # (fail open): a broken filter must not lose a result. To stop a result, block it.
             outcome = await self.hub.run_hooks(
-                HookTrigger.BEFORE_DELIVER, self._event(record, strategy)
+                HookTrigger.BEFORE_DELIVER, delivery_event(record, strategy)
             )
             if outcome.blocked:
                 queue.forget(record.id)
@@ -350,9 +313,11 @@ class DeliveryService:
                 self._defer(queue, fresh)
         if not claimed:
             return
-        name, text = _name(strategy), "\n\n".join(texts[r.id] for r in claimed)
+        name, text = strategy_name(strategy), "\n\n".join(texts[r.id] for r in claimed)
         ids = [r.id for r in claimed]
         metadata = {**claimed[0].metadata, "delivery_ids": ids, "strategy": name}
+        if any(queue.interruptions[i] >= OFFER_AFTER for i in ids):
+            metadata["offer"] = True  # cut off again and again: ask before reading it
         async with self.outbox.leases(claimed, self.clock):
             try:
                 result = await injector.inject(
@@ -366,7 +331,7 @@ class DeliveryService:
 
     async def _settle(
         self,
-        queue: _RoomQueue,
+        queue: RoomQueue,
         records: list[DeliveryRecord],
         result: InjectOutcome | None,
         error: str,
@@ -381,45 +346,47 @@ class DeliveryService:
                 queue.forget(record.id)
                 settled.append((done, "delivered", ""))
                 continue
-            outcome = "interrupted" if result is InjectOutcome.INTERRUPTED else "failed"
-            if record.attempts >= record.max_attempts:
+            if result is not None:  # the caller's turn, not a fault: never uses it up
+                settled.append(await self._spare(queue, record, result))
+                continue
+            if record.attempts - queue.spared[record.id] >= record.max_attempts:
                 failed = await self.outbox.settle(
                     record,
                     DeliveryStatus.FAILED,
                     self.clock,
-                    error=error or f"{outcome} on each of {record.attempts} attempts",
+                    error=error or f"failed on each of {record.attempts} attempts",
                 )
                 queue.forget(record.id)
                 settled.append((failed, "failed", failed.error))
                 continue
-            if result is None:
-                delay = self.retry_delay * 2 ** max(0, record.attempts - 1)
-                queue.not_before[record.id] = self.clock.now() + delay
-            interrupted = result is InjectOutcome.INTERRUPTED
-            status = DeliveryStatus.INTERRUPTED if interrupted else DeliveryStatus.PENDING
-            requeued = await self.outbox.settle(record, status, self.clock, error=error)
+            delay = self.retry_delay * 2 ** max(0, record.attempts - 1)
+            queue.not_before[record.id] = self.clock.now() + delay
+            requeued = await self.outbox.settle(
+                record, DeliveryStatus.PENDING, self.clock, error=error
+            )
             queue.update(requeued)
-            settled.append((requeued, outcome, error))
+            settled.append((requeued, "failed", error))
         for record, outcome, reason in settled:
             await self._after(record, outcome, strategy, reason)
 
-    def _event(self, record: DeliveryRecord, strategy: DeliveryStrategy, **extra: Any) -> Event:
-        return Event(
-            kind=EventKind.DELIVERY,
-            text=record.content,
-            source="delivery",
-            role="assistant",
-            source_type=ChannelType.SYSTEM,
-            room_id=record.room_id,
-            # The caller's metadata first: it must not mask the service's own keys.
-            metadata={
-                **record.metadata,
-                "delivery_id": record.id,
-                "strategy": _name(strategy),
-                "attempt": record.attempts + 1,
-                **extra,
-            },
-        )
+    async def _spare(
+        self, queue: RoomQueue, record: DeliveryRecord, result: InjectOutcome
+    ) -> tuple[DeliveryRecord, str, str]:
+        """Requeue a result the caller cut (interrupted), held at the last check (deferred)
+        or did not want now (declined: held until the next call). The attempt is spared."""
+        queue.spared[record.id] += 1
+        if result is InjectOutcome.DECLINED:
+            held = await self.outbox.settle(record, DeliveryStatus.HELD, self.clock)
+            queue.forget(record.id)  # held: the next session picks it up again
+            return held, "declined", ""
+        if result is InjectOutcome.INTERRUPTED:
+            queue.interruptions[record.id] += 1
+            status = DeliveryStatus.INTERRUPTED
+        else:
+            status = DeliveryStatus.PENDING
+        requeued = await self.outbox.settle(record, status, self.clock)
+        queue.update(requeued)
+        return requeued, str(result), ""
 
     async def _after(
         self, record: DeliveryRecord, outcome: str, strategy: DeliveryStrategy, error: str = ""
@@ -427,14 +394,10 @@ class DeliveryService:
         if not self.hub.hooks.has(HookTrigger.AFTER_DELIVER, record.room_id):
             return  # no hook: no event to build
         final, attempt = record.status.final, record.attempts
-        event = self._event(
+        event = delivery_event(
             record, strategy, outcome=outcome, error=error or None, attempt=attempt, final=final
         )
         try:
             await self.hub.run_hooks(HookTrigger.AFTER_DELIVER, event)
         except Exception:  # an observer must not undo a delivery nor stop the driver
             log.exception("AFTER_DELIVER hook failed for delivery %s", record.id)
-
-
-def _name(strategy: DeliveryStrategy) -> str:
-    return str(strategy.to_json()["kind"])

@@ -17,7 +17,8 @@ from voicehub.agents.tools import Tool, ToolContext
 from voicehub.delivery.policy import DeliveryStrategy
 from voicehub.desks.config import REPORT_TOOL, DeskConfig
 from voicehub.errors import ToolError
-from voicehub.orchestration.blackboard import Blackboard, BlackboardOrchestrator, BlackboardRun
+from voicehub.orchestration.blackboard import BlackboardOrchestrator, BlackboardRun
+from voicehub.orchestration.board_state import Blackboard
 from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
 
 DEFAULT_REPORT_MESSAGE = "I'll read you the report as soon as it's written."

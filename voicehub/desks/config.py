@@ -24,7 +24,7 @@ from voicehub.desks.sections import (
     VoiceConfig,
     field_error,
 )
-from voicehub.orchestration.blackboard import BOARD_TOOLS
+from voicehub.orchestration.board_state import BOARD_TOOLS
 from voicehub.orchestration.manager_tools import PRE_RUN_TOOLS
 from voicehub.orchestration.planner import ANALYSIS_TOOL, THOUGHT_TOOL
 from voicehub.tools.registry import BUILTIN_TOOLS, needs_knowledge_message

@@ -50,7 +50,11 @@ class OfflineSessionFactory:
     `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance)."""
 
     def __init__(self, **session_options: Any) -> None:
+        from voicehub.voice.delivery_speech import PrerenderBudget
+
         self.session_options = session_options
+        # One budget for the pre-rendered results of every call this server runs.
+        self.prerender_budget = PrerenderBudget()
         self._stt: Any = None
         self._vads: dict[str, Any] = {}
         self._tts: dict[str, Any] = {}
@@ -121,7 +125,7 @@ class OfflineSessionFactory:
             tts=tts,
             vad=vad_for_call(self._vad(voice.vad)),
             voices={name: _new_tts(name) for name in _agent_voices(desk)},
-            **self.session_options,
+            **{"prerender_budget": self.prerender_budget, **self.session_options},
         )
         if voice.tts == "deepgram":  # this call's own plugin: its speak socket ends with it
             deepgram_stack.close_with(session.agent_session, tts)

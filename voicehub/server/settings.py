@@ -3,32 +3,21 @@
 `ServerSettings.from_env()` reads `VOICEHUB_*` variables; `voicehub serve` flags override
 them. Binding anything but a loopback address without an access token is refused: a voice
 desk can start work (and spend money on cloud models) for whoever reaches it.
-
-The environment is read by hand rather than with pydantic-settings: a `BaseSettings` model
-reads the environment every time one is constructed (tests and `create_app` callers build
-settings that must not pick up a developer's `VOICEHUB_TOKEN`), two variables are not named
-after their fields (`VOICEHUB_CHANNELS`, `VOICEHUB_DB`), and its errors name the field, not
-the variable that held the bad value; `_VARIABLES` is all it would replace.
+The reading itself (variables, flags on top, errors naming the variable) is shared with
+`voicehub worker`: `voicehub.core.settings`; so is the store choice (`StoreChoice`).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import os
 from pathlib import Path
 from typing import Any, Self
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from voicehub.core.validation import describe_errors
+from voicehub.core.settings import settings_from_env, validated_settings
+from voicehub.core.store.choice import StoreChoice
 from voicehub.errors import ConfigError
 
 __all__ = ["LOOPBACK_HOSTS", "IceServer", "ServerSettings"]
@@ -67,7 +56,7 @@ class IceServer(BaseModel):
     credential: str | None = None
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(StoreChoice):
     """Everything `create_app` and `voicehub serve` need.
 
     `token`: when set, every call and API request must carry it (`?token=` or
@@ -83,8 +72,6 @@ class ServerSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     channels_dir: Path = Path("channels")
-    db_path: Path = Path("var/voicehub.db")
-    store: str | None = None
     token: str | None = None
     max_audio_bytes: int = Field(default=32000, ge=640)
     max_text_bytes: int = Field(default=4096, ge=256)
@@ -117,19 +104,6 @@ class ServerSettings(BaseModel):
             raise ValueError(
                 f"the access token has {len(value)} characters; use at least {_MIN_TOKEN} "
                 '(for example: python -c "import secrets; print(secrets.token_urlsafe())")'
-            )
-        return value
-
-    @field_validator("store")
-    @classmethod
-    def _store_url(cls, value: str | None) -> str | None:
-        if value in (None, "", "sqlite"):
-            return None
-        assert value is not None
-        if not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(
-                f"{value!r} is not a store: use sqlite (the default, at --db) or a Redis URL "
-                "such as redis://localhost:6379/0"
             )
         return value
 
@@ -167,29 +141,15 @@ class ServerSettings(BaseModel):
     @classmethod
     def create(cls, **values: Any) -> ServerSettings:
         """Validate `values` (None means: the default), raising ConfigError on bad input."""
-        return cls._validated({key: value for key, value in values.items() if value is not None})
+        given = {key: value for key, value in values.items() if value is not None}
+        return validated_settings(cls, given, what="server")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerSettings:
         """Settings from the variables of `_VARIABLES` (`VOICEHUB_HOST`, `_PORT`, ...,
         `TWILIO_AUTH_TOKEN`; unset or empty: the default), then `overrides` (None values
         are ignored). A bad value's error names the variable it came from."""
-        given = {key: value for key, value in overrides.items() if value is not None}
-        found = {
-            field: name
-            for field, name in _VARIABLES.items()
-            if os.environ.get(name) and field not in given
-        }
-        values = {field: os.environ[name] for field, name in found.items()}
-        return cls._validated({**values, **given}, found)
-
-    @classmethod
-    def _validated(cls, values: dict[str, Any], sources: dict[str, str] | None = None) -> Self:
-        try:
-            return cls(**values)
-        except ValidationError as exc:
-            lines = [_from_source(line, sources or {}) for line in describe_errors(exc)]
-            raise ConfigError("invalid server settings:\n  " + "\n  ".join(lines)) from None
+        return settings_from_env(cls, _VARIABLES, overrides, what="server")
 
     @property
     def is_loopback(self) -> bool:
@@ -216,12 +176,3 @@ class ServerSettings(BaseModel):
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}/"
-
-
-def _from_source(line: str, sources: dict[str, str]) -> str:
-    """`port: ...` -> `VOICEHUB_PORT: ...` when the port came from the environment."""
-    field, message = line.split(": ", 1)
-    top = field.split("[", 1)[0].split(".", 1)[0]  # `ice_servers[0].urls` came from one variable
-    if top in sources:
-        field = sources[top] + field[len(top) :]
-    return f"{field}: {message}"

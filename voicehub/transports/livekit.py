@@ -11,7 +11,8 @@ This is our own room adapter rather than livekit-agents' `RoomIO` because the vo
 owns its `AudioInput`/`AudioOutput` (`voicehub.voice.livekit_io`): that is where a speech is
 made to end only on confirmed playout and where `VoiceActivity` is fed, the same for every
 transport. What `RoomIO`'s output does with the source (capture, wait for playout, clear
-on interruption) is what this transport does.
+on interruption) is what this transport does, and what it publishes besides audio
+(transcripts on `lk.transcription`, the agent's state) `RoomTranscripts` publishes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Protocol
 
 from voicehub.core.jobs import cancel_and_wait
+from voicehub.transports.livekit_transcripts import RoomTranscripts
 from voicehub.voice.events import SAMPLE_RATE, ServerEvent
 from voicehub.voice.providers import vendor_import
 
@@ -47,7 +49,8 @@ class AudioSink(Protocol):
 
 
 class RoomAudioTransport:
-    """A `CallTransport` writing to `sink`; `publish_event` (if given) sends JSON events.
+    """A `CallTransport` writing to `sink`; `publish_event` (if given) sends JSON events,
+    `transcripts` (if given) shows the call's words and the agent's state in the room.
 
     `bind(confirm)` names the session's `playout_confirmed`, called with a mark's id once
     the audio before it has played out; marks are confirmed in order, so a later mark
@@ -62,10 +65,12 @@ class RoomAudioTransport:
         *,
         sample_rate: int = SAMPLE_RATE,
         publish_event: Callable[[bytes], Awaitable[None]] | None = None,
+        transcripts: RoomTranscripts | None = None,
     ) -> None:
         self._sink = sink
         self._rate = sample_rate
         self._publish_event = publish_event
+        self._transcripts = transcripts
         self._confirm: Callable[[str], None] | None = None
         self._marks: list[str] = []
         self._generation = 0  # bumped by clear: a playout wait begun before it is stale
@@ -108,11 +113,15 @@ class RoomAudioTransport:
         self._sink.clear_queue()
 
     async def send_event(self, event: ServerEvent) -> None:
-        """Send a call event to the room as a reliable data packet (if publishing)."""
-        if self._publish_event is None or self._closed:
+        """Send a call event to the room: as a reliable data packet (if publishing events)
+        and, for transcripts and agent states, as LiveKit's clients show them."""
+        if self._closed:
             return
         try:
-            await self._publish_event(event.to_wire().encode())
+            if self._publish_event is not None:
+                await self._publish_event(event.to_wire().encode())
+            if self._transcripts is not None:
+                await self._transcripts.publish(event)
         except Exception as exc:  # the room is going away; the call's audio matters more
             log.info("could not publish a call event: %r", exc)
 

@@ -27,6 +27,11 @@ sources, so reordering happens):
   thinking or awaiting playout, and a stale flag must not block the next session forever.
   `session_attached` starts a fresh idle period, so a reconnecting caller gets the full
   buffer before a held result is spoken.
+
+Per-frame speech evidence (`caller_voiced`, fed for every speech-like caller frame) is kept
+apart from the debounced user state: it stamps `caller_voiced_at` in the snapshot without
+bumping `version` (50 wake-ups a second would help nobody). The policy reads it at each
+decision; the delivery's last check before the first audio frame reads `voiced_within`.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class ActivitySnapshot:
     is_idle: bool
     idle_since: float | None
     version: int
+    caller_voiced_at: float | None = None
 
 
 # The observable state, used to tell real changes from repeated events.
@@ -87,6 +93,7 @@ class VoiceActivity:
         "_unplayed",
         "_user_speaking",
         "_version",
+        "_voiced_at",
     )
 
     def __init__(self, clock: Clock, *, session_live: bool = False) -> None:
@@ -101,6 +108,7 @@ class VoiceActivity:
         self._generating: set[str] = set()
         self._unplayed: set[str] = set()
         self._idle_since: float | None = clock.now()
+        self._voiced_at: float | None = None
         self._version = 0
         self._key: _StateKey = self._state_key()
         self._snapshot: ActivitySnapshot | None = None
@@ -118,6 +126,17 @@ class VoiceActivity:
         """The caller stopped speaking."""
         self._user_speaking = False
         self._update()
+
+    def caller_voiced(self) -> None:
+        """A speech-like caller frame arrived now (per-frame evidence, ahead of the VAD's
+        debounced start of speech). Seen by the next snapshot; wakes nobody."""
+        self._voiced_at = self._clock.now()
+        self._snapshot = None
+
+    def voiced_within(self, seconds: float) -> bool:
+        """Whether the caller's latest speech-like frame arrived less than `seconds` ago."""
+        voiced_at = self._voiced_at  # compared as the policy does: `voiced_at + seconds`
+        return voiced_at is not None and self._clock.now() < voiced_at + seconds
 
     def user_turn_awaiting_answer(self, awaiting: bool) -> None:
         """Whether the caller's last turn still waits for the agent's answer."""
@@ -193,6 +212,7 @@ class VoiceActivity:
         self._replies_queued = 0
         self._generating.clear()
         self._unplayed.clear()
+        self._voiced_at = None
         self._update()
 
     # -- reading ----------------------------------------------------------------------
@@ -217,6 +237,11 @@ class VoiceActivity:
         """Whether a voice session is attached, so something can be spoken."""
         return self._session_live
 
+    @property
+    def caller_voiced_at(self) -> float | None:
+        """Clock time of the caller's latest speech-like frame (None: none yet)."""
+        return self._voiced_at
+
     def snapshot(self) -> ActivitySnapshot:
         """The current state as an immutable value (cached until the next change)."""
         snapshot = self._snapshot
@@ -233,6 +258,7 @@ class VoiceActivity:
                 is_idle=self._idle_since is not None,
                 idle_since=self._idle_since,
                 version=self._version,
+                caller_voiced_at=self._voiced_at,
             )
             self._snapshot = snapshot
         return snapshot

@@ -83,6 +83,8 @@ class TransportAudioOutput(io.AudioOutput):
 
     `new_segment` is called at a segment's first frame and returns its id (the mark id);
     it may report the start to the activity itself (a repeated start is a no-op).
+    `hold_segment`, called right after it, may hold the segment back: True cuts it before
+    its first frame is sent (a result whose caller just started talking).
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class TransportAudioOutput(io.AudioOutput):
         transport: CallTransport,
         activity: VoiceActivity,
         new_segment: Callable[[], str],
+        hold_segment: Callable[[], bool] | None = None,
     ) -> None:
         # livekit resamples TTS audio to this rate before capture_frame
         super().__init__(
@@ -100,6 +103,7 @@ class TransportAudioOutput(io.AudioOutput):
         self._transport = transport
         self._activity = activity
         self._new_segment = new_segment
+        self._hold_segment = hold_segment
         self._segment: _Segment | None = None
         self._unplayed: deque[_Segment] = deque()  # flushed, mark not yet confirmed
         self._control: asyncio.Task[None] | None = None  # the latest mark or clear
@@ -112,8 +116,10 @@ class TransportAudioOutput(io.AudioOutput):
             segment = self._segment = _Segment(self._new_segment())
             self._activity.agent_speech_started(segment.id)
             self.on_playback_started(created_at=time.time())
-        elif segment.cut:
-            return  # cleared while livekit was still pushing it
+            if self._hold_segment is not None and self._hold_segment():
+                self.clear_buffer()  # nothing of it goes out; it ends interrupted
+        if segment.cut:
+            return  # cleared (or held) while livekit was still pushing it
         segment.duration += frame.duration
         control = self._control
         if control is not None and not control.done():

@@ -27,6 +27,7 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
+from voicehub.voice.delivery_speech import DeliverySpeaker, PrerenderBudget
 from voicehub.voice.events import (
     AgentState,
     ProviderError,
@@ -91,6 +92,7 @@ class LiveKitVoiceSession:
         close_timeout: float = 0.2,
         attach_delivery: bool = True,
         activity: VoiceActivity | None = None,
+        prerender_budget: PrerenderBudget | None = None,
     ) -> None:
         if delivery_mode not in ("say", "generate"):
             raise ConfigError(f"delivery_mode {delivery_mode!r}: expected 'say' or 'generate'")
@@ -104,7 +106,9 @@ class LiveKitVoiceSession:
         self._leaving_agent_id: str | None = None
         self._desk_agent = self._build_agent(agent, self._extra_tools, None)  # validates first
         self._input = CallerAudioInput(transport.sample_rate)
-        self._output = TransportAudioOutput(transport, self.activity, self._segment_started)
+        self._output = TransportAudioOutput(
+            transport, self.activity, self._segment_started, self._hold_segment
+        )
         self._session: AgentSession[None] = AgentSession(
             stt=stt,
             vad=vad,
@@ -125,6 +129,16 @@ class LiveKitVoiceSession:
             aec_warmup_duration=None,  # else barge-in is ignored for the first 3 s of speech
             user_away_timeout=None,
             session_close_transcript_timeout=close_timeout,
+        )
+        # Results: pre-rendered, gated at their first frame, yielding to the caller at once.
+        self._delivery = DeliverySpeaker(
+            self._session,
+            self.activity,
+            self._voice_now,
+            self._output.clear_buffer,
+            hub.clock,
+            sample_rate=transport.sample_rate,
+            budget=prerender_budget,
         )
         self._segment_ids = itertools.count(1)
         self._queued: set[str] = set()  # speeches created, no audio yet
@@ -170,6 +184,7 @@ class LiveKitVoiceSession:
         if self._attach_delivery and self._started:
             await self.hub.delivery.detach(self.room_id)
         self._input.close()
+        self._delivery.aclose()
         await self._session.aclose()
         self._desk_agent.entered.set()  # release an update_agent that can no longer finish
         self._answered()
@@ -190,6 +205,7 @@ class LiveKitVoiceSession:
     async def push_audio(self, pcm16: bytes) -> None:
         """Caller audio at the transport rate, any whole number of samples."""
         if not self._closed:
+            self._delivery.caller_audio(pcm16)  # first: a result yields at this frame
             self._input.push(pcm16)
 
     def playout_confirmed(self, speech_id: str) -> None:
@@ -219,12 +235,27 @@ class LiveKitVoiceSession:
         self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
     ) -> InjectOutcome:
         """The delivery `Injector`: cut the agent's speech first if `allow_interrupt`
-        (Immediate), then speak the result; the caller can always barge in."""
+        (Immediate), then speak the result (see `DeliverySpeaker`: gated at its first
+        frame, yielding at the caller's first voiced frame)."""
         if allow_interrupt:
             await self.interrupt()
         if self.delivery_mode == "say":
-            return await self.say(text)
-        return await self.generate_reply(_RESULT_INSTRUCTIONS.format(text=text))
+            self._running()
+            return await self._delivery.speak(text, metadata)
+        instructions = _RESULT_INSTRUCTIONS.format(text=text)
+        return await self._delivery.follow(
+            self._running().generate_reply(instructions=instructions)
+        )
+
+    def prepare(self, delivery_id: str, text: str) -> None:
+        """A result waits for a gap: pre-render its speech ("say" mode only: in "generate"
+        mode the model words it when spoken, from the conversation as it is then)."""
+        if self.delivery_mode == "say" and self._started and not self._closed:
+            self._delivery.prepare(delivery_id, text)
+
+    def discard(self, delivery_id: str) -> None:
+        """The result is settled: drop its pre-rendered speech."""
+        self._delivery.discard(delivery_id)
 
     async def interrupt(self) -> None:
         """Stop the agent's current and queued speech (uninterruptible speech plays on)."""
@@ -342,6 +373,14 @@ class LiveKitVoiceSession:
             self._dequeue(speech.id)
         return segment_id
 
+    def _hold_segment(self) -> bool:
+        return self._delivery.hold_segment()
+
+    def _voice_now(self) -> Any:
+        """The TTS speaking for the current agent (its own voice, or the session's)."""
+        voice = self._desk_agent.tts
+        return voice if voice else self._session.tts
+
     def _dequeue(self, speech_id: str) -> None:
         if speech_id in self._queued:
             self._queued.discard(speech_id)
@@ -356,6 +395,9 @@ class LiveKitVoiceSession:
         )
 
     def _gate(self, text: str) -> bool:
+        if self._delivery.take_answer(text):  # the answer to "shall I read them?"
+            self._answered()
+            return False
         if closed := self._reply_gate is not None and not self._reply_gate():
             self._answered()  # no reply will come: not "awaiting" one either
             self._post(EventKind.TRANSCRIPT, text, role="user", source="caller")

@@ -6,6 +6,11 @@ appends transcript events to the room. It implements the delivery `Injector`: `i
 speaks a result verbatim (`say`) or through the model (`generate_reply`) and returns only
 when the speech finished (with the transport's playout confirmation) or was interrupted.
 
+The pipeline session also implements the delivery's `PreparingInjector` (results are
+pre-rendered while they wait) and feeds per-frame caller speech evidence to its activity
+(`voicehub.voice.delivery_speech`): a result is held at its first frame, and yields at once,
+when the caller speaks.
+
 Two implementations fit behind it: the pipeline session on livekit-agents `AgentSession`
 (VAD, STT, LLM, TTS), and later a realtime session for speech-to-speech models. Tests use a
 scripted fake on a virtual clock.

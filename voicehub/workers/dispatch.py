@@ -7,9 +7,15 @@ reads the desk from the job: its dispatch metadata (`{"desk": "research"}`, as `
 token` writes it, or just `research`), else the room name (`research` or `research-...`).
 
 A conversation is keyed to the participant's identity, so a caller who comes back (to the
-same room or a new one, as a phone number does) hears the results held for them. An
-identity with characters a conversation id cannot have is rewritten and given a short hash,
-so two different identities never share a conversation.
+same room or a new one) hears the results held for them. An identity with characters a
+conversation id cannot have is rewritten and given a short hash, so two different
+identities never share a conversation.
+
+A phone caller brought in by LiveKit SIP is keyed by their number (the participant's
+`sip.phoneNumber` attribute), exactly as a Twilio caller is: the same hashed id
+(`tel-...`), so a caller continues their conversation whichever way they phone in. A
+withheld number, or a desk whose `[phone] conversation` is "call", gets a conversation of
+its own for the call (from `sip.callID`), never one shared by all anonymous callers.
 """
 
 from __future__ import annotations
@@ -20,12 +26,21 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_AGENT_NAME", "DispatchError", "choose_desk", "conversation_for"]
+__all__ = [
+    "DEFAULT_AGENT_NAME",
+    "DispatchError",
+    "choose_desk",
+    "conversation_for",
+    "phone_conversation",
+    "sip_conversation",
+]
 
 DEFAULT_AGENT_NAME = "voicehub"
 """Agent name of a worker that serves every desk."""
 
 _CONVERSATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_NUMBER = re.compile(r"\+?[0-9]{3,16}")
+_WITHHELD = ("266696687", "7378742833")  # carriers' stand-ins for "anonymous" / "restricted"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -89,3 +104,21 @@ def conversation_for(identity: str) -> str:
     digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
     readable = _UNSAFE.sub("-", identity).strip("-._")[:50]
     return f"{readable}-{digest}" if readable else f"p-{digest}"
+
+
+def phone_conversation(number: str) -> str | None:
+    """The conversation id of a caller's number (None for a withheld or odd one): the same
+    id `voicehub serve` gives a Twilio caller of that number (a test holds the two equal).
+    A hash, so the store never holds the number."""
+    digits = number.strip().replace(" ", "")
+    if not _NUMBER.fullmatch(digits) or digits.lstrip("+") in _WITHHELD:
+        return None
+    normalized = "+" + digits.lstrip("+")
+    return "tel-" + hashlib.sha256(f"voicehub caller {normalized}".encode()).hexdigest()[:24]
+
+
+def sip_conversation(phone_number: str, call_id: str, *, per_caller: bool) -> str:
+    """A SIP caller's conversation: by number when `per_caller` and the number is known,
+    else one for this call (`call_id`: LiveKit's `sip.callID`, or any id unique to it)."""
+    by_number = phone_conversation(phone_number) if per_caller else None
+    return by_number or conversation_for(f"call-{call_id}")

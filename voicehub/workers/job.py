@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterable
+import uuid
+from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from voicehub.transports.livekit import RoomAudioTransport, forward_caller_audio
-from voicehub.workers.dispatch import conversation_for
+from voicehub.workers.dispatch import conversation_for, sip_conversation
 
 if TYPE_CHECKING:
     from livekit import rtc
@@ -37,12 +38,32 @@ __all__ = ["CallRoom", "Caller", "CallerAudio", "DeskJob"]
 log = logging.getLogger("voicehub.workers")
 
 
+# Participant attributes LiveKit SIP sets on a phone caller
+SIP_PHONE_NUMBER = "sip.phoneNumber"
+SIP_CALL_ID = "sip.callID"
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """A remote participant the desk talks to. `kind` is "standard" or "sip" (phone)."""
+    """A remote participant the desk talks to. `kind` is "standard" or "sip" (phone); a SIP
+    caller has `phone_number` (empty when withheld) and `call_id` from LiveKit SIP."""
 
     identity: str
     kind: str = "standard"
+    phone_number: str = ""
+    call_id: str = ""
+
+    @classmethod
+    def of(cls, identity: str, kind: str, attributes: Mapping[str, str]) -> Caller:
+        """A participant as the room shows it: identity, kind and attributes."""
+        if kind != "sip":
+            return cls(identity, kind)
+        return cls(
+            identity,
+            kind,
+            phone_number=attributes.get(SIP_PHONE_NUMBER, ""),
+            call_id=attributes.get(SIP_CALL_ID, ""),
+        )
 
 
 class CallerAudio(Protocol):
@@ -93,7 +114,7 @@ class DeskJob:
 
     async def serve(self, caller: Caller) -> None:
         """One call, from the caller's audio to their leaving."""
-        room_id = f"{self.desk.name}:{conversation_for(caller.identity)}"
+        room_id = f"{self.desk.name}:{self.conversation(caller)}"
         self.room_ids.append(room_id)
         audio = await self.room.open_audio(caller)
         session: VoiceSession | None = None
@@ -116,6 +137,16 @@ class DeskJob:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await forward
             await self._end(room_id, session, audio)
+
+    def conversation(self, caller: Caller) -> str:
+        """Which conversation `caller` continues: their identity's, or for a phone caller
+        their number's (as for a Twilio caller, and per call if the desk says so)."""
+        if caller.kind != "sip":
+            return conversation_for(caller.identity)
+        per_caller = self.desk.config.phone.conversation == "caller"
+        return sip_conversation(
+            caller.phone_number, caller.call_id or uuid.uuid4().hex[:16], per_caller=per_caller
+        )
 
     async def _end(self, room_id: str, session: VoiceSession | None, audio: CallerAudio) -> None:
         # shielded: a job shutting down while a call ends must still hold its results

@@ -1,4 +1,5 @@
-"""`CallRoom` on livekit's `JobContext`: participants, their microphone, the agent's track.
+"""`CallRoom` on livekit's `JobContext`: participants, their microphone, the agent's track,
+and the call's transcripts and agent state as LiveKit's clients show them.
 
 Needs a LiveKit server to run (the job's room is joined over WebRTC), so it stays thin:
 everything it decides is in `voicehub.workers.job`, tested against a stand-in room.
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING
 
 from voicehub.transports.livekit import EVENTS_TOPIC, RoomAudioTransport
+from voicehub.transports.livekit_transcripts import RoomTranscripts
 from voicehub.voice.events import SAMPLE_RATE
 from voicehub.voice.providers import vendor_import
 from voicehub.workers.job import Caller
@@ -51,7 +53,27 @@ class _TrackAudio:
                 payload, reliable=True, topic=EVENTS_TOPIC, destination_identities=[identity]
             )
 
-        self.transport = RoomAudioTransport(source, publish_event=publish)
+        def caller_track() -> str | None:
+            return next(
+                (
+                    sid
+                    for sid, publication in participant.track_publications.items()
+                    if publication.source == rtc.TrackSource.SOURCE_MICROPHONE
+                ),
+                None,
+            )
+
+        def agent_track() -> str | None:
+            return self.publication.sid if self.publication is not None else None
+
+        transcripts = RoomTranscripts(
+            room.local_participant,
+            caller=identity,
+            agent=room.local_participant.identity,
+            caller_track=caller_track,
+            agent_track=agent_track,
+        )
+        self.transport = RoomAudioTransport(source, publish_event=publish, transcripts=transcripts)
         self.publication: rtc.LocalTrackPublication | None = None
 
     def frames(self) -> AsyncIterable[rtc.AudioFrameEvent]:
@@ -86,7 +108,8 @@ class LiveKitCallRoom:
         if participant is None:
             participant = await self._ctx.wait_for_participant(kind=list(_CALLER_KINDS))
         self._served.add(participant.identity)
-        return Caller(participant.identity, _CALLER_KINDS.get(participant.kind, "standard"))
+        kind = _CALLER_KINDS.get(participant.kind, "standard")
+        return Caller.of(participant.identity, kind, participant.attributes)
 
     async def open_audio(self, caller: Caller) -> _TrackAudio:
         room = self._ctx.room

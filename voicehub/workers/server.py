@@ -3,7 +3,8 @@
 The worker registers with LiveKit under its agent name (explicit dispatch only), accepts a
 job when the job names one of its desks (`voicehub.workers.dispatch`), and reports its load
 as voicehub's live calls over its capacity (`voicehub.workers.load`). Each job runs
-`DeskEntrypoint` in a process of its own: a `Hub` on the shared store, the desk's voice
+`DeskEntrypoint` in a process of its own: a `Hub` on the store (SQLite, or the Redis that
+`voicehub serve` shares, whose announcements it follows), the desk's voice
 stack, and a `DeskJob` serving the room's callers. When the job ends (the room closed, or
 LiveKit ended it), the call ends, background workers get `shutdown_grace` seconds to finish
 into the outbox, and the hub closes; held results wait in the store for the caller's return.
@@ -21,7 +22,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import cancel_and_wait
-from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.core.store.choice import open_store
+from voicehub.core.store.redis import RedisStore
+from voicehub.delivery.announcements import follow_announcements
 from voicehub.desks.desk import build_desk
 from voicehub.desks.loading import load_desk_folder
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
@@ -103,9 +106,14 @@ class DeskEntrypoint:
         job = ctx.job
         name = choose_desk(self.desks, metadata=job.metadata, room_name=job.room.name)
         desk = build_desk(load_desk_folder(self.settings.channels_dir)[name])
-        self.settings.db_path.parent.mkdir(parents=True, exist_ok=True)
-        hub = Hub(store=SQLiteStore(self.settings.db_path), orchestration=None)
+        hub = Hub(store=await open_store(self.settings), orchestration=None)
         await hub.start()
+        # on a shared Redis, results `serve` (or another job) finishes for a caller live here
+        follower = (
+            asyncio.create_task(follow_announcements(hub.delivery, hub.store, hub.clock))
+            if isinstance(hub.store, RedisStore)
+            else None
+        )
         factory = self._factory() if self._factory is not None else OfflineSessionFactory()
         await factory.prepare([desk])
         if self._room is not None:
@@ -124,6 +132,8 @@ class DeskEntrypoint:
             await cancel_and_wait(runner)
             if not await desk_job.wait_for_background_work(self.settings.shutdown_grace):
                 log.warning("job %s: background work still running at shutdown", job.id)
+            if follower is not None:
+                await cancel_and_wait(follower)
             await hub.aclose()
             await desk.aclose()
             log.info("job %s (desk %s) ended: %s", job.id, name, reason)

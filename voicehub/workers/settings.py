@@ -1,19 +1,21 @@
 """`voicehub worker` settings: the desks, the LiveKit server, the store, the capacity.
 
-`WorkerSettings.from_env()` reads `VOICEHUB_CHANNELS`, `VOICEHUB_DB`, `VOICEHUB_DESK`,
-`VOICEHUB_AGENT_NAME`, `VOICEHUB_WORKER_CAPACITY` and livekit's own `LIVEKIT_URL`,
-`LIVEKIT_API_KEY`, `LIVEKIT_API_SECRET`; flags override them. Unset or empty means default.
+`WorkerSettings.from_env()` reads `VOICEHUB_CHANNELS`, `VOICEHUB_DB`, `VOICEHUB_STORE`,
+`VOICEHUB_DESK`, `VOICEHUB_AGENT_NAME`, `VOICEHUB_WORKER_CAPACITY` and livekit's own
+`LIVEKIT_URL`, `LIVEKIT_API_KEY`, `LIVEKIT_API_SECRET`; flags override them. Unset or empty
+means default. The store is chosen as for `voicehub serve` (`StoreChoice`): on the same Redis,
+a result held for a LiveKit caller is there for their next call through either.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
-from voicehub.core.validation import describe_errors
+from voicehub.core.settings import settings_from_env
+from voicehub.core.store.choice import StoreChoice
 from voicehub.errors import ConfigError
 from voicehub.workers.dispatch import DEFAULT_AGENT_NAME
 
@@ -23,6 +25,7 @@ __all__ = ["ENVIRONMENT", "WorkerSettings"]
 ENVIRONMENT = {
     "channels_dir": "VOICEHUB_CHANNELS",
     "db_path": "VOICEHUB_DB",
+    "store": "VOICEHUB_STORE",
     "desk": "VOICEHUB_DESK",
     "agent_name": "VOICEHUB_AGENT_NAME",
     "capacity": "VOICEHUB_WORKER_CAPACITY",
@@ -32,7 +35,7 @@ ENVIRONMENT = {
 }
 
 
-class WorkerSettings(BaseModel):
+class WorkerSettings(StoreChoice):
     """`desk`: serve only this desk (its name is then the agent name); else every desk in
     `channels_dir` under `agent_name`. `capacity`: calls at once before the worker reports
     itself full. `shutdown_grace`: seconds a job ending waits for its background workers, so
@@ -42,7 +45,6 @@ class WorkerSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     channels_dir: Path = Path("channels")
-    db_path: Path = Path("var/voicehub.db")
     desk: str | None = None
     agent_name: str | None = None
     capacity: int = Field(default=8, ge=1)
@@ -55,21 +57,7 @@ class WorkerSettings(BaseModel):
     @classmethod
     def from_env(cls, **overrides: Any) -> WorkerSettings:
         """Settings from the environment, then `overrides` (None values are ignored)."""
-        given = {key: value for key, value in overrides.items() if value is not None}
-        found = {
-            field: name
-            for field, name in ENVIRONMENT.items()
-            if os.environ.get(name) and field not in given
-        }
-        values = {field: os.environ[name] for field, name in found.items()}
-        try:
-            return cls(**{**values, **given})
-        except ValidationError as exc:
-            lines = []
-            for line in describe_errors(exc):
-                field, message = line.split(": ", 1)
-                lines.append(f"{found.get(field, field)}: {message}")
-            raise ConfigError("invalid worker settings:\n  " + "\n  ".join(lines)) from None
+        return settings_from_env(cls, ENVIRONMENT, overrides, what="worker")
 
     @property
     def registered_name(self) -> str:

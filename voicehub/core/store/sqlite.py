@@ -53,6 +53,11 @@ BUSY_TIMEOUT_SECONDS = 5.0
 CHECKPOINT_PAGES = 1000
 """Writes (roughly WAL pages) between two background checkpoints."""
 
+# A commit costs about one write per dirty page; a delegation dirties ~27 small pages (rows are
+# a few hundred bytes), so 2 KiB pages cut the bytes each commit writes with no deeper trees.
+# New files only: an existing store keeps the page size it was created with.
+PAGE_SIZE = 2048
+
 _SCHEMA = """
 CREATE TABLE rooms (
     id TEXT PRIMARY KEY,
@@ -159,6 +164,8 @@ class SQLiteStore:
         try:
             # The first read of the header is where a non-database file fails.
             version = self._check_version(connection)
+            if version == 0:  # a new file: takes effect before its first page is written
+                connection.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA wal_autocheckpoint = 0")
@@ -444,13 +451,19 @@ class SQLiteStore:
         self._write(_UPSERT_DELIVERY, _delivery_row(delivery), durable=durable)
 
     async def swap_delivery(self, delivery: DeliveryRecord, *, expected_fence: int) -> bool:
-        """Replace the stored delivery if its fence is `expected_fence`; True if written."""
+        """Replace the stored delivery if its fence is `expected_fence`; True if written.
+
+        Committed now, except a claim or lease renewal (`delivering`): like `update_delivery`,
+        it commits at the end of this loop turn, before any audio of the injection can play.
+        Until then this connection holds SQLite's write lock, so another process's claim waits
+        for it and then sees the new fence.
+        """
         # The check sits in the UPDATE, so SQLite's write lock makes it atomic across processes.
         cursor = self._write(
             "UPDATE deliveries SET room_id = ?, status = ?, created_at = ?, data = ? "
             "WHERE id = ? AND json_extract(data, '$.fence') IS ?",
             (*_delivery_row(delivery)[1:], delivery.id, expected_fence),
-            durable=True,
+            durable=delivery.status is not DeliveryStatus.DELIVERING,
         )
         return cursor.rowcount == 1
 

@@ -1,0 +1,49 @@
+"""Per-frame speech evidence: real synthesized speech counts, silence and steady noise do
+not (after the floor has learned the noise), and chunking does not change the count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from voicehub.voice.audio import frame_bytes
+from voicehub.voice.providers.offline import synthesize
+from voicehub.voice.speech_evidence import SpeechEvidence
+
+RATE = 16000
+FRAME = frame_bytes(RATE)
+
+
+@pytest.fixture(scope="module")
+def speech() -> bytes:
+    pcm = synthesize("could you research heat pumps for me please", voice="piper", sample_rate=RATE)
+    return pcm[: len(pcm) - len(pcm) % FRAME]
+
+
+def _noise(seconds: float, rms: float, seed: int = 1) -> bytes:
+    rng = np.random.default_rng(seed)
+    samples = rng.normal(0.0, rms, int(RATE * seconds)).clip(-32768, 32767)
+    return samples.astype("<i2").tobytes()
+
+
+def test_speech_frames_count_and_digital_silence_does_not(speech: bytes) -> None:
+    evidence = SpeechEvidence(RATE)
+    assert evidence.voiced_frames(bytes(FRAME * 50)) == 0
+    voiced = evidence.voiced_frames(speech)
+    assert voiced > 0.5 * len(speech) // FRAME  # most of an utterance is voiced
+
+
+def test_chunk_sizes_do_not_change_the_count(speech: bytes) -> None:
+    whole = SpeechEvidence(RATE).voiced_frames(speech)
+    pieces = SpeechEvidence(RATE)
+    odd = sum(pieces.voiced_frames(speech[i : i + 333]) for i in range(0, len(speech), 333))
+    assert odd == whole
+
+
+def test_steady_noise_stops_counting_and_speech_over_it_still_counts(speech: bytes) -> None:
+    evidence = SpeechEvidence(RATE)
+    evidence.voiced_frames(_noise(4.0, 600.0))  # -35 dBFS hiss: learned as the floor
+    assert evidence.voiced_frames(_noise(1.0, 600.0, seed=2)) == 0
+    loud = (np.frombuffer(speech, "<i2").astype(np.float64) * 1.5).clip(-32768, 32767)
+    mixed = loud + np.frombuffer(_noise(len(speech) / 2 / RATE, 600.0, seed=3), "<i2")
+    assert evidence.voiced_frames(mixed.clip(-32768, 32767).astype("<i2").tobytes()) > 10
