@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -49,6 +50,9 @@ class Hub:
 
     `max_concurrent_tasks` and `max_tasks_per_room` bound delegated work; extra tasks queue.
     `delivery_strategy` is the desk default used by `deliver` when none is given.
+    `instance_id` names this process among instances sharing a store (task owners, delivery
+    leases, heartbeats); `wall` is the epoch clock those compare across processes, and
+    `delivery_lease` how long a claim to speak a result lasts without renewal.
     Agents are looked up per room: a room reaches its orchestration's agents (a child room
     its root's), then those registered with `register_agent`, so two desks served by one
     hub may use the same agent id.
@@ -64,9 +68,15 @@ class Hub:
         max_concurrent_tasks: int = 64,
         max_tasks_per_room: int = 16,
         task_timeout: float | None = None,
+        instance_id: str | None = None,
+        wall: Callable[[], float] = time.time,
+        delivery_lease: float = 15.0,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock or SystemClock()
+        # Names this process in task records, delivery leases and heartbeats.
+        self.instance_id = instance_id or f"instance-{uuid.uuid4().hex[:12]}"
+        self.wall = wall
         self.hooks = HookRegistry()
         self.orchestration = orchestration
         self.agents: dict[str, Agent] = {}
@@ -79,8 +89,15 @@ class Hub:
             max_concurrent=max_concurrent_tasks,
             max_per_room=max_tasks_per_room,
             default_timeout=task_timeout,
+            owner=self.instance_id,
         )
-        self.delivery: DeliveryService = DeliveryService(self, default_strategy=delivery_strategy)
+        self.delivery: DeliveryService = DeliveryService(
+            self,
+            default_strategy=delivery_strategy,
+            wall=wall,
+            owner=self.instance_id,
+            lease=delivery_lease,
+        )
 
     @property
     def delivery_strategy(self) -> DeliveryStrategy:

@@ -13,6 +13,7 @@ from voicehub.core.events import Event
 from voicehub.core.store.base import (
     DeliveryRecord,
     DeliveryStatus,
+    InstanceRecord,
     RoomRecord,
     RoomStatus,
     TaskRecord,
@@ -114,6 +115,40 @@ async def test_a_corrupt_database_raises_store_error_naming_it(tmp_path: Path) -
         finally:
             await reopened.close()
     assert str(path) in str(raised.value)
+
+
+async def test_a_version_1_file_gets_the_instances_table_and_keeps_its_data(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    await SQLiteStore(path).close()
+    old = sqlite3.connect(path)  # as version 1 wrote it: no instances, tasks without fences
+    old.execute("DROP TABLE instances")
+    old.execute("INSERT INTO tasks VALUES ('t1', 'main', 'running', ?)", (_OLD_TASK,))
+    old.execute("PRAGMA user_version = 1")
+    old.commit()
+    old.close()
+
+    store = SQLiteStore(path)
+    try:
+        stored = await store.get_task("t1")
+        assert stored is not None and (stored.owner, stored.fence) == ("", 0)
+        taken = stored.model_copy(update={"owner": "b", "fence": 1})
+        assert await store.swap_task(taken, expected_fence=0) is True
+        await store.beat_instance(InstanceRecord(id="b", started_at=1, seen_at=2, expires_at=3))
+        assert [i.id for i in await store.list_instances()] == ["b"]
+    finally:
+        await store.close()
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    check.close()
+
+
+_OLD_TASK = (
+    '{"id": "t1", "parent_room_id": "main", "child_room_id": "main::t1", "agent_id": "a", '
+    '"input": "x", "status": "running", "output": "", "reason": "", "metadata": {}, '
+    '"created_at": 1.0, "finished_at": null}'
+)
 
 
 async def test_a_file_from_a_newer_schema_version_raises_store_error(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.store.base import (
     DeliveryRecord,
     DeliveryStatus,
+    InstanceRecord,
     RoomRecord,
     RoomStatus,
     Store,
@@ -222,6 +223,55 @@ async def test_count_tasks_counts_per_parent_room(store: Store) -> None:
     await store.save_task(task("t4", parent="other"))
     assert await store.count_tasks("main") == 3
     assert await store.count_tasks("other") == 1
+
+
+async def test_swap_task_writes_only_over_the_expected_fence(store: Store) -> None:
+    await store.save_task(task("t1", status=TaskStatus.RUNNING).model_copy(update={"owner": "a"}))
+    taken = task("t1", status=TaskStatus.FAILED).model_copy(update={"owner": "b", "fence": 1})
+    rival = taken.model_copy(update={"owner": "c"})
+
+    assert await store.swap_task(taken, expected_fence=0) is True
+    assert await store.swap_task(rival, expected_fence=0) is False  # lost the race
+    assert await store.get_task("t1") == taken
+    assert await store.list_tasks(statuses=[TaskStatus.RUNNING]) == []
+    assert [t.id for t in await store.list_tasks(statuses=[TaskStatus.FAILED])] == ["t1"]
+    assert await store.swap_task(task("ghost"), expected_fence=0) is False
+    assert await store.get_task("ghost") is None
+
+
+async def test_swap_task_follows_a_plain_save(store: Store) -> None:
+    await store.save_task(task("t1").model_copy(update={"fence": 3}))
+    assert (
+        await store.swap_task(task("t1").model_copy(update={"fence": 1}), expected_fence=0) is False
+    )
+    fresh = task("t1", status=TaskStatus.OK).model_copy(update={"fence": 4})
+    assert await store.swap_task(fresh, expected_fence=3) is True
+    assert await store.get_task("t1") == fresh
+
+
+# Instances
+
+
+def instance(instance_id: str, seen_at: float) -> InstanceRecord:
+    return InstanceRecord(
+        id=instance_id,
+        started_at=100.0,
+        seen_at=seen_at,
+        expires_at=seen_at + 10,
+        metadata={"pid": 42},
+    )
+
+
+async def test_instance_heartbeats_replace_the_last_one_and_can_be_removed(store: Store) -> None:
+    assert await store.list_instances() == []
+    await store.beat_instance(instance("b", 100.0))
+    await store.beat_instance(instance("a", 100.0))
+    await store.beat_instance(instance("b", 105.0))
+    assert await store.list_instances() == [instance("a", 100.0), instance("b", 105.0)]
+
+    await store.remove_instance("a")
+    await store.remove_instance("never-seen")
+    assert await store.list_instances() == [instance("b", 105.0)]
 
 
 # Deliveries

@@ -342,6 +342,16 @@ def test_orchestration_tools_are_not_listed_as_builtins(tmp_path: Path) -> None:
             "supervisor.strategy: Input should be",
         ),
         (
+            "[supervisor]",
+            '[supervisor]\non_instance_loss = "ignore"',
+            "supervisor.on_instance_loss: Input should be 'retry' or 'fail'",
+        ),
+        (
+            "[supervisor]",
+            '[supervisor]\non_instance_los = "fail"',
+            "did you mean 'on_instance_loss'?",
+        ),
+        (
             'strategy = "wait_for_idle"\nbuffer = 0.5',
             'strategy = "immediate"\nbuffer = 1',
             "delivery.buffer: strategy 'immediate' speaks at once",
@@ -361,6 +371,14 @@ def test_bad_delivery_and_orchestration_strategies(
     assert expected in message
     if "eventually" in new:
         assert "'immediate', 'wait_for_idle' or 'queued' (got 'eventually')" in message
+
+
+def test_on_instance_loss_defaults_to_retry_and_reads_fail(tmp_path: Path) -> None:
+    default = load_desk_file(write_desk(tmp_path, VALID))
+    assert default.supervisor is not None and default.supervisor.on_instance_loss == "retry"
+    failing = VALID.replace("[supervisor]", '[supervisor]\non_instance_loss = "fail"')
+    config = load_desk_file(write_desk(tmp_path, failing))
+    assert config.supervisor is not None and config.supervisor.on_instance_loss == "fail"
 
 
 def test_a_realtime_model_is_an_engine_not_a_recognizer(tmp_path: Path) -> None:

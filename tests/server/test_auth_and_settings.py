@@ -99,3 +99,25 @@ def test_vad_batching_is_on_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("VOICEHUB_BATCH_VAD")
     args = cli._parser().parse_args(["serve", "--no-batch-vad"])
     assert args.no_batch_vad is True
+
+
+def test_instance_settings_come_from_the_environment_and_are_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VOICEHUB_INSTANCE_ID", "east-1")
+    monkeypatch.setenv("VOICEHUB_HEARTBEAT_INTERVAL", "0.5")
+    monkeypatch.setenv("VOICEHUB_INSTANCE_TIMEOUT", "3")
+    monkeypatch.setenv("VOICEHUB_DELIVERY_LEASE", "2.5")
+    settings = ServerSettings.from_env()
+    assert (settings.instance_id, settings.heartbeat_interval) == ("east-1", 0.5)
+    assert (settings.instance_timeout, settings.delivery_lease) == (3.0, 2.5)
+
+    monkeypatch.setenv("VOICEHUB_INSTANCE_TIMEOUT", "0.5")
+    with pytest.raises(ConfigError, match=r"instance_timeout \(0.5 s\) must be longer than"):
+        ServerSettings.from_env()
+    monkeypatch.setenv("VOICEHUB_INSTANCE_TIMEOUT", "3")
+    monkeypatch.setenv("VOICEHUB_DELIVERY_LEASE", "-1")
+    with pytest.raises(ConfigError, match=r"VOICEHUB_DELIVERY_LEASE: .*greater than 0"):
+        ServerSettings.from_env()
+    with pytest.raises(ConfigError, match=r"instance_id: .*pattern"):
+        ServerSettings.create(instance_id="no spaces please")

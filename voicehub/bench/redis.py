@@ -9,6 +9,9 @@ import uuid
 from voicehub.core.store.redis import RedisStore
 
 
+def bench_redis_url() -> str:
+    return os.environ.get("VOICEHUB_STORE") or "redis://127.0.0.1:6379/0"
+
+
 def bench_redis_store(name: str) -> RedisStore:
-    url = os.environ.get("VOICEHUB_STORE") or "redis://127.0.0.1:6379/0"
-    return RedisStore(url, prefix=f"bench-{name}-{uuid.uuid4().hex[:8]}")
+    return RedisStore(bench_redis_url(), prefix=f"bench-{name}-{uuid.uuid4().hex[:8]}")

@@ -135,6 +135,24 @@ class Outbox:
         """
         return (await self._swap(record, status=status, error=error, attempted=attempted))[0]
 
+    async def settle(
+        self, record: DeliveryRecord, status: DeliveryStatus, clock: Clock, *, error: str = ""
+    ) -> DeliveryRecord:
+        """`set_status` for an injection's outcome, retried while the store is unreachable
+        (for up to a lease, on `clock`): a spoken result not recorded as delivered would be
+        spoken again. Still failing, it raises: the item stays queued, spoken again rather
+        than lost."""
+        delay, deadline = 0.05, clock.now() + self.lease
+        while True:
+            try:
+                return await self.set_status(record, status, error=error)
+            except StoreError:
+                if clock.now() + delay > deadline:
+                    raise
+                log.warning("delivery %s: store unreachable, retrying its outcome", record.id)
+                await clock.sleep(delay)
+                delay = min(2 * delay, 1.0)
+
     async def claim(self, record: DeliveryRecord) -> tuple[DeliveryRecord, bool]:
         """Take the lease to speak `record` now (status delivering, one more attempt).
         Returns the fresh record and whether this instance won it."""

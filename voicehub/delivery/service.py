@@ -50,6 +50,8 @@ class DeliveryService:
 
     `retry_delay` spaces the attempts of an item whose injection raised (doubling each
     time), so a short outage of the voice stack does not use up `max_attempts` at once.
+    `owner` and `lease` name this instance in delivery leases and say how long one lasts
+    without renewal (see `Outbox`).
     """
 
     def __init__(
@@ -62,11 +64,14 @@ class DeliveryService:
         retry_delay: float = 1.0,
         wall: Callable[[], float] = time.time,
         owner: str | None = None,
+        lease: float = 15.0,
     ) -> None:
         self.hub = hub
         self.clock = hub.clock
         self.default_strategy = parse_strategy(default_strategy)
-        self.outbox = Outbox(hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall, owner=owner)
+        self.outbox = Outbox(
+            hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall, owner=owner, lease=lease
+        )
         self.retry_delay = retry_delay
         self._rooms: dict[str, RoomQueue] = {}
         self._started = False
@@ -229,7 +234,9 @@ class DeliveryService:
                 await self._step(queue)
             except Exception:  # keep the room's driver alive; the items stay in the outbox
                 log.exception("delivery driver error in room %s", queue.room_id)
-                await queue.changed.wait()
+                # Try again on the next change, or soon: a store that was briefly away
+                # (a Redis restart) must not leave a quiet call's results waiting forever.
+                await self._wait(queue, self.retry_delay)
 
     async def _step(self, queue: RoomQueue) -> None:
         await self._expire(queue)
@@ -345,25 +352,28 @@ class DeliveryService:
         settled: list[tuple[DeliveryRecord, str, str]] = []
         for record in records:
             if result is InjectOutcome.FINISHED:
+                done = await self.outbox.settle(record, DeliveryStatus.DELIVERED, self.clock)
                 queue.forget(record.id)
-                done = await self.outbox.set_status(record, DeliveryStatus.DELIVERED)
                 settled.append((done, "delivered", ""))
                 continue
             if result is not None:  # the caller's turn, not a fault: never uses it up
                 settled.append(await self._spare(queue, record, result))
                 continue
             if record.attempts - queue.spared[record.id] >= record.max_attempts:
-                queue.forget(record.id)
-                failed = await self.outbox.set_status(
+                failed = await self.outbox.settle(
                     record,
                     DeliveryStatus.FAILED,
+                    self.clock,
                     error=error or f"failed on each of {record.attempts} attempts",
                 )
+                queue.forget(record.id)
                 settled.append((failed, "failed", failed.error))
                 continue
             delay = self.retry_delay * 2 ** max(0, record.attempts - 1)
             queue.not_before[record.id] = self.clock.now() + delay
-            requeued = await self.outbox.set_status(record, DeliveryStatus.PENDING, error=error)
+            requeued = await self.outbox.settle(
+                record, DeliveryStatus.PENDING, self.clock, error=error
+            )
             queue.update(requeued)
             settled.append((requeued, "failed", error))
         for record, outcome, reason in settled:
@@ -376,15 +386,15 @@ class DeliveryService:
         or did not want now (declined: held until the next call). The attempt is spared."""
         queue.spared[record.id] += 1
         if result is InjectOutcome.DECLINED:
+            held = await self.outbox.settle(record, DeliveryStatus.HELD, self.clock)
             queue.forget(record.id)  # held: the next session picks it up again
-            held = await self.outbox.set_status(record, DeliveryStatus.HELD)
             return held, "declined", ""
         if result is InjectOutcome.INTERRUPTED:
             queue.interruptions[record.id] += 1
             status = DeliveryStatus.INTERRUPTED
         else:
             status = DeliveryStatus.PENDING
-        requeued = await self.outbox.set_status(record, status)
+        requeued = await self.outbox.settle(record, status, self.clock)
         queue.update(requeued)
         return requeued, str(result), ""
 

@@ -320,13 +320,20 @@ class AgentConfig(StrictModel):
 
 
 class SupervisorConfig(StrictModel):
-    """The front agent delegates to workers in child rooms (`delegate_workers`)."""
+    """The front agent delegates to workers in child rooms (`delegate_workers`).
+
+    `on_instance_loss`: when the instance running the workers is lost (several instances on
+    one Redis, or a crashed server), "retry" runs the lost workers again on a live instance
+    and "fail" reports them failed; the caller is told either way
+    (`voicehub.orchestration.recovery`). Retry is the default: research is safe to redo.
+    """
 
     agent: str
     workers: tuple[str, ...] = Field(min_length=1)
     strategy: Literal["parallel", "sequential"] = "parallel"
     task_timeout: PositiveSeconds | None = None
     delegation_message: str | None = None
+    on_instance_loss: Literal["retry", "fail"] = "retry"
 
 
 class LoopConfig(StrictModel):

@@ -6,11 +6,17 @@ timeout on the hub clock, and ends with a structured `TaskResult`: ok, failed (w
 timed_out or cancelled. A worker's exception is logged and becomes a failed result; it never
 reaches the caller as a traceback. The finished child room is archived in the store and
 dropped from memory, and so is the handle, so memory stays bounded.
+
+Each task record names its `owner` (this instance) and every write after the first is a
+compare-and-set on its fence: when a surviving instance has taken the task over (this one's
+heartbeat lapsed, `voicehub.orchestration.instances`), the late result here is not stored and
+comes back `taken_over`, so it is not delivered twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -36,7 +42,9 @@ log = logging.getLogger("voicehub.delegation")
 
 @dataclass(frozen=True)
 class TaskResult:
-    """How delegated work ended. `output` is the worker's answer when `status` is ok."""
+    """How delegated work ended. `output` is the worker's answer when `status` is ok.
+    `taken_over`: another instance took the task over meanwhile; this result was not stored
+    and must not be delivered (the other instance reports the task)."""
 
     task_id: str
     agent_id: str
@@ -45,6 +53,7 @@ class TaskResult:
     output: str = ""
     reason: str = ""
     tool_calls: tuple[tuple[ToolCall, ToolResult], ...] = ()
+    taken_over: bool = False
 
     @property
     def ok(self) -> bool:
@@ -103,10 +112,12 @@ class Delegation:
         max_concurrent: int,
         max_per_room: int,
         default_timeout: float | None,
+        owner: str = "",
     ) -> None:
         if max_concurrent < 1 or max_per_room < 1:
             raise VoicehubError("task concurrency limits must be at least 1")
         self.hub = hub
+        self.owner = owner  # the instance id written on each task record
         self.max_per_room = max_per_room
         self.default_timeout = default_timeout
         self._admission = Admission(max_concurrent, max_per_room)
@@ -169,6 +180,7 @@ class Delegation:
             input=task,
             status=TaskStatus.RUNNING if free else TaskStatus.QUEUED,
             metadata=dict(metadata or {}),
+            owner=self.owner,
         )
         await self.hub.store.save_task(record)
         if self.hub.hooks.has(HookTrigger.ON_TASK_DELEGATED, parent_room_id):
@@ -212,8 +224,8 @@ class Delegation:
             if handle.task_id not in self._holding:
                 await self._admission.take(handle.parent_room_id)
                 self._holding.add(handle.task_id)
-                record = record.model_copy(update={"status": TaskStatus.RUNNING})
-                await self.hub.store.save_task(record)
+                running = record.model_copy(update={"status": TaskStatus.RUNNING})
+                record = await self._swap(record, running) or record
             handle.status = TaskStatus.RUNNING
             result = await self._work_with_timeout(handle, agent, shared, timeout, stop_tools)
         except asyncio.CancelledError:
@@ -316,9 +328,13 @@ class Delegation:
             finished_at=time.time(),
         )
         try:
-            await self.hub.store.save_task(final)
-            # the event is built only when a hook will see it
-            if self.hub.hooks.has(HookTrigger.ON_TASK_COMPLETED, handle.parent_room_id):
+            if await self._swap(record, final) is None:
+                result = dataclasses.replace(result, taken_over=True)
+            # the event is built only when a hook will see it (none for a task taken over:
+            # the instance that took it reports it)
+            if not result.taken_over and self.hub.hooks.has(
+                HookTrigger.ON_TASK_COMPLETED, handle.parent_room_id
+            ):
                 event = _task_event(
                     handle.parent_room_id, handle, result.describe(), status=result.status.value
                 )
@@ -326,6 +342,17 @@ class Delegation:
         finally:
             if not handle._future.done():
                 handle._future.set_result(result)
+
+    async def _swap(self, record: TaskRecord, updated: TaskRecord) -> TaskRecord | None:
+        """Write `updated` over `record` if nobody changed it since; None (logged) when
+        another instance took the task over."""
+        written = replace(updated, fence=record.fence + 1)
+        if await self.hub.store.swap_task(written, expected_fence=record.fence):
+            return written
+        log.warning(
+            "task %s was taken over by another instance; its result here is dropped", record.id
+        )
+        return None
 
     async def cancel(self, task_id: str) -> bool:
         """Cancel one task by id; False if it is not live."""

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.tools import Tool, ToolContext
 from voicehub.core.events import Event
-from voicehub.delivery.policy import StrategyLike
+from voicehub.delivery.policy import StrategyLike, parse_strategy
 from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import TaskHandle, TaskResult
@@ -143,9 +144,10 @@ class Supervisor(Orchestration):
         if not self.in_background:
             results = await self.run_workers(hub, context.room_id, task, workers)
             return combine(results)
-        first = await self._start(hub, context.room_id, task, workers)
+        group = self._group(task, workers)
+        first = await self._start(hub, context.room_id, task, workers, group)
         hub.jobs.start(
-            self._finish_in_background(hub, context.room_id, task, workers, first),
+            self._finish_in_background(hub, context.room_id, task, workers, first, group),
             room_id=context.room_id,
         )
         return json.dumps(
@@ -157,12 +159,36 @@ class Supervisor(Orchestration):
             }
         )
 
+    def _group(self, task: str, workers: list[Agent]) -> dict[str, Any]:
+        """What each task of one background dispatch records, so that the instance taking
+        the tasks over after this one is lost can finish and report the dispatch
+        (`voicehub.orchestration.recovery`)."""
+        return {
+            "dispatch": {
+                "id": f"dispatch-{uuid.uuid4().hex[:12]}",
+                "task": task,
+                "workers": [w.id for w in workers],
+                "strategy": self.strategy or "parallel",
+                "timeout": self.task_timeout,
+                "delivery": (
+                    parse_strategy(self.delivery_strategy).to_json()
+                    if self.delivery_strategy is not None
+                    else None
+                ),
+            }
+        }
+
     async def _start(
-        self, hub: OrchestrationRuntime, room_id: str, task: str, workers: list[Agent]
+        self,
+        hub: OrchestrationRuntime,
+        room_id: str,
+        task: str,
+        workers: list[Agent],
+        group: dict[str, Any],
     ) -> list[TaskHandle]:
         """Start what can start now: all workers in parallel, or the first of a sequence."""
         starting = workers if self.strategy != "sequential" else workers[:1]
-        return [await self._delegate(hub, room_id, worker, task) for worker in starting]
+        return [await self._delegate(hub, room_id, worker, task, group) for worker in starting]
 
     async def _finish_in_background(
         self,
@@ -171,10 +197,13 @@ class Supervisor(Orchestration):
         task: str,
         workers: list[Agent],
         started: list[TaskHandle],
+        group: dict[str, Any],
     ) -> None:
         results: list[TaskResult] = [await handle.result() for handle in started]
-        if self.strategy == "sequential":
-            results += await self._sequence(hub, room_id, task, workers[1:], results)
+        if self.strategy == "sequential" and not any(r.taken_over for r in results):
+            results += await self._sequence(hub, room_id, task, workers[1:], results, group)
+        if any(r.taken_over for r in results):
+            return  # another instance took this dispatch over and reports it
         await hub.deliver(
             room_id,
             combine(results),
@@ -190,10 +219,20 @@ class Supervisor(Orchestration):
     # -- running workers -----------------------------------------------------------------
 
     async def _delegate(
-        self, hub: OrchestrationRuntime, room_id: str, worker: Agent, task: str
+        self,
+        hub: OrchestrationRuntime,
+        room_id: str,
+        worker: Agent,
+        task: str,
+        group: dict[str, Any] | None = None,
     ) -> TaskHandle:
         return await hub.delegate(
-            worker, task, room_id, share_channels=self.share_channels, timeout=self.task_timeout
+            worker,
+            task,
+            room_id,
+            share_channels=self.share_channels,
+            timeout=self.task_timeout,
+            metadata=group,
         )
 
     async def run_workers(
@@ -218,6 +257,7 @@ class Supervisor(Orchestration):
         task: str,
         workers: Sequence[Agent],
         before: list[TaskResult],
+        group: dict[str, Any] | None = None,
     ) -> list[TaskResult]:
         results: list[TaskResult] = []
         for worker in workers:
@@ -227,8 +267,10 @@ class Supervisor(Orchestration):
                 step_task = (
                     f"{task}\n\nPrevious result from {previous[0].agent_id}:\n{previous[0].output}"
                 )
-            handle = await self._delegate(hub, room_id, worker, step_task)
+            handle = await self._delegate(hub, room_id, worker, step_task, group)
             results.append(await handle.result())
+            if results[-1].taken_over:
+                break
         return results
 
     # -- framework-driven mode -----------------------------------------------------------

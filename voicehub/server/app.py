@@ -49,6 +49,7 @@ from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.drain import Drain, DrainGate
+from voicehub.server.instances import start_heartbeat
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
 from voicehub.server.probes import probe_routes
@@ -92,13 +93,19 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         store = await open_store(settings)
         metrics = app.state.metrics = ServerMetrics(SystemClock())
-        hub = Hub(store=metrics.timed(store), orchestration=None)
+        hub = Hub(
+            store=metrics.timed(store),
+            orchestration=None,
+            instance_id=settings.instance_id,
+            delivery_lease=settings.delivery_lease,
+        )
         await hub.start()
         announcements = follow_store(hub, store)  # results finished on other instances
         if settings.prewarm:
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         metrics.watch(board)
+        heartbeat = start_heartbeat(hub, loaded, board, settings)  # takes over lost instances' work
         clock = phone_clock if phone_clock is not None else SystemClock()
         number_key = await load_number_key(settings, store)  # the store itself, not timed
         app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), number_key)
@@ -121,6 +128,7 @@ def create_app(
         try:
             yield
         finally:
+            await heartbeat.stop()
             if announcements is not None:
                 announcements.cancel()
             await loop_health.aclose()

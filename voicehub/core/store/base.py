@@ -46,7 +46,12 @@ class TaskStatus(StrEnum):
 
 
 class TaskRecord(BaseModel):
-    """Delegated work: who did what in which child room, and how it ended."""
+    """Delegated work: who did what in which child room, and how it ended.
+
+    `owner` is the instance running it (its heartbeat says whether it still lives); `fence`
+    counts the record's writes through `swap_task`, so when an owner is lost exactly one
+    surviving instance takes the task over, and the lost owner cannot overwrite it later.
+    """
 
     id: str
     parent_room_id: str
@@ -59,6 +64,19 @@ class TaskRecord(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
+    owner: str = ""
+    fence: int = 0
+
+
+class InstanceRecord(BaseModel):
+    """A live voicehub instance's heartbeat: it counts as lost once `expires_at` (epoch
+    seconds) has passed without a newer beat."""
+
+    id: str
+    started_at: float
+    seen_at: float
+    expires_at: float
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class DeliveryStatus(StrEnum):
@@ -124,6 +142,22 @@ class Store(Protocol):
         self, *, parent_room_id: str | None = None, statuses: Sequence[TaskStatus] | None = None
     ) -> list[TaskRecord]: ...
     async def count_tasks(self, parent_room_id: str) -> int: ...
+    async def swap_task(self, task: TaskRecord, *, expected_fence: int) -> bool:
+        """Replace the stored task only if its `fence` is `expected_fence`, atomically;
+        False (nothing written) when it changed meanwhile or is missing."""
+        ...
+
+    async def beat_instance(self, instance: InstanceRecord) -> None:
+        """Store an instance's heartbeat (replacing its previous one)."""
+        ...
+
+    async def list_instances(self) -> list[InstanceRecord]:
+        """Every instance with a stored heartbeat, live or expired, by id."""
+        ...
+
+    async def remove_instance(self, instance_id: str) -> None:
+        """Forget an instance (it stopped cleanly, or its tasks were taken over)."""
+        ...
 
     async def put_delivery(self, delivery: DeliveryRecord) -> bool: ...
     async def update_delivery(self, delivery: DeliveryRecord) -> None: ...

@@ -11,6 +11,7 @@ from voicehub.core.events import Event
 from voicehub.core.store.base import (
     DeliveryRecord,
     DeliveryStatus,
+    InstanceRecord,
     RoomRecord,
     RoomStatus,
     TaskRecord,
@@ -50,6 +51,7 @@ class MemoryStore:
         self._events: dict[str, list[Event]] = {}
         self._tasks: dict[str, TaskRecord] = {}
         self._deliveries: dict[str, DeliveryRecord] = {}
+        self._instances: dict[str, InstanceRecord] = {}
 
     async def create_room(self, room: RoomRecord) -> None:
         self._rooms[room.id] = _copy(room)
@@ -106,6 +108,22 @@ class MemoryStore:
 
     async def count_tasks(self, parent_room_id: str) -> int:
         return sum(1 for task in self._tasks.values() if task.parent_room_id == parent_room_id)
+
+    async def swap_task(self, task: TaskRecord, *, expected_fence: int) -> bool:
+        stored = self._tasks.get(task.id)
+        if stored is None or stored.fence != expected_fence:
+            return False
+        self._tasks[task.id] = _copy(task)
+        return True
+
+    async def beat_instance(self, instance: InstanceRecord) -> None:
+        self._instances[instance.id] = _copy(instance)
+
+    async def list_instances(self) -> list[InstanceRecord]:
+        return [_copy(self._instances[key]) for key in sorted(self._instances)]
+
+    async def remove_instance(self, instance_id: str) -> None:
+        self._instances.pop(instance_id, None)
 
     async def put_delivery(self, delivery: DeliveryRecord) -> bool:
         if delivery.id in self._deliveries:

@@ -3,12 +3,13 @@
     store = RedisStore("redis://localhost:6379/0")
     await store.check_durability()   # warnings when Redis would lose acknowledged writes
 
-Every write is one Lua script (`redis_scripts`), so a record, its listing order and its indexes
-change together; a delivery's status and attempt count are fields of one record, written at
-once, and `swap_delivery` is a compare-and-set on its fence. Events of a room are a sorted set
-scored by the room's sequence number. A new delivery is announced on a pub/sub channel in the
-same script that stores it (`watch_deliveries`), so the instance holding the call hears of a
-result finished elsewhere at once; the announcement is a hint, the store stays the truth.
+Every write is one Lua script (`redis_scripts`; an instance's heartbeat is a single HSET), so
+a record, its listing order and its indexes change together; a delivery's status and attempt
+count are fields of one record, written at once, and `swap_delivery` (like `swap_task`) is a
+compare-and-set on its fence. Events of a room are a sorted set scored by the room's sequence
+number. A new delivery is announced on a pub/sub channel in the same script that stores it
+(`watch_deliveries`), so the instance holding the call hears of a result finished elsewhere at
+once; the announcement is a hint, the store stays the truth.
 
 `redis` is imported here lazily (and only here in `core`): it is the store's own driver, as
 `sqlite3` is the SQLite store's.
@@ -27,6 +28,7 @@ from voicehub.core.events import Event
 from voicehub.core.store.base import (
     DeliveryRecord,
     DeliveryStatus,
+    InstanceRecord,
     RoomRecord,
     RoomStatus,
     TaskRecord,
@@ -107,7 +109,7 @@ class RedisStore:
             self._key(kind, "all"),
             self._key(kind, "ix"),
             self._key("order"),
-            self._key("delivery", "fence"),
+            self._key(kind, "fence"),
         ]
         index_keys = [self._key(kind, f, v) for f, v in indexes.items() if v is not None]
         args = [
@@ -259,8 +261,24 @@ class RedisStore:
     # -- tasks ---------------------------------------------------------------------------
 
     async def save_task(self, task: TaskRecord) -> None:
+        await self._write_task(task, "upsert")
+
+    async def swap_task(self, task: TaskRecord, *, expected_fence: int) -> bool:
+        return await self._write_task(task, "swap", expected_fence)
+
+    async def _write_task(
+        self, task: TaskRecord, mode: str, expected_fence: int | None = None
+    ) -> bool:
         indexes = {"parent": task.parent_room_id, "status": task.status.value}
-        await self._write("task", task.id, task.model_dump_json(), indexes)
+        return await self._write(
+            "task",
+            task.id,
+            task.model_dump_json(),
+            indexes,
+            mode=mode,
+            fence=task.fence,
+            expected_fence=expected_fence,
+        )
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         return await self._record("task", TaskRecord, task_id)
@@ -274,6 +292,20 @@ class RedisStore:
     async def count_tasks(self, parent_room_id: str) -> int:
         redis, key = self.redis, self._key("task", "parent", parent_room_id)
         return int(await self._call(redis.zcard(key)))
+
+    # -- instances -----------------------------------------------------------------------
+    # A heartbeat is one HSET (atomic on its own): it touches no index.
+
+    async def beat_instance(self, instance: InstanceRecord) -> None:
+        redis = self.redis
+        await self._call(redis.hset(self._key("instance"), instance.id, instance.model_dump_json()))
+
+    async def list_instances(self) -> list[InstanceRecord]:
+        rows: dict[str, str] = await self._call(self.redis.hgetall(self._key("instance")))
+        return [InstanceRecord.model_validate_json(rows[key]) for key in sorted(rows)]
+
+    async def remove_instance(self, instance_id: str) -> None:
+        await self._call(self.redis.hdel(self._key("instance"), instance_id))
 
     # -- deliveries ----------------------------------------------------------------------
 

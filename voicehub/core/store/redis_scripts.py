@@ -8,7 +8,9 @@ Layout under a key prefix `p` (one kind per record type: room, task, delivery):
                                and equal scores sort by member, which gives (created_at, id))
     p:<kind>:ix         hash   id -> JSON list of the index keys the record is in now
     p:<kind>:<field>:<value>   zset of ids, same scores (parent, room and status indexes)
-    p:delivery:fence    hash   id -> the record's fence, read by SWAP without decoding JSON
+    p:<kind>:fence      hash   id -> the record's fence (deliveries, tasks), read by SWAP
+                               without decoding JSON
+    p:instance          hash   instance id -> heartbeat JSON (written by plain HSET)
     p:events:<room>     zset   event JSON scored by its seq
     p:order             counter for first-insertion order
 
@@ -18,7 +20,7 @@ a replicated one; Redis Cluster would need every key of a script in one hash slo
 
 from __future__ import annotations
 
-# KEYS: records hash, order zset, index hash, order counter, delivery fence hash
+# KEYS: records hash, order zset, index hash, order counter, the kind's fence hash
 # ARGV: id, json, score ('' = keep first insertion order), mode, fence, expected fence,
 #       channel to publish the id on ('' = none), message, index keys...
 # mode: 'upsert' writes; 'insert' writes only a new id; 'swap' writes only when the stored

@@ -35,6 +35,7 @@ from voicehub.core.events import Event
 from voicehub.core.store.base import (
     DeliveryRecord,
     DeliveryStatus,
+    InstanceRecord,
     RoomRecord,
     RoomStatus,
     TaskRecord,
@@ -42,8 +43,9 @@ from voicehub.core.store.base import (
 )
 from voicehub.errors import StoreError
 
-SCHEMA_VERSION = 1
-"""The schema this module writes, kept in the file's `user_version` pragma."""
+SCHEMA_VERSION = 2
+"""The schema this module writes, kept in the file's `user_version` pragma (2 added the
+instances table; a version 1 file gets it when opened)."""
 
 BUSY_TIMEOUT_SECONDS = 5.0
 """How long a statement waits for another connection's write lock before failing."""
@@ -90,6 +92,12 @@ CREATE TABLE deliveries (
 );
 CREATE INDEX deliveries_room_id ON deliveries (room_id);
 CREATE INDEX deliveries_status ON deliveries (status);
+"""
+_INSTANCES = """
+CREATE TABLE IF NOT EXISTS instances (
+    id TEXT PRIMARY KEY,
+    data TEXT NOT NULL
+);
 """
 
 # Upserts use ON CONFLICT DO UPDATE rather than INSERT OR REPLACE: the row keeps its rowid, so
@@ -161,8 +169,8 @@ class SQLiteStore:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA wal_autocheckpoint = 0")
-            if version == 0:
-                self._create_schema(connection)
+            if version < SCHEMA_VERSION:
+                self._create_schema(connection, version)
         except sqlite3.Error as exc:
             raise self._failure(exc) from exc
 
@@ -186,13 +194,14 @@ class SQLiteStore:
         return version
 
     @staticmethod
-    def _create_schema(connection: sqlite3.Connection) -> None:
+    def _create_schema(connection: sqlite3.Connection, version: int) -> None:
+        """Create the schema (version 0) or bring an older one up to date."""
         # One transaction, so a crash mid-way leaves an empty file, not half a schema.
         connection.execute("BEGIN IMMEDIATE")
         try:
-            # Another process may have created the schema while we waited for the lock.
-            if connection.execute("PRAGMA user_version").fetchone()[0] == 0:
-                for statement in _SCHEMA.split(";"):
+            # Another process may have upgraded the schema while we waited for the lock.
+            if connection.execute("PRAGMA user_version").fetchone()[0] == version:
+                for statement in ((_SCHEMA if version == 0 else "") + _INSTANCES).split(";"):
                     if statement.strip():
                         connection.execute(statement)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -381,6 +390,42 @@ class SQLiteStore:
             "SELECT count(*) FROM tasks WHERE parent_room_id = ?", (parent_room_id,)
         )
         return int(row[0])
+
+    async def swap_task(self, task: TaskRecord, *, expected_fence: int) -> bool:
+        """Replace the stored task if its fence is `expected_fence`; True if written."""
+        cursor = self._write(
+            "UPDATE tasks SET parent_room_id = ?, status = ?, data = ? "
+            "WHERE id = ? AND coalesce(json_extract(data, '$.fence'), 0) = ?",
+            (
+                task.parent_room_id,
+                task.status.value,
+                task.model_dump_json(),
+                task.id,
+                expected_fence,
+            ),
+            durable=True,
+        )
+        return cursor.rowcount == 1
+
+    # Instances
+
+    async def beat_instance(self, instance: InstanceRecord) -> None:
+        """Store an instance's heartbeat (committed now: other processes read it)."""
+        self._write(
+            "INSERT INTO instances (id, data) VALUES (?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+            (instance.id, instance.model_dump_json()),
+            durable=True,
+        )
+
+    async def list_instances(self) -> list[InstanceRecord]:
+        """Every stored heartbeat, by instance id."""
+        rows = self._fetch_all("SELECT data FROM instances ORDER BY id")
+        return [InstanceRecord.model_validate_json(data) for (data,) in rows]
+
+    async def remove_instance(self, instance_id: str) -> None:
+        """Forget an instance's heartbeat."""
+        self._write("DELETE FROM instances WHERE id = ?", (instance_id,), durable=True)
 
     # Deliveries
 

@@ -1,0 +1,75 @@
+"""A store that is briefly unreachable (a Redis restart) while a room has a result: nothing
+is lost and nothing is spoken twice. The claim that fails is tried again soon even in a quiet
+call (no activity change to wake the driver), and the outcome of a finished speech is
+written once the store is back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.fakes.scripted_session import FakeSession
+from voicehub.core.clock import VirtualClock
+from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
+from voicehub.core.store.memory import MemoryStore
+from voicehub.delivery.policy import Immediate
+from voicehub.errors import StoreError
+from voicehub.hub import Hub
+
+
+class OutageStore(MemoryStore):
+    """Raises StoreError on the next `failures` delivery swaps whose status is `when`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+        self.when = DeliveryStatus.DELIVERING
+        self.refused = 0
+
+    async def swap_delivery(self, delivery: DeliveryRecord, *, expected_fence: int) -> bool:
+        if self.failures and delivery.status is self.when:
+            self.failures -= 1
+            self.refused += 1
+            raise StoreError("Redis store redis://x failed: ConnectionError: refused")
+        return await super().swap_delivery(delivery, expected_fence=expected_fence)
+
+
+@pytest.fixture
+async def setup() -> AsyncIterator[tuple[Hub, OutageStore, VirtualClock, FakeSession]]:
+    clock, store = VirtualClock(), OutageStore()
+    hub = Hub(store=store, clock=clock, delivery_strategy=Immediate(), wall=clock.now)
+    await hub.start()
+    session = FakeSession(clock, speech_seconds=2.0)
+    await hub.delivery.attach("call", session, session.activity)
+    yield hub, store, clock, session
+    await hub.aclose()
+
+
+async def test_a_claim_refused_by_the_store_is_tried_again_in_a_quiet_call(
+    setup: tuple[Hub, OutageStore, VirtualClock, FakeSession],
+) -> None:
+    hub, store, clock, session = setup
+    store.failures = 2  # the store is away for the first two claims
+    delivery_id = await hub.deliver("call", "the answer")
+    await clock.advance(0)
+    assert store.refused == 1 and session.texts == []
+    for _ in range(10):
+        await clock.advance(1.0)
+    assert store.refused == 2 and session.injections_per_id() == {delivery_id: 1}
+    record = await store.get_delivery(delivery_id)
+    assert record is not None and record.status is DeliveryStatus.DELIVERED
+
+
+async def test_a_spoken_result_is_recorded_delivered_once_the_store_is_back(
+    setup: tuple[Hub, OutageStore, VirtualClock, FakeSession],
+) -> None:
+    hub, store, clock, session = setup
+    store.when, store.failures = DeliveryStatus.DELIVERED, 3  # away when the speech ends
+    delivery_id = await hub.deliver("call", "the answer")
+    for _ in range(20):
+        await clock.advance(0.5)
+    assert store.refused == 3
+    record = await store.get_delivery(delivery_id)
+    assert record is not None and (record.status, record.attempts) == (DeliveryStatus.DELIVERED, 1)
+    assert session.injections_per_id() == {delivery_id: 1}  # not spoken again

@@ -1,0 +1,266 @@
+"""Two `voicehub serve` processes on one Redis, called over real sockets with synthesized
+speech (the WebSocket client of `voicehub call`): a result is heard once, whichever
+instance the caller reaches, when an instance is killed mid-speech or mid-task, when both
+race for it, and across a Redis restart (AOF on).
+
+Each test starts its own pair of instances (their ids unique) on a Redis of this module,
+emptied first. Waits are on what can be observed (call events, API records), bounded by
+generous deadlines that only a broken run reaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
+from tests.fakes.redis_server import RedisServer
+from tests.server.instance_processes import ServeProcess, eventually, write_channels
+from tests.server.test_e2e import (
+    HEAT_PUMP_WORDS,
+    RESEARCH,
+    heard_keywords,
+    recognized,
+    result_segments,
+)
+from voicehub.client.call import CallClient, CallOptions, caller_audio
+from voicehub.client.report import CallReport
+from voicehub.orchestration.recovery import LOST_REASON
+from voicehub.voice.events import DeliveryAttempt, DeliveryOutcome, TaskFinished, TaskStarted
+
+MODEL_ANSWER = "Heat pumps cut heating bills, the model says."
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    """A Redis of this module's own (test (d) restarts it)."""
+    with tempfile.TemporaryDirectory(prefix="voicehub-redis-two-") as directory:
+        server = RedisServer(Path(directory))
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def speech() -> bytes:
+    return caller_audio(text=RESEARCH)
+
+
+@contextlib.asynccontextmanager
+async def two_instances(
+    redis_server: RedisServer, folder: Path, fake_openai_url: str | None = None
+) -> AsyncIterator[tuple[ServeProcess, ServeProcess]]:
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    channels = write_channels(folder / "channels", fake_openai_url)
+    suffix = uuid.uuid4().hex[:6]
+    a, b = (ServeProcess(f"{n}-{suffix}", redis_server.url, channels, folder) for n in "ab")
+    try:
+        await asyncio.gather(a.start(), b.start())
+        yield a, b
+    finally:
+        for instance in (a, b):
+            instance.stop()
+        for instance in (a, b):  # the logs tell why, when a test failed
+            print(f"--- {instance.name} ---\n{instance.log()[-4000:]}")
+
+
+def options(instance: ServeProcess, conversation: str, desk: str = "research") -> CallOptions:
+    return CallOptions(
+        desk=desk, server=instance.url, conversation=conversation, playout_speed=16.0, quiet=0.5
+    )
+
+
+async def deliveries(instance: ServeProcess, room: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (await instance.get("/api/deliveries", room=room))["deliveries"]
+    return found
+
+
+async def tasks(instance: ServeProcess, room: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (await instance.get("/api/tasks", room=room))["tasks"]
+    return found
+
+
+async def delegate_and_hang_up(instance: ServeProcess, conversation: str, speech: bytes) -> None:
+    """A call that asks for research and hangs up as soon as the work is done, before the
+    agent has even finished its answer: the result is held."""
+    async with CallClient(options(instance, conversation)) as call:
+        await call.wait_for_turn()
+        await call.say(speech, RESEARCH)
+        await call.wait_for(lambda: len(call.report.events_of(TaskFinished)) == 2, 90)
+        await call.hangup()
+    assert call.report.events_of(DeliveryAttempt) == []
+
+
+def delivered(report: CallReport) -> list[DeliveryOutcome]:
+    return [e for e in report.events_of(DeliveryOutcome) if e.outcome == "delivered"]
+
+
+async def check_heard_once(report: CallReport, delivery_id: str) -> None:
+    assert [e.delivery_id for e in delivered(report)] == [delivery_id]
+    segments = result_segments(report, delivery_id)
+    heard_keywords(await recognized(report, segments), HEAT_PUMP_WORDS, at_least=3)
+
+
+async def test_a_caller_who_hung_up_on_a_calls_back_through_b_and_hears_it_once(
+    redis_server: RedisServer, tmp_path: Path, speech: bytes
+) -> None:
+    conversation, room = "two-back", "research:two-back"
+    async with two_instances(redis_server, tmp_path) as (a, b):
+        await delegate_and_hang_up(a, conversation, speech)
+
+        async def held() -> list[dict[str, Any]]:
+            found = await deliveries(b, room)  # B reads what A stored
+            return found if found and found[0]["status"] == "held" else []
+
+        [waiting] = await eventually(held, what="the result held in Redis")
+        async with CallClient(options(b, conversation)) as back:
+            assert back.report.resumed
+            await back.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered", 90)
+            assert await back.settle(60)
+        await check_heard_once(back.report, waiting["id"])
+        [done] = await deliveries(a, room)
+        assert (done["status"], done["attempts"]) == ("delivered", 1)
+
+
+async def test_a_killed_while_speaking_the_caller_hears_the_result_once_through_b(
+    redis_server: RedisServer, tmp_path: Path, speech: bytes
+) -> None:
+    conversation, room = "two-kill", "research:two-kill"
+    async with two_instances(redis_server, tmp_path) as (a, b):
+        call = CallClient(options(a, conversation))
+        await call.connect()
+        await call.wait_for_turn()
+        await call.say(speech, RESEARCH)
+        attempt = await call.wait_for_event(DeliveryAttempt, timeout=90)
+        started = next(r.at for r in call.report.events if r.event is attempt)
+        # A is speaking the result: its audio is arriving
+        await call.wait_for(
+            lambda: any(s.first_audio_at >= started for s in call.report.segments), 30
+        )
+        a.kill()
+        await call.wait_for(lambda: call.closed, 30)
+        await call.close()
+        assert delivered(call.report) == []
+        [cut] = await deliveries(b, room)
+        assert (cut["status"], cut["lease_owner"]) == ("delivering", a.name)
+
+        async with CallClient(options(b, conversation)) as back:
+            await back.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered", 90)
+            assert await back.settle(60)
+        await check_heard_once(back.report, cut["id"])
+        [done] = await deliveries(b, room)
+        # A's cut attempt counts; B spoke it after A's lease ran out
+        assert (done["status"], done["attempts"]) == ("delivered", 2)
+
+
+async def test_both_instances_racing_for_one_held_result_speak_it_once(
+    redis_server: RedisServer, tmp_path: Path, speech: bytes
+) -> None:
+    conversation, room = "two-race", "research:two-race"
+    async with two_instances(redis_server, tmp_path) as (a, b):
+        await delegate_and_hang_up(a, conversation, speech)
+
+        async def held() -> list[dict[str, Any]]:
+            found = await deliveries(a, room)
+            return found if found and found[0]["status"] == "held" else []
+
+        [waiting] = await eventually(held, what="the result held")
+        # Forced: the same conversation is live on both instances at once.
+        on_a, on_b = CallClient(options(a, conversation)), CallClient(options(b, conversation))
+        await asyncio.gather(on_a.connect(), on_b.connect())
+        try:
+            await on_a.wait_for(lambda: bool(delivered(on_a.report) + delivered(on_b.report)), 90)
+            await asyncio.gather(on_a.settle(60), on_b.settle(60))
+        finally:
+            await asyncio.gather(on_a.hangup(), on_b.hangup())
+        [winner] = [c.report for c in (on_a, on_b) if delivered(c.report)]
+        [loser] = [c.report for c in (on_a, on_b) if not delivered(c.report)]
+        await check_heard_once(winner, waiting["id"])
+        assert loser.events_of(DeliveryOutcome) == [] and loser.segments == []
+        [done] = await deliveries(b, room)
+        assert (done["status"], done["attempts"]) == ("delivered", 1)
+
+
+async def test_a_redis_restart_mid_call_loses_nothing(
+    redis_server: RedisServer, tmp_path: Path, speech: bytes
+) -> None:
+    conversation, room = "two-redis", "research:two-redis"
+    async with two_instances(redis_server, tmp_path) as (a, b):
+        async with CallClient(options(a, conversation)) as call:
+            await call.wait_for_turn()
+            await call.say(speech, RESEARCH)
+            [stored] = await eventually(lambda: deliveries(b, room), what="the result stored")
+            before = (await a.get(f"/api/rooms/{room}/events", limit="1000"))["events"]
+            await asyncio.to_thread(redis_server.restart)  # AOF replayed at start
+            await call.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered", 90)
+            assert await call.settle(60)
+        await check_heard_once(call.report, stored["id"])
+        after = (await b.get(f"/api/rooms/{room}/events", limit="1000"))["events"]
+        assert [e["id"] for e in before] == [e["id"] for e in after][: len(before)]
+        [done] = await deliveries(b, room)
+        assert (done["status"], done["attempts"]) == ("delivered", 1)
+        assert [t["status"] for t in await tasks(b, room)] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize(
+    ("desk", "policy"), [("research-slow", "retry"), ("research-strict", "fail")]
+)
+async def test_an_instance_killed_while_its_workers_run_is_taken_over_and_the_caller_told(
+    redis_server: RedisServer, tmp_path: Path, speech: bytes, desk: str, policy: str
+) -> None:
+    def script(request: RecordedRequest) -> Step:
+        # The first question (on A) never gets an answer: A is killed while it waits.
+        return Stall() if len(model.requests) == 1 else Reply(text=(MODEL_ANSWER,))
+
+    conversation = f"two-lost-{policy}"
+    room = f"{desk}:{conversation}"
+    model = FakeOpenAIServer(script, api_key="sk-test-fake")
+    async with model, two_instances(redis_server, tmp_path, model.base_url) as (a, b):
+        call = CallClient(options(a, conversation, desk))
+        await call.connect()
+        await call.wait_for_turn()
+        await call.say(speech, RESEARCH)
+        await call.wait_for(lambda: len(call.report.events_of(TaskStarted)) == 2, 90)
+        await call.wait_for(lambda: len(call.report.events_of(TaskFinished)) == 1, 90)
+        await eventually(lambda: _true(bool(model.requests)), what="analyst-b asking")
+        a.kill()
+        await call.wait_for(lambda: call.closed, 30)
+        await call.close()
+
+        async with CallClient(options(b, conversation, desk)) as back:
+            told = await back.wait_for_event(
+                DeliveryOutcome, lambda e: e.outcome == "delivered", 120
+            )
+            assert await back.settle(60)
+        found = await tasks(b, room)
+    assert [e.delivery_id for e in delivered(back.report)] == [told.delivery_id]
+    lost = next(t for t in found if t["agent_id"] == "analyst-b")
+    assert (lost["status"], lost["owner"], lost["reason"]) == ("failed", b.name, LOST_REASON)
+    if policy == "retry":
+        assert told.text.startswith("I had to restart the work on heat pumps")
+        assert told.text.endswith(MODEL_ANSWER)
+        rerun = found[-1]
+        assert (rerun["agent_id"], rerun["status"], rerun["owner"]) == ("analyst-b", "ok", b.name)
+        assert len(model.requests) == 2
+    else:
+        assert told.text.startswith("I'm sorry: the work on heat pumps was lost")
+        assert f"analyst-b failed: {LOST_REASON}" in told.text
+        assert len(found) == 2 and len(model.requests) == 1
+    assert "heat" in told.text and "pump" in told.text  # analyst-a's answer is kept
+    assert result_segments(back.report, str(told.delivery_id)), "the caller heard nothing"
+
+
+async def _true(value: bool) -> bool:
+    return value

@@ -1,0 +1,81 @@
+"""The server's part in instance loss: its heartbeat, and how a lost instance's work is
+picked up here with the right desk (`voicehub.orchestration.instances` and `.recovery`).
+
+A conversation's room is `<desk>:<conversation>`; the desk's `[supervisor] on_instance_loss`
+says whether its lost workers run again here ("retry", the default) or are reported failed.
+A room re-run here is loaded with the desk's call orchestration (its agents) and unloaded
+again afterwards unless a call holds it here; the report is delivered like any result, so a
+caller on a call here hears it, a caller on another instance hears it there, and one who
+hung up hears it when they call back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from voicehub.errors import VoicehubError
+from voicehub.orchestration.instances import InstanceHeartbeat
+from voicehub.orchestration.recovery import (
+    DEFAULT_ON_INSTANCE_LOSS,
+    OnInstanceLoss,
+    TaskRecovery,
+)
+
+if TYPE_CHECKING:
+    from voicehub.desks.desk import Desk
+    from voicehub.hub import Hub
+    from voicehub.server.calls import Switchboard
+    from voicehub.server.settings import ServerSettings
+
+__all__ = ["DeskRooms", "start_heartbeat"]
+
+
+class DeskRooms:
+    """`LossHandling` over the server's desks and live calls."""
+
+    def __init__(self, hub: Hub, desks: Mapping[str, Desk], board: Switchboard) -> None:
+        self.hub = hub
+        self.desks = desks
+        self.board = board
+
+    def desk_of(self, room_id: str) -> Desk | None:
+        return self.desks.get(room_id.split(":", 1)[0])
+
+    def on_instance_loss(self, room_id: str) -> OnInstanceLoss:
+        desk = self.desk_of(room_id)
+        if desk is None or desk.config.supervisor is None:
+            return DEFAULT_ON_INSTANCE_LOSS
+        return desk.config.supervisor.on_instance_loss
+
+    async def open_room(self, room_id: str) -> None:
+        if room_id in self.hub.rooms:
+            return
+        desk = self.desk_of(room_id)
+        if desk is None:
+            known = ", ".join(sorted(self.desks)) or "none"
+            raise VoicehubError(
+                f"cannot take over room {room_id!r}: its desk is not served here ({known})"
+            )
+        await self.hub.create_room(room_id, orchestration=desk.call_orchestration())
+
+    async def release_room(self, room_id: str) -> None:
+        if room_id not in self.board.calls:
+            await self.hub.release_room(room_id)
+
+
+def start_heartbeat(
+    hub: Hub, desks: Mapping[str, Desk], board: Switchboard, settings: ServerSettings
+) -> InstanceHeartbeat:
+    """Start this instance's heartbeat (and its sweeps for lost instances)."""
+    recovery = TaskRecovery(
+        hub, DeskRooms(hub, desks, board), instance_id=hub.instance_id, wall=hub.wall
+    )
+    heartbeat = InstanceHeartbeat(
+        hub,
+        recovery,
+        interval=settings.heartbeat_interval,
+        timeout=settings.instance_timeout,
+    )
+    heartbeat.start()
+    return heartbeat
