@@ -392,7 +392,14 @@ class SQLiteStore:
         return int(row[0])
 
     async def swap_task(self, task: TaskRecord, *, expected_fence: int) -> bool:
-        """Replace the stored task if its fence is `expected_fence`; True if written."""
+        """Replace the stored task if its fence is `expected_fence`; True if written.
+
+        Committed at the end of this loop turn, like `save_task` (a delegation finishing two
+        workers writes both with the outbox item in one commit). Until then this connection
+        holds SQLite's write lock, so another process's swap waits and then sees the new
+        fence; a crash before the commit leaves the task as it was, which recovery treats as
+        lost work.
+        """
         cursor = self._write(
             "UPDATE tasks SET parent_room_id = ?, status = ?, data = ? "
             "WHERE id = ? AND coalesce(json_extract(data, '$.fence'), 0) = ?",
@@ -403,7 +410,6 @@ class SQLiteStore:
                 task.id,
                 expected_fence,
             ),
-            durable=True,
         )
         return cursor.rowcount == 1
 
