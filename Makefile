@@ -53,7 +53,7 @@ redis:
 	fi
 
 test: lint browser redis
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 bench: install
 	$(BIN)/voicehub bench --json bench.json
