@@ -230,10 +230,13 @@ async def test_a_caller_who_barges_in_gets_clear_and_the_result_again_at_the_nex
         await phone.wait_quiet(1.0)
         await phone.say(research_speech)
         await until_delivery(server, room, "delivering")
-        frames = phone.media_frames()
+        # Counted in audio played, not frames received: the pre-rendered result reaches the
+        # phone in one burst, often before the REST poll sees `delivering`. The agent was
+        # idle (its marks echoed) when the result was claimed, so what plays now is the result.
+        played = len(phone.played.pcm16)
 
         async def result_playing() -> None:
-            while phone.media_frames() < frames + 50:  # noqa: ASYNC110 - a second of the result
+            while len(phone.played.pcm16) < played + 2 * 8000:  # noqa: ASYNC110 - a second
                 await asyncio.sleep(0.02)
 
         await asyncio.wait_for(result_playing(), 30)
