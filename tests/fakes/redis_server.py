@@ -7,6 +7,7 @@ with the command that installs it; they are never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -96,15 +97,22 @@ class RedisServer:
         self.start()
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    with tempfile.TemporaryDirectory(prefix="voicehub-redis-") as directory:
+@contextlib.contextmanager
+def running_redis(prefix: str = "voicehub-redis-") -> Iterator[RedisServer]:
+    """A redis-server of its own in a temp dir, stopped on exit."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as directory:
         server = RedisServer(Path(directory))
         server.start()
         try:
             yield server
         finally:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    with running_redis() as server:
+        yield server
 
 
 def unique_prefix() -> str:

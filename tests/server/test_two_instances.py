@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 import redis
 
 from tests.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
-from tests.fakes.redis_server import RedisServer
+from tests.fakes.redis_server import RedisServer, running_redis
 from tests.server.instance_processes import ServeProcess, eventually, write_channels
 from tests.server.test_e2e import (
     HEAT_PUMP_WORDS,
@@ -42,13 +41,8 @@ MODEL_ANSWER = "Heat pumps cut heating bills, the model says."
 @pytest.fixture(scope="module")
 def redis_server() -> Iterator[RedisServer]:
     """A Redis of this module's own (test (d) restarts it)."""
-    with tempfile.TemporaryDirectory(prefix="voicehub-redis-two-") as directory:
-        server = RedisServer(Path(directory))
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with running_redis("voicehub-redis-two-") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
