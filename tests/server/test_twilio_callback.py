@@ -218,3 +218,15 @@ async def test_call_back_webhooks_are_signed_and_an_unknown_attempt_hangs_up(lin
     status = await line.twilio.post(path + "/status", {**params, "CallStatus": "completed"})
     assert status.status_code == 204
     assert len(line.server.app.state.phone.tokens) == 0  # no stream token was minted
+
+
+async def test_a_draining_server_places_no_call_back_and_keeps_the_result_held(
+    line: Line,
+) -> None:
+    await line.call_and_hang_up()
+    delivery_id = await line.held_result("Solar pays back in nine years here.")
+    line.server.app.state.drain.begin()  # SIGTERM: the stream a call-back opens is refused
+    assert await line.next_attempt(0) == (ROOM, "draining")
+    assert line.rest.created == []
+    [record] = line.server.switchboard.hub.delivery.pending(ROOM)
+    assert (record.id, record.status) == (delivery_id, "held")

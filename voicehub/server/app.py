@@ -109,7 +109,9 @@ def create_app(
         clock = phone_clock if phone_clock is not None else SystemClock()
         number_key = await load_number_key(settings, store)  # the store itself, not timed
         app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), number_key)
-        app.state.callbacks = callbacks = CallBacks(line, dialer_from(settings), clock)
+        app.state.callbacks = callbacks = CallBacks(
+            line, dialer_from(settings), clock, draining=lambda: drain.draining
+        )
         line.remember = callbacks.remember
         app.state.webrtc = WebRTCDesk(board)
         app.state.loop_health = loop_health = LoopHealth()

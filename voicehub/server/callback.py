@@ -23,6 +23,7 @@ import asyncio
 import logging
 import secrets
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -115,11 +116,21 @@ class CallBacks:
     """Places call-backs for held results of desks with `[phone] callback = true`.
 
     `history` lists `(room_id, outcome)` per attempt: answered, machine, no-answer, busy,
-    failed, canceled, completed (ended before anyone answered), no_report, dial_failed.
+    failed, canceled, completed (ended before anyone answered), no_report, dial_failed, and
+    draining (not placed: the server was shutting down; the results stay held).
     """
 
-    def __init__(self, line: PhoneLine, dialer: Dialer | None, clock: Clock) -> None:
+    def __init__(
+        self,
+        line: PhoneLine,
+        dialer: Dialer | None,
+        clock: Clock,
+        draining: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.line, self.dialer, self.clock = line, dialer, clock
+        # A draining server refuses the stream a call-back would open: it does not dial, and
+        # the results stay held for the caller's next call.
+        self.draining = draining
         self.history: list[tuple[str, str]] = []
         self.changed = asyncio.Event()  # set after each attempt (tests wait on it)
         self._numbers: dict[str, _Numbers] = {}
@@ -207,6 +218,11 @@ class CallBacks:
                 if r.status is DeliveryStatus.HELD and self._tries[r.id] < phone.callback_attempts
             ]
             if not held:
+                return
+            if self.draining():
+                log.info("call-back for room %s not placed: the server is draining", room_id)
+                self.history.append((room_id, "draining"))
+                self.changed.set()
                 return
             for delivery_id in held:
                 self._tries[delivery_id] += 1
