@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import asyncio
-import base64
+import binascii
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.events import EventKind
@@ -199,7 +199,8 @@ class ModelEvents:
 
     async def _on_audio_delta(self, event: dict[str, Any]) -> None:
         response = self.responses.get(str(event["response_id"]))
-        model_audio = base64.b64decode(event["delta"], validate=True)
+        # base64 as str (JSON) or bytes (the fast path); binascii.Error is a ValueError
+        model_audio = binascii.a2b_base64(event["delta"], strict_mode=True)
         if response is None or not model_audio:
             return
         ms = len(model_audio) / 2 / MODEL_RATE * 1000
