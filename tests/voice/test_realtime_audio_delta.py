@@ -36,6 +36,12 @@ def test_a_compact_delta_is_read_without_the_json_decoder() -> None:
     assert base64.b64decode(event["delta"], validate=True) == AUDIO
 
 
+def test_spaces_after_the_colons_are_read_too() -> None:
+    event = parse_audio_delta(json.dumps(DELTA).encode())  # the default layout of json.dumps
+    assert event is not None and event["response_id"] == "resp_1"
+    assert base64.b64decode(event["delta"]) == AUDIO
+
+
 def test_key_order_does_not_matter() -> None:
     shuffled = dict(reversed(list(DELTA.items())))
     event = parse_audio_delta(compact(shuffled))
@@ -46,7 +52,8 @@ def test_key_order_does_not_matter() -> None:
 @pytest.mark.parametrize(
     "raw",
     [
-        json.dumps(DELTA).encode(),  # spaces after the colons: another layout
+        compact({**DELTA, "type": 7}),  # not a string
+        compact({**DELTA, "delta": 7}),
         compact({**DELTA, "type": "response.output_audio_transcript.delta"}),
         compact({**DELTA, "type": "response.audio.delta"}),  # the beta name is not ours
         compact({**DELTA, "delta": DELTA["delta"].replace("/", "\\/")}),  # an escape

@@ -150,11 +150,13 @@ class RealtimeVoiceSession:
         """Caller audio at the transport rate: its per-frame speech evidence into the
         activity (delivery reads it), then batched, resampled, appended to the model's
         buffer. Dropped while the model connection is down (nobody would hear it)."""
+        if self._closed:
+            return
         voiced = self._evidence.voiced_frames(pcm16) > 0
         if voiced:
             self.activity.caller_voiced()
         connection = self._link.connection
-        if self._closed or connection is None:
+        if connection is None:
             return
         batch = self._batcher.push(pcm16, voiced)
         if batch:

@@ -8,8 +8,8 @@ frame's bytes: `response_id`, `item_id`, and `delta`, whose base64 stays bytes (
 decodes it with `binascii.a2b_base64`, which takes the JSON path's `str` as well).
 
 Only a frame this parser is sure of takes the fast path: the exact GA type, each field once
-as a plain string (an escape anywhere in one, a repeated or missing key, or another layout
-such as spaces after colons, returns None). Everything else goes through `json.loads`, so
+as a plain string (whitespace after the colon allowed; an escape anywhere in one, or a
+repeated or missing key, returns None). Everything else goes through `json.loads`, so
 the event seen is the same either way; the tests compare both paths on the same frames.
 Unescaped quotes only occur as JSON structure, so `"type":"response.output_audio.delta"`
 found in the frame is this event's own type: no other server event nests an object of that
@@ -23,26 +23,21 @@ from typing import Any
 __all__ = ["AUDIO_DELTA", "parse_audio_delta"]
 
 AUDIO_DELTA = "response.output_audio.delta"
-_TYPE = b'"type":"response.output_audio.delta"'
-_FIELDS = (b'"response_id":"', b'"item_id":"', b'"delta":"')
+_TYPE = b'"response.output_audio.delta"'
+_FIELDS = (b'"response_id":', b'"item_id":', b'"delta":')
+_SPACE = b" \t\r\n"
 
 
 def parse_audio_delta(raw: bytes) -> dict[str, Any] | None:
     """The audio delta in `raw` as an event dict (`delta` the base64 as bytes), or None
     when `raw` is not a delta this fast path is sure of (parse it as JSON then)."""
-    if raw.find(_TYPE) < 0:
+    kind = _string_after(raw, b'"type":')
+    if kind is None or kind != _TYPE[1:-1]:
         return None
     values: list[bytes] = []
     for key in _FIELDS:
-        start = raw.find(key)
-        if start < 0 or raw.find(key, start + 1) >= 0:
-            return None
-        start += len(key)
-        end = raw.find(b'"', start)
-        if end < 0:
-            return None
-        value = raw[start:end]
-        if b"\\" in value:
+        value = _string_after(raw, key)
+        if value is None:
             return None
         values.append(value)
     response_id, item_id, delta = values
@@ -52,3 +47,20 @@ def parse_audio_delta(raw: bytes) -> dict[str, Any] | None:
         "item_id": item_id.decode(),
         "delta": delta,
     }
+
+
+def _string_after(raw: bytes, key: bytes) -> bytes | None:
+    """The plain string value of `key` (which occurs once), else None."""
+    at = raw.find(key)
+    if at < 0 or raw.find(key, at + 1) >= 0:
+        return None
+    start = at + len(key)
+    while start < len(raw) and raw[start] in _SPACE:
+        start += 1
+    if raw[start : start + 1] != b'"':
+        return None
+    end = raw.find(b'"', start + 1)
+    if end < 0:
+        return None
+    value = raw[start + 1 : end]
+    return None if b"\\" in value else value
