@@ -9,6 +9,7 @@ what covers that window. Time runs on a virtual clock: each caller frame is 20 m
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import numpy as np
@@ -88,3 +89,30 @@ async def test_once_the_caller_has_been_quiet_for_the_hold_the_result_plays(
     await caller_says(call, [bytes(FRAME)] * quiet)
     outcome = await session.inject(RESULT, allow_interrupt=False, metadata={})
     assert outcome is InjectOutcome.FINISHED and transport.audio
+
+
+async def test_a_playing_result_stops_at_the_callers_first_voiced_frame(
+    call: Harness, caller_frames: list[bytes]
+) -> None:
+    session, transport, _ = await call.start(ack="manual")
+    spoken = asyncio.create_task(session.inject(RESULT, allow_interrupt=False, metadata={}))
+    await transport.wait_for(lambda: len(transport.marks) >= 2)  # 200 ms of it sent
+    transport.ack(transport.marks[0])  # the caller has heard the first 100 ms
+    await session.push_audio(caller_frames[0])
+    assert transport.clears == 1  # within the frame, before the model's VAD could say a word
+    assert await spoken is InjectOutcome.INTERRUPTED  # offered again at the next gap
+    await call.server.wait_for(lambda: bool(call.server.of_type("conversation.item.truncate")))
+    assert [e["audio_end_ms"] for e in call.server.of_type("conversation.item.truncate")] == [100]
+
+
+async def test_an_ordinary_reply_waits_for_the_models_vad(
+    call: Harness, caller_frames: list[bytes]
+) -> None:
+    session, transport, _ = await call.start(ack="manual")
+    reply = asyncio.create_task(session.say("Hello, how can I help you today?"))
+    await transport.wait_for(lambda: bool(transport.marks))
+    await session.push_audio(caller_frames[0])  # a backchannel does not cut the agent
+    assert transport.clears == 0
+    transport.ack_mode = "immediate"  # the rest of it plays out
+    transport.ack()
+    assert await reply is InjectOutcome.FINISHED

@@ -158,6 +158,12 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             # pacing the frames costs this by itself, in both figures above
             "harness_us_per_frame": round(harness.us_per_frame, 1),
             "pipeline_calls_without_reply": pipeline.silent_calls,
+            # under 99: the loop fell behind the clock, and the per-frame figures with it
+            "frames_delivered_pct": {
+                "relay": round(relay.delivered_pct, 1),
+                "pipeline": round(pipeline.delivered_pct, 1),
+                "harness": round(harness.delivered_pct, 1),
+            },
             "us_per_frame_net": round(relay_net, 1),
             "pipeline_us_per_frame_net": round(pipeline_net, 1),
             "ratio_to_pipeline_net": round(relay_net / pipeline_net, 3),

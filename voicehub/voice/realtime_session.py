@@ -155,6 +155,8 @@ class RealtimeVoiceSession:
         voiced = self._evidence.voiced_frames(pcm16) > 0
         if voiced:
             self.activity.caller_voiced()
+            if self.events.requests:  # a delivery playing yields at this frame
+                await self.events.caller_voiced()
         connection = self._link.connection
         if connection is None:
             return

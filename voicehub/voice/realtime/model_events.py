@@ -8,7 +8,10 @@
 - a delivery's first audio frame is the last check before it is heard: if the caller's
   per-frame speech evidence saw a speech-like frame within `VOICE_HOLD`, nothing of it goes
   out, the response is cancelled, its item truncated to nothing, and the delivery comes
-  back DEFERRED (held for the next gap).
+  back DEFERRED (held for the next gap); once it plays, the caller's first speech-like
+  frame cuts it at once (`caller_voiced`), ahead of the model's VAD: it comes back
+  INTERRUPTED, offered again at the next gap. Other replies wait for the model's VAD (a
+  backchannel should not cut the agent).
 - tool calls keep the agent thinking until their outputs are in and the next response runs.
 - a dropped connection: what was running is cut (a delivery in flight comes back
   interrupted, so the delivery service offers it again), the agent counts as thinking
@@ -297,6 +300,20 @@ class ModelEvents:
         for speech in cut:
             self.activity.agent_speech_finished(speech.item_id, interrupted=True)
             self._settled(speech)
+
+    async def caller_voiced(self) -> None:
+        """A speech-like caller frame: a delivery still playing yields to it now."""
+        if any(self._playing_delivery(request) for request in self.requests.values()):
+            await self.cut()
+
+    @staticmethod
+    def _playing_delivery(request: SpeakRequest) -> bool:
+        response = request.response
+        return (
+            request.gated
+            and response is not None
+            and any(not speech.settled for speech in response.speeches)
+        )
 
     def _caller_voiced_before(self, response: ModelResponse) -> bool:
         request = self.requests.get(response.id)
