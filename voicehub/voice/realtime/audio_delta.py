@@ -1,11 +1,12 @@
 """A fast path for the hottest server event, `response.output_audio.delta`.
 
 A call receives one of these every few tens of milliseconds for as long as the model
-speaks, each a JSON object of simple fields around a long base64 string. Decoding the whole
-object (and the SDK's typed event models, which the relay never builds) costs more than the
-audio work itself, so the relay reads only the three fields it needs straight from the
-frame's bytes: `response_id`, `item_id`, and `delta`, whose base64 stays bytes (the handler
-decodes it with `binascii.a2b_base64`, which takes the JSON path's `str` as well).
+speaks, each a JSON object of simple fields around a long base64 string. The relay reads
+only the three fields it needs straight from the frame's bytes: `response_id`, `item_id`,
+and `delta`, whose base64 stays bytes (the handler decodes it with `binascii.a2b_base64`,
+which takes the JSON path's `str` as well), so the audio is never copied into a `str`.
+Measured against `json.loads` (min of 25 runs, loaded machine): even at 20 ms deltas
+(about 4.5 us either way), ahead at 100 ms (7-10 us against 12-18).
 
 Only a frame this parser is sure of takes the fast path: the exact GA type, each field once
 as a plain string (whitespace after the colon allowed; an escape anywhere in one, or a
@@ -23,24 +24,29 @@ from typing import Any
 __all__ = ["AUDIO_DELTA", "parse_audio_delta"]
 
 AUDIO_DELTA = "response.output_audio.delta"
-_TYPE = b'"response.output_audio.delta"'
-_FIELDS = (b'"response_id":', b'"item_id":', b'"delta":')
-_SPACE = b" \t\r\n"
+_TYPE = b"response.output_audio.delta"
+_DELTA_KEY = b'"delta":'
+_SPACE = (b" ", b"\t", b"\r", b"\n")
 
 
 def parse_audio_delta(raw: bytes) -> dict[str, Any] | None:
     """The audio delta in `raw` as an event dict (`delta` the base64 as bytes), or None
     when `raw` is not a delta this fast path is sure of (parse it as JSON then)."""
-    kind = _string_after(raw, b'"type":')
-    if kind is None or kind != _TYPE[1:-1]:
+    # the delta string is nearly all of the frame: cut it out first, then look for the
+    # other fields in the few bytes around it
+    key = raw.find(_DELTA_KEY)
+    span = _string_span(raw, key, len(_DELTA_KEY))
+    if span is None:
         return None
-    values: list[bytes] = []
-    for key in _FIELDS:
-        value = _string_after(raw, key)
-        if value is None:
-            return None
-        values.append(value)
-    response_id, item_id, delta = values
+    start, end = span
+    delta = raw[start:end]
+    rest = raw[:key] + raw[end + 1 :]
+    if b"\\" in delta or _DELTA_KEY in rest or _string_after(rest, b'"type":') != _TYPE:
+        return None
+    response_id = _string_after(rest, b'"response_id":')
+    item_id = _string_after(rest, b'"item_id":')
+    if response_id is None or item_id is None:
+        return None
     return {
         "type": AUDIO_DELTA,
         "response_id": response_id.decode(),
@@ -52,15 +58,23 @@ def parse_audio_delta(raw: bytes) -> dict[str, Any] | None:
 def _string_after(raw: bytes, key: bytes) -> bytes | None:
     """The plain string value of `key` (which occurs once), else None."""
     at = raw.find(key)
-    if at < 0 or raw.find(key, at + 1) >= 0:
+    if at >= 0 and raw.find(key, at + 1) >= 0:
         return None
-    start = at + len(key)
-    while start < len(raw) and raw[start] in _SPACE:
+    span = _string_span(raw, at, len(key))
+    if span is None:
+        return None
+    value = raw[span[0] : span[1]]
+    return None if b"\\" in value else value
+
+
+def _string_span(raw: bytes, at: int, key_length: int) -> tuple[int, int] | None:
+    """Where the string value of the key found at `at` (-1: not found) starts and ends."""
+    if at < 0:
+        return None
+    start = at + key_length
+    while raw[start : start + 1] in _SPACE:
         start += 1
     if raw[start : start + 1] != b'"':
         return None
     end = raw.find(b'"', start + 1)
-    if end < 0:
-        return None
-    value = raw[start + 1 : end]
-    return None if b"\\" in value else value
+    return None if end < 0 else (start + 1, end)
