@@ -36,13 +36,13 @@ from voicehub.voice.events import (
     Transcript,
     UserState,
 )
+from voicehub.voice.livekit_feed import DirectFeed
 from voicehub.voice.livekit_io import CallerAudioInput, TransportAudioOutput
 from voicehub.voice.llm_adapter import LiveKitAgent, running_in_tool
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.vad_gate import GatedVAD, VadProgress
 
 with vendor_import("livekit-agents"):
-    from livekit import rtc
     from livekit.agents import AgentSession, llm, stt, tts, vad
     from livekit.agents.voice import events
     from livekit.agents.voice.speech_handle import SpeechHandle
@@ -139,6 +139,7 @@ class LiveKitVoiceSession:
             user_away_timeout=None,
             session_close_transcript_timeout=close_timeout,
         )
+        self._feed = DirectFeed(self._session)  # frames to VAD and STT without wake-ups
         # Results: pre-rendered, gated at their first frame, yielding to the caller at once.
         self._delivery = DeliverySpeaker(
             self._session,
@@ -177,7 +178,7 @@ class LiveKitVoiceSession:
         session.input.audio, session.output.audio = self._input, self._output
         self._events.start()
         await session.start(self._desk_agent, record=False)
-        self._input.deliver_directly(self._push_frame)
+        self._input.deliver_directly(self._feed.push)
         self._started = True
         self.activity.session_attached()
         if self.greeting:
@@ -213,17 +214,6 @@ class LiveKitVoiceSession:
         if not self._closed:
             self._delivery.caller_audio(pcm16)  # first: a result yields at this frame
             self._input.push(pcm16)
-
-    def _push_frame(self, frame: rtc.AudioFrame) -> None:
-        # What livekit's audio forwarding task does with each frame, without a task wake-up
-        # per frame: livekit-agents (pinned) has no public push into the running activity.
-        activity = self._session._activity
-        if activity is None:
-            return
-        try:
-            activity.push_audio(frame)
-        except Exception:  # as livekit's task would: log it, the call goes on
-            log.exception("caller audio could not reach the session")
 
     def playout_confirmed(self, speech_id: str) -> None:
         """The transport played the segment marked `speech_id` (and all before it)."""
