@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,8 @@ class SileroBatcher:
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.streams: weakref.WeakSet[BatchedSileroStream] = weakref.WeakSet()  # live ones
+        # its own threads: a batch never queues behind the loop's other blocking calls
+        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="silero-batch")
         self.batches = 0  # counters, for the bench
         self.windows = 0
 
@@ -74,7 +77,7 @@ class SileroBatcher:
             inputs[row, :context] = stream.context
             inputs[row, context:] = stream.window()
             state[:, row] = stream.state
-        run = asyncio.get_running_loop().run_in_executor(None, self._infer, inputs, state)
+        run = asyncio.get_running_loop().run_in_executor(self._executor, self._infer, inputs, state)
         run.add_done_callback(lambda done: self._resolve(batch, inputs, done))
 
     def _infer(self, inputs: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

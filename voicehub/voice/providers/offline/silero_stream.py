@@ -44,6 +44,7 @@ log = logging.getLogger("livekit.plugins.silero")  # livekit's own warnings, as 
 _WINDOW = {16000: (512, 64), 8000: (256, 32)}  # samples per window, context samples
 _INT16_MAX = np.iinfo(np.int16).max
 _FLUSH = None  # in the window queue: the boundary of a flush
+_WARN_EVERY = 5.0  # s: at most one "slower than realtime" warning per stream in this time
 
 
 class _Window:
@@ -109,6 +110,7 @@ class BatchedSileroStream(vad.VADStream):
         self._resampler: rtc.AudioResampler | None = None
         self._inference_count, self._inference_total = 0, 0.0
         self._last_activity_time = time.perf_counter()
+        self._warned_at = -_WARN_EVERY
         self._input, self._model_input = _Pending(), _Pending()  # samples not in a window yet
         self._fract = 0.0  # of an input sample, when the rates' ratio is not whole
         self._reset()
@@ -286,7 +288,10 @@ class BatchedSileroStream(vad.VADStream):
             )
         elapsed = time.perf_counter() - window.queued_at
         self._extra_time = max(0.0, self._extra_time + elapsed - duration)
-        if elapsed > SLOW_INFERENCE_THRESHOLD:
+        if elapsed > SLOW_INFERENCE_THRESHOLD and window.queued_at > self._warned_at + _WARN_EVERY:
+            # livekit warns at every late window: on an overloaded loop, that is one more
+            # write to stderr per window of every call, when it can least afford it
+            self._warned_at = window.queued_at
             log.warning("VAD inference is slower than realtime", extra={"delay": self._extra_time})
         if self._speaking:
             self._speech_duration += duration
