@@ -24,6 +24,7 @@ from voicehub.voice.event_outbox import EventOutbox
 from voicehub.voice.livekit_feed import DirectFeed
 from voicehub.voice.livekit_io import CallerAudioInput, TransportAudioOutput
 from voicehub.voice.livekit_signals import LiveKitSignals
+from voicehub.voice.livekit_speedups import install as install_livekit_speedups
 from voicehub.voice.llm_adapter import LiveKitAgent, running_in_tool
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.vad_gate import GatedVAD, VadProgress
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["LiveKitVoiceSession"]
+
+install_livekit_speedups()  # same answers, less CPU per VAD window (see the module)
 
 log = logging.getLogger("voicehub.voice")
 
