@@ -128,5 +128,5 @@ class BatchedSileroVAD(silero.VAD):
     def stream(self) -> BatchedSileroStream:  # type: ignore[override]
         """A stream deciding as livekit's Silero stream, inferring through the batcher."""
         stream = BatchedSileroStream(self, self._opts, self.batcher)
-        self.batcher.streams.add(stream)
+        self.batcher.streams.add(stream)  # until its events end
         return stream

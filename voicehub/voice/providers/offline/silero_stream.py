@@ -166,13 +166,13 @@ class BatchedSileroStream(vad.VADStream):
         self.flush()
         self._ended = True
         if not self._queue:
-            self._event_ch.close()
+            self._end_events()
 
     async def aclose(self) -> None:
         """Close at once: queued windows are dropped, events end."""
         self._closed = True
         self._queue.clear()
-        self._event_ch.close()
+        self._end_events()
 
     async def __anext__(self) -> vad.VADEvent:
         try:
@@ -223,7 +223,7 @@ class BatchedSileroStream(vad.VADStream):
         self.in_flight = False
         self._error = error
         self._queue.clear()
-        self._event_ch.close()
+        self._end_events()
 
     # -- internals --------------------------------------------------------------------------
 
@@ -236,7 +236,11 @@ class BatchedSileroStream(vad.VADStream):
             self.in_flight = True
             self._batcher.ready(self)
         elif self._ended:
-            self._event_ch.close()
+            self._end_events()
+
+    def _end_events(self) -> None:
+        self._event_ch.close()
+        self._batcher.streams.discard(self)  # a lone call's windows need not wait a tick
 
     def _start(self, rate: int) -> None:
         self._input_rate = rate
