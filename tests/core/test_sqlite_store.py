@@ -229,7 +229,7 @@ def _status_on_disk(path: Path, delivery_id: str) -> str:
     return status
 
 
-async def test_a_claim_commits_at_the_end_of_the_turn_and_an_outcome_at_once(
+async def test_a_claim_commits_after_the_tasks_its_turn_woke_and_an_outcome_at_once(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "hub.db"
@@ -242,7 +242,9 @@ async def test_a_claim_commits_at_the_end_of_the_turn_and_an_outcome_at_once(
         assert await store.swap_delivery(claimed, expected_fence=0)
         # Not yet on disk: a crash now leaves the item pending, and no audio has played.
         assert _status_on_disk(path, "d1") == "pending"
-        await asyncio.sleep(0)  # the end of this loop turn
+        await asyncio.sleep(0)  # the next turn runs what this one woke, then commits
+        assert _status_on_disk(path, "d1") == "pending"
+        await asyncio.sleep(0)
         assert _status_on_disk(path, "d1") == "delivering"
         done = claimed.model_copy(update={"status": DeliveryStatus.DELIVERED, "fence": 2})
         assert await store.swap_delivery(done, expected_fence=1)

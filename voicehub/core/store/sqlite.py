@@ -235,14 +235,21 @@ class SQLiteStore:
             self._commit()
         elif not self._commit_scheduled:
             try:
-                asyncio.get_running_loop().call_soon(self._commit)
-                self._commit_scheduled = True
+                loop = asyncio.get_running_loop()
             except RuntimeError:  # no loop: plain synchronous use
                 self._commit()
+            else:
+                # A zero-delay timer runs after the callbacks this turn made ready: the tasks
+                # it woke (a delegation's workers) write into the same commit.
+                loop.call_later(0, self._scheduled_commit)
+                self._commit_scheduled = True
         return cursor
 
-    def _commit(self) -> None:
+    def _scheduled_commit(self) -> None:
         self._commit_scheduled = False
+        self._commit()
+
+    def _commit(self) -> None:
         connection = self._connection
         if connection is None or not connection.in_transaction:
             return
