@@ -122,7 +122,7 @@ class DeliveryService:
         if record.status.final or (not new and record.id in queue.items):
             self._unload(queue)
             return record.id
-        queue.stamp(record, now)
+        queue.stamp(record, now, chosen if new else None)
         if queue.injector is None:
             await self._hold(queue, record.id)
         return record.id
@@ -135,7 +135,7 @@ class DeliveryService:
         """
         queue = self._queue(room_id)
         await self._stop(queue)
-        queue.injector, queue.activity = injector, activity
+        queue.connect(injector, activity)
         queue.not_before.clear()
         queue.detached()  # a new session prepares afresh
         # Another instance may have added results for this conversation since we started.
@@ -153,7 +153,7 @@ class DeliveryService:
         if queue is None:
             return
         await self._stop(queue)
-        queue.injector = queue.activity = None
+        queue.connect(None, None)
         queue.detached()
         for delivery_id in list(queue.items):
             await self._hold(queue, delivery_id)
