@@ -267,3 +267,48 @@ async def test_a_new_file_gets_small_pages_and_an_old_one_keeps_its_own(tmp_path
         with sqlite3.connect(path) as reader:
             assert reader.execute("PRAGMA page_size").fetchone()[0] == size
         reader.close()
+
+
+def _events_on_disk(path: Path) -> int:
+    """How many events another process reading the file sees now."""
+    with sqlite3.connect(path) as reader:
+        count: int = reader.execute("SELECT count(*) FROM events").fetchone()[0]
+    reader.close()
+    return count
+
+
+async def test_the_writes_of_the_tasks_a_turn_wakes_share_its_commit(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)
+    seen_by_worker: list[int] = []
+
+    async def worker() -> None:  # as a delegation's worker, woken by the turn that wrote
+        await store.append_event(Event(room_id="child", seq=1, text="the answer"))
+        seen_by_worker.append(_events_on_disk(path))
+
+    try:
+        commits = store.commits
+        await store.append_event(Event(room_id="main", seq=1, text="delegate this"))
+        await asyncio.create_task(worker())
+        # The dispatching turn's write was not committed alone before the worker ran...
+        assert seen_by_worker == [0]
+        await asyncio.sleep(0)
+        # ...both are on disk after one commit.
+        assert _events_on_disk(path) == 2
+        assert store.commits == commits + 1
+    finally:
+        await store.close()
+
+
+async def test_outbox_writes_commit_before_they_return_with_what_came_before(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)
+    try:
+        await store.append_event(Event(room_id="main", seq=1, text="a worker's answer"))
+        assert await store.put_delivery(DeliveryRecord(id="d1", room_id="main", content="x"))
+        assert _status_on_disk(path, "d1") == "pending"
+        assert _events_on_disk(path) == 1
+    finally:
+        await store.close()

@@ -41,6 +41,8 @@ class Database:
         self._commit_scheduled = False
         self._writes_since_checkpoint = 0
         self._checkpointing = threading.Lock()
+        self.statements = 0  # run since opening, commits included (benchmarks count them)
+        self.commits = 0
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         connection = self._connection
@@ -48,6 +50,7 @@ class Database:
             raise StoreError(
                 f"SQLite store {self.path} is closed: create a new SQLiteStore to use it again"
             )
+        self.statements += 1
         try:
             return connection.execute(sql, params)
         except sqlite3.Error as exc:
@@ -84,6 +87,8 @@ class Database:
         connection = self._connection
         if connection is None or not connection.in_transaction:
             return
+        self.statements += 1
+        self.commits += 1
         try:
             connection.execute("COMMIT")
         except sqlite3.Error as exc:

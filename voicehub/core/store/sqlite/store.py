@@ -43,6 +43,16 @@ class SQLiteStore:
         self._instances = InstanceTable(self._database)
         self._deliveries = DeliveryTable(self._database)
 
+    @property
+    def statements(self) -> int:
+        """Statements run since the store opened, BEGIN and COMMIT included."""
+        return self._database.statements
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed since the store opened."""
+        return self._database.commits
+
     # Rooms
 
     async def create_room(self, room: RoomRecord) -> None:
