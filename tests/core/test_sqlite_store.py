@@ -233,7 +233,7 @@ async def test_a_claim_commits_after_the_tasks_its_turn_woke_and_an_outcome_at_o
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "hub.db"
-    store = SQLiteStore(path)
+    store = SQLiteStore(path, group_commit_seconds=0)
     try:
         item = DeliveryRecord(id="d1", room_id="main", content="the result")
         assert await store.put_delivery(item)
@@ -279,7 +279,7 @@ def _events_on_disk(path: Path) -> int:
 
 async def test_the_writes_of_the_tasks_a_turn_wakes_share_its_commit(tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
-    store = SQLiteStore(path)
+    store = SQLiteStore(path, group_commit_seconds=0)
     seen_by_worker: list[int] = []
 
     async def worker() -> None:  # as a delegation's worker, woken by the turn that wrote
@@ -310,5 +310,39 @@ async def test_outbox_writes_commit_before_they_return_with_what_came_before(
         assert await store.put_delivery(DeliveryRecord(id="d1", room_id="main", content="x"))
         assert _status_on_disk(path, "d1") == "pending"
         assert _events_on_disk(path) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_group_commit_comes_without_a_later_write(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)  # the default window
+    try:
+        await store.append_event(Event(room_id="main", seq=1, text="the last words"))
+        commits = store.commits
+        # Nothing else happens: the timer alone commits (waits on the commit, not a time).
+        for _ in range(100_000):
+            if store.commits > commits:
+                break
+            await asyncio.sleep(0)
+        assert _events_on_disk(path) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_longer_group_commit_window_carries_the_writes_of_later_turns(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path, group_commit_seconds=60.0)
+    try:
+        commits = store.commits
+        for seq in (1, 2, 3):  # three turns inside the window
+            await store.append_event(Event(room_id="main", seq=seq))
+            await asyncio.sleep(0)
+        assert store.commits == commits and _events_on_disk(path) == 0
+        # An outbox write does not wait: it commits at once, with everything before it.
+        assert await store.put_delivery(DeliveryRecord(id="d1", room_id="main", content="x"))
+        assert store.commits == commits + 1 and _events_on_disk(path) == 3
     finally:
         await store.close()

@@ -15,7 +15,7 @@ from voicehub.core.store.base import (
     TaskRecord,
     TaskStatus,
 )
-from voicehub.core.store.sqlite.database import Database
+from voicehub.core.store.sqlite.database import GROUP_COMMIT_SECONDS, Database
 from voicehub.core.store.sqlite.deliveries import DeliveryTable
 from voicehub.core.store.sqlite.events import EventTable
 from voicehub.core.store.sqlite.instances import InstanceTable
@@ -27,16 +27,19 @@ class SQLiteStore:
     """The `Store` protocol on a SQLite file, created with its schema on first open.
 
     Methods are `async` because the protocol is; each runs synchronously on the calling
-    thread (see `voicehub.core.store.sqlite.database` for when writes commit).
+    thread. Outbox writes commit before they return; the others are group-committed
+    `group_commit_seconds` after the first of them (see `voicehub.core.store.sqlite.database`).
 
     Raises `StoreError` (naming the file and what to do) when the file cannot be opened, is not
     a SQLite database, is corrupt, belongs to something else or was written by a newer voicehub,
     and when any method is called after `close()`.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, group_commit_seconds: float = GROUP_COMMIT_SECONDS
+    ) -> None:
         self.path = Path(path)
-        self._database = Database(self.path)
+        self._database = Database(self.path, group_commit_seconds)
         self._rooms = RoomTable(self._database)
         self._events = EventTable(self._database)
         self._tasks = TaskTable(self._database)
