@@ -337,3 +337,27 @@ def test_rule_vocabulary_lists_trigger_phrases_and_regex_alternatives() -> None:
         ]
     ).rules
     assert rule_vocabulary(rules) == ["what is", "what", "never mind"]
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ('{"n": 3}', True),
+        (" [1, 2]", True),
+        ("42", True),
+        ("-1.5", True),
+        ('"quoted"', True),
+        ("true", True),
+        ("null", True),
+        ("three facts about tides", False),
+        ("no results", False),
+        ("", False),
+    ],
+)
+def test_only_text_that_may_be_json_is_parsed(text: str, parsed: bool) -> None:
+    from voicehub.agents.scripted import _may_be_json
+
+    assert _may_be_json(text) is parsed
+    if not parsed:  # the shortcut never skips text the parser would have taken
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(text)
