@@ -51,6 +51,7 @@ def options(server: RunningServer, **changes: object) -> SoakOptions:
         "playout_speed": 16.0,
         "sample_every": 1.0,
         "settle_timeout": 40.0,
+        "follow_ups": (1, 1),  # a caller that stays takes one more turn
     }
     base.update(changes)
     return SoakOptions(**base)  # type: ignore[arg-type]
@@ -77,6 +78,8 @@ async def test_soak_accounts_for_every_stored_result(
     assert result.samples and result.samples[-1].loop_lag_ms is not None
     figures = soak_json(result)
     assert figures["results_lost"] == 0 and figures["calls"] == tally.calls
+    assert tally.unanswered_calls == 0  # every caller that spoke and stayed heard a reply
+    assert 0 < figures["caller_talk_share"] < 1 and figures["agent_talk_share"] > 0
     assert "results spoken twice" in format_soak(result)
 
 
@@ -102,3 +105,12 @@ async def test_soak_reports_a_result_spoken_twice_and_a_lost_one(
     assert tally.results_spoken_twice == 1
     assert tally.lost == [f"{lost_id} (held)"]
     assert tally.results_lost == 1
+
+
+async def test_soak_options_reject_bad_ranges() -> None:
+    with pytest.raises(ValueError, match="turn_pause is a range"):
+        SoakOptions(turn_pause=(2.0, 1.0))
+    with pytest.raises(ValueError, match="follow_ups is a range"):
+        SoakOptions(follow_ups=(-1, 2))
+    assert SoakOptions(calls=100).ramp_seconds == 30.0
+    assert SoakOptions(calls=10).ramp_seconds == pytest.approx(3.0)
