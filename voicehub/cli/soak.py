@@ -40,6 +40,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     soak.add_argument("--url", help="a running server instead of starting one")
     soak.add_argument("--token", help="access token (default $VOICEHUB_TOKEN)")
     soak.add_argument("--channels", type=Path, help="desk files of the started server")
+    soak.add_argument(
+        "--keep", type=Path, help="folder to keep the started server's store and log in"
+    )
     soak.add_argument("--barge-in", type=float, default=0.3, help="chance per call (0.3)")
     soak.add_argument("--hang-up", type=float, default=0.3, help="chance per call (0.3)")
     soak.add_argument(
@@ -60,6 +63,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         default=60.0,
         help="seconds a call waits for its results before hanging up (default 60)",
+    )
+    soak.add_argument(
+        "--turn-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a caller waits for the agent's answer before speaking anyway (default 60)",
     )
     soak.add_argument("--sample-every", type=float, default=5.0, help="seconds (default 5)")
     soak.add_argument("--json", type=Path, help="also write the figures as JSON")
@@ -83,12 +92,15 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             follow_ups=tuple(args.follow_ups),
             ramp=args.ramp,
             settle_timeout=args.settle_timeout,
+            turn_timeout=args.turn_timeout,
             sample_every=args.sample_every,
         )
     except ValueError as exc:
         raise VoicehubError(str(exc)) from None
     try:
-        result = asyncio.run(run_soak(options, channels=args.channels))
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        result = asyncio.run(run_soak(options, folder=args.keep, channels=args.channels))
     except OSError as exc:
         raise VoicehubError(f"cannot reach the server: {exc}") from None
     print(format_soak(result), file=out)

@@ -80,7 +80,10 @@ class SoakCaller:
         while loop.time() < until:
             await self._call(collect=False)
             await asyncio.sleep(self.random.uniform(*self.options.pause))
-        await self._call(collect=True)
+        for _ in range(self.options.collect_attempts):  # a failed collecting call would
+            await self._call(collect=True)  # leave results held: they count as lost
+            if not self.calls[-1].error:
+                break
 
     async def _call(self, *, collect: bool) -> None:
         options = self.options
@@ -93,6 +96,7 @@ class SoakCaller:
                 token=options.token,
                 playout_speed=options.playout_speed,
                 turn_pause=self.random.uniform(*options.turn_pause),
+                turn_timeout=options.turn_timeout,
             )
         )
         stage = "connect"

@@ -34,6 +34,10 @@ class SoakOptions:
     follow_ups: tuple[int, int] = (0, 2)  # more turns per call after the request
     ramp: float | None = None  # seconds over which callers start (None: 0.3 s each, <= 30 s)
     settle_timeout: float = 60.0  # how long a call waits for its results before hanging up
+    # How long a caller waits for the agent to answer before speaking anyway: long, since
+    # on a loaded server a late answer is a figure (loop lag), not a failed call.
+    turn_timeout: float = 60.0
+    collect_attempts: int = 3  # tries of the last call that collects held results
     sample_every: float = 5.0  # seconds between samples of the server's RSS and loop lag
     playout_speed: float = 1.0  # the callers' virtual speakers (1.0: real time)
 
