@@ -68,7 +68,7 @@ async def test_soak_accounts_for_every_stored_result(
         for caller in range(2)
         for record in await hub.store.list_deliveries(room_id=f"research:soak-7-{caller}")
     ]
-    assert stored, "the callers asked for research: results must have been stored"
+    assert stored, f"the callers asked for research: no result stored; {soak_json(result)}"
     assert tally.results == len(stored)
     assert tally.failed_calls == 0
     assert tally.calls >= 4  # each caller: at least one call and the collecting one

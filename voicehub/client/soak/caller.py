@@ -16,8 +16,9 @@ The cadence of a call, with seeded coins per caller:
 
 A caller so talks roughly a fifth of the time it is on a call (the soak reports the
 measured share). A last call after the deadline collects whatever is still held, so the
-accounting can demand that nothing is left. Every line is synthesized once per run
-(`CallerLines`): the callers' process only streams bytes.
+accounting can demand that nothing is left (it calls back, up to `collect_attempts` times,
+until the server has delivered every result of its conversation). Every line is
+synthesized once per run (`CallerLines`): the callers' process only streams bytes.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ import logging
 import random
 from dataclasses import dataclass
 
+import httpx
+
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.client.report import CallReport
 from voicehub.client.soak.accounting import CallLog
+from voicehub.client.soak.deliveries import undelivered
 from voicehub.client.soak.options import SoakOptions
 from voicehub.client.soak.talkover import overlap_of
 from voicehub.voice.events import DeliveryAttempt, DeliveryOutcome
@@ -80,10 +84,17 @@ class SoakCaller:
         while loop.time() < until:
             await self._call(collect=False)
             await asyncio.sleep(self.random.uniform(*self.options.pause))
-        for _ in range(self.options.collect_attempts):  # a failed collecting call would
-            await self._call(collect=True)  # leave results held: they count as lost
-            if not self.calls[-1].error:
-                break
+        # Call back until every result of the conversation was heard (a loaded server may
+        # not get to speak them in one call): results still held after that count as lost.
+        for _ in range(self.options.collect_attempts):
+            await self._call(collect=True)
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                options = self.options
+                left = await undelivered(
+                    self.server, options.desk, self.conversation, options.token
+                )
+                if left == 0:
+                    break
 
     async def _call(self, *, collect: bool) -> None:
         options = self.options
