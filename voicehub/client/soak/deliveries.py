@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -36,15 +37,16 @@ async def undelivered(server: str, desk: str, conversation: str, token: str | No
     return sum(record["status"] != "delivered" for record in stored[conversation])
 
 
-async def wait_for_no_calls(server: str, token: str | None, timeout: float = 120.0) -> bool:
-    """Wait until `/health` reports no live call (False if some remain after `timeout`)."""
+async def wait_for_no_calls(server: str, token: str | None, timeout: float = 120.0) -> int:
+    """Wait until `/health` reports no live call; the calls still live after `timeout`
+    (calls that never ended: their conversations cannot be called again)."""
     deadline = time.monotonic() + timeout
+    live = 0
     async with httpx.AsyncClient(base_url=server, timeout=10, headers=_headers(token)) as http:
         while time.monotonic() < deadline:
-            try:
-                if int((await http.get("/health")).json().get("calls", 0)) == 0:
-                    return True
-            except (httpx.HTTPError, ValueError):
-                pass  # a stalled server: ask again
+            with contextlib.suppress(httpx.HTTPError, ValueError):  # stalled: ask again
+                live = int((await http.get("/health")).json().get("calls", 0))
+            if live == 0:
+                return 0
             await asyncio.sleep(0.5)
-    return False
+    return live

@@ -47,6 +47,7 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
         "calls": tally.calls,
         "failed_calls": tally.failed_calls,
         "unanswered_calls": tally.unanswered_calls,
+        "stuck_calls": result.stuck_calls,
         "turns": tally.turns,
         "caller_talk_share": _share(tally.caller_talk_seconds, tally.call_seconds),
         "agent_talk_share": _share(tally.agent_talk_seconds, tally.call_seconds),
@@ -91,6 +92,7 @@ def format_soak(result: SoakResult) -> str:
         ("seconds", figures["seconds"]),
         ("calls (failed)", f"{figures['calls']} ({figures['failed_calls']})"),
         ("calls the agent never answered", figures["unanswered_calls"]),
+        ("calls still live 2 min after the end", figures["stuck_calls"]),
         ("turns", figures["turns"]),
         (
             "talk share caller / agent",

@@ -32,6 +32,7 @@ class SoakResult:
     tally: SoakTally
     samples: list[HealthSample] = field(default_factory=list)
     logs: list[CallLog] = field(default_factory=list)
+    stuck_calls: int = 0  # live on the server 2 minutes after every caller hung up
 
 
 async def run_soak(
@@ -90,10 +91,11 @@ async def _soak(
     seconds = time.monotonic() - started
     # A loaded server may still be ending the last calls (a result it was speaking goes
     # back to held): read the store once it has none left.
-    await wait_for_no_calls(server, options.token)
+    stuck = await wait_for_no_calls(server, options.token)
     async with httpx.AsyncClient(base_url=server, timeout=10) as http:
         await sampler.sample(http, seconds)  # the state after the last call
     conversations = [caller.conversation for caller in callers]
     stored = await stored_deliveries(server, options.desk, conversations, options.token)
     logs = [log for caller in callers for log in caller.calls]
-    return SoakResult(options, server, seconds, account(logs, stored), sampler.samples, logs)
+    tally = account(logs, stored)
+    return SoakResult(options, server, seconds, tally, sampler.samples, logs, stuck_calls=stuck)
