@@ -93,7 +93,7 @@ class DecoderPool:
         self,
         *,
         max_decoders: int = DEFAULT_MAX_DECODERS,
-        wait_timeout: float = 10.0,
+        wait_timeout: float = 30.0,
         build: Callable[[], Any] | None = None,
         **decoder_options: Any,
     ) -> None:
