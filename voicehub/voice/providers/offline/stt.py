@@ -44,6 +44,7 @@ with vendor_import("livekit-agents"):
 __all__ = ["PocketSphinxSTT", "PocketSphinxStream", "transcribe"]
 
 _LANGUAGE = LanguageCode("en-US")  # the only model the wheel ships
+_YIELD_EVERY = 10  # input items (20 ms frames) between yields to the event loop
 
 
 class PocketSphinxSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
@@ -149,8 +150,14 @@ class PocketSphinxStream(stt.RecognizeStream):
     async def _run(self) -> None:
         pool = self._sphinx.pool
         recognizer = self._sphinx.new_recognizer(None)
+        items = 0
         try:
             async for item in self._input_ch:
+                items += 1
+                if items % _YIELD_EVERY == 0:
+                    # Queued input (a backlog after waiting for a decoder) is read without
+                    # suspending: let other calls' frames through between batches.
+                    await asyncio.sleep(0)
                 if isinstance(item, self._FlushSentinel):
                     await self._lend_decoder(recognizer, pool)
                     self._emit(Final(recognizer.finish()))
