@@ -37,9 +37,9 @@ from voicehub.client.soak.accounting import CallLog
 from voicehub.client.soak.deliveries import undelivered
 from voicehub.client.soak.options import SoakOptions
 from voicehub.client.soak.talkover import overlap_of
-from voicehub.voice.events import DeliveryAttempt, DeliveryOutcome
+from voicehub.voice.events import SAMPLE_RATE, DeliveryAttempt, DeliveryOutcome
 
-__all__ = ["CallerLines", "SoakCaller"]
+__all__ = ["CallerLines", "SoakCaller", "say_within_call"]
 
 log = logging.getLogger("voicehub.soak")
 
@@ -149,7 +149,7 @@ class SoakCaller:
         label, request = coin.choice(self.lines.requests)
         hang_up = coin.random() < options.hang_up
         barge_in = not hang_up and coin.random() < options.barge_in
-        await client.say(request, label)
+        await say_within_call(client, request, label)
         if hang_up:
             entry.hung_up_early = True
             await asyncio.sleep(coin.uniform(0.2, 3.0))
@@ -159,13 +159,30 @@ class SoakCaller:
                 await client.wait_for_event(DeliveryAttempt, timeout=options.settle_timeout)
                 await asyncio.sleep(coin.uniform(0.1, 1.0))  # somewhere into the result
                 entry.barge_ins = 1
-                await client.say(self.lines.chatter, "barge-in")
+                await say_within_call(client, self.lines.chatter, "barge-in")
         else:
             for _ in range(coin.randint(*options.follow_ups)):
                 await client.wait_for_turn()
                 label, line = coin.choice(self.lines.follow_ups)
-                await client.say(line, label)
+                await say_within_call(client, line, label)
         await client.settle(options.settle_timeout)
+
+
+async def say_within_call(client: CallClient, pcm16: bytes, label: str) -> None:
+    """`client.say`, but not forever: when the server ends the call mid-utterance the
+    frames are never all sent (seen in an overloaded soak: one caller held up the run)."""
+    seconds = len(pcm16) / 2 / SAMPLE_RATE
+    saying = asyncio.ensure_future(client.say(pcm16, label))
+    closed = asyncio.ensure_future(client.wait_for(lambda: client.closed, seconds + 30.0))
+    try:
+        await asyncio.wait({saying, closed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (saying, closed):
+            task.cancel()
+        await asyncio.gather(saying, closed, return_exceptions=True)
+    if saying.cancelled():
+        raise ConnectionError(f"could not finish saying {label!r}: the call ended or stalled")
+    saying.result()  # its own error, if any
 
 
 def _unanswered(report: CallReport) -> bool:
