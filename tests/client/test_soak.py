@@ -44,13 +44,14 @@ def options(server: RunningServer, **changes: object) -> SoakOptions:
     base = {
         "calls": 2,
         "minutes": 0.05,  # each caller places one call, then the collecting one
-        "seed": 7,
+        "seed": 11,  # the coins: caller 0 waits for its results, caller 1 hangs up early
         "url": server.url,
         "hang_up": 0.5,
         "barge_in": 0.0,
         "playout_speed": 16.0,
         "sample_every": 1.0,
         "settle_timeout": 40.0,
+        "follow_ups": (1, 1),  # a caller that stays takes one more turn
     }
     base.update(changes)
     return SoakOptions(**base)  # type: ignore[arg-type]
@@ -65,9 +66,9 @@ async def test_soak_accounts_for_every_stored_result(
     stored = [
         record
         for caller in range(2)
-        for record in await hub.store.list_deliveries(room_id=f"research:soak-7-{caller}")
+        for record in await hub.store.list_deliveries(room_id=f"research:soak-11-{caller}")
     ]
-    assert stored, "the callers asked for research: results must have been stored"
+    assert stored, f"the callers asked for research: no result stored; {soak_json(result)}"
     assert tally.results == len(stored)
     assert tally.failed_calls == 0
     assert tally.calls >= 4  # each caller: at least one call and the collecting one
@@ -77,6 +78,8 @@ async def test_soak_accounts_for_every_stored_result(
     assert result.samples and result.samples[-1].loop_lag_ms is not None
     figures = soak_json(result)
     assert figures["results_lost"] == 0 and figures["calls"] == tally.calls
+    assert tally.unanswered_calls == 0  # every caller that spoke and stayed heard a reply
+    assert 0 < figures["caller_talk_share"] < 1 and figures["agent_talk_share"] > 0
     assert "results spoken twice" in format_soak(result)
 
 
@@ -102,3 +105,12 @@ async def test_soak_reports_a_result_spoken_twice_and_a_lost_one(
     assert tally.results_spoken_twice == 1
     assert tally.lost == [f"{lost_id} (held)"]
     assert tally.results_lost == 1
+
+
+async def test_soak_options_reject_bad_ranges() -> None:
+    with pytest.raises(ValueError, match="turn_pause is a range"):
+        SoakOptions(turn_pause=(2.0, 1.0))
+    with pytest.raises(ValueError, match="follow_ups is a range"):
+        SoakOptions(follow_ups=(-1, 2))
+    assert SoakOptions(calls=100).ramp_seconds == 30.0
+    assert SoakOptions(calls=10).ramp_seconds == pytest.approx(3.0)

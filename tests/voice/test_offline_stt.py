@@ -250,7 +250,7 @@ def test_a_released_decoder_recognizes_as_a_fresh_one_after_a_phone_call() -> No
     # Regression: the pool reset only the cepstral mean, and a decoder that had served a
     # live phone call recognized the next phone recording as noise.
     phone = audio.ulaw2lin(audio.lin2ulaw(speech(RESEARCH, 8000)))
-    pool = DecoderPool(max_idle=1)
+    pool = DecoderPool(max_decoders=1)
     decoder = pool.acquire()
     fresh = recognize_pcm(decoder, phone, 8000).text
     pool.release(decoder)
@@ -264,3 +264,81 @@ def test_a_released_decoder_recognizes_as_a_fresh_one_after_a_phone_call() -> No
     again = pool.acquire()
     assert again is decoder
     assert recognize_pcm(again, phone, 8000).text == fresh
+
+
+# -- decoders lent per utterance -------------------------------------------------------------
+
+
+async def speak_together(streams: list[Any], lines: list[bytes]) -> list[list[Any]]:
+    """Push each stream its audio frame by frame, in step, then collect every stream."""
+    from itertools import zip_longest
+
+    for batch in zip_longest(*(frames(pcm) for pcm in lines)):
+        for stream, frame in zip(streams, batch, strict=True):
+            if frame is not None:
+                stream.push_frame(frame)
+        await asyncio.sleep(0)  # each stream's task takes its frame, like live calls
+    for stream in streams:
+        stream.flush()
+        stream.end_input()
+    return list(await asyncio.gather(*(collect(stream) for stream in streams)))
+
+
+def final_texts(events: list[Any]) -> list[str]:
+    from livekit.agents.stt import SpeechEventType as T
+
+    return [e.alternatives[0].text for e in events if e.type == T.FINAL_TRANSCRIPT]
+
+
+async def test_two_calls_decoding_at_once_each_get_their_own_words() -> None:
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    pool = DecoderPool(max_decoders=2, wait_timeout=120)
+    stt = PocketSphinxSTT(pool=pool)
+    lines = [silence(0.3) + speech(RESEARCH) + silence(1.2), silence(0.3) + speech(WEATHER)]
+    research, weather = await speak_together([stt.stream(), stt.stream()], lines)
+
+    assert pool.stats().peak_busy == 2  # they did decode at the same time
+    assert {"research", "solar"} <= words(final_texts(research)[0])
+    assert not words(final_texts(research)[0]) & {"weather", "tomorrow"}
+    assert {"weather", "tomorrow"} <= words(final_texts(weather)[0])
+    assert not words(final_texts(weather)[0]) & {"research", "solar"}
+    assert pool.stats().busy == 0  # every decoder back once the finals were out
+
+
+async def test_a_call_waits_for_a_busy_decoder_and_loses_nothing() -> None:
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    pool = DecoderPool(max_decoders=1, wait_timeout=120)
+    stt = PocketSphinxSTT(pool=pool, endpoint_silence=1.0)
+    lines = [silence(0.3) + speech(RESEARCH) + silence(1.2), silence(0.3) + speech(WEATHER)]
+    research, weather = await speak_together([stt.stream(), stt.stream()], lines)
+
+    stats = pool.stats()
+    assert (stats.built, stats.waits, stats.timeouts) == (1, 1, 0)
+    assert {"research", "solar"} <= words(final_texts(research)[0])
+    # its speech waited in the stream until the other call's utterance ended
+    assert {"weather", "tomorrow"} <= words(final_texts(weather)[0])
+
+
+async def test_a_call_holds_no_decoder_while_silent_or_between_utterances() -> None:
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    pool = DecoderPool(max_decoders=1, wait_timeout=120)
+    stt = PocketSphinxSTT(pool=pool, endpoint_silence=1.0)
+    stream = stt.stream()
+    for frame in frames(silence(1.0)):
+        stream.push_frame(frame)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert pool.stats().acquired == 0  # silence never reaches a decoder
+
+    for text in (RESEARCH, WEATHER):
+        for frame in frames(speech(text) + silence(1.2)):
+            stream.push_frame(frame)
+    stream.end_input()
+    finals = [text for text in final_texts(await collect(stream)) if text]
+    assert {"research", "solar"} <= words(finals[0])
+    assert {"weather", "tomorrow"} <= words(finals[1])
+    stats = pool.stats()
+    assert stats.acquired == 2 and stats.busy == 0  # one loan per utterance, both returned

@@ -10,6 +10,9 @@ and its RSS is read from /proc:
   tenth of the calls to the end, per call (allocator noise is a few KB per call).
 - `bursts` of `burst_calls` research calls at once: `rss_mb_after_bursts` after them, and
   `rss_mb_peak` the most seen while they ran.
+- `idle_calls` calls open at once, greeted, the caller silent: `rss_mb_idle_calls` with
+  them all live, and `mb_per_idle_call` over the RSS before them. (Before PocketSphinx
+  decoders were lent per utterance, each live call held one: about 85 MB.)
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from voicehub.client.call import CallOptions, caller_audio, place_call
+from voicehub.client.call import CallClient, CallOptions, caller_audio, place_call
 from voicehub.client.soak.server_process import ServerProcess
 
 REQUEST = "could you research heat pumps for me please"
@@ -39,6 +42,35 @@ async def _call(server: str, conversation: str, speech: bytes | None) -> None:
     await place_call(options, lines, settle_timeout=30.0 if speech else 0.0)
 
 
+async def idle_calls(process: ServerProcess, server: str, count: int) -> dict[str, Any]:
+    """RSS with `count` live calls whose callers say nothing after the greeting."""
+    before = process.rss_mb() or 0.0
+    clients = [
+        CallClient(
+            CallOptions(
+                desk="research",
+                server=server,
+                conversation=f"idle-{number}",
+                playout_speed=math.inf,
+                turn_timeout=120.0,
+            )
+        )
+        for number in range(count)
+    ]
+    try:
+        for client in clients:  # one by one: the figure is memory, not a rush of greetings
+            await client.connect()
+        await asyncio.gather(*(client.wait_for_turn() for client in clients))
+        live = process.rss_mb() or 0.0
+    finally:
+        await asyncio.gather(*(client.hangup() for client in clients), return_exceptions=True)
+    return {
+        "idle_calls": count,
+        "rss_mb_idle_calls": round(live, 1),
+        "mb_per_idle_call": round((live - before) / count, 2),
+    }
+
+
 async def _peak(process: ServerProcess, seen: list[float]) -> None:
     while True:
         rss = process.rss_mb()
@@ -47,7 +79,9 @@ async def _peak(process: ServerProcess, seen: list[float]) -> None:
         await asyncio.sleep(0.5)
 
 
-async def measure(folder: Path, sequential: int, bursts: int, burst_calls: int) -> dict[str, Any]:
+async def measure(
+    folder: Path, sequential: int, bursts: int, burst_calls: int, idle: int = 0
+) -> dict[str, Any]:
     speech = await asyncio.to_thread(caller_audio, text=REQUEST)
     process = ServerProcess(folder)
     server = await process.start()
@@ -70,6 +104,7 @@ async def measure(folder: Path, sequential: int, bursts: int, burst_calls: int) 
             )
         sampler.cancel()
         after_bursts = process.rss_mb() or 0.0
+        idle_figures = await idle_calls(process, server, idle) if idle else {}
     finally:
         await process.stop()
     return {
@@ -81,6 +116,7 @@ async def measure(folder: Path, sequential: int, bursts: int, burst_calls: int) 
         "burst_calls": burst_calls,
         "rss_mb_after_bursts": round(after_bursts, 1),
         "rss_mb_peak": round(max([after_bursts, *seen]), 1),
+        **idle_figures,
     }
 
 
@@ -88,7 +124,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     """The `memory` section (the server uses its SQLite store whatever `store` says)."""
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as folder:
         if quick:
-            figures = await measure(Path(folder), sequential=30, bursts=2, burst_calls=4)
+            figures = await measure(Path(folder), 30, bursts=2, burst_calls=4, idle=10)
         else:
-            figures = await measure(Path(folder), sequential=1000, bursts=5, burst_calls=8)
+            figures = await measure(Path(folder), 1000, bursts=5, burst_calls=8, idle=100)
     return {"memory": figures}

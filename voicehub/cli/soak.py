@@ -21,7 +21,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Start `voicehub serve` on a free port (or use --url) and run N callers at once "
             "for M minutes over the WebSocket, with synthesized speech (Piper, made once), "
-            "random barge-ins, early hang-ups and call-backs (seeded). Reports calls, turns, "
+            "random barge-ins, early hang-ups and call-backs (seeded). A caller speaks 0.5-2 s "
+            "after the agent falls quiet: a research request, then 0-2 follow-ups (a status "
+            "question, thanks) while the analysts work, and calls again 0.5-3 s after hanging "
+            "up; callers start over --ramp seconds. Reports calls, calls never answered, "
+            "turns, the caller's and agent's share of talk time, "
             "deliveries, talk-over ms (result audio over a caller already speaking), yield ms "
             "(result audio after a caller barged in), results lost and spoken twice (the "
             "server's stored deliveries against what the callers heard), and the server's "
@@ -36,8 +40,36 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     soak.add_argument("--url", help="a running server instead of starting one")
     soak.add_argument("--token", help="access token (default $VOICEHUB_TOKEN)")
     soak.add_argument("--channels", type=Path, help="desk files of the started server")
+    soak.add_argument(
+        "--keep", type=Path, help="folder to keep the started server's store and log in"
+    )
     soak.add_argument("--barge-in", type=float, default=0.3, help="chance per call (0.3)")
     soak.add_argument("--hang-up", type=float, default=0.3, help="chance per call (0.3)")
+    soak.add_argument(
+        "--follow-ups",
+        type=int,
+        nargs=2,
+        default=(0, 2),
+        metavar=("MIN", "MAX"),
+        help="turns per call after the research request (default 0 2)",
+    )
+    soak.add_argument(
+        "--ramp",
+        type=float,
+        help="seconds over which callers start (default 0.3 per caller, <= 30)",
+    )
+    soak.add_argument(
+        "--settle-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a call waits for its results before hanging up (default 60)",
+    )
+    soak.add_argument(
+        "--turn-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a caller waits for the agent's answer before speaking anyway (default 60)",
+    )
     soak.add_argument("--sample-every", type=float, default=5.0, help="seconds (default 5)")
     soak.add_argument("--json", type=Path, help="also write the figures as JSON")
 
@@ -57,12 +89,18 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             token=args.token or os.environ.get("VOICEHUB_TOKEN") or None,
             barge_in=args.barge_in,
             hang_up=args.hang_up,
+            follow_ups=tuple(args.follow_ups),
+            ramp=args.ramp,
+            settle_timeout=args.settle_timeout,
+            turn_timeout=args.turn_timeout,
             sample_every=args.sample_every,
         )
     except ValueError as exc:
         raise VoicehubError(str(exc)) from None
     try:
-        result = asyncio.run(run_soak(options, channels=args.channels))
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        result = asyncio.run(run_soak(options, folder=args.keep, channels=args.channels))
     except OSError as exc:
         raise VoicehubError(f"cannot reach the server: {exc}") from None
     print(format_soak(result), file=out)

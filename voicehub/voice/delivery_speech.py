@@ -28,7 +28,6 @@ caller audio, its injections and the first frame of every audio segment):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
@@ -204,8 +203,10 @@ class DeliverySpeaker:
         for rendering in renderings:
             assert rendering is not None
             if rendering.task is not None and not rendering.task.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.shield(rendering.task)  # started long ago: nearly done
+                # Started long ago: nearly done. asyncio.wait, not a suppressed shield: that
+                # also swallowed the cancellation of the driver itself when the call ended,
+                # and the call never finished (seen under load in `voicehub soak`).
+                await asyncio.wait({rendering.task})
             if not rendering.complete:
                 return None
             frames += rendering.frames

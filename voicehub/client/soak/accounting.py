@@ -20,6 +20,10 @@ class CallLog:
     """What one call of one caller saw."""
 
     conversation: str
+    seconds: float = 0.0  # connected
+    talk_seconds: float = 0.0  # the caller's speech sent
+    agent_seconds: float = 0.0  # agent audio received
+    unanswered: bool = False  # spoke (and stayed), and the agent never answered
     turns: int = 0  # caller utterances sent
     barge_ins: int = 0
     hung_up_early: bool = False
@@ -36,6 +40,10 @@ class SoakTally:
 
     calls: int = 0
     failed_calls: int = 0
+    unanswered_calls: int = 0  # the caller spoke and heard no reply at all
+    call_seconds: float = 0.0
+    caller_talk_seconds: float = 0.0
+    agent_talk_seconds: float = 0.0
     turns: int = 0
     barge_ins: int = 0
     hang_ups: int = 0
@@ -64,6 +72,10 @@ def account(
         tally.failed_calls += bool(log.error)
         if log.error:
             tally.failures[log.error] += 1
+        tally.unanswered_calls += log.unanswered
+        tally.call_seconds += log.seconds
+        tally.caller_talk_seconds += log.talk_seconds
+        tally.agent_talk_seconds += log.agent_seconds
         tally.turns += log.turns
         tally.barge_ins += log.barge_ins
         tally.hang_ups += log.hung_up_early

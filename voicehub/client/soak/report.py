@@ -20,6 +20,10 @@ def _spread(values: list[float]) -> dict[str, float | int]:
     }
 
 
+def _share(part: float, whole: float) -> float:
+    return round(part / whole, 3) if whole > 0 else 0.0
+
+
 def soak_json(result: SoakResult) -> dict[str, Any]:
     """The figures (see `voicehub soak --help` for what each means)."""
     tally, options = result.tally, result.options
@@ -33,12 +37,20 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
             "seed": options.seed,
             "barge_in": options.barge_in,
             "hang_up": options.hang_up,
+            "turn_pause": list(options.turn_pause),
+            "follow_ups": list(options.follow_ups),
+            "pause": list(options.pause),
+            "ramp": options.ramp_seconds,
             "server": result.server,
         },
         "seconds": round(result.seconds, 1),
         "calls": tally.calls,
         "failed_calls": tally.failed_calls,
+        "unanswered_calls": tally.unanswered_calls,
+        "stuck_calls": result.stuck_calls,
         "turns": tally.turns,
+        "caller_talk_share": _share(tally.caller_talk_seconds, tally.call_seconds),
+        "agent_talk_share": _share(tally.agent_talk_seconds, tally.call_seconds),
         "barge_ins": tally.barge_ins,
         "hang_ups": tally.hang_ups,
         "delivery_attempts": tally.delivery_attempts,
@@ -79,7 +91,13 @@ def format_soak(result: SoakResult) -> str:
         ("callers at once", figures["settings"]["callers"]),
         ("seconds", figures["seconds"]),
         ("calls (failed)", f"{figures['calls']} ({figures['failed_calls']})"),
+        ("calls the agent never answered", figures["unanswered_calls"]),
+        ("calls still live 2 min after the end", figures["stuck_calls"]),
         ("turns", figures["turns"]),
+        (
+            "talk share caller / agent",
+            f"{figures['caller_talk_share']:.0%} / {figures['agent_talk_share']:.0%}",
+        ),
         ("barge-ins / early hang-ups", f"{figures['barge_ins']} / {figures['hang_ups']}"),
         ("delivery attempts", figures["delivery_attempts"]),
         ("deliveries heard", figures["deliveries"]),

@@ -9,12 +9,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from voicehub.client.soak.accounting import CallLog, SoakTally, account
 from voicehub.client.soak.caller import CallerLines, SoakCaller
+from voicehub.client.soak.deliveries import stored_deliveries, wait_for_no_calls
 from voicehub.client.soak.options import SoakOptions
 from voicehub.client.soak.server_process import HealthSample, HealthSampler, ServerProcess
 from voicehub.errors import VoicehubError
@@ -32,21 +32,7 @@ class SoakResult:
     tally: SoakTally
     samples: list[HealthSample] = field(default_factory=list)
     logs: list[CallLog] = field(default_factory=list)
-
-
-async def stored_deliveries(
-    server: str, desk: str, conversations: list[str], token: str | None = None
-) -> dict[str, list[dict[str, Any]]]:
-    """Each conversation's delivery records, from the server's REST API."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    stored: dict[str, list[dict[str, Any]]] = {}
-    async with httpx.AsyncClient(base_url=server, timeout=30, headers=headers) as http:
-        for conversation in conversations:
-            room = f"{desk}:{conversation}"
-            response = await http.get("/api/deliveries", params={"room": room, "limit": 1000})
-            response.raise_for_status()
-            stored[conversation] = response.json()["deliveries"]
-    return stored
+    stuck_calls: int = 0  # live on the server 2 minutes after every caller hung up
 
 
 async def run_soak(
@@ -103,9 +89,13 @@ async def _soak(
         with contextlib.suppress(asyncio.CancelledError):
             await sampling
     seconds = time.monotonic() - started
+    # A loaded server may still be ending the last calls (a result it was speaking goes
+    # back to held): read the store once it has none left.
+    stuck = await wait_for_no_calls(server, options.token)
     async with httpx.AsyncClient(base_url=server, timeout=10) as http:
         await sampler.sample(http, seconds)  # the state after the last call
     conversations = [caller.conversation for caller in callers]
     stored = await stored_deliveries(server, options.desk, conversations, options.token)
     logs = [log for caller in callers for log in caller.calls]
-    return SoakResult(options, server, seconds, account(logs, stored), sampler.samples, logs)
+    tally = account(logs, stored)
+    return SoakResult(options, server, seconds, tally, sampler.samples, logs, stuck_calls=stuck)

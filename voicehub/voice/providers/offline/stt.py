@@ -16,6 +16,7 @@ import numpy as np
 
 from voicehub.voice.audio import int16_to_pcm16
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.decoder_pool import DecoderPoolExhausted
 from voicehub.voice.providers.offline.stt_engine import (
     SAMPLE_RATE,
     DecoderPool,
@@ -43,13 +44,15 @@ with vendor_import("livekit-agents"):
 __all__ = ["PocketSphinxSTT", "PocketSphinxStream", "transcribe"]
 
 _LANGUAGE = LanguageCode("en-US")  # the only model the wheel ships
+_YIELD_EVERY = 10  # input items (20 ms frames) between yields to the event loop
 
 
 class PocketSphinxSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
     """Offline streaming STT on PocketSphinx's bundled en-us model.
 
-    Decoders come from a pool (the process-wide one unless ``pool`` is given); the first
-    stream waits about a second for one to load, or call :meth:`prewarm`.
+    Decoders come from a bounded pool (the process-wide one unless ``pool`` is given), one
+    per utterance being decoded; the pool builds one on demand (about a second, stalling
+    the event loop), so call :meth:`prewarm` at startup.
     """
 
     def __init__(
@@ -93,8 +96,9 @@ class PocketSphinxSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
         """
         self._pool.prewarm(decoders)
 
-    def new_recognizer(self, decoder: Any) -> SphinxRecognizer:
-        """A recognizer over ``decoder`` with this plugin's options."""
+    def new_recognizer(self, decoder: Any = None) -> SphinxRecognizer:
+        """A recognizer with this plugin's options, over ``decoder`` or (None) decoders
+        lent by the stream per utterance."""
         return SphinxRecognizer(decoder, **self._recognizer_options)
 
     async def _recognize_impl(
@@ -127,7 +131,13 @@ class PocketSphinxSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
 
 
 class PocketSphinxStream(stt.RecognizeStream):
-    """One caller's stream; decodes inline since PocketSphinx holds the GIL anyway."""
+    """One caller's stream; decodes inline since PocketSphinx holds the GIL anyway.
+
+    It holds a decoder from the pool only while an utterance is decoded: from the first
+    speech the gate lets through until the utterance's final is out. While every decoder
+    is busy the utterance waits (the caller's audio stays queued in the stream) for up to
+    the pool's ``wait_timeout``; if none comes, the utterance is dropped with an error log.
+    """
 
     def __init__(self, *, stt: PocketSphinxSTT, conn_options: APIConnectOptions) -> None:
         # sample_rate makes the base class resample pushed frames (livekit's soxr resampler).
@@ -139,19 +149,41 @@ class PocketSphinxStream(stt.RecognizeStream):
 
     async def _run(self) -> None:
         pool = self._sphinx.pool
-        decoder = await asyncio.to_thread(pool.acquire)
-        recognizer = self._sphinx.new_recognizer(decoder)
+        recognizer = self._sphinx.new_recognizer(None)
+        items = 0
         try:
             async for item in self._input_ch:
+                items += 1
+                if items % _YIELD_EVERY == 0:
+                    # Queued input (a backlog after waiting for a decoder) is read without
+                    # suspending: let other calls' frames through between batches.
+                    await asyncio.sleep(0)
                 if isinstance(item, self._FlushSentinel):
+                    await self._lend_decoder(recognizer, pool)
                     self._emit(Final(recognizer.finish()))
-                    continue
-                self._unreported_audio += item.duration
-                for event in recognizer.feed(_mono_pcm16(item), item.sample_rate):
-                    self._emit(event)
+                else:
+                    self._unreported_audio += item.duration
+                    for event in recognizer.feed(_mono_pcm16(item), item.sample_rate):
+                        self._emit(event)
+                    await self._lend_decoder(recognizer, pool)
+                if recognizer.can_detach:
+                    pool.release(recognizer.detach())
         finally:
             recognizer.close()
-            pool.release(decoder)
+            if recognizer.decoder is not None:
+                pool.release(recognizer.detach())
+
+    async def _lend_decoder(self, recognizer: SphinxRecognizer, pool: DecoderPool) -> None:
+        """Attach a decoder when audio waits for one (queued input waits meanwhile)."""
+        if not recognizer.wants_decoder:
+            return
+        try:
+            decoder = await pool.acquire_async()
+        except DecoderPoolExhausted:
+            recognizer.drop_waiting()  # the pool logged it; the next utterance tries again
+            return
+        for event in recognizer.attach(decoder):
+            self._emit(event)
 
     def _emit(self, event: RecognizerEvent) -> None:
         send = self._event_ch.send_nowait

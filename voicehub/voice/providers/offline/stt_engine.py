@@ -1,14 +1,13 @@
-"""PocketSphinx recognition without livekit: a decoder pool and a per-caller recognizer.
+"""PocketSphinx recognition without livekit: a per-caller recognizer over pooled decoders.
 
-A PocketSphinx ``Decoder`` loads the en-us model shipped in the wheel (about 90 MB and one
-second per decoder), so decoders are pooled and reused across calls. A decoder holds the GIL
-while it decodes, so worker threads would not run in parallel: callers feed it 20 ms frames
-inline, which keeps each hold short (1-4 ms).
+A PocketSphinx ``Decoder`` loads the en-us model shipped in the wheel (about 85 MB and one
+second per decoder), so decoders come from a bounded pool (`decoder_pool`) and serve one
+utterance at a time. A decoder holds the GIL while it decodes, so worker threads would not
+run in parallel: callers feed it 20 ms frames inline, which keeps each hold short (1-4 ms).
 """
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,20 @@ from voicehub.voice.audio import (
     rms,
 )
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.decoder_pool import DecoderPool, shared_pool
+
+__all__ = [
+    "SAMPLE_RATE",
+    "DecoderPool",
+    "Final",
+    "Partial",
+    "RecognizerEvent",
+    "SphinxRecognizer",
+    "Transcript",
+    "recognize_pcm",
+    "shared_pool",
+    "transcribe",
+]
 
 SAMPLE_RATE = 16000
 """The rate the en-us acoustic model expects."""
@@ -51,59 +64,6 @@ class Transcript:
     end_time: float = 0.0
 
 
-class DecoderPool:
-    """Idle PocketSphinx decoders, ready for the next stream.
-
-    A released decoder gets its cepstral mean reset, so a result never depends on which
-    call used the decoder before.
-    """
-
-    def __init__(self, *, max_idle: int = 8, **decoder_options: Any) -> None:
-        self._options: dict[str, Any] = {"loglevel": "FATAL", **decoder_options}
-        self._idle: list[Any] = []
-        self._max_idle = max_idle
-        self._lock = threading.Lock()
-        self._initial_cmn: str | None = None
-
-    def acquire(self) -> Any:
-        """Return an idle decoder, or build one (blocking, about one second)."""
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return self._build()
-
-    def _build(self) -> Any:
-        with vendor_import("pocketsphinx"):
-            from pocketsphinx import Decoder
-
-        decoder = Decoder(**self._options)
-        if self._initial_cmn is None:
-            self._initial_cmn = decoder.get_cmn(False)
-        return decoder
-
-    def prewarm(self, count: int = 1) -> None:
-        """Build decoders until ``count`` are idle (blocking).
-
-        Building one holds the GIL for 0.4-1.2 s even in a worker thread, stalling the
-        event loop, so a server should prewarm at startup rather than on a call's first frame.
-        """
-        with self._lock:
-            missing = min(count, self._max_idle) - len(self._idle)
-        for _ in range(missing):
-            self.release(self._build())
-
-    def release(self, decoder: Any) -> None:
-        """Give a decoder back (it must not be in an utterance)."""
-        # Resetting the mean alone left state behind: after a live phone call, the next
-        # whole-recording recognition of phone audio on the decoder came out as noise.
-        decoder.reinit_feat()
-        if self._initial_cmn is not None:
-            decoder.set_cmn(self._initial_cmn)
-        with self._lock:
-            if len(self._idle) < self._max_idle:
-                self._idle.append(decoder)
-
-
 @dataclass(frozen=True, slots=True)
 class Partial:
     """The hypothesis changed while the caller is still speaking."""
@@ -122,7 +82,13 @@ RecognizerEvent = Partial | Final
 
 
 class SphinxRecognizer:
-    """One caller's recognition state over a pooled decoder: 16 kHz PCM16 in, events out.
+    """One caller's recognition state over pooled decoders: 16 kHz PCM16 in, events out.
+
+    The decoder is lent: given at construction (kept for the recognizer's life) or, for a
+    stream sharing a pool, attached when :attr:`wants_decoder` turns true (an utterance has
+    audio to decode; it waits in the recognizer meanwhile) and detached once the utterance
+    is over (:attr:`can_detach`). The caller's cepstral mean goes with the call from one
+    decoder to the next, so results do not depend on which decoder serves an utterance.
 
     A cheap gate (PocketSphinx's built-in WebRTC VAD, about 2 us per frame) keeps silence
     away from the decoder, which costs 1-4 ms per frame: it starts feeding with ``pre_roll``
@@ -136,7 +102,7 @@ class SphinxRecognizer:
 
     def __init__(
         self,
-        decoder: Any,
+        decoder: Any = None,
         *,
         gate: bool = True,
         pre_roll: float = 0.3,
@@ -163,6 +129,8 @@ class SphinxRecognizer:
         self._text = ""
         self._resampler: Resampler | None = None
         self._held: list[bytes] | None = []  # None once the band is known
+        self._waiting: list[tuple[bytes, bool]] = []  # audio to decode once a decoder comes
+        self._caller_cmn: str | None = None  # this caller's cepstral mean between decoders
         self.narrowband = False
         """True once the first speech turned out band-limited (phone audio)."""
 
@@ -170,6 +138,40 @@ class SphinxRecognizer:
     def text(self) -> str:
         """The current hypothesis of the open utterance."""
         return self._text
+
+    @property
+    def wants_decoder(self) -> bool:
+        """Audio is waiting to be decoded and no decoder is attached."""
+        return self.decoder is None and bool(self._waiting)
+
+    @property
+    def can_detach(self) -> bool:
+        """A decoder is attached and no utterance is open on it."""
+        return self.decoder is not None and not self._in_utterance and not self._held
+
+    def attach(self, decoder: Any) -> list[RecognizerEvent]:
+        """Decode on `decoder` from now on, starting with the waiting audio."""
+        self.decoder = decoder
+        if self._caller_cmn is not None:
+            decoder.set_cmn(self._caller_cmn)
+        waiting, self._waiting = self._waiting, []
+        before = self._text
+        for pcm16, last in waiting:
+            self._decode(pcm16, last=last)
+        return [Partial(self._text)] if self._text and self._text != before else []
+
+    def detach(self) -> Any:
+        """Take the decoder back (see :attr:`can_detach`), keeping the caller's mean."""
+        decoder, self.decoder = self.decoder, None
+        if decoder is not None:
+            self._caller_cmn = decoder.get_cmn(False)
+        return decoder
+
+    def drop_waiting(self) -> None:
+        """Forget the audio waiting for a decoder (none came): the utterance is lost."""
+        self._waiting.clear()
+        self._feeding = False
+        self._speech_start = None
 
     def feed(self, pcm16: bytes, sample_rate: int = SAMPLE_RATE) -> list[RecognizerEvent]:
         """Process audio of any length; return the partials and finals it produced."""
@@ -208,10 +210,22 @@ class SphinxRecognizer:
 
         if self._gate is not None and self._silent_frames >= self._hangover_frames:
             self._feeding = False
-        if self._endpoint_frames and self._silent_frames >= self._endpoint_frames and self._text:
-            events.append(Final(self._end_utterance()))
+        if self._endpoint_frames and self._silent_frames >= self._endpoint_frames:
+            if self._text:
+                events.append(Final(self._end_utterance()))
+            elif self._in_utterance or self._held:
+                # Noise the gate let through, no words so far: end it so the decoder can go
+                # back to the pool, and report it only if the end found words after all.
+                if self._held:
+                    self._decode(b"", last=True)
+                transcript = self._end_utterance()
+                if transcript.text:
+                    events.append(Final(transcript))
 
     def _decode(self, pcm16: bytes, *, last: bool = False) -> None:
+        if self.decoder is None:
+            self._waiting.append((pcm16, last))
+            return
         if self._held is not None:
             # Before the first words, hold audio until we know the band (see NARROWBAND_CMN).
             self._held.append(pcm16)
@@ -241,6 +255,9 @@ class SphinxRecognizer:
         tail = pending if pending and self._feeding else b""
         if tail or self._held:
             self._decode(tail, last=True)
+        if self.decoder is None and self._waiting:
+            raise RuntimeError("finish() needs a decoder: attach one first (wants_decoder)")
+        self._feeding = False  # the next utterance starts at the gate, with its pre-roll
         return self._end_utterance()
 
     def _end_utterance(self) -> Transcript:
@@ -263,6 +280,7 @@ class SphinxRecognizer:
 
     def close(self) -> None:
         """End any utterance so the decoder can go back to the pool."""
+        self._waiting.clear()
         if self._in_utterance:
             self.decoder.end_utt()
             self._in_utterance = False
@@ -300,21 +318,14 @@ def recognize_pcm(decoder: Any, pcm16: bytes, sample_rate: int) -> Transcript:
     )
 
 
-_shared_pool = DecoderPool()
-
-
-def shared_pool() -> DecoderPool:
-    """The process-wide decoder pool used by default."""
-    return _shared_pool
-
-
 def transcribe(pcm16: bytes, sample_rate: int) -> str:
     """Recognize a whole recording (any rate; resampled to 16 kHz); return its words.
 
     Synchronous and livekit-free, for tests and the CLI. The whole buffer is one utterance.
     """
-    decoder = _shared_pool.acquire()
+    pool = shared_pool()
+    decoder = pool.acquire()
     try:
         return recognize_pcm(decoder, pcm16, sample_rate).text
     finally:
-        _shared_pool.release(decoder)
+        pool.release(decoder)

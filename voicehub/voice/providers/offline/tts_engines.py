@@ -189,7 +189,9 @@ def load_engine(voice: TTSVoice = "piper") -> SpeechEngine:
         engine = _engines.get(voice)
         if engine is None:
             if voice == "piper":
-                engine = PiperEngine.load()
+                from voicehub.voice.providers.offline.speech_cache import CachedSpeechEngine
+
+                engine = CachedSpeechEngine(PiperEngine.load())  # lines repeat: see there
             elif voice == "espeak":
                 engine = ESpeakEngine()
             else:
