@@ -83,7 +83,7 @@ async def test_soak_accounts_for_every_stored_result(
     assert "results spoken twice" in format_soak(result)
 
 
-async def test_soak_reports_a_result_spoken_twice_and_a_lost_one(
+async def test_soak_reports_a_result_spoken_twice_a_held_one_and_a_lost_one(
     server: RunningServer, lines: CallerLines
 ) -> None:
     settings = options(server, seed=8, hang_up=0.0)
@@ -97,13 +97,19 @@ async def test_soak_reports_a_result_spoken_twice_and_a_lost_one(
     await hub.delivery.outbox.set_status(delivered[0], DeliveryStatus.HELD)
     again = SoakCaller(0, settings, server.url, lines)
     await again.run(until=0.0)  # only the collecting call
-    lost_id = await hub.deliver("research:soak-8-1", "a result nobody called back for")
+    held_id = await hub.deliver("research:soak-8-1", "a result nobody called back for")
+    lost_id = await hub.deliver("research:soak-8-1", "a result the server gave up on")
+    [lost] = [
+        r for r in await hub.store.list_deliveries(room_id="research:soak-8-1") if r.id == lost_id
+    ]
+    await hub.delivery.outbox.set_status(lost, DeliveryStatus.FAILED)
 
     stored = await stored_deliveries(server.url, "research", ["soak-8-0", "soak-8-1"])
     tally = account([*first.logs, *again.calls], stored)
     assert tally.twice == [delivered[0].id]
     assert tally.results_spoken_twice == 1
-    assert tally.lost == [f"{lost_id} (held)"]
+    assert tally.held == [held_id] and tally.results_held == 1  # waits for the next call
+    assert tally.lost == [f"{lost_id} (failed)"]
     assert tally.results_lost == 1
 
 

@@ -50,10 +50,12 @@ class SoakTally:
     delivery_attempts: int = 0
     deliveries: int = 0  # delivered outcomes heard by callers
     results: int = 0  # deliveries the server stored for the soak's conversations
-    results_lost: int = 0  # stored but not delivered at the end
+    results_lost: int = 0  # stored, and at the end neither delivered nor held
+    results_held: int = 0  # still held at the end: kept for the caller's next call
     results_spoken_twice: int = 0  # heard delivered more than once
     results_unconfirmed: int = 0  # delivered in the store, but no caller heard the outcome
     lost: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
     twice: list[str] = field(default_factory=list)
     talkover_ms: list[float] = field(default_factory=list)
     yield_ms: list[float] = field(default_factory=list)
@@ -89,11 +91,16 @@ def account(
         for record in records:
             tally.results += 1
             delivery_id = str(record["id"])
-            if record["status"] != "delivered":
+            if record["status"] == "held":
+                # The product's promise for a caller who is not there (or a server that
+                # could not serve them): the result waits for their next call, not lost.
+                tally.held.append(delivery_id)
+            elif record["status"] != "delivered":
                 why = f": {record['error']}" if record.get("error") else ""
                 tally.lost.append(f"{delivery_id} ({record['status']}{why})")
             elif delivery_id not in heard:
                 tally.results_unconfirmed += 1
     tally.results_lost = len(tally.lost)
+    tally.results_held = len(tally.held)
     tally.results_spoken_twice = len(tally.twice)
     return tally

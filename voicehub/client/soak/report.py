@@ -57,6 +57,7 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
         "deliveries": tally.deliveries,
         "results": tally.results,
         "results_lost": tally.results_lost,
+        "results_held": tally.results_held,
         "results_spoken_twice": tally.results_spoken_twice,
         "results_unconfirmed": tally.results_unconfirmed,
         "talkover_ms": _spread(tally.talkover_ms),
@@ -79,6 +80,7 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
         ],
         "failures": dict(tally.failures.most_common()),
         "lost": tally.lost,
+        "held": tally.held,
         "spoken_twice": tally.twice,
     }
 
@@ -103,6 +105,7 @@ def format_soak(result: SoakResult) -> str:
         ("deliveries heard", figures["deliveries"]),
         ("results stored", figures["results"]),
         ("results lost", figures["results_lost"]),
+        ("results held at the end (kept for the next call)", figures["results_held"]),
         ("results spoken twice", figures["results_spoken_twice"]),
         ("delivered, outcome unheard", figures["results_unconfirmed"]),
         ("talk-over ms (n, median, max)", f"{talk['count']}, {talk['median']}, {talk['max']}"),
