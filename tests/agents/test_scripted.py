@@ -337,3 +337,47 @@ def test_rule_vocabulary_lists_trigger_phrases_and_regex_alternatives() -> None:
         ]
     ).rules
     assert rule_vocabulary(rules) == ["what is", "what", "never mind"]
+
+
+def test_a_dropped_inner_word_split_words_and_phone_blurred_fricatives_still_match() -> None:
+    llm = ScriptedLLM(
+        [
+            {
+                "regex": r"\b(?:find out about|read up on|dig into)\s+(?P<topic>.+?)[\s.?!,]*$",
+                "tool": "delegate_workers",
+                "arguments": {"task": "{topic}"},
+            },
+            {
+                "regex": r"^(?:what is|what are)\s+(?:an?\s+)?(?P<topic>.+?)[\s.?!]*$",
+                "tool": "search_knowledge",
+                "arguments": {"query": "{topic}"},
+            },
+            {"match": ["never mind"], "say": "cancelled"},
+        ],
+        fallback="fallback",
+    )
+    tools = [ToolSpec(name="delegate_workers"), ToolSpec(name="search_knowledge")]
+
+    def called(text: str) -> tuple[str, str] | None:
+        chunks = llm.respond([ChatMessage(role="user", content=text)], tools)
+        calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
+        if not calls:
+            return None
+        return calls[0].name, next(iter(json.loads(calls[0].arguments).values()))
+
+    def said(text: str) -> str:
+        chunks = llm.respond([ChatMessage(role="user", content=text)], tools)
+        return " ".join(c.text for c in chunks if isinstance(c, TextDelta))
+
+    # An inner word of a three-word phrase dropped; not its first.
+    assert called("What do you read on electric cars?") == ("delegate_workers", "electric cars")
+    assert called("please find about wind turbines") == ("delegate_workers", "wind turbines")
+    assert called("out about wind turbines") is None
+    # Words split or joined.
+    assert called("can you dig in to home insulation") == ("delegate_workers", "home insulation")
+    assert said("nevermind") == "cancelled"
+    # s/f/th/v/z sound alike on a phone line (cut at 3.4 kHz): "what if" is "what is"...
+    assert called("What if a heat pump?") == ("search_knowledge", "heat pump")
+    # ...but other words still differ: "did" is not "is", "war" is not "are".
+    assert called("What did that heat pump?") is None
+    assert called("what war solar panels") is None
