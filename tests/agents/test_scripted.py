@@ -334,9 +334,11 @@ def test_rule_vocabulary_lists_trigger_phrases_and_regex_alternatives() -> None:
             {"regex": r"^(?:so\s+)?(?:what is|what.s)\s+(?P<topic>.+?)$", "say": "x"},
             {"match": ["*", "never mind"], "say": "y"},
             {"match": ["ignored"], "on": "instruction", "say": "z"},
+            {"match": ["any news"], "tool": "check_tasks"},
         ]
     ).rules
-    assert rule_vocabulary(rules) == ["what is", "what", "never mind"]
+    assert rule_vocabulary(rules) == ["what is", "what", "never mind", "any news"]
+    assert rule_vocabulary(rules, tools_only=True) == ["any news"]
 
 
 def test_a_dropped_inner_word_split_words_and_phone_blurred_fricatives_still_match() -> None:

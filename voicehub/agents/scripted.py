@@ -306,13 +306,15 @@ def render(template: str, values: Mapping[str, Any]) -> str:
 _REGEX_NOISE = re.compile(r"\(\?P<\w+>|\\[A-Za-z]|\(\?[:=!<]*")
 
 
-def rule_vocabulary(rules: Sequence[ScriptedRule]) -> list[str]:
+def rule_vocabulary(rules: Sequence[ScriptedRule], *, tools_only: bool = False) -> list[str]:
     """The words callers are expected to say to `rules`: each `match` phrase, and the literal
     words of each `regex` (its alternatives), in rule order. A speech recognizer biased to
-    these mishears trigger phrases less often."""
+    these mishears trigger phrases less often. `tools_only`: only the rules that call a tool
+    (the requests worth biasing for; greetings in Whisper's prompt made it hear "Good
+    evening" at the start of requests it could not make out)."""
     phrases: list[str] = []
     for rule in rules:
-        if rule.on != "user":
+        if rule.on != "user" or (tools_only and rule.tool is None):
             continue
         phrases += [phrase for phrase in rule.match if phrase != "*"]
         if rule.regex is not None:

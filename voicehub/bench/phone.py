@@ -67,7 +67,8 @@ Recognizer = Callable[[bytes, int], str]
 
 def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
     """The offline STTs a desk can choose, biased as a desk with these rules and topics
-    biases them (`voicehub.desks.vocabulary`: topics, then trigger phrases)."""
+    biases them (`voicehub.desks.vocabulary`: topics, then the trigger phrases of rules that
+    call a tool)."""
     from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
     from voicehub.voice.providers.offline import transcribe
     from voicehub.voice.providers.offline.whisper_engine import (
@@ -75,7 +76,7 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
         vocabulary_prompt,
     )
 
-    prompt = vocabulary_prompt(topics + rule_vocabulary(ScriptedLLM(rules).rules))
+    prompt = vocabulary_prompt(topics + rule_vocabulary(ScriptedLLM(rules).rules, tools_only=True))
     whisper = shared_recognizer()
 
     def by_whisper(pcm16: bytes, rate: int) -> str:
