@@ -341,7 +341,7 @@ def test_rule_vocabulary_lists_trigger_phrases_and_regex_alternatives() -> None:
     assert rule_vocabulary(rules, tools_only=True) == ["any news"]
 
 
-def test_a_dropped_inner_word_split_words_and_phone_blurred_fricatives_still_match() -> None:
+def test_a_dropped_inner_word_and_split_or_joined_words_still_match() -> None:
     llm = ScriptedLLM(
         [
             {
@@ -378,8 +378,6 @@ def test_a_dropped_inner_word_split_words_and_phone_blurred_fricatives_still_mat
     # Words split or joined.
     assert called("can you dig in to home insulation") == ("delegate_workers", "home insulation")
     assert said("nevermind") == "cancelled"
-    # s/f/th/v/z sound alike on a phone line (cut at 3.4 kHz): "what if" is "what is"...
-    assert called("What if a heat pump?") == ("search_knowledge", "heat pump")
-    # ...but other words still differ: "did" is not "is", "war" is not "are".
-    assert called("What did that heat pump?") is None
+    # "if" is not "is" (though a phone line blurs s and f): "what if" asks no question.
+    assert called("What if a heat pump?") is None
     assert called("what war solar panels") is None
