@@ -226,7 +226,8 @@ class Hub:
         room = self._rooms.get(room_id)
         if room is None:
             return
-        await self.jobs.cancel_room(room_id)
+        if self.jobs.of_room(room_id):  # a child room has none: no gather for nothing
+            await self.jobs.cancel_room(room_id)
         await self.tasks.cancel_room(room_id)
         room.status = RoomStatus.CLOSED
         for channel_id in list(room.channels):

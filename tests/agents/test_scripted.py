@@ -381,3 +381,27 @@ def test_a_dropped_inner_word_and_split_or_joined_words_still_match() -> None:
     # "if" is not "is" (though a phone line blurs s and f): "what if" asks no question.
     assert called("What if a heat pump?") is None
     assert called("what war solar panels") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ('{"n": 3}', True),
+        (" [1, 2]", True),
+        ("42", True),
+        ("-1.5", True),
+        ('"quoted"', True),
+        ("true", True),
+        ("null", True),
+        ("three facts about tides", False),
+        ("no results", False),
+        ("", False),
+    ],
+)
+def test_only_text_that_may_be_json_is_parsed(text: str, parsed: bool) -> None:
+    from voicehub.agents.scripted import _may_be_json
+
+    assert _may_be_json(text) is parsed
+    if not parsed:  # the shortcut never skips text the parser would have taken
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(text)

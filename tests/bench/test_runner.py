@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from voicehub.bench.delegation import store_work
 from voicehub.bench.full_path import full_path
 from voicehub.bench.runner import spread
 
@@ -30,3 +31,14 @@ async def test_full_path_runs_tool_call_to_injection(tmp_path: Path) -> None:
         figures = await full_path(kind, tmp_path, count=5)
         assert set(figures) == {"median", "p95", "p99", "max"}
         assert figures["median"] > 0
+
+
+async def test_store_work_counts_one_commit_per_round_trip(tmp_path: Path) -> None:
+    work = await store_work(tmp_path, count=5)
+    # A round trip: per worker a task, a child room opened and closed and its four events,
+    # then one group commit for the dispatch and both workers.
+    assert work["round_trip"] == {"statements": 18.0, "commits": 1.0}
+    # A full path adds the tool call's two events and the outbox record: committed when
+    # written, claimed (committed with the next turns) and settled (committed at once).
+    assert work["full_path"]["commits"] == 3.0
+    assert work["full_path"]["statements"] < 30

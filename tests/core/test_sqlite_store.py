@@ -229,11 +229,11 @@ def _status_on_disk(path: Path, delivery_id: str) -> str:
     return status
 
 
-async def test_a_claim_commits_at_the_end_of_the_turn_and_an_outcome_at_once(
+async def test_a_claim_commits_after_the_tasks_its_turn_woke_and_an_outcome_at_once(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "hub.db"
-    store = SQLiteStore(path)
+    store = SQLiteStore(path, group_commit_seconds=0)
     try:
         item = DeliveryRecord(id="d1", room_id="main", content="the result")
         assert await store.put_delivery(item)
@@ -242,7 +242,9 @@ async def test_a_claim_commits_at_the_end_of_the_turn_and_an_outcome_at_once(
         assert await store.swap_delivery(claimed, expected_fence=0)
         # Not yet on disk: a crash now leaves the item pending, and no audio has played.
         assert _status_on_disk(path, "d1") == "pending"
-        await asyncio.sleep(0)  # the end of this loop turn
+        await asyncio.sleep(0)  # the next turn runs what this one woke, then commits
+        assert _status_on_disk(path, "d1") == "pending"
+        await asyncio.sleep(0)
         assert _status_on_disk(path, "d1") == "delivering"
         done = claimed.model_copy(update={"status": DeliveryStatus.DELIVERED, "fence": 2})
         assert await store.swap_delivery(done, expected_fence=1)
@@ -265,3 +267,82 @@ async def test_a_new_file_gets_small_pages_and_an_old_one_keeps_its_own(tmp_path
         with sqlite3.connect(path) as reader:
             assert reader.execute("PRAGMA page_size").fetchone()[0] == size
         reader.close()
+
+
+def _events_on_disk(path: Path) -> int:
+    """How many events another process reading the file sees now."""
+    with sqlite3.connect(path) as reader:
+        count: int = reader.execute("SELECT count(*) FROM events").fetchone()[0]
+    reader.close()
+    return count
+
+
+async def test_the_writes_of_the_tasks_a_turn_wakes_share_its_commit(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path, group_commit_seconds=0)
+    seen_by_worker: list[int] = []
+
+    async def worker() -> None:  # as a delegation's worker, woken by the turn that wrote
+        await store.append_event(Event(room_id="child", seq=1, text="the answer"))
+        seen_by_worker.append(_events_on_disk(path))
+
+    try:
+        commits = store.commits
+        await store.append_event(Event(room_id="main", seq=1, text="delegate this"))
+        await asyncio.create_task(worker())
+        # The dispatching turn's write was not committed alone before the worker ran...
+        assert seen_by_worker == [0]
+        await asyncio.sleep(0)
+        # ...both are on disk after one commit.
+        assert _events_on_disk(path) == 2
+        assert store.commits == commits + 1
+    finally:
+        await store.close()
+
+
+async def test_outbox_writes_commit_before_they_return_with_what_came_before(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)
+    try:
+        await store.append_event(Event(room_id="main", seq=1, text="a worker's answer"))
+        assert await store.put_delivery(DeliveryRecord(id="d1", room_id="main", content="x"))
+        assert _status_on_disk(path, "d1") == "pending"
+        assert _events_on_disk(path) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_group_commit_comes_without_a_later_write(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)  # the default window
+    try:
+        await store.append_event(Event(room_id="main", seq=1, text="the last words"))
+        commits = store.commits
+        # Nothing else happens: the timer alone commits (waits on the commit, not a time).
+        for _ in range(100_000):
+            if store.commits > commits:
+                break
+            await asyncio.sleep(0)
+        assert _events_on_disk(path) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_longer_group_commit_window_carries_the_writes_of_later_turns(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path, group_commit_seconds=60.0)
+    try:
+        commits = store.commits
+        for seq in (1, 2, 3):  # three turns inside the window
+            await store.append_event(Event(room_id="main", seq=seq))
+            await asyncio.sleep(0)
+        assert store.commits == commits and _events_on_disk(path) == 0
+        # An outbox write does not wait: it commits at once, with everything before it.
+        assert await store.put_delivery(DeliveryRecord(id="d1", room_id="main", content="x"))
+        assert store.commits == commits + 1 and _events_on_disk(path) == 3
+    finally:
+        await store.close()

@@ -1,16 +1,17 @@
-"""Caller audio to the model in 60 ms batches, with pauses in a turn flushed at once."""
+"""Caller audio to the model in batches: the start of speech at once, speech in 60 ms,
+quiet audio in 120 ms, pauses in a turn at once."""
 
 from __future__ import annotations
-
-import numpy as np
 
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime.audio_batch import AudioBatcher
+from voicehub.voice.speech_evidence import SpeechEvidence
 
 RATE = 16000
 FRAME = frame_bytes(RATE)  # 20 ms
 SILENCE = bytes(FRAME)
+MODEL_FRAME = 2 * 24000 // 50  # 20 ms at 24 kHz
 
 
 def frames(pcm: bytes) -> list[bytes]:
@@ -18,31 +19,41 @@ def frames(pcm: bytes) -> list[bytes]:
     return [pcm[i : i + FRAME] for i in range(0, whole, FRAME)]
 
 
-def test_three_frames_make_one_batch_at_24_khz() -> None:
+def test_quiet_audio_goes_in_120_ms_batches_at_24_khz() -> None:
     batcher = AudioBatcher(RATE)
-    speech = frames(synthesize("hello there", voice="piper", sample_rate=RATE))[:30]
-    batches = [b for b in (batcher.push(f) for f in speech) if b is not None]
-    assert len(batches) == 10  # one append per 60 ms, not one per frame
+    batches = [b for b in (batcher.push(SILENCE, False) for _ in range(30)) if b is not None]
+    assert len(batches) == 5  # one append per 120 ms
     total = sum(len(b) for b in batches) + len(batcher.flush())
     # 600 ms at 24 kHz PCM16 (the streaming resampler holds back a few samples)
-    assert abs(total - 2 * 24000 * 0.6) < 2 * 24000 * 0.02
+    assert abs(total - 30 * MODEL_FRAME) < MODEL_FRAME
+
+
+def test_the_start_of_speech_goes_at_once_then_speech_in_60_ms_batches() -> None:
+    speech = frames(synthesize("hello there, how are you", voice="piper", sample_rate=RATE))
+    evidence = SpeechEvidence(RATE)
+    voiced = [evidence.voiced_frames(frame) > 0 for frame in speech]
+    first = voiced.index(True)
+    batcher = AudioBatcher(RATE)
+    assert all(batcher.push(frame, False) is None for frame in speech[: min(first, 5)])
+    onset = batcher.push(speech[first], True)  # what waited goes with it, now
+    assert onset is not None and len(onset) >= MODEL_FRAME * min(first, 5)
+    sent = [batcher.push(SILENCE, True) for _ in range(6)]  # still speech-like
+    assert [b is not None for b in sent] == [False, False, True] * 2
 
 
 def test_in_a_turn_a_quiet_frame_flushes_at_once() -> None:
     batcher = AudioBatcher(RATE)
-    loud = (np.sin(np.arange(FRAME // 2) / 3) * 8000).astype(np.int16).tobytes()
-    assert batcher.push(loud) is None and batcher.push(SILENCE) is None  # outside a turn
-    batcher.flush()
     batcher.in_turn = True
-    assert batcher.push(loud) is None  # speech still batches
-    flushed = batcher.push(SILENCE)  # a pause: the speech and the pause go now
-    assert flushed is not None and len(flushed) > 2 * FRAME
-    assert batcher.push(SILENCE)  # every quiet frame of the turn goes at once
+    assert batcher.push(SILENCE, True) is not None  # an onset
+    assert batcher.push(SILENCE, True) is None  # speech still batches
+    flushed = batcher.push(SILENCE, False)  # a pause: the speech and the pause go now
+    assert flushed is not None and len(flushed) > MODEL_FRAME
+    assert batcher.push(SILENCE, False)  # every quiet frame of the turn goes at once
 
 
 def test_reset_drops_what_waits() -> None:
     batcher = AudioBatcher(RATE)
     batcher.in_turn = True
-    batcher.push(b"\x10\x27" * (FRAME // 2))
+    batcher.push(b"\x10\x27" * (FRAME // 2), False)
     batcher.reset()
     assert batcher.flush() == b"" and not batcher.in_turn

@@ -19,9 +19,9 @@ from tests.voice.test_offline_vad import padded_speech, shared_vad, vad_events
 RATE = 16000
 
 
-def call_audio(index: int) -> bytes:
-    speech, _ = padded_speech(RATE)
-    lead = bytes(2 * (RATE // 50) * (index % 13))  # 0 to 240 ms more silence first
+def call_audio(index: int, rate: int = RATE) -> bytes:
+    speech, _ = padded_speech(rate)
+    lead = bytes(2 * (rate // 50) * (index % 13))  # 0 to 240 ms more silence first
     return lead + speech
 
 
@@ -62,6 +62,55 @@ async def test_batched_segments_equal_per_call_segments(calls: int) -> None:
         assert batched == pytest.approx(probabilities, abs=1e-4), index
     if calls > 1:  # the windows really went through in batches
         assert batcher.windows / batcher.batches > 1.5
+
+
+async def test_batched_streams_resample_as_livekit_does() -> None:
+    """8 kHz calls (a phone line) on the 16 kHz model: resampled, then decided the same."""
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    audio = [call_audio(i, 8000) for i in range(5)]
+    alone = [await vad_events(shared, pcm, 8000) for pcm in audio]
+    batched_vad = BatchedSileroVAD(shared, SileroBatcher(shared._onnx_session, RATE, tick=0.002))
+    together = await asyncio.gather(
+        *(vad_events(batched_vad.for_call(), pcm, 8000) for pcm in audio)
+    )
+    for index, (one, many) in enumerate(zip(alone, together, strict=True)):
+        assert segments(many) == segments(one), index
+        assert [e.frames[0].data.tobytes() for e in many] == [
+            e.frames[0].data.tobytes() for e in one
+        ], index  # the same caller audio in every event
+
+
+async def test_a_flush_is_a_boundary_in_audio_order() -> None:
+    """Frames pushed around a flush: decided as livekit's stream decides them, although
+    windows before the flush are still waiting for their batch when it comes."""
+    from livekit import rtc
+
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    pcm = call_audio(3)
+    cut = len(pcm) // 2 // 640 * 640 + 200  # mid-speech, mid-window, mid-frame
+
+    async def events(vad: Any) -> list[Any]:
+        stream = vad.stream()
+        for index, part in enumerate((pcm[:cut], pcm[cut:])):
+            for start in range(0, len(part), 640):
+                chunk = part[start : start + 640]
+                stream.push_frame(rtc.AudioFrame(chunk, RATE, 1, len(chunk) // 2))
+            if index == 0:
+                stream.flush()
+        stream.end_input()
+        try:
+            return [event async for event in stream]
+        finally:
+            await stream.aclose()
+
+    alone = await events(shared)
+    batched = await events(BatchedSileroVAD(shared, SileroBatcher(shared._onnx_session, RATE)))
+    assert segments(batched) == segments(alone)
+    assert sum(e.samples_index == 512 for e in alone) == 2  # the flush restarted the count
 
 
 @pytest.mark.parametrize("calls", [1, 7, 64])

@@ -168,8 +168,9 @@ class ScriptedLLM:
         last_user = next((m.content for m in reversed(messages) if m.role == "user"), "")
         result = " ".join(results)
         values: dict[str, Any] = {"result": result, "last_user": last_user, "message": last_user}
-        with contextlib.suppress(json.JSONDecodeError):
-            values["result_data"] = json.loads(result)
+        if _may_be_json(result):  # a failed parse raises: about 10 us on every plain result
+            with contextlib.suppress(json.JSONDecodeError):
+                values["result_data"] = json.loads(result)
         template = rule.reply if rule is not None and rule.reply is not None else "{result}"
         return [TextDelta(text=render(template, values))]
 
@@ -182,6 +183,18 @@ class ScriptedLLM:
             if index < len(self.rules):
                 return self.rules[index]
         return None
+
+
+_JSON_STARTS = frozenset('{["-0123456789')
+
+
+def _may_be_json(text: str) -> bool:
+    """False when `json.loads(text)` must fail: JSON text starts (after white space) with an
+    object, array, string, number or a literal (true, false, null)."""
+    stripped = text.lstrip(" \t\n\r")
+    if not stripped:
+        return False
+    return stripped[0] in _JSON_STARTS or stripped.startswith(("true", "false", "null"))
 
 
 def _compile(rule: ScriptedRule) -> list[re.Pattern[str]]:

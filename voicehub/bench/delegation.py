@@ -7,6 +7,7 @@ import gc
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,47 @@ async def text_room(kind: str, folder: Path, count: int = 1000) -> dict[str, Any
         }
 
 
+async def store_work(folder: Path, count: int = 200) -> dict[str, Any]:
+    """SQLite statements (BEGIN and COMMIT included) and commits per round trip and per
+    full path (tool call to its result settled): the store's work without timing noise."""
+    from voicehub.bench.full_path import scripted_call
+    from voicehub.core.store.sqlite import SQLiteStore
+
+    async def per_trip(store: SQLiteStore, trips: Callable[[], Awaitable[None]]) -> Any:
+        for _ in range(3):  # the last turn's group commit
+            await asyncio.sleep(0)
+        statements, commits = store.statements, store.commits
+        await trips()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return {
+            "statements": round((store.statements - statements) / count, 2),
+            "commits": round((store.commits - commits) / count, 2),
+        }
+
+    supervisor = _supervisor()
+    store = SQLiteStore(folder / "store_work.db")
+    async with Hub(store=store, orchestration=None) as hub:
+        room = await hub.create_room("bench")
+
+        async def round_trips() -> None:
+            for _ in range(count):
+                await supervisor.run_workers(hub, room.id, "solar panels")
+
+        await supervisor.run_workers(hub, room.id, "solar panels")  # counts its tasks once
+        work = {"round_trip": await per_trip(store, round_trips)}
+    async with scripted_call("sqlite", folder) as (hub, delegate):
+        assert isinstance(hub.store, SQLiteStore)
+
+        async def full_paths() -> None:
+            for n in range(count):
+                await delegate(f"call-{n}")
+
+        await delegate("warm-up")
+        work["full_path"] = await per_trip(hub.store, full_paths)
+    return work
+
+
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     """All foundation figures. `store` is the store the figures are measured on."""
     from voicehub.bench.full_path import full_path  # it builds on this module's agents
@@ -164,5 +206,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             ),
             "retained_bytes_per_finished": await retained_bytes(store, folder, n),
         }
+        if store == "sqlite":
+            delegation["sqlite_per_trip"] = await store_work(folder)
         text = await text_room(store, folder, n)
     return {"delegation": delegation, "text_room": {"store": store, **text}}

@@ -12,8 +12,10 @@ next tool call, as in a call where results come seconds apart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +97,14 @@ async def _tool_call(hub: Hub, tool: Tool, room_id: str, call_id: str) -> None:
         )
 
 
-async def full_path(kind: str, folder: Path, count: int = 1000) -> dict[str, Any]:
-    """`count` sequential tool calls in one call's room; milliseconds from the tool call
-    to the start of the injection."""
+Delegate = Callable[[str], Awaitable[float]]
+"""One tool call in the call's room: seconds from the call to the start of the injection,
+returned once the result has settled."""
+
+
+@contextlib.asynccontextmanager
+async def scripted_call(kind: str, folder: Path) -> AsyncIterator[tuple[Hub, Delegate]]:
+    """A hub on store `kind` with one call's room and its scripted voice session attached."""
     clock = SystemClock()
     supervisor = _supervisor()
     tool = _delegate_tool(supervisor)
@@ -114,15 +121,25 @@ async def full_path(kind: str, folder: Path, count: int = 1000) -> dict[str, Any
 
         session = ScriptedVoiceSession(clock)
         await hub.delivery.attach(room.id, session, session.activity)
-        durations: list[float] = []
-        for n in range(count + 50):  # the first 50 warm up
+
+        async def delegate(call_id: str) -> float:
             settled.clear()
             injected = session.expect_injection()
             started = time.perf_counter()
-            await _tool_call(hub, tool, room.id, f"call-{n}")
-            durations.append(await injected - started)
+            await _tool_call(hub, tool, room.id, call_id)
+            duration = await injected - started
             await hub.wait_idle()  # the background job ends after the handoff to delivery
             # In a call, results come seconds apart: the last one settles (its outcome is
             # written) before the next tool call, not inside the next call's timed path.
             await settled.wait()
-        return summary_ms(durations[50:])
+            return duration
+
+        yield hub, delegate
+
+
+async def full_path(kind: str, folder: Path, count: int = 1000) -> dict[str, Any]:
+    """`count` sequential tool calls in one call's room; milliseconds from the tool call
+    to the start of the injection."""
+    async with scripted_call(kind, folder) as (_, delegate):
+        durations = [await delegate(f"call-{n}") for n in range(count + 50)]
+    return summary_ms(durations[50:])  # the first 50 warm up

@@ -3,10 +3,18 @@
 process), side by side with the pipeline session (`LiveKitVoiceSession`) in the same run,
 and how many relayed calls one core carries with the loop's lag p99 under 20 ms.
 
-Each frame crosses the relay both ways: caller audio up (in 60 ms appends: 16 -> 24 kHz,
-base64, a WebSocket frame per batch) and one 20 ms model delta down (parse, base64,
-24 -> 16 kHz, the transport, a mark every 200 ms confirmed at once), which is more than a
-real call, where the model speaks only part of the time.
+Each frame crosses the relay both ways: caller audio up (its speech evidence, then
+batched appends: 16 -> 24 kHz, base64, a WebSocket frame per batch) and model audio down
+(parse, base64, 24 -> 16 kHz, the transport, a mark every 200 ms confirmed at once), which
+is more than a real call, where the model speaks only part of the time. The API does not
+document how much audio a delta holds: the headline runs 20 ms deltas (one event per
+frame, the relay's worst case), and `us_per_frame_by_delta_ms` adds 100 ms deltas (what the
+test fake streams).
+
+Pacing the frames costs by itself what the `harness` run measures (no session: sleep until
+the frame is due, hand it over); it is inside every gross figure, so the `_net` figures
+take it out of both the relay and the pipeline. Wake-ups (event-loop callbacks) per frame
+are counted in separate runs (counting slows every callback).
 """
 
 from __future__ import annotations
@@ -25,12 +33,14 @@ from voicehub.bench.voice_load import (
     LAG_LIMIT_MS,
     HarnessCall,
     Load,
+    Window,
     pace,
     sqlite_or_memory,
 )
 from voicehub.hub import Hub
 
 ROOM = "bench-realtime"
+LONG_DELTA_MS = 100
 
 
 class RealtimeCall:
@@ -64,7 +74,14 @@ class RealtimeCall:
         return 1 if self.transport.audio_bytes else 0
 
 
-async def _relay(base_url: str, count: int, pattern: list[bytes], measure: float) -> Any:
+async def _relay(
+    base_url: str,
+    count: int,
+    pattern: list[bytes],
+    measure: float,
+    *,
+    count_wakeups: bool = False,
+) -> Window:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
@@ -72,12 +89,21 @@ async def _relay(base_url: str, count: int, pattern: list[bytes], measure: float
         calls = [RealtimeCall(hub, i, client) for i in range(count)]
         try:
             await asyncio.gather(*(call.start() for call in calls))
-            window = await pace(calls, pattern, 1.0, measure, seed=count)
+            window = await pace(
+                calls, pattern, 1.0, measure, seed=count, count_wakeups=count_wakeups
+            )
         finally:
             await asyncio.gather(*(call.aclose() for call in calls))
     if not all(call.replies() for call in calls):
         raise RuntimeError("realtime: a relayed call got no model audio back")
     return window
+
+
+async def _harness(
+    count: int, pattern: list[bytes], measure: float, *, count_wakeups: bool = False
+) -> Window:
+    calls = [HarnessCall() for _ in range(count)]
+    return await pace(calls, pattern, 1.0, measure, seed=count, count_wakeups=count_wakeups)
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
@@ -89,20 +115,25 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     utterance = frames_of(await asyncio.to_thread(synthesize, CALLER_TEXT, "piper", 16000))
     pattern = utterance + [SILENCE] * 75
-    model = LoopbackModel()
-    await asyncio.to_thread(model.start)
+    model, long_deltas = LoopbackModel(delta_ms=20), LoopbackModel(delta_ms=LONG_DELTA_MS)
+    await asyncio.gather(asyncio.to_thread(model.start), asyncio.to_thread(long_deltas.start))
     measure = 2.0 if quick else 4.0
+    count = 25 if quick else 40
     try:
         await _relay(model.base_url, 4, pattern, 1.0)  # warm-up: imports, first connections
         with tempfile.TemporaryDirectory() as tmp:
             load = Load(sqlite_or_memory(store, Path(tmp)), pattern)
             await load.run("framework", 4, 1.0, 1.0, "per-call")  # warm-up
             gc.collect()
-            count = 25 if quick else 40
             relay = await _relay(model.base_url, count, pattern, measure)
-            pipeline = await load.run("framework", count, 1.0, measure, "per-call")
-            harness_calls = [HarnessCall() for _ in range(count)]
-            harness = await pace(harness_calls, pattern, 1.0, measure, seed=count)
+            # a loaded machine may starve a pipeline call of its reply: counted, not fatal
+            pipeline = await load.run("framework", count, 1.0, measure, "per-call", all_reply=False)
+            harness = await _harness(count, pattern, measure)
+            relay_long = await _relay(long_deltas.base_url, count, pattern, measure)
+            wakeups = {
+                "relay": await _relay(model.base_url, count, pattern, 2.0, count_wakeups=True),
+                "harness": await _harness(count, pattern, 2.0, count_wakeups=True),
+            }
         ramp: dict[int, float] = {}
         carried = 0
         for step in [100, 200, 400] if quick else [100, 200, 300, 400, 600, 800]:
@@ -113,6 +144,12 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             carried = step
     finally:
         model.stop()
+        long_deltas.stop()
+    relay_net = relay.us_per_frame - harness.us_per_frame
+    pipeline_net = pipeline.us_per_frame - harness.us_per_frame
+    wakeups_per_frame = {
+        name: (window.wakeups or 0) / max(window.frames, 1) for name, window in wakeups.items()
+    }
     return {
         "realtime": {
             "us_per_frame": round(relay.us_per_frame, 1),
@@ -120,12 +157,36 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             "ratio_to_pipeline": round(relay.us_per_frame / pipeline.us_per_frame, 3),
             # pacing the frames costs this by itself, in both figures above
             "harness_us_per_frame": round(harness.us_per_frame, 1),
+            "pipeline_calls_without_reply": pipeline.silent_calls,
+            # under 99: the loop fell behind the clock, and the per-frame figures with it
+            "frames_delivered_pct": {
+                "relay": round(relay.delivered_pct, 1),
+                "pipeline": round(pipeline.delivered_pct, 1),
+                "harness": round(harness.delivered_pct, 1),
+            },
+            "us_per_frame_net": round(relay_net, 1),
+            "pipeline_us_per_frame_net": round(pipeline_net, 1),
+            "ratio_to_pipeline_net": round(relay_net / pipeline_net, 3),
+            "us_per_frame_by_delta_ms": {
+                "20": round(relay.us_per_frame, 1),
+                str(LONG_DELTA_MS): round(relay_long.us_per_frame, 1),
+            },
+            "us_per_frame_net_by_delta_ms": {
+                "20": round(relay_net, 1),
+                str(LONG_DELTA_MS): round(relay_long.us_per_frame - harness.us_per_frame, 1),
+            },
+            "wakeups_per_frame": {
+                "relay": round(wakeups_per_frame["relay"], 2),
+                "harness": round(wakeups_per_frame["harness"], 2),
+                "relay_path": round(wakeups_per_frame["relay"] - wakeups_per_frame["harness"], 2),
+            },
             "calls_per_core": carried,
             "ramp_lag_p99_ms": ramp,
             "calls_measured": count,
             "setup": "openai SDK realtime client -> loopback model in a child process; "
-            "caller audio up in 60 ms appends, one 20 ms delta down per 20 ms frame; "
-            "playout acked at once",
+            "caller audio up in batches (speech onsets at once, speech 60 ms, quiet 120 ms), "
+            "model audio down in 20 ms deltas, as much as the caller sent (delta size is "
+            "undocumented: 20 ms is the worst case); playout acked at once",
             "load_average_1m": os.getloadavg()[0],
             "quick": quick,
             "section_seconds": round(time.perf_counter() - started, 1),

@@ -1,9 +1,12 @@
 """A loopback stand-in for the Realtime model, for the relay benchmark: a WebSocket server
 in a child process (its CPU is not the relay's) that answers `session.update`, then keeps
-one response speaking: every `input_audio_buffer.append` gets one 20 ms
-`response.output_audio.delta` back per 20 ms of audio it carries (the relay batches its
-appends, the model's audio still comes in 20 ms deltas), so each paced frame crosses the
-relay both ways."""
+one response speaking: every `input_audio_buffer.append` earns as much model audio as it
+carries, sent in `response.output_audio.delta` events of `delta_ms` each once earned (the
+relay batches its appends; the deltas keep their own size), so each paced frame crosses
+the relay both ways.
+
+The API does not document a delta's size. 20 ms (the default) is the worst case for the
+relay (one event per frame); the test fake streams 100 ms deltas."""
 
 from __future__ import annotations
 
@@ -15,10 +18,10 @@ import multiprocessing
 from multiprocessing.connection import Connection
 from typing import Any
 
-DELTA = base64.b64encode(bytes(960)).decode()  # 20 ms of 24 kHz PCM16
+MODEL_BYTES_PER_MS = 48  # 24 kHz PCM16
 
 
-async def _serve(ready: Connection) -> None:
+async def _serve(ready: Connection, delta_ms: int) -> None:
     from websockets.asyncio.server import ServerConnection, serve
     from websockets.exceptions import ConnectionClosed
 
@@ -36,9 +39,10 @@ async def _serve(ready: Connection) -> None:
                 "item_id": "item_1",
                 "output_index": 0,
                 "content_index": 0,
-                "delta": DELTA,
+                "delta": base64.b64encode(bytes(delta_ms * MODEL_BYTES_PER_MS)).decode(),
             }
         )
+        earned_ms = 0.0
         async for message in ws:
             kind = json.loads(message)["type"]
             if kind == "session.update":
@@ -47,7 +51,9 @@ async def _serve(ready: Connection) -> None:
                 await ws.send(json.dumps(created))
             elif kind == "input_audio_buffer.append":
                 audio = len(json.loads(message)["audio"]) * 3 // 4
-                for _ in range(max(1, round(audio / 960))):
+                earned_ms += audio / MODEL_BYTES_PER_MS
+                while earned_ms >= delta_ms - 0.5:  # appends may be a sample short
+                    earned_ms -= delta_ms
                     await ws.send(delta)
 
     async with serve(handle, "127.0.0.1", 0, max_size=None, compression=None) as server:
@@ -55,21 +61,25 @@ async def _serve(ready: Connection) -> None:
         await asyncio.Future()
 
 
-def _main(ready: Connection) -> None:
-    asyncio.run(_serve(ready))
+def _main(ready: Connection, delta_ms: int) -> None:
+    asyncio.run(_serve(ready, delta_ms))
 
 
 class LoopbackModel:
-    """The stand-in's process; `base_url` for `AsyncOpenAI` once started."""
+    """The stand-in's process; `base_url` for `AsyncOpenAI` once started. `delta_ms` is
+    the model audio per `response.output_audio.delta`."""
 
-    def __init__(self) -> None:
+    def __init__(self, delta_ms: int = 20) -> None:
+        if delta_ms <= 0:
+            raise ValueError(f"delta_ms must be positive, got {delta_ms}")
+        self.delta_ms = delta_ms
         self._process: Any = None
         self.base_url = ""
 
     def start(self) -> None:
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
-        self._process = context.Process(target=_main, args=(child,), daemon=True)
+        self._process = context.Process(target=_main, args=(child, self.delta_ms), daemon=True)
         self._process.start()
         self.base_url = f"http://127.0.0.1:{parent.recv()}/v1"
 

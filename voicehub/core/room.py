@@ -69,7 +69,7 @@ class Room:
     async def post(self, event: Event) -> Event | None:
         """Append `event` and broadcast it. Returns the stored event, or None if a
         BEFORE_BROADCAST hook blocked it."""
-        if not self.is_open:
+        if self.status is not RoomStatus.OPEN:
             raise RoomClosedError(closed_message(self.id))
         hooks = self.hub.hooks
         if hooks.has(HookTrigger.BEFORE_BROADCAST, self.id):

@@ -6,14 +6,17 @@ from typing import Any
 
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.store.base import DeliveryRecord
-from voicehub.delivery.policy import DeliveryStrategy
+from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
 
 __all__ = ["delivery_event", "strategy_name"]
 
 
 def strategy_name(strategy: DeliveryStrategy) -> str:
     """The kind of a strategy: immediate, wait_for_idle or queued."""
-    return str(strategy.to_json()["kind"])
+    return _NAMES.get(type(strategy)) or str(strategy.to_json()["kind"])
+
+
+_NAMES: dict[type, str] = {Immediate: "immediate", WaitForIdle: "wait_for_idle", Queued: "queued"}
 
 
 def delivery_event(record: DeliveryRecord, strategy: DeliveryStrategy, **extra: Any) -> Event:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -89,7 +90,7 @@ class Outbox:
         # even when a coarse or virtual wall clock stamps two results alike.
         now = self._last_created = max(self.wall(), self._last_created + _TIE_STEP)
         record = DeliveryRecord(
-            id=delivery_id or f"dlv-{uuid.uuid4().hex}",
+            id=delivery_id or f"dlv-{os.urandom(16).hex()}",
             room_id=room_id,
             content=content,
             strategy=strategy.to_json(),

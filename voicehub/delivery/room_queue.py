@@ -9,7 +9,7 @@ from collections import Counter
 
 from voicehub.core.store.base import DeliveryRecord
 from voicehub.delivery.injector import ActivityFeed, Injector, PreparingInjector
-from voicehub.delivery.policy import PendingItem, strategy_from_json
+from voicehub.delivery.policy import DeliveryStrategy, PendingItem, strategy_from_json
 
 __all__ = ["OFFER_AFTER", "RoomQueue", "queue_id"]
 
@@ -38,12 +38,21 @@ class RoomQueue:
         self.order = itertools.count()
         self.injector: Injector | None = None
         self.activity: ActivityFeed | None = None
+        # The injector again when it pre-renders speech: isinstance on a runtime-checkable
+        # protocol inspects every member (10-20 us), too slow for each step of the driver.
+        self.preparing: PreparingInjector | None = None
         self.changed = asyncio.Event()
         self.driver: asyncio.Task[None] | None = None
         self.watcher: asyncio.Task[None] | None = None
 
-    def stamp(self, record: DeliveryRecord, arrived_at: float) -> None:
+    def stamp(
+        self,
+        record: DeliveryRecord,
+        arrived_at: float,
+        strategy: DeliveryStrategy | None = None,
+    ) -> None:
         """Queue `record` as arrived at `arrived_at`, keeping its place if already queued.
+        `strategy` is the record's, when the caller has it parsed already.
 
         The policy breaks arrival-time ties by `delivery_id`; results stamped alike (a
         restart, a coarse clock) must still go in arrival order, so the policy sees a key
@@ -51,9 +60,15 @@ class RoomQueue:
         """
         queued = self.items.get(record.id)
         key = queued[1].delivery_id if queued else f"{next(self.order):012d}:{record.id}"
-        strategy = strategy_from_json(record.strategy)
+        if strategy is None:
+            strategy = strategy_from_json(record.strategy)
         self.items[record.id] = (record, PendingItem(key, arrived_at, strategy))
         self.changed.set()
+
+    def connect(self, injector: Injector | None, activity: ActivityFeed | None) -> None:
+        """The room's live session (None, None when it left)."""
+        self.injector, self.activity = injector, activity
+        self.preparing = injector if isinstance(injector, PreparingInjector) else None
 
     def update(self, record: DeliveryRecord) -> None:
         self.items[record.id] = (record, self.items[record.id][1])
@@ -63,15 +78,13 @@ class RoomQueue:
         self.not_before.pop(delivery_id, None)
         self.interruptions.pop(delivery_id, None)
         self.spared.pop(delivery_id, None)
-        if self.prepared.pop(delivery_id, None) is not None:
-            injector = self.injector
-            if isinstance(injector, PreparingInjector):
-                injector.discard(delivery_id)
+        if self.prepared.pop(delivery_id, None) is not None and self.preparing is not None:
+            self.preparing.discard(delivery_id)
 
     def prepare_all(self) -> None:
         """Let a preparing injector get every queued item ready (pre-rendered speech)."""
-        injector = self.injector
-        if not isinstance(injector, PreparingInjector):
+        injector = self.preparing
+        if injector is None:
             return
         for delivery_id, (record, _) in self.items.items():
             if self.prepared.get(delivery_id) != record.content:

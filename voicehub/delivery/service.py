@@ -122,7 +122,7 @@ class DeliveryService:
         if record.status.final or (not new and record.id in queue.items):
             self._unload(queue)
             return record.id
-        queue.stamp(record, now)
+        queue.stamp(record, now, chosen if new else None)
         if queue.injector is None:
             await self._hold(queue, record.id)
         return record.id
@@ -135,7 +135,7 @@ class DeliveryService:
         """
         queue = self._queue(room_id)
         await self._stop(queue)
-        queue.injector, queue.activity = injector, activity
+        queue.connect(injector, activity)
         queue.not_before.clear()
         queue.detached()  # a new session prepares afresh
         # Another instance may have added results for this conversation since we started.
@@ -153,7 +153,7 @@ class DeliveryService:
         if queue is None:
             return
         await self._stop(queue)
-        queue.injector = queue.activity = None
+        queue.connect(None, None)
         queue.detached()
         for delivery_id in list(queue.items):
             await self._hold(queue, delivery_id)
@@ -287,6 +287,7 @@ class DeliveryService:
         strategy = items[0].strategy
         live: list[DeliveryRecord] = []
         texts: dict[str, str] = {}
+        hooked = False
         for item in items:
             record = queue.items[queue_id(item)][0]
             if not self.hub.hooks.has(HookTrigger.BEFORE_DELIVER, record.room_id):
@@ -295,6 +296,7 @@ class DeliveryService:
                 continue
             # A BEFORE_DELIVER hook that raises is logged and skipped by the hook registry
             # (fail open): a broken filter must not lose a result. To stop a result, block it.
+            hooked = True
             outcome = await self.hub.run_hooks(
                 HookTrigger.BEFORE_DELIVER, delivery_event(record, strategy)
             )
@@ -309,10 +311,12 @@ class DeliveryService:
             live.append(record)
             texts[record.id] = outcome.event.text
         # Hooks may take time: if the caller started talking meanwhile, decide again later
-        # (with no live item left, decide() never says Deliver).
-        live_items = [queue.items[record.id][1] for record in live]
-        if not isinstance(decide(activity.snapshot(), live_items, self.clock.now()), Deliver):
-            return
+        # (with no live item left, decide() never says Deliver). Without a hook nothing ran
+        # since the decision.
+        if hooked:
+            live_items = [queue.items[record.id][1] for record in live]
+            if not isinstance(decide(activity.snapshot(), live_items, self.clock.now()), Deliver):
+                return
         claimed: list[DeliveryRecord] = []
         for record in live:  # the lease: no other instance speaks these meanwhile
             fresh, won = await self.outbox.claim(record)

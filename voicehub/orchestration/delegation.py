@@ -124,6 +124,9 @@ class Delegation:
         self._holding: set[str] = set()  # ids of tasks that hold a running slot
         self._counters: dict[str, int] = {}
         self._live: dict[str, TaskHandle] = {}
+        # The live tasks of each parent room: closing a room (each child room when its task
+        # ends) looks its tasks up without scanning every live task of the hub.
+        self._live_by_room: dict[str, dict[str, TaskHandle]] = {}
         self._finishing: set[asyncio.Task[None]] = set()
 
     @property
@@ -135,7 +138,8 @@ class Delegation:
         return self._live.get(task_id)
 
     def of_room(self, parent_room_id: str) -> list[TaskHandle]:
-        return [h for h in self._live.values() if h.parent_room_id == parent_room_id]
+        room = self._live_by_room.get(parent_room_id)
+        return list(room.values()) if room else []
 
     async def delegate(
         self,
@@ -168,6 +172,7 @@ class Delegation:
         self._counters[parent_room_id] = number
         handle = TaskHandle(f"{parent_room_id}::task-{number}", agent.id, parent_room_id, task)
         self._live[handle.task_id] = handle
+        self._live_by_room.setdefault(parent_room_id, {})[handle.task_id] = handle
         # When a slot is free the task is stored as running at once: one write, not two.
         free = self._admission.try_take(parent_room_id)
         if free:
@@ -224,8 +229,7 @@ class Delegation:
             if handle.task_id not in self._holding:
                 await self._admission.take(handle.parent_room_id)
                 self._holding.add(handle.task_id)
-                running = record.model_copy(update={"status": TaskStatus.RUNNING})
-                record = await self._swap(record, running) or record
+                record = await self._swap(record, status=TaskStatus.RUNNING) or record
             handle.status = TaskStatus.RUNNING
             result = await self._work_with_timeout(handle, agent, shared, timeout, stop_tools)
         except asyncio.CancelledError:
@@ -317,18 +321,23 @@ class Delegation:
     async def _finish(self, handle: TaskHandle, record: TaskRecord, result: TaskResult) -> None:
         handle.status = result.status
         self._live.pop(handle.task_id, None)
+        room = self._live_by_room.get(handle.parent_room_id)
+        if room is not None:
+            room.pop(handle.task_id, None)
+            if not room:
+                del self._live_by_room[handle.parent_room_id]
         if handle.task_id in self._holding:
             self._holding.discard(handle.task_id)
             self._admission.release(handle.parent_room_id)
-        final = replace(
-            record,
-            status=result.status,
-            output=result.output,
-            reason=result.reason,
-            finished_at=time.time(),
-        )
         try:
-            if await self._swap(record, final) is None:
+            final = await self._swap(
+                record,
+                status=result.status,
+                output=result.output,
+                reason=result.reason,
+                finished_at=time.time(),
+            )
+            if final is None:
                 result = dataclasses.replace(result, taken_over=True)
             # the event is built only when a hook will see it (none for a task taken over:
             # the instance that took it reports it)
@@ -343,10 +352,10 @@ class Delegation:
             if not handle._future.done():
                 handle._future.set_result(result)
 
-    async def _swap(self, record: TaskRecord, updated: TaskRecord) -> TaskRecord | None:
-        """Write `updated` over `record` if nobody changed it since; None (logged) when
+    async def _swap(self, record: TaskRecord, **changes: Any) -> TaskRecord | None:
+        """Write `record` with `changes` if nobody changed it since; None (logged) when
         another instance took the task over."""
-        written = replace(updated, fence=record.fence + 1)
+        written = replace(record, fence=record.fence + 1, **changes)
         if await self.hub.store.swap_task(written, expected_fence=record.fence):
             return written
         log.warning(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -165,7 +165,7 @@ class Supervisor(Orchestration):
         (`voicehub.orchestration.recovery`)."""
         return {
             "dispatch": {
-                "id": f"dispatch-{uuid.uuid4().hex[:12]}",
+                "id": f"dispatch-{os.urandom(6).hex()}",  # uuid4 costs 3 us
                 "task": task,
                 "workers": [w.id for w in workers],
                 "strategy": self.strategy or "parallel",

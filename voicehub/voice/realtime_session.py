@@ -1,9 +1,11 @@
 """The realtime `VoiceSession`: a lean relay to a speech-to-speech model (OpenAI Realtime).
 
-Caller audio goes to `input_audio_buffer.append` in 60 ms batches at 24 kHz
-(`realtime.audio_batch`); the model's audio goes to the transport with speech marks
-(`realtime.playout`). The model's server or semantic VAD drives turns; its events drive
-`VoiceActivity` (`realtime.model_events`). Tools run in tasks (`realtime.tool_runs`).
+Caller audio goes to `input_audio_buffer.append` in batches at 24 kHz
+(`realtime.audio_batch`), and each frame's speech evidence to `VoiceActivity`, where a
+delivery's last check before its first audio frame reads it (`realtime.model_events`).
+The model's audio goes to the transport with speech marks (`realtime.playout`). The
+model's server or semantic VAD drives turns; its events drive `VoiceActivity`
+(`realtime.model_events`). Tools run in tasks (`realtime.tool_runs`).
 The connection is kept up by `realtime.link`: a drop reconnects with backoff and the
 session is restored (`connection_restored`): configuration, voice, and a recap of the call.
 """
@@ -36,6 +38,7 @@ from voicehub.voice.realtime.recorder import CallRecorder
 from voicehub.voice.realtime.resample import PcmResampler
 from voicehub.voice.realtime.responses import SpeakRequest
 from voicehub.voice.realtime.tool_runs import in_tool
+from voicehub.voice.speech_evidence import SpeechEvidence
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -94,6 +97,7 @@ class RealtimeVoiceSession:
         self._link = ModelLink(client, self.settings.model, hub.clock, self.events, backoff=backoff)
         self.events.link = self._link
         self._batcher = AudioBatcher(transport.sample_rate)
+        self._evidence = SpeechEvidence(transport.sample_rate)
         self._down = PcmResampler(MODEL_RATE, transport.sample_rate)
         self._ids = itertools.count(1)
         self._recap = ""  # the call so far, for a restored model session
@@ -143,12 +147,20 @@ class RealtimeVoiceSession:
     # -- audio ------------------------------------------------------------------------------
 
     async def push_audio(self, pcm16: bytes) -> None:
-        """Caller audio at the transport rate: batched, resampled, appended to the model's
+        """Caller audio at the transport rate: its per-frame speech evidence into the
+        activity (delivery reads it), then batched, resampled, appended to the model's
         buffer. Dropped while the model connection is down (nobody would hear it)."""
-        connection = self._link.connection
-        if self._closed or connection is None:
+        if self._closed:
             return
-        batch = self._batcher.push(pcm16)
+        voiced = self._evidence.voiced_frames(pcm16) > 0
+        if voiced:
+            self.activity.caller_voiced()
+            if self.events.requests:  # a delivery playing yields at this frame
+                await self.events.caller_voiced()
+        connection = self._link.connection
+        if connection is None:
+            return
+        batch = self._batcher.push(pcm16, voiced)
         if batch:
             try:  # noqa: SIM105 (the per-frame path: no context manager)
                 await connection.append_audio(batch)
@@ -197,13 +209,16 @@ class RealtimeVoiceSession:
         if allow_interrupt:
             await self.interrupt()
         if self.delivery_mode == "say":
-            return await self.say(text)
+            instructions = SAY_INSTRUCTIONS.format(text=text)
+            return await self._speak(
+                {"instructions": instructions, "tool_choice": "none"}, gated=True
+            )
         item = {
             "type": "message",
             "role": self.settings.injection_role,
             "content": [{"type": "input_text", "text": f"Background result: {text}"}],
         }
-        return await self._speak({"instructions": RESULT_INSTRUCTIONS}, before=[item])
+        return await self._speak({"instructions": RESULT_INSTRUCTIONS}, before=[item], gated=True)
 
     async def interrupt(self) -> None:
         """Stop the model: cancel its response and cut the audio not yet played."""
@@ -307,7 +322,11 @@ class RealtimeVoiceSession:
     # -- internals ------------------------------------------------------------------------
 
     async def _speak(
-        self, response: dict[str, Any], *, before: Sequence[dict[str, Any]] = ()
+        self,
+        response: dict[str, Any],
+        *,
+        before: Sequence[dict[str, Any]] = (),
+        gated: bool = False,
     ) -> InjectOutcome:
         self._check_running()
         events = self.events
@@ -317,7 +336,7 @@ class RealtimeVoiceSession:
         if self._closed:
             return InjectOutcome.INTERRUPTED
         token = f"voicehub_{next(self._ids)}"
-        request = SpeakRequest(token, asyncio.get_running_loop().create_future())
+        request = SpeakRequest(token, asyncio.get_running_loop().create_future(), gated=gated)
         events.requests[token] = request
         events.model_free.clear()  # ours from now: another request waits for its end
         self.activity.reply_queued()

@@ -4,7 +4,7 @@ arrives.
 The VAD's debounced start of speech comes 60-200 ms after the first voiced frame (its
 minimum speech duration, plus Silero's batching). Delivery needs to know sooner: a result must
 not start over a caller who began a frame ago, and must stop the frame the caller starts.
-So every caller frame is measured here (RMS, about 7 us a frame on a loaded core) against an
+So every caller frame is measured here (RMS, about 4 us a frame on a loaded core) against an
 adaptive noise floor: a frame is speech-like when it is louder than `min_rms` and
 `above_floor` times the floor. The floor follows the quietest frames down at once and rises
 slowly (`floor_rise` per frame), so steady line noise stops counting within seconds while
@@ -48,6 +48,9 @@ class SpeechEvidence:
     def voiced_frames(self, pcm16: bytes) -> int:
         """How many whole frames of `pcm16` (after any partial frame left before) are
         speech-like; updates the noise floor."""
+        if len(pcm16) == self._frame and not self._rest:  # one whole frame: the usual case
+            samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32)
+            return self._voiced(math.sqrt(float(samples.dot(samples)) / len(samples)))
         data = self._rest + pcm16 if self._rest else pcm16
         whole = len(data) - len(data) % self._frame
         self._rest = data[whole:]
@@ -55,12 +58,16 @@ class SpeechEvidence:
             return 0
         samples = np.frombuffer(data, dtype="<i2", count=whole // 2).astype(np.float32)
         width = self._frame // 2
-        voiced, rise = 0, self._floor_rise
+        voiced = 0
         for start in range(0, len(samples), width):
             frame = samples[start : start + width]
-            level = math.sqrt(float(np.dot(frame, frame)) / width)  # dot: the cheapest RMS
-            threshold = max(self._min_rms, self._floor * self._above_floor)
-            voiced += level > threshold
-            # never stuck at 0 after digital silence: rise from at least 1
-            self._floor = level if level < self._floor else max(self._floor, 1.0) * rise
+            voiced += self._voiced(math.sqrt(float(np.dot(frame, frame)) / width))
         return voiced
+
+    def _voiced(self, level: float) -> int:
+        """1 if a frame at RMS `level` is speech-like, else 0; moves the noise floor."""
+        floor = self._floor
+        voiced = level > max(self._min_rms, floor * self._above_floor)
+        # never stuck at 0 after digital silence: rise from at least 1
+        self._floor = level if level < floor else max(floor, 1.0) * self._floor_rise
+        return 1 if voiced else 0

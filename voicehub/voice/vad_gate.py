@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from voicehub.voice.providers import vendor_import
 
@@ -30,7 +31,10 @@ __all__ = ["GatedVAD", "VadProgress"]
 
 log = logging.getLogger("voicehub.voice")
 
-LOOKAHEAD = 0.1  # s: above a Silero window (32 ms) plus a frame, far below any endpoint
+# s: above what batched Silero holds back when keeping up (a window of 32 ms, a frame, a
+# 20 ms tick and the thread hop), with room for a loaded loop's late wake-ups (at 0.1 s, a
+# loaded machine sent a frame in four through the queue); far below any endpoint
+LOOKAHEAD = 0.2
 STALL = 1.0  # s: a VAD that analyses nothing for this long (no stream, say) stops gating
 
 
@@ -86,6 +90,13 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+@runtime_checkable
+class ReportsAnalysed(Protocol):
+    """A VAD stream that reports the seconds it analysed itself, as it decides them."""
+
+    on_analysed: Callable[[float], None] | None
+
+
 class GatedVAD(vad.VAD):
     """`inner`'s streams, reporting the audio they analysed to `progress`.
 
@@ -117,7 +128,10 @@ class GatedVAD(vad.VAD):
         # livekit-agents (pinned) reads a stream's events through `_event_aiter` and emits
         # its metrics on `_vad`; neither has a public hook.
         stream._vad = self
-        stream._event_aiter = _Counted(stream._event_aiter, progress)
+        if isinstance(stream, ReportsAnalysed):  # batched Silero: reported as decided
+            stream.on_analysed = progress.advance
+        else:
+            stream._event_aiter = _Counted(stream._event_aiter, progress)
         flush = stream.flush
 
         def flush_and_resync() -> None:

@@ -1,48 +1,59 @@
-"""Caller audio to the model in batches: one `input_audio_buffer.append` per `batch_ms`.
+"""Caller audio to the model in batches of `input_audio_buffer.append`.
 
 Each append is a WebSocket message: a JSON frame, a base64 encoding, a send through the
 SDK and a syscall, whatever its size, and at one per 20 ms frame it was most of the relay's
-cost. 60 ms batches cut that threefold, and resample and encode 60 ms at a time. Why 60:
-the server VAD counts audio, not wall time, so a batch only delays what it decides by the
-audio still waiting here: at most 40 ms at 60 ms (the start of a barge-in, say); 100 ms
-would hold back up to 80 ms for little more: in the relay benchmark (40 calls, interleaved
-runs) 20 ms appends cost about 112 us per frame, 60 ms about 90, 100 ms about 87.
+cost. So frames are batched, by what they hold (the caller's per-frame speech evidence,
+`voice.speech_evidence`, says which frames are speech-like):
 
-The end of the caller's speech is not held back at all: while the model hears the caller
-(between its `speech_started` and `speech_stopped`), a quiet frame flushes the batch at
-once, so the silence that ends the turn reaches the server as it happens. Control events
-flush first as well (`flush`), so audio and commits keep their order.
+- **the start of speech goes at once**: a speech-like frame after quiet ones flushes the
+  batch, so the server VAD hears a barge-in as soon as it is said (no audio held back);
+- **speech goes in 60 ms batches**: the server VAD counts audio, not wall time, so a batch
+  only delays what it decides by the audio still waiting here; 60 ms cuts the appends
+  threefold (in the relay benchmark, 40 calls, interleaved runs: 20 ms appends cost about
+  112 us per frame, 60 ms about 90, 100 ms about 87);
+- **quiet audio goes in 120 ms batches**: nothing waits on it (a pause inside a turn is
+  flushed at once, below), and a caller is quiet much of a call. Not longer: speech the
+  evidence takes for quiet (soft, over a loud noise floor) is held back at most 100 ms;
+- **the end of a turn is not held back**: while the model hears the caller (between its
+  `speech_started` and `speech_stopped`), a quiet frame flushes the batch at once, so the
+  silence that ends the turn reaches the server as it happens.
+
+Control events flush first as well (`flush`), so audio and commits keep their order.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from voicehub.voice.realtime.config import MODEL_RATE
 from voicehub.voice.realtime.resample import PcmResampler
 
-__all__ = ["BATCH_MS", "QUIET_PEAK", "AudioBatcher"]
+__all__ = ["BATCH_MS", "QUIET_BATCH_MS", "AudioBatcher"]
 
 BATCH_MS = 60
-QUIET_PEAK = 1000
-"""A frame whose loudest sample is under this (about -30 dBFS) is a pause, not speech."""
+QUIET_BATCH_MS = 120
 
 
 class AudioBatcher:
     """PCM16 frames at the transport rate in, model-rate PCM16 batches out."""
 
-    def __init__(self, from_rate: int, batch_ms: int = BATCH_MS) -> None:
+    def __init__(
+        self, from_rate: int, batch_ms: int = BATCH_MS, quiet_batch_ms: int = QUIET_BATCH_MS
+    ) -> None:
         self.batch_bytes = from_rate * 2 * batch_ms // 1000
+        self.quiet_batch_bytes = from_rate * 2 * quiet_batch_ms // 1000
         self.in_turn = False  # the model hears the caller speaking: flush at pauses
         self._resampler = PcmResampler(from_rate, MODEL_RATE)
         self._pending = bytearray()
+        self._voiced = False  # the last frame was speech-like
 
-    def push(self, pcm16: bytes) -> bytes | None:
-        """Add one frame; the batch to send when it is full (or at a pause in a turn)."""
+    def push(self, pcm16: bytes, voiced: bool) -> bytes | None:
+        """Add one frame (`voiced`: speech-like); the batch to send if one is due."""
+        onset = voiced and not self._voiced
+        self._voiced = voiced
         self._pending += pcm16
-        if len(self._pending) >= self.batch_bytes or (self.in_turn and _quiet(pcm16)):
+        if onset or (self.in_turn and not voiced):
             return self.flush()
-        return None
+        limit = self.batch_bytes if voiced or self.in_turn else self.quiet_batch_bytes
+        return self.flush() if len(self._pending) >= limit else None
 
     def flush(self) -> bytes:
         """Everything waiting, resampled (may be empty)."""
@@ -55,9 +66,4 @@ class AudioBatcher:
     def reset(self) -> None:
         """Drop what waits (the connection it was for is gone)."""
         self._pending.clear()
-        self.in_turn = False
-
-
-def _quiet(pcm16: bytes) -> bool:
-    samples = np.frombuffer(pcm16, dtype=np.int16)
-    return not len(samples) or max(int(samples.max()), -int(samples.min())) < QUIET_PEAK
+        self.in_turn = self._voiced = False

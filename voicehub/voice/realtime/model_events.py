@@ -5,6 +5,13 @@
 - ``response.created`` -> thinking; first audio of an item -> speaking that item; its last
   audio -> generated (a final mark); the mark's confirmation -> played.
 - a `say` / `generate_reply` / `inject` sent but not yet created -> reply queued.
+- a delivery's first audio frame is the last check before it is heard: if the caller's
+  per-frame speech evidence saw a speech-like frame within `VOICE_HOLD`, nothing of it goes
+  out, the response is cancelled, its item truncated to nothing, and the delivery comes
+  back DEFERRED (held for the next gap); once it plays, the caller's first speech-like
+  frame cuts it at once (`caller_voiced`), ahead of the model's VAD: it comes back
+  INTERRUPTED, offered again at the next gap. Other replies wait for the model's VAD (a
+  backchannel should not cut the agent).
 - tool calls keep the agent thinking until their outputs are in and the next response runs.
 - a dropped connection: what was running is cut (a delivery in flight comes back
   interrupted, so the delivery service offers it again), the agent counts as thinking
@@ -14,10 +21,11 @@
 from __future__ import annotations
 
 import asyncio
-import base64
+import binascii
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.events import EventKind
+from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.errors import VoicehubError
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.realtime.config import MODEL_RATE
@@ -199,7 +207,8 @@ class ModelEvents:
 
     async def _on_audio_delta(self, event: dict[str, Any]) -> None:
         response = self.responses.get(str(event["response_id"]))
-        model_audio = base64.b64decode(event["delta"], validate=True)
+        # base64 as str (JSON) or bytes (the fast path); binascii.Error is a ValueError
+        model_audio = binascii.a2b_base64(event["delta"], strict_mode=True)
         if response is None or not model_audio:
             return
         ms = len(model_audio) / 2 / MODEL_RATE * 1000
@@ -209,6 +218,9 @@ class ModelEvents:
         transport = self.session.transport
         if new:
             response.speeches.append(speech)
+            if self._caller_voiced_before(response):
+                await self._withhold(response, speech)
+                return
             self.spoken = True
             self.activity.agent_speech_started(speech.item_id)  # first: never idle between
             if not self.tool_runs.running:  # a tool asking aloud still counts as thinking
@@ -289,6 +301,38 @@ class ModelEvents:
             self.activity.agent_speech_finished(speech.item_id, interrupted=True)
             self._settled(speech)
 
+    async def caller_voiced(self) -> None:
+        """A speech-like caller frame: a delivery still playing yields to it now."""
+        if any(self._playing_delivery(request) for request in self.requests.values()):
+            await self.cut()
+
+    @staticmethod
+    def _playing_delivery(request: SpeakRequest) -> bool:
+        response = request.response
+        return (
+            request.gated
+            and response is not None
+            and any(not speech.settled for speech in response.speeches)
+        )
+
+    def _caller_voiced_before(self, response: ModelResponse) -> bool:
+        request = self.requests.get(response.id)
+        return request is not None and request.gated and self.activity.voiced_within(VOICE_HOLD)
+
+    async def _withhold(self, response: ModelResponse, speech: Speech) -> None:
+        """A delivery's first frame, with the caller's voice just heard: not a frame goes
+        out; the model forgets the item (truncated to nothing) and the delivery is held."""
+        request = self.requests[response.id]
+        request.held = True
+        self.playout.withhold(speech)
+        try:
+            await self.session.send({"type": "response.cancel", "response_id": response.id})
+            truncate = {"item_id": speech.item_id, "content_index": 0, "audio_end_ms": 0}
+            await self.session.send({"type": "conversation.item.truncate", **truncate})
+        except ModelConnectionLost:
+            pass  # the new session starts from the recap
+        self._settled(speech)
+
     def playout_confirmed(self, speech_id: str) -> None:
         for speech in self.playout.confirm(speech_id):
             self.activity.playout_confirmed(speech.item_id)
@@ -333,7 +377,7 @@ class ModelEvents:
             self.playout.forget(speech)
 
     def _post_spoken(self, speech: Speech) -> None:
-        if speech.posted or speech.transcript is None or not speech.settled:
+        if speech.posted or speech.transcript is None or not speech.settled or speech.withheld:
             return
         speech.posted = True
         text, item_id = speech.transcript, speech.item_id

@@ -30,6 +30,7 @@ class Speech:
     cut: bool = False
     transcript: str | None = None
     posted: bool = False
+    withheld: bool = False  # held before its first frame went out: nobody heard it
 
     @property
     def settled(self) -> bool:
@@ -94,6 +95,13 @@ class Playout:
             speech.generating = False
         self._marks.clear()
         return cut
+
+    def withhold(self, speech: Speech) -> None:
+        """`speech` goes out not at all (held at its first frame): cut, its marks dropped,
+        the other speeches untouched."""
+        speech.cut = speech.withheld = True
+        speech.generating = False
+        self._marks = deque(entry for entry in self._marks if entry[1] is not speech)
 
     @property
     def unsettled(self) -> bool:

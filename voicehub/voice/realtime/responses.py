@@ -6,7 +6,8 @@ echoes the metadata in `response.created`, which binds the response to the reque
 the model starts another response (a caller turn) at the same moment. A request ends
 FINISHED once its response completed and every audio item of it was played (confirmed by
 the transport), INTERRUPTED if the response was cancelled, an item was cut, the server
-refused the request, or the call ended.
+refused the request, or the call ended. A `gated` request (a delivery) ends DEFERRED
+instead when it was held at its first audio frame: nothing of it was heard.
 """
 
 from __future__ import annotations
@@ -42,14 +43,18 @@ class SpeakRequest:
 
     token: str
     future: asyncio.Future[InjectOutcome]
+    gated: bool = False  # a delivery: held at its first frame if the caller speaks
     response: ModelResponse | None = None
+    held: bool = False  # it was: nothing of it went out
 
     def settle(self) -> None:
         """Resolve the future if the response says how it went (call after each change)."""
         response = self.response
         if self.future.done() or response is None:
             return
-        if response.status == "cancelled" or any(s.cut for s in response.speeches):
+        if self.held:
+            self.future.set_result(InjectOutcome.DEFERRED)
+        elif response.status == "cancelled" or any(s.cut for s in response.speeches):
             self.future.set_result(InjectOutcome.INTERRUPTED)
         elif response.status == "failed":
             self.future.set_exception(VoicehubError(f"model response {response.id} failed"))

@@ -1,0 +1,392 @@
+"""livekit's Silero VAD stream, run without a task: the window logic in `push_frame`, the
+decisions when the `SileroBatcher` hands back the window's probability.
+
+livekit's stream is a task woken for every pushed frame, which awaits one inference per
+32 ms window. Here `push_frame` cuts windows synchronously and queues them; the batcher
+infers the first queued window of every stream once per tick and calls `decide` with its
+probability, which applies livekit's own rules (same exponential filter, thresholds,
+speech buffer and events, in the same order) and sends the events. No task runs per
+stream: a frame costs no wake-up, a window one (the consumer of its events).
+
+A flush is a hard boundary, in audio order: windows cut before it are decided first, then
+the state resets (livekit-plugins-silero 1.8.9, pinned: `VADStream._main_task`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from voicehub.voice.providers import vendor_import
+
+with vendor_import("livekit-plugins-silero"):
+    from livekit import rtc
+    from livekit.agents import utils, vad
+    from livekit.agents.metrics import VADMetrics
+    from livekit.agents.metrics.base import Metadata
+    from livekit.agents.utils import aio
+    from livekit.plugins.silero.vad import SLOW_INFERENCE_THRESHOLD
+
+if TYPE_CHECKING:
+    from livekit.plugins.silero.vad import _VADOptions
+
+    from voicehub.voice.providers.offline.silero_batch import SileroBatcher
+
+__all__ = ["BatchedSileroStream"]
+
+log = logging.getLogger("livekit.plugins.silero")  # livekit's own warnings, as its stream
+
+_WINDOW = {16000: (512, 64), 8000: (256, 32)}  # samples per window, context samples
+_INT16_MAX = np.iinfo(np.int16).max
+_FLUSH = None  # in the window queue: the boundary of a flush
+_WARN_EVERY = 5.0  # s: at most one "slower than realtime" warning per stream in this time
+
+
+class _Window:
+    __slots__ = ("data", "input", "queued_at")
+
+    def __init__(self, data: np.ndarray, input_: np.ndarray, queued_at: float) -> None:
+        self.data = data  # float32, the model's rate
+        self.input = input_  # int16, the input rate: what the window's events carry
+        self.queued_at = queued_at
+
+
+class _Pending:
+    """Samples not yet in a window: appended per frame, taken per window, copied once."""
+
+    __slots__ = ("buf", "size")
+
+    def __init__(self) -> None:
+        self.buf = np.empty(4096, dtype=np.int16)
+        self.size = 0
+
+    def append(self, samples: np.ndarray) -> None:
+        end = self.size + len(samples)
+        if end > len(self.buf):  # a burst pushed faster than windows are cut: grow
+            grown = np.empty(max(end, 2 * len(self.buf)), dtype=np.int16)
+            grown[: self.size] = self.buf[: self.size]
+            self.buf = grown
+        self.buf[self.size : end] = samples
+        self.size = end
+
+    def take(self, count: int) -> np.ndarray:
+        """The first `count` samples (fewer if fewer), removed."""
+        count = min(count, self.size)
+        taken = self.buf[:count].copy()
+        rest = self.size - count
+        self.buf[:rest] = self.buf[count : self.size]
+        self.size = rest
+        return taken
+
+    def clear(self) -> None:
+        self.size = 0
+
+
+class BatchedSileroStream(vad.VADStream):
+    """One call's Silero stream; inferences go through `batcher` (see the module)."""
+
+    def __init__(self, owner: vad.VAD, opts: _VADOptions, batcher: SileroBatcher) -> None:
+        # Not livekit's constructor: it starts the per-frame task and a metrics task.
+        self._vad = owner
+        self._opts = opts
+        self._batcher = batcher
+        self.window_size, self.context_size = _WINDOW[opts.sample_rate]
+        self.context = np.zeros(self.context_size, dtype=np.float32)
+        self.state = np.zeros((2, 128), dtype=np.float32)
+        self._event_ch = aio.Chan[vad.VADEvent]()
+        self._event_aiter: Any = self._event_ch  # wrappers may replace it
+        self.on_analysed: Callable[[float], None] | None = None  # seconds decided, as they are
+        self._queue: deque[_Window | None] = deque()
+        self.in_flight = False  # the first queued window is in a batch
+        self._ended = self._closed = False
+        self._error: BaseException | None = None
+        self._input_rate = 0
+        self._speech_buffer: np.ndarray | None = None
+        self._resampler: rtc.AudioResampler | None = None
+        self._inference_count, self._inference_total = 0, 0.0
+        self._last_activity_time = time.perf_counter()
+        self._warned_at = -_WARN_EVERY
+        self._input, self._model_input = _Pending(), _Pending()  # samples not in a window yet
+        self._fract = 0.0  # of an input sample, when the rates' ratio is not whole
+        self._reset()
+
+    # -- input ------------------------------------------------------------------------------
+
+    def push_frame(self, frame: rtc.AudioFrame) -> None:
+        """Queue the frame's complete windows for inference (no task is woken)."""
+        self._check_input_not_ended()
+        self._check_not_closed()
+        if not self._input_rate:
+            self._start(frame.sample_rate)
+        elif frame.sample_rate != self._input_rate:
+            log.error("a frame with another sample rate was already pushed")
+            return
+        source = self._input
+        source.append(np.frombuffer(frame.data, dtype=np.int16))
+        model = source
+        if self._resampler is not None:
+            model = self._model_input
+            for out in self._resampler.push(frame):
+                model.append(np.frombuffer(out.data, dtype=np.int16))
+        size, ratio = self.window_size, self._input_rate / self._opts.sample_rate
+        queued = False
+        while model.size >= size:
+            window = np.empty(size, dtype=np.float32)
+            np.divide(model.buf[:size], _INT16_MAX, out=window, dtype=np.float32)
+            to_copy = size * ratio + self._fract
+            copied = int(to_copy)
+            self._fract = to_copy - copied
+            self._queue.append(_Window(window, source.take(copied), time.perf_counter()))
+            if model is not source:
+                model.take(size)
+            queued = True
+        if queued and not self.in_flight:
+            self._next()
+
+    def flush(self) -> None:
+        """A hard segment boundary, after the windows already cut."""
+        self._check_input_not_ended()
+        self._check_not_closed()
+        self._queue.append(_FLUSH)
+        self._input.clear()
+        self._model_input.clear()
+        self._fract = 0.0
+        if self._input_rate and self._resampler is not None:
+            self._resampler = self._new_resampler()
+        if not self.in_flight:
+            self._next()
+
+    def end_input(self) -> None:
+        """No more audio: the events end once the windows already cut are decided."""
+        self.flush()
+        self._ended = True
+        if not self._queue:
+            self._end_events()
+
+    async def aclose(self) -> None:
+        """Close at once: queued windows are dropped, events end."""
+        self._closed = True
+        self._queue.clear()
+        self._end_events()
+
+    async def __anext__(self) -> vad.VADEvent:
+        try:
+            event: vad.VADEvent = await self._event_aiter.__anext__()
+        except StopAsyncIteration:
+            if self._error is not None:
+                raise self._error from None
+            raise
+        return event
+
+    def _check_input_not_ended(self) -> None:
+        if self._ended:
+            raise RuntimeError(f"{type(self).__name__} input ended")
+
+    def _check_not_closed(self) -> None:
+        if self._closed or self._event_ch.closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+
+    async def _main_task(self) -> None:  # livekit's abstract loop: none runs here
+        raise NotImplementedError
+
+    # -- the batcher's side -----------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        """Whether the batcher should still decide this stream's windows."""
+        return not self._closed and not self._event_ch.closed
+
+    def window(self) -> np.ndarray:
+        """The window to infer now (the first queued)."""
+        head = self._queue[0]
+        assert head is not None
+        return head.data
+
+    def decide(self, probability: float) -> None:
+        """The first queued window's raw probability: livekit's decisions, then the next
+        window (the model's context and state were set by the batcher)."""
+        self.in_flight = False
+        if not self.live:
+            return
+        head = self._queue.popleft()
+        assert head is not None
+        self._decide(head, probability)
+        self._next()
+
+    def fail(self, error: BaseException) -> None:
+        """The batch failed: the stream ends with `error`, as livekit's would."""
+        self.in_flight = False
+        self._error = error
+        self._queue.clear()
+        self._end_events()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _next(self) -> None:
+        queue = self._queue
+        while queue and queue[0] is _FLUSH:
+            queue.popleft()
+            self._reset()
+        if queue:
+            self.in_flight = True
+            self._batcher.ready(self)
+        elif self._ended:
+            self._end_events()
+
+    def _end_events(self) -> None:
+        self._event_ch.close()
+        self._batcher.streams.discard(self)  # a lone call's windows need not wait a tick
+
+    def _start(self, rate: int) -> None:
+        self._input_rate = rate
+        self._prefix_padding = int(self._opts.prefix_padding_duration * rate)
+        size = int(self._opts.max_buffered_speech * rate) + self._prefix_padding
+        self._speech_buffer = np.empty(size, dtype=np.int16)
+        self._resampler = self._new_resampler()
+
+    def _new_resampler(self) -> rtc.AudioResampler | None:
+        if self._input_rate == self._opts.sample_rate:
+            return None
+        return rtc.AudioResampler(
+            input_rate=self._input_rate,
+            output_rate=self._opts.sample_rate,
+            quality=rtc.AudioResamplerQuality.QUICK,  # as livekit's: VAD needs no more
+        )
+
+    def _reset(self) -> None:
+        self.context.fill(0)
+        self.state.fill(0)
+        self._filter = utils.ExpFilter(alpha=0.35)
+        self._buffer_index = 0
+        self._buffer_full = False
+        if self._speech_buffer is not None:
+            self._speech_buffer.fill(0)
+        self._speaking = False
+        self._speech_duration = self._silence_duration = 0.0
+        self._sample = 0
+        self._timestamp = 0.0
+        self._speech_run = self._silence_run = 0.0
+        self._extra_time = 0.0
+
+    def _decide(self, window: _Window, raw: float) -> None:
+        opts, buffer = self._opts, self._speech_buffer
+        assert buffer is not None
+        p = self._filter.apply(exp=1.0, sample=raw)
+        duration = self.window_size / opts.sample_rate
+        self._sample += self.window_size
+        self._timestamp += duration
+        chunk = window.input
+        space = len(buffer) - self._buffer_index
+        if (count := min(len(chunk), space)) > 0:
+            buffer[self._buffer_index : self._buffer_index + count] = chunk[:count]
+            self._buffer_index += count
+        elif not self._buffer_full:
+            self._buffer_full = True
+            log.warning(
+                "max_buffered_speech reached, ignoring further data for the current speech input"
+            )
+        elapsed = time.perf_counter() - window.queued_at
+        self._extra_time = max(0.0, self._extra_time + elapsed - duration)
+        if elapsed > SLOW_INFERENCE_THRESHOLD and window.queued_at > self._warned_at + _WARN_EVERY:
+            # livekit warns at every late window: on an overloaded loop, that is one more
+            # write to stderr per window of every call, when it can least afford it
+            self._warned_at = window.queued_at
+            log.warning("VAD inference is slower than realtime", extra={"delay": self._extra_time})
+        if self._speaking:
+            self._speech_duration += duration
+        else:
+            self._silence_duration += duration
+        rate = self._input_rate
+        data = chunk.tobytes()
+        self._send(
+            vad.VADEvent(
+                type=vad.VADEventType.INFERENCE_DONE,
+                samples_index=self._sample,
+                timestamp=self._timestamp,
+                silence_duration=self._silence_duration,
+                speech_duration=self._speech_duration,
+                probability=p,
+                inference_duration=elapsed,
+                frames=[rtc.AudioFrame(data, rate, 1, len(data) // 2)],
+                speaking=self._speaking,
+                raw_accumulated_silence=self._silence_run,
+                raw_accumulated_speech=self._speech_run,
+            ),
+            elapsed,
+        )
+        if self.on_analysed is not None:
+            self.on_analysed(len(chunk) / rate)
+        if p >= opts.activation_threshold or (self._speaking and p > opts.deactivation_threshold):
+            self._speech_run += duration
+            self._silence_run = 0.0
+            if not self._speaking and self._speech_run >= opts.min_speech_duration:
+                self._speaking = True
+                self._silence_duration = 0.0
+                self._speech_duration = self._speech_run
+                self._boundary(vad.VADEventType.START_OF_SPEECH, self._speech_duration)
+        else:
+            self._silence_run += duration
+            self._speech_run = 0.0
+            if not self._speaking:
+                self._rewind()
+            if self._speaking and self._silence_run >= opts.min_silence_duration:
+                self._speaking = False
+                self._silence_duration = self._silence_run
+                speech = max(0.0, self._speech_duration - self._silence_run)
+                self._boundary(vad.VADEventType.END_OF_SPEECH, speech)
+                self._speech_duration = 0.0
+                self._rewind()
+
+    def _boundary(self, kind: vad.VADEventType, speech_duration: float) -> None:
+        assert self._speech_buffer is not None
+        data = self._speech_buffer[: self._buffer_index].tobytes()
+        self._send(
+            vad.VADEvent(
+                type=kind,
+                samples_index=self._sample,
+                timestamp=self._timestamp,
+                silence_duration=self._silence_duration,
+                speech_duration=speech_duration,
+                frames=[rtc.AudioFrame(data, self._input_rate, 1, self._buffer_index)],
+                speaking=self._speaking,
+            )
+        )
+
+    def _rewind(self) -> None:
+        # keep only the prefix padding: the pre-roll of the next speech
+        buffer, padding = self._speech_buffer, self._prefix_padding
+        assert buffer is not None
+        if self._buffer_index <= padding:
+            return
+        buffer[:padding] = buffer[self._buffer_index - padding : self._buffer_index]
+        self._buffer_full = False
+        self._buffer_index = padding
+
+    def _send(self, event: vad.VADEvent, inference_duration: float | None = None) -> None:
+        self._event_ch.send_nowait(event)
+        # livekit's metrics task, inline: one report per second of inferences
+        if inference_duration is None:
+            self._last_activity_time = time.perf_counter()
+            return
+        self._inference_total += inference_duration
+        self._inference_count += 1
+        if self._inference_count >= 1 / self._vad.capabilities.update_interval:
+            self._vad.emit(
+                "metrics_collected",
+                VADMetrics(
+                    timestamp=time.time(),
+                    idle_time=time.perf_counter() - self._last_activity_time,
+                    inference_duration_total=self._inference_total,
+                    inference_count=self._inference_count,
+                    label=self._vad._label,
+                    metadata=Metadata(
+                        model_name=self._vad.model, model_provider=self._vad.provider
+                    ),
+                ),
+            )
+            self._inference_count, self._inference_total = 0, 0.0
