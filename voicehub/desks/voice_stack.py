@@ -180,9 +180,9 @@ def offline_stt_name(desk: Desk) -> str:
     """The offline recognizer of `desk`'s calls: "whisper" or "pocketsphinx", as its
     `[voice] stt` names; "auto" is Whisper wherever it can run (`whisper_unavailable`), on
     phone and wideband calls alike: tool accuracy on the phone bench, Whisper against
-    PocketSphinx, is 0.89 against 0.31 on phone audio and 0.99 against 0.64 wideband, for
-    no more CPU (a median request: 354 against 402 ms of one core). PocketSphinx stands
-    in, with a warning, when Whisper's model is missing or altered."""
+    PocketSphinx, is 0.92 against 0.31 on phone audio and 0.99 against 0.64 wideband, for
+    about the same CPU (a median request: 392 against 361 ms of one core). PocketSphinx
+    stands in, with a warning, when Whisper's model is missing or altered."""
     chosen = desk.config.voice.stt
     if chosen != "auto":
         return "whisper" if chosen == "whisper" else "pocketsphinx"

@@ -6,9 +6,9 @@ hashes below when the model loads, so a changed package is refused instead of si
 recognizing differently; nothing is ever downloaded.
 
 Whisper has no partial results: it decodes a whole utterance (the VAD's segment) at once,
-about 0.35 s of one core for a two-second request. It copes with phone audio far better
+about 0.4 s of one core for a two-second request. It copes with phone audio far better
 than PocketSphinx (`voicehub bench --only phone`: tool accuracy on phone audio 0.31 with
-PocketSphinx, 0.89 with Whisper and the desk's vocabulary as its prompt; wideband 0.64 and
+PocketSphinx, 0.92 with Whisper and the desk's vocabulary as its prompt; wideband 0.64 and
 0.99).
 """
 
