@@ -334,9 +334,53 @@ def test_rule_vocabulary_lists_trigger_phrases_and_regex_alternatives() -> None:
             {"regex": r"^(?:so\s+)?(?:what is|what.s)\s+(?P<topic>.+?)$", "say": "x"},
             {"match": ["*", "never mind"], "say": "y"},
             {"match": ["ignored"], "on": "instruction", "say": "z"},
+            {"match": ["any news"], "tool": "check_tasks"},
         ]
     ).rules
-    assert rule_vocabulary(rules) == ["what is", "what", "never mind"]
+    assert rule_vocabulary(rules) == ["what is", "what", "never mind", "any news"]
+    assert rule_vocabulary(rules, tools_only=True) == ["any news"]
+
+
+def test_a_dropped_inner_word_and_split_or_joined_words_still_match() -> None:
+    llm = ScriptedLLM(
+        [
+            {
+                "regex": r"\b(?:find out about|read up on|dig into)\s+(?P<topic>.+?)[\s.?!,]*$",
+                "tool": "delegate_workers",
+                "arguments": {"task": "{topic}"},
+            },
+            {
+                "regex": r"^(?:what is|what are)\s+(?:an?\s+)?(?P<topic>.+?)[\s.?!]*$",
+                "tool": "search_knowledge",
+                "arguments": {"query": "{topic}"},
+            },
+            {"match": ["never mind"], "say": "cancelled"},
+        ],
+        fallback="fallback",
+    )
+    tools = [ToolSpec(name="delegate_workers"), ToolSpec(name="search_knowledge")]
+
+    def called(text: str) -> tuple[str, str] | None:
+        chunks = llm.respond([ChatMessage(role="user", content=text)], tools)
+        calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
+        if not calls:
+            return None
+        return calls[0].name, next(iter(json.loads(calls[0].arguments).values()))
+
+    def said(text: str) -> str:
+        chunks = llm.respond([ChatMessage(role="user", content=text)], tools)
+        return " ".join(c.text for c in chunks if isinstance(c, TextDelta))
+
+    # An inner word of a three-word phrase dropped; not its first.
+    assert called("What do you read on electric cars?") == ("delegate_workers", "electric cars")
+    assert called("please find about wind turbines") == ("delegate_workers", "wind turbines")
+    assert called("out about wind turbines") is None
+    # Words split or joined.
+    assert called("can you dig in to home insulation") == ("delegate_workers", "home insulation")
+    assert said("nevermind") == "cancelled"
+    # "if" is not "is" (though a phone line blurs s and f): "what if" asks no question.
+    assert called("What if a heat pump?") is None
+    assert called("what war solar panels") is None
 
 
 @pytest.mark.parametrize(

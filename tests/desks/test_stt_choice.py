@@ -1,9 +1,12 @@
 """`[voice] stt` picks the offline recognizer of a desk's calls: PocketSphinx (streaming,
-with partials) or Whisper (per utterance, biased to the desk's vocabulary)."""
+with partials) or Whisper (per utterance, biased to the desk's vocabulary), or "auto":
+Whisper where its model loads, else PocketSphinx."""
 
 from __future__ import annotations
 
+import logging
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,9 +14,9 @@ import pytest
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.loading import load_desk_file
 from voicehub.desks.vocabulary import desk_vocabulary
-from voicehub.desks.voice_stack import speech_to_text_for
+from voicehub.desks.voice_stack import offline_stt_name, speech_to_text_for
 from voicehub.errors import ConfigError
-from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT
+from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT, whisper_engine
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
@@ -41,6 +44,7 @@ def test_a_desk_choosing_whisper_gets_whisper_biased_to_its_vocabulary(tmp_path:
     # The knowledge topics and the front agent's trigger phrases, from the desk's files.
     for phrase in ("wind turbines", "heat pumps", "dig into", "read up on", "never mind"):
         assert phrase in stt.prompt
+    assert "good morning" not in stt.prompt  # a greeting calls no tool: not worth biasing for
     assert desk_vocabulary(desk)[0] == "solar panels"  # topics first
 
 
@@ -56,4 +60,47 @@ def test_an_unknown_stt_name_is_refused_naming_the_file_and_the_choices(tmp_path
         load_desk_file(path)
     message = str(caught.value)
     assert message.startswith(f"{path}: ")
-    assert "voice.stt: Input should be 'pocketsphinx', 'whisper' or 'deepgram'" in message
+    assert "voice.stt: Input should be 'pocketsphinx', 'whisper', 'auto' or 'deepgram'" in message
+
+
+@pytest.fixture
+def fresh_whisper_check() -> Iterator[None]:
+    """`whisper_unavailable` is cached per process: each test sees its own answer."""
+    whisper_engine.whisper_unavailable.cache_clear()
+    yield
+    whisper_engine.whisper_unavailable.cache_clear()
+
+
+@pytest.mark.usefixtures("fresh_whisper_check")
+def test_auto_chooses_whisper_where_its_model_loads(tmp_path: Path) -> None:
+    desk = research_desk(tmp_path, 'stt = "auto"')
+    assert desk.config.voice.stt == "auto"
+    assert offline_stt_name(desk) == "whisper"
+    stt = speech_to_text_for(desk)
+    assert isinstance(stt, WhisperSTT)
+    assert "wind turbines" in stt.prompt  # biased like an explicit whisper desk
+
+
+@pytest.mark.usefixtures("fresh_whisper_check")
+def test_auto_falls_back_to_pocketsphinx_naming_why_when_whisper_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The installed model no longer matches its pinned hash, as after a tampered upgrade.
+    altered = {**whisper_engine.MODEL_FILES, "model.bin": "0" * 64}
+    monkeypatch.setattr(whisper_engine, "MODEL_FILES", altered)
+    desk = research_desk(tmp_path, 'stt = "auto"')
+    with caplog.at_level(logging.WARNING, logger="voicehub.desks"):
+        assert offline_stt_name(desk) == "pocketsphinx"
+        assert isinstance(speech_to_text_for(desk), PocketSphinxSTT)
+    [first, *_] = [r.getMessage() for r in caplog.records]
+    assert "stt 'auto' uses PocketSphinx" in first and "model.bin" in first
+
+
+@pytest.mark.usefixtures("fresh_whisper_check")
+def test_an_explicit_choice_is_kept(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    assert offline_stt_name(research_desk(tmp_path / "a", 'stt = "pocketsphinx"')) == (
+        "pocketsphinx"
+    )
+    (tmp_path / "b").mkdir()
+    assert offline_stt_name(research_desk(tmp_path / "b", 'stt = "whisper"')) == "whisper"

@@ -17,7 +17,7 @@ import contextlib
 import difflib
 import json
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -239,39 +239,56 @@ def render_nested(value: Any, values: Mapping[str, Any]) -> Any:
 def _near_match(
     rule: ScriptedRule, pattern: list[re.Pattern[str]], text: str
 ) -> dict[str, str] | None:
-    """Groups of `rule` when `text` says one of its trigger phrases with one word misheard:
-    any one word of a phrase of three or more words, or in a two-word phrase one word spelled
-    alike (`_alike`: "did into" for "dig into"). A `match` rule then matches; a
-    `regex` rule matches the text with the phrase put right (its alternatives are its
-    phrases), so its groups still take the words after it."""
+    """Groups of `rule` when `text` says one of its trigger phrases with one slip of the
+    recognizer (`_slips`). A `match` rule then matches; a `regex` rule matches the text with
+    the phrase put right (its alternatives are its phrases), so its groups still take the
+    words after it."""
     words = re.findall(r"[\w']+", text)
     lowered = [word.lower() for word in words]
     phrases = rule_vocabulary([rule]) if rule.regex is not None else list(rule.match)
     for phrase in phrases:
         wanted = re.findall(r"[\w']+", phrase.lower())
-        size = len(wanted)
-        if size < 2:
-            continue
-        for start in range(len(words) - size + 1):
-            window = lowered[start : start + size]
-            wrong = [(a, b) for a, b in zip(window, wanted, strict=True) if a != b]
-            if len(wrong) != 1:
-                continue
-            heard, meant = wrong[0]
-            if size == 2 and not _alike(heard, meant):
-                continue
+        if len(wanted) < 2:
+            continue  # one word is too little to guess from
+        for start, end in _slips(lowered, wanted):
             if rule.regex is None:
                 return {}
-            repaired = " ".join(words[:start] + wanted + words[start + size :])
+            repaired = " ".join(words[:start] + wanted + words[end:])
             groups = _match(pattern, rule, repaired)
             if groups is not None:
                 return groups
     return None
 
 
+def _slips(heard: list[str], wanted: list[str]) -> Iterator[tuple[int, int]]:
+    """Spans `heard[start:end]` that say `wanted` with one slip a recognizer makes:
+    - one word wrong: any word of a phrase of three or more words, in a two-word phrase a
+      word spelled alike (`_alike`: "did into" for "dig into");
+    - an inner word of a phrase of three or more words dropped ("read on" for "read up on");
+    - words split or joined ("in to" for "into", "nevermind" for "never mind")."""
+    size = len(wanted)
+    joined = "".join(wanted)
+    inner_dropped = [wanted[:i] + wanted[i + 1 :] for i in range(1, size - 1)]
+    for start in range(len(heard)):
+        # Split or joined first: the words are all there ("in to" is not "in" misheard).
+        for length in (size - 1, size + 1):
+            span = heard[start : start + length]
+            if length > 0 and len(span) == length and "".join(span) == joined:
+                yield start, start + length
+        window = heard[start : start + size]
+        if len(window) == size:
+            wrong = [(a, b) for a, b in zip(window, wanted, strict=True) if a != b]
+            if len(wrong) == 1 and (size > 2 or _alike(*wrong[0])):
+                yield start, start + size
+        if heard[start : start + size - 1] in inner_dropped:
+            yield start, start + size - 1
+
+
 def _alike(heard: str, meant: str) -> bool:
     """Words a recognizer confuses: same first letter, mostly the same letters ("did" and
-    "dig"; not "nose" and "news", nor "get" and "forget")."""
+    "dig"; not "nose" and "news", nor "get" and "forget"). Not "if" for "is", though a phone
+    line blurs s and f: "what if it rains" would then be a question for the knowledge base
+    (the phone bench's unrelated utterances)."""
     return heard[:1] == meant[:1] and difflib.SequenceMatcher(None, heard, meant).ratio() >= 0.6
 
 
@@ -295,13 +312,15 @@ def render(template: str, values: Mapping[str, Any]) -> str:
 _REGEX_NOISE = re.compile(r"\(\?P<\w+>|\\[A-Za-z]|\(\?[:=!<]*")
 
 
-def rule_vocabulary(rules: Sequence[ScriptedRule]) -> list[str]:
+def rule_vocabulary(rules: Sequence[ScriptedRule], *, tools_only: bool = False) -> list[str]:
     """The words callers are expected to say to `rules`: each `match` phrase, and the literal
     words of each `regex` (its alternatives), in rule order. A speech recognizer biased to
-    these mishears trigger phrases less often."""
+    these mishears trigger phrases less often. `tools_only`: only the rules that call a tool
+    (the requests worth biasing for; greetings in Whisper's prompt made it hear "Good
+    evening" at the start of requests it could not make out)."""
     phrases: list[str] = []
     for rule in rules:
-        if rule.on != "user":
+        if rule.on != "user" or (tools_only and rule.tool is None):
             continue
         phrases += [phrase for phrase in rule.match if phrase != "*"]
         if rule.regex is not None:

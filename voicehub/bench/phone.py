@@ -7,9 +7,14 @@
   300-3400 Hz, mu-law) by Whisper tiny.en biased to the desk's vocabulary (the headline
   figures) and by PocketSphinx (under `pocketsphinx`, for comparison), then answered by the
   desk's scripted front agent; a request counts when the agent picks the expected tool with
-  the expected topic word. The evaluation set (several voices, phrasings the desk's tests do
-  not use) is `voicehub.bench.phone_eval`. `stt_ms_per_request`, `stt_cpu_ms_per_request`:
-  median wall and CPU time of one recognition.
+  the expected topic word.
+- `false_trigger_rate` / `false_trigger_rate_wideband`: the share of unrelated utterances
+  (chatter, near-misses of trigger phrases) for which the agent called a tool.
+- `stt_ms_per_request`, `stt_cpu_ms_per_request`: median wall and CPU time of one
+  recognition.
+
+The evaluation set (several voices, phrasings the desk's tests do not use, unrelated
+utterances) is `voicehub.bench.phone_eval`.
 """
 
 from __future__ import annotations
@@ -62,7 +67,8 @@ Recognizer = Callable[[bytes, int], str]
 
 def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
     """The offline STTs a desk can choose, biased as a desk with these rules and topics
-    biases them (`voicehub.desks.vocabulary`: topics, then trigger phrases)."""
+    biases them (`voicehub.desks.vocabulary`: topics, then the trigger phrases of rules that
+    call a tool)."""
     from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
     from voicehub.voice.providers.offline import transcribe
     from voicehub.voice.providers.offline.whisper_engine import (
@@ -70,7 +76,7 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
         vocabulary_prompt,
     )
 
-    prompt = vocabulary_prompt(topics + rule_vocabulary(ScriptedLLM(rules).rules))
+    prompt = vocabulary_prompt(topics + rule_vocabulary(ScriptedLLM(rules).rules, tools_only=True))
     whisper = shared_recognizer()
 
     def by_whisper(pcm16: bytes, rate: int) -> str:
@@ -81,8 +87,9 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
 
 def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
     """Tool accuracy on the evaluation set (`voicehub.bench.phone_eval`), phone and wideband,
-    overall and per voice, with the requests that went wrong, and the STT's time per request
-    (wall and CPU of this process, median)."""
+    overall and per voice, with the requests that went wrong; the false-trigger rate (a tool
+    called for an unrelated utterance); and the STT's time per request (wall and CPU of this
+    process, median)."""
     from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
     from voicehub.agents.scripted import ScriptedLLM
     from voicehub.bench.phone_eval import samples
@@ -99,12 +106,17 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
     specs = [ToolSpec(name=name) for name in tools]
     right: Counter[tuple[str, str]] = Counter()  # (band, voice)
     total: Counter[str] = Counter()  # voice
+    triggered: Counter[str] = Counter()  # band: tools called for unrelated utterances
+    unrelated = 0
     misses: list[str] = []
     walls: list[float] = []
     cpus: list[float] = []
     recognize(bytes(3200), 16000)  # load the model outside the timings
     for sample in samples(quick):
-        total[sample.voice] += 1
+        if sample.tool:
+            total[sample.voice] += 1
+        else:
+            unrelated += 1
         for band, audio, rate in (
             ("wide", sample.pcm16, 16000),
             ("phone", phone_band(sample.pcm16), 8000),
@@ -115,7 +127,14 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
             cpus.append(time.process_time() - cpu)
             chunks = llm.respond([ChatMessage(role="user", content=heard)], specs)
             calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
-            if (
+            if not sample.tool:
+                if calls:
+                    triggered[band] += 1
+                    misses.append(
+                        f"{band} {sample.voice}: unrelated {sample.words!r} heard as "
+                        f"{heard!r} called {calls[0].name}"
+                    )
+            elif (
                 calls
                 and calls[0].name == sample.tool
                 and sample.needle in calls[0].arguments.lower()
@@ -134,9 +153,12 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
         "stt": stt,
         "tool_accuracy": share("phone"),
         "tool_accuracy_wideband": share("wide"),
+        "false_trigger_rate": round(triggered["phone"] / max(unrelated, 1), 3),
+        "false_trigger_rate_wideband": round(triggered["wide"] / max(unrelated, 1), 3),
         "stt_ms_per_request": round(float(np.median(walls)) * 1000, 1),
         "stt_cpu_ms_per_request": round(float(np.median(cpus)) * 1000, 1),
         "requests": count,
+        "unrelated": unrelated,
         "voices": {v: {"phone": share("phone", v), "wide": share("wide", v)} for v in total},
         "misses": misses,
     }
@@ -147,7 +169,15 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     # The default phone STT gives the headline figures; PocketSphinx's are for comparison.
     accuracy = await asyncio.to_thread(tool_accuracy, quick, "whisper")
     sphinx = await asyncio.to_thread(tool_accuracy, quick, "pocketsphinx")
-    keep = ("tool_accuracy", "tool_accuracy_wideband", "stt_ms_per_request", "misses")
+    keep = (
+        "tool_accuracy",
+        "tool_accuracy_wideband",
+        "false_trigger_rate",
+        "false_trigger_rate_wideband",
+        "stt_ms_per_request",
+        "stt_cpu_ms_per_request",
+        "misses",
+    )
     return {
         "phone": {
             "codec_us_per_frame": round(codec, 1),

@@ -4,7 +4,8 @@ in several synthetic voices, heard wideband (16 kHz) and through the phone path.
 Phrasings are not those of the desk's own tests; voices: Piper (joe), eSpeak NG, and
 Debian's flite voices (slt, awb, rms) when the `flite` program is installed. Each request
 counts when the desk's scripted front agent, given the transcript, picks the expected tool
-with the expected topic word in its arguments.
+with the expected topic word in its arguments. Things a caller says that ask for no tool
+(`UNRELATED`) count the other way: a tool called for one of them is a false trigger.
 """
 
 from __future__ import annotations
@@ -37,13 +38,28 @@ REQUESTS: list[tuple[str, str, str]] = [
     ("what is a smart meter", "search_knowledge", "meter"),
 ]
 
+# Said to the desk but asking for no tool: chatter, and near-misses of its trigger phrases
+# ("looked at", "what if", "find my"), which tolerant matching must not take for requests.
+UNRELATED: list[str] = [
+    "hello, can you hear me",
+    "thanks, that is all for today",
+    "who am I talking to",
+    "I will call you back later",
+    "my neighbour has a new dog",
+    "sorry, I did not catch that",
+    "I looked at it yesterday",
+    "what if it rains tomorrow",
+    "I cannot find my glasses",
+    "is this the right number",
+]
+
 FLITE_VOICES = ("slt", "awb", "rms")
 
 
 @dataclass(frozen=True)
 class Sample:
     words: str
-    tool: str
+    tool: str  # "" for an unrelated utterance: no tool may be called
     needle: str
     voice: str
     pcm16: bytes  # 16 kHz
@@ -81,9 +97,11 @@ def _flite(program: str, voice: str) -> Callable[[str], bytes]:
 
 
 def samples(quick: bool) -> Iterator[Sample]:
-    """Every request in every voice (quick: four requests, two voices)."""
+    """Every request and unrelated utterance in every voice (quick: four requests, two
+    unrelated utterances, two voices)."""
     requests = REQUESTS[::4] if quick else REQUESTS
+    unrelated = UNRELATED[::5] if quick else UNRELATED
     chosen = list(voices().items())[:2] if quick else list(voices().items())
     for name, speak in chosen:
-        for words, tool, needle in requests:
+        for words, tool, needle in [*requests, *((words, "", "") for words in unrelated)]:
             yield Sample(words, tool, needle, name, speak(words))

@@ -6,13 +6,15 @@ hashes below when the model loads, so a changed package is refused instead of si
 recognizing differently; nothing is ever downloaded.
 
 Whisper has no partial results: it decodes a whole utterance (the VAD's segment) at once,
-about 0.3 s of one core for a two-second request. It copes with phone audio far better
-than PocketSphinx (`voicehub bench --only phone`: tool accuracy on phone audio 0.32 with
-PocketSphinx, 0.88 with Whisper and the desk's vocabulary as its prompt).
+about 0.4 s of one core for a two-second request. It copes with phone audio far better
+than PocketSphinx (`voicehub bench --only phone`: tool accuracy on phone audio 0.31 with
+PocketSphinx, 0.92 with Whisper and the desk's vocabulary as its prompt; wideband 0.64 and
+0.99).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections.abc import Iterable
@@ -32,6 +34,7 @@ __all__ = [
     "WhisperRecognizer",
     "shared_recognizer",
     "vocabulary_prompt",
+    "whisper_unavailable",
 ]
 
 SAMPLE_RATE = 16000
@@ -94,6 +97,20 @@ def model_directory() -> Path:
     return directory
 
 
+@functools.cache
+def whisper_unavailable() -> str | None:
+    """Why Whisper cannot run here (a package missing, the model altered), or None when it
+    can: what `stt = "auto"` checks before choosing it (once per process: the check reads
+    the whole model). Loads nothing but the packages."""
+    try:
+        model_directory()
+        with vendor_import("faster-whisper"):
+            import faster_whisper  # noqa: F401
+    except VoicehubError as exc:
+        return str(exc)
+    return None
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as file:
@@ -127,9 +144,13 @@ class WhisperRecognizer:
     cores (one by default: on a small server, calls share the cores).
     """
 
-    def __init__(self, *, threads: int = 1, beam_size: int = 1) -> None:
+    def __init__(self, *, threads: int = 1, beam_size: int = 1, phone_beam_size: int = 5) -> None:
         self._threads = threads
         self._beam_size = beam_size
+        # Phone audio (8 kHz and below) is more ambiguous: a beam search there chose the
+        # right tool more often (the phone bench: 0.893 -> 0.92 on phone audio; wideband
+        # lost a request with it, 0.987 -> 0.973, so wideband decodes greedily).
+        self._phone_beam_size = phone_beam_size
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -163,11 +184,14 @@ class WhisperRecognizer:
         segments, _info = model.transcribe(
             samples,
             language="en",
-            beam_size=self._beam_size,
+            beam_size=self._phone_beam_size if sample_rate <= 8000 else self._beam_size,
             # Greedy at temperature 0 only: the default fallback to sampling at higher
             # temperatures made results differ run to run for no gain in accuracy (the
             # phone bench: the same 0.88 / 0.947); what it would have retried is dropped.
             temperature=0.0,
+            # No timestamp tokens: a request is one short utterance, and decoding text only
+            # misheard less (the phone bench, wideband: 0.947 -> 0.96).
+            without_timestamps=True,
             initial_prompt=prompt or None,
             condition_on_previous_text=False,
             vad_filter=False,  # the session's VAD already cut the utterance

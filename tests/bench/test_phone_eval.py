@@ -1,0 +1,51 @@
+"""The phone bench's evaluation set is sound: with perfect recognition every request gets
+its tool and no unrelated utterance gets one, so what the bench counts wrong is the
+recognizer's (or the tolerant matching's) doing."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
+from voicehub.agents.scripted import ScriptedLLM
+from voicehub.bench.phone_eval import REQUESTS, UNRELATED
+
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+TOOLS = [
+    ToolSpec(name=n) for n in ("delegate_workers", "check_tasks", "cancel_task", "search_knowledge")
+]
+
+
+@pytest.fixture(scope="module")
+def front() -> ScriptedLLM:
+    with (CHANNELS / "research.toml").open("rb") as file:
+        scripted = tomllib.load(file)["agents"][0]["scripted"]
+    return ScriptedLLM(scripted["rules"], fallback=scripted["fallback"])
+
+
+def called(llm: ScriptedLLM, words: str) -> tuple[str, str] | None:
+    chunks = llm.respond([ChatMessage(role="user", content=words)], TOOLS)
+    calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
+    return (calls[0].name, json.dumps(json.loads(calls[0].arguments))) if calls else None
+
+
+@pytest.mark.parametrize(("words", "tool", "needle"), REQUESTS)
+def test_each_request_said_plainly_gets_its_tool(
+    front: ScriptedLLM, words: str, tool: str, needle: str
+) -> None:
+    call = called(front, words)
+    assert call is not None and call[0] == tool and needle in call[1].lower()
+
+
+@pytest.mark.parametrize("words", UNRELATED)
+def test_no_unrelated_utterance_said_plainly_calls_a_tool(front: ScriptedLLM, words: str) -> None:
+    assert called(front, words) is None
+
+
+def test_unrelated_utterances_are_not_requests() -> None:
+    assert not {words for words, _, _ in REQUESTS} & set(UNRELATED)
+    assert len(UNRELATED) >= 10
