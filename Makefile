@@ -52,8 +52,12 @@ redis:
 		fi; \
 	fi
 
+# Two workers (pytest-xdist), a test file each at a time: most of the suite waits on real-time
+# audio, not the CPU, so two files overlap well on 2 cores; a file's module fixtures (models,
+# servers) load once. `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 2
 test: lint browser redis
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 bench: install
 	$(BIN)/voicehub bench --json bench.json

@@ -5,14 +5,21 @@
         server.switchboard  # the hub, desks and live calls, for white-box checks
 
 Leaving the block shuts uvicorn down the ordinary way (lifespan shutdown included).
+
+`brief_research_desk()` is the research desk for tests whose transport plays the agent's
+audio in real time (WebRTC, the browser): the same two analysts, but the second confirms
+in one line instead of reading the same entry again, so the result plays in about 11 s,
+not 21.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import tomllib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,11 +27,24 @@ import uvicorn
 from starlette.applications import Starlette
 
 from voicehub.core.clock import Clock
-from voicehub.desks.desk import Desk
+from voicehub.desks.config import DeskConfig
+from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.voice_stack import SessionFactory
 from voicehub.server.app import create_app, uvicorn_config
 from voicehub.server.calls import Switchboard
 from voicehub.server.settings import ServerSettings
+
+CHANNELS = Path(__file__).resolve().parents[1] / "channels"
+_SECOND_READING = 'reply = "I checked our notes as well. {result}"'
+
+
+def brief_research_desk() -> Desk:
+    """`channels/research.toml` with analyst-b's reply cut to its first sentence (it still
+    runs its lookup): the result is analyst-a's finding, then a short confirmation."""
+    text = (CHANNELS / "research.toml").read_text()
+    assert _SECOND_READING in text, "analyst-b's reply changed: update brief_research_desk"
+    text = text.replace(_SECOND_READING, 'reply = "I checked our notes as well."')
+    return build_desk(DeskConfig.model_validate(tomllib.loads(text)), base_dir=CHANNELS)
 
 
 class _Server(uvicorn.Server):

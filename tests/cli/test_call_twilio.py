@@ -34,7 +34,9 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
         number_key=NUMBER_KEY,
     )
     desks = {"research": load_desks(CHANNELS)["research"]}
-    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as running:
+    # The session answers the caller's words, so the client's turn ends without a 20 s wait.
+    factory = ScriptedFactory(answer="Hello! Ask me to research a topic.")
+    async with running_server(settings, session_factory=factory, desks=desks) as running:
         yield running
 
 
@@ -58,6 +60,7 @@ async def test_a_phone_call_from_the_cli(
     assert "PROTOCOL PROBLEM" not in printed
     [session] = server.switchboard.factory.sessions  # type: ignore[attr-defined]
     assert len(session.caller_audio) > 16000  # the words reached the session (16 kHz PCM)
+    assert session.said[-1] == "Hello! Ask me to research a topic."  # answered once heard
     audio, rate = read_wav(out)
     assert rate == 8000 and len(audio) > 0  # the greeting, as played on the phone
 

@@ -2,7 +2,9 @@
 
 Caller audio is counted, not heard. `say` (and so `inject`) sends a little audio, a
 transcript and a speech mark through the transport, and returns once the client acks the
-mark, exactly like the real session. The factory keeps every session it built.
+mark, exactly like the real session. The factory keeps every session it built. With
+`answer`, a session says that line once, when the caller's first words are over (loud
+audio, then 0.3 s of silence), as a client waiting for its turn needs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import asyncio
 import itertools
 from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import Tool
@@ -22,16 +26,26 @@ from voicehub.voice.events import Transcript
 from voicehub.voice.transport import CallTransport
 
 _ids = itertools.count(1)
+_LOUD = 1000  # peak sample: synthesized words, not a line's silence
+_QUIET_AFTER = 16000 * 2 * 3 // 10  # 0.3 s of 16 kHz PCM16 after the words end the turn
 
 
 class ScriptedSession:
     """Implements `VoiceSession` and the delivery `Injector` on a real `CallTransport`."""
 
     def __init__(
-        self, hub: Hub, room_id: str, desk: Desk, transport: CallTransport, greeting: str | None
+        self,
+        hub: Hub,
+        room_id: str,
+        desk: Desk,
+        transport: CallTransport,
+        greeting: str | None,
+        answer: str | None = None,
     ) -> None:
         self.hub, self.room_id, self.desk, self.transport = hub, room_id, desk, transport
         self.greeting = greeting
+        self.answer = answer
+        self._quiet_bytes: int | None = None  # silence since the caller's words, once heard
         self.activity = VoiceActivity(hub.clock)
         self.caller_audio = bytearray()
         self.confirmed: list[str] = []
@@ -52,6 +66,18 @@ class ScriptedSession:
 
     async def push_audio(self, pcm16: bytes) -> None:
         self.caller_audio += pcm16
+        if self.answer is None:
+            return
+        loud = bool(pcm16) and int(np.abs(np.frombuffer(pcm16, "<i2")).max()) >= _LOUD
+        if loud:
+            self._quiet_bytes = 0
+        elif self._quiet_bytes is not None:
+            self._quiet_bytes += len(pcm16)
+            if self._quiet_bytes >= _QUIET_AFTER:
+                answer, self.answer = self.answer, None
+                task = asyncio.create_task(self.say(answer))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
     async def push_text(self, text: str) -> None:
         self.texts.append(text)
@@ -110,9 +136,10 @@ class ScriptedSession:
 class ScriptedFactory:
     """A `SessionFactory` building `ScriptedSession`s; `sessions` lists them in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, answer: str | None = None) -> None:
         self.sessions: list[ScriptedSession] = []
         self.prepared: list[str] = []
+        self.answer = answer
 
     async def prepare(self, desks: Iterable[Desk]) -> None:
         self.prepared = [desk.name for desk in desks]
@@ -125,7 +152,7 @@ class ScriptedFactory:
         resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
         await hub.create_room(room_id, orchestration=desk.call_orchestration())
         greeting = None if resumed else desk.greeting
-        session = ScriptedSession(hub, room_id, desk, transport, greeting)
+        session = ScriptedSession(hub, room_id, desk, transport, greeting, self.answer)
         self.sessions.append(session)
         await session.start()
         return session

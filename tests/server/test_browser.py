@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e_helpers import running_server
-from voicehub.desks.desk import load_desks
+from tests.e2e_helpers import brief_research_desk, running_server
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.audio import write_wav
@@ -37,7 +36,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RESEARCH = "could you research heat pumps for me please"
 RATE = 16000
-# Generous: greeting, request, answer and the 21 s result, all played in real time.
+# Generous: greeting, request, answer and the result, all played in real time.
 TIMEOUT_MS = 60_000
 
 
@@ -109,7 +108,7 @@ async def test_the_console_calls_the_research_desk_with_the_microphone(tmp_path:
 
     expect = playwright.expect
     wav = caller_wav(tmp_path / "caller.wav")
-    desks = {"research": load_desks(CHANNELS)["research"]}
+    desks = {"research": brief_research_desk()}
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
     factory = OfflineSessionFactory()
     frames = FrameLog()

@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e_helpers import running_server
+from tests.e2e_helpers import brief_research_desk, running_server
 from tests.server.test_browser import CHROMIUM, caller_wav, chromium_args, require_chromium
 from tests.webrtc_helpers import loopback_ice
-from voicehub.desks.desk import load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
 
@@ -56,7 +55,7 @@ async def test_the_console_calls_over_webrtc_and_draws_the_timeline(tmp_path: Pa
 
     expect = playwright.expect
     wav = caller_wav(tmp_path / "caller.wav")
-    desks = {"research": load_desks(CHANNELS)["research"]}
+    desks = {"research": brief_research_desk()}
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
     problems: list[str] = []
     sockets: list[str] = []

@@ -298,9 +298,9 @@ async def test_voicehub_call_prints_the_timeline_and_writes_the_agent_audio(
     server: RunningServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "agent.wav"
-    # Real-time speech: `--fast` bursts still lose an utterance now and then (issue 15), and
-    # this test is about the report and the WAV, not about bursts.
-    argv = ["call", "research", "--server", server.url, "--say", RESEARCH]
+    # `--fast` (burst caller, instant playout): this test is about the report and the WAV, not
+    # about timing; bursts are heard like paced audio (tests/voice/test_bursty_input.py).
+    argv = ["call", "research", "--server", server.url, "--say", RESEARCH, "--fast"]
     argv += ["--conversation", "e2e-cli", "--out", str(out)]
     code = await asyncio.to_thread(cli.main, argv)  # its own loop, in a thread
     printed = capsys.readouterr().out

@@ -225,10 +225,16 @@ async def test_a_caller_who_barges_in_gets_clear_and_the_result_again_at_the_nex
     room = f"research:{caller_conversation(caller, NUMBER_KEY.encode())}"
     interruption = caller_audio(text="hold on a moment")
     answer = await twilio.incoming_call("research", caller)
-    # Real-time playout: the result takes seconds to play, time enough to talk over it.
-    async with twilio.stream(answer, playout_speed=1.0) as phone:
+    async with twilio.stream(answer, playout_speed=16.0) as phone:
         await phone.wait_quiet(1.0)
+        phone.hold_marks = True  # the agent's answer plays fast, but is not confirmed yet
+        frames = phone.media_frames()
         await phone.say(research_speech)
+        await phone.wait_quiet(1.0, after=frames)
+        # Real-time playout from here: the result takes seconds to play, time enough to talk
+        # over it. It cannot start before the answer's marks are echoed.
+        phone.playout_speed = 1.0
+        await phone.release_marks()
         await until_delivery(server, room, "delivering")
         # Counted in audio played, not frames received: the pre-rendered result reaches the
         # phone in one burst, often before the REST poll sees `delivering`. The agent was
@@ -243,6 +249,7 @@ async def test_a_caller_who_barges_in_gets_clear_and_the_result_again_at_the_nex
         await phone.say(interruption)
         interrupted = await until_delivery(server, room, "interrupted")
         assert phone.clears >= 1 and interrupted["attempts"] == 1
+        phone.playout_speed = 16.0  # what is heard again matters now, not its pace
         before = len(phone.played.pcm16)
         delivered = await until_delivery(server, room, "delivered")
         assert delivered["id"] == interrupted["id"] and delivered["attempts"] == 2

@@ -86,15 +86,44 @@ async def tasks(instance: ServeProcess, room: str) -> list[dict[str, Any]]:
     return found
 
 
+@contextlib.asynccontextmanager
+async def research_call(
+    instance: ServeProcess, conversation: str, speech: bytes, desk: str = "research"
+) -> AsyncIterator[CallClient]:
+    """A call to `instance` whose caller, once greeted, asks for research and stays on the
+    line; closed on leaving the block (if the server has not closed it first)."""
+    async with CallClient(options(instance, conversation, desk)) as call:
+        await call.wait_for_turn()
+        await call.say(speech, RESEARCH)
+        yield call
+
+
 async def delegate_and_hang_up(instance: ServeProcess, conversation: str, speech: bytes) -> None:
     """A call that asks for research and hangs up as soon as the work is done, before the
     agent has even finished its answer: the result is held."""
-    async with CallClient(options(instance, conversation)) as call:
-        await call.wait_for_turn()
-        await call.say(speech, RESEARCH)
+    async with research_call(instance, conversation, speech) as call:
         await call.wait_for(lambda: len(call.report.events_of(TaskFinished)) == 2, 90)
         await call.hangup()
     assert call.report.events_of(DeliveryAttempt) == []
+
+
+async def kill_under(instance: ServeProcess, call: CallClient) -> None:
+    """SIGKILL `instance` while `call` is on it; returns once the caller's line dropped."""
+    instance.kill()
+    await call.wait_for(lambda: call.closed, 30)
+
+
+async def call_back(
+    instance: ServeProcess, conversation: str, desk: str = "research", timeout: float = 90
+) -> tuple[CallReport, DeliveryOutcome]:
+    """Call `conversation` again through `instance`: the result delivered there, once the
+    call has settled."""
+    async with CallClient(options(instance, conversation, desk)) as back:
+        told = await back.wait_for_event(
+            DeliveryOutcome, lambda e: e.outcome == "delivered", timeout
+        )
+        assert await back.settle(60)
+    return back.report, told
 
 
 def delivered(report: CallReport) -> list[DeliveryOutcome]:
@@ -119,11 +148,9 @@ async def test_a_caller_who_hung_up_on_a_calls_back_through_b_and_hears_it_once(
             return found if found and found[0]["status"] == "held" else []
 
         [waiting] = await eventually(held, what="the result held in Redis")
-        async with CallClient(options(b, conversation)) as back:
-            assert back.report.resumed
-            await back.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered", 90)
-            assert await back.settle(60)
-        await check_heard_once(back.report, waiting["id"])
+        back, _ = await call_back(b, conversation)
+        assert back.resumed
+        await check_heard_once(back, waiting["id"])
         [done] = await deliveries(a, room)
         assert (done["status"], done["attempts"]) == ("delivered", 1)
 
@@ -133,27 +160,20 @@ async def test_a_killed_while_speaking_the_caller_hears_the_result_once_through_
 ) -> None:
     conversation, room = "two-kill", "research:two-kill"
     async with two_instances(redis_server, tmp_path) as (a, b):
-        call = CallClient(options(a, conversation))
-        await call.connect()
-        await call.wait_for_turn()
-        await call.say(speech, RESEARCH)
-        attempt = await call.wait_for_event(DeliveryAttempt, timeout=90)
-        started = next(r.at for r in call.report.events if r.event is attempt)
-        # A is speaking the result: its audio is arriving
-        await call.wait_for(
-            lambda: any(s.first_audio_at >= started for s in call.report.segments), 30
-        )
-        a.kill()
-        await call.wait_for(lambda: call.closed, 30)
-        await call.close()
+        async with research_call(a, conversation, speech) as call:
+            attempt = await call.wait_for_event(DeliveryAttempt, timeout=90)
+            started = next(r.at for r in call.report.events if r.event is attempt)
+            # A is speaking the result: its audio is arriving
+            await call.wait_for(
+                lambda: any(s.first_audio_at >= started for s in call.report.segments), 30
+            )
+            await kill_under(a, call)
         assert delivered(call.report) == []
         [cut] = await deliveries(b, room)
         assert (cut["status"], cut["lease_owner"]) == ("delivering", a.name)
 
-        async with CallClient(options(b, conversation)) as back:
-            await back.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered", 90)
-            assert await back.settle(60)
-        await check_heard_once(back.report, cut["id"])
+        back, _ = await call_back(b, conversation)
+        await check_heard_once(back, cut["id"])
         [done] = await deliveries(b, room)
         # A's cut attempt counts; B spoke it after A's lease ran out
         assert (done["status"], done["attempts"]) == ("delivered", 2)
@@ -192,9 +212,7 @@ async def test_a_redis_restart_mid_call_loses_nothing(
 ) -> None:
     conversation, room = "two-redis", "research:two-redis"
     async with two_instances(redis_server, tmp_path) as (a, b):
-        async with CallClient(options(a, conversation)) as call:
-            await call.wait_for_turn()
-            await call.say(speech, RESEARCH)
+        async with research_call(a, conversation, speech) as call:
             [stored] = await eventually(lambda: deliveries(b, room), what="the result stored")
             before = (await a.get(f"/api/rooms/{room}/events", limit="1000"))["events"]
             await asyncio.to_thread(redis_server.restart)  # AOF replayed at start
@@ -222,24 +240,15 @@ async def test_an_instance_killed_while_its_workers_run_is_taken_over_and_the_ca
     room = f"{desk}:{conversation}"
     model = FakeOpenAIServer(script, api_key="sk-test-fake")
     async with model, two_instances(redis_server, tmp_path, model.base_url) as (a, b):
-        call = CallClient(options(a, conversation, desk))
-        await call.connect()
-        await call.wait_for_turn()
-        await call.say(speech, RESEARCH)
-        await call.wait_for(lambda: len(call.report.events_of(TaskStarted)) == 2, 90)
-        await call.wait_for(lambda: len(call.report.events_of(TaskFinished)) == 1, 90)
-        await eventually(lambda: _true(bool(model.requests)), what="analyst-b asking")
-        a.kill()
-        await call.wait_for(lambda: call.closed, 30)
-        await call.close()
+        async with research_call(a, conversation, speech, desk) as call:
+            await call.wait_for(lambda: len(call.report.events_of(TaskStarted)) == 2, 90)
+            await call.wait_for(lambda: len(call.report.events_of(TaskFinished)) == 1, 90)
+            await eventually(lambda: _true(bool(model.requests)), what="analyst-b asking")
+            await kill_under(a, call)
 
-        async with CallClient(options(b, conversation, desk)) as back:
-            told = await back.wait_for_event(
-                DeliveryOutcome, lambda e: e.outcome == "delivered", 120
-            )
-            assert await back.settle(60)
+        back, told = await call_back(b, conversation, desk, timeout=120)
         found = await tasks(b, room)
-    assert [e.delivery_id for e in delivered(back.report)] == [told.delivery_id]
+    assert [e.delivery_id for e in delivered(back)] == [told.delivery_id]
     lost = next(t for t in found if t["agent_id"] == "analyst-b")
     assert (lost["status"], lost["owner"], lost["reason"]) == ("failed", b.name, LOST_REASON)
     if policy == "retry":
@@ -253,7 +262,7 @@ async def test_an_instance_killed_while_its_workers_run_is_taken_over_and_the_ca
         assert f"analyst-b failed: {LOST_REASON}" in told.text
         assert len(found) == 2 and len(model.requests) == 1
     assert "heat" in told.text and "pump" in told.text  # analyst-a's answer is kept
-    assert result_segments(back.report, str(told.delivery_id)), "the caller heard nothing"
+    assert result_segments(back, str(told.delivery_id)), "the caller heard nothing"
 
 
 async def _true(value: bool) -> bool:

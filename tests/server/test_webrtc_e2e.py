@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.e2e_helpers import RunningServer, running_server
+from tests.e2e_helpers import RunningServer, brief_research_desk, running_server
 from tests.server.test_e2e import (
     HEAT_PUMP_WORDS,
     RESEARCH,
@@ -32,7 +32,7 @@ from tests.webrtc_helpers import loopback_ice
 from voicehub.client.call import CallClient, CallOptions, caller_audio, place_call
 from voicehub.client.report import format_summary, format_timeline
 from voicehub.client.webrtc import WebRTCLink
-from voicehub.desks.desk import Desk, load_desks
+from voicehub.desks.desk import Desk
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import (
@@ -65,7 +65,7 @@ def request_audio() -> bytes:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningServer]:
-    desks: dict[str, Desk] = {"research": load_desks(CHANNELS)["research"]}
+    desks: dict[str, Desk] = {"research": brief_research_desk()}
     settings = ServerSettings(
         channels_dir=CHANNELS,
         db_path=tmp_path_factory.mktemp("webrtc") / "voicehub.db",
