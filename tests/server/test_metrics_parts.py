@@ -228,3 +228,39 @@ def test_two_apps_count_apart() -> None:
     key = ("voicehub_calls_refused_total", (("entry", "websocket"), ("reason", "draining")))
     assert samples(first)[key] == 1
     assert key not in samples(second)
+
+
+def test_the_decoder_pool_is_scraped_with_its_waits_and_timeouts() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from voicehub.server.decoder_metrics import DecoderPoolCollector
+    from voicehub.voice.providers.offline.decoder_pool import DecoderPool, DecoderPoolExhausted
+
+    pool = DecoderPool(max_decoders=1, wait_timeout=0.0, build=object)
+    registry = CollectorRegistry()
+    registry.register(DecoderPoolCollector(lambda: pool))
+    lent = pool.acquire()
+    with pytest.raises(DecoderPoolExhausted):
+        pool.acquire()  # the only decoder is busy and nothing may wait
+    figures = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+    }
+    assert figures["voicehub_stt_decoders"] == 1
+    assert figures["voicehub_stt_decoders_busy"] == 1
+    assert figures["voicehub_stt_decoders_max"] == 1
+    assert figures["voicehub_stt_decoder_waits_total"] == 1
+    assert figures["voicehub_stt_decoder_timeouts_total"] == 1
+    pool.release(lent, reset=False)
+    assert "voicehub_stt_decoders_busy 0.0" in generate_latest(registry).decode()
+
+
+def test_no_decoder_figures_while_no_pool_was_built() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from voicehub.server.decoder_metrics import DecoderPoolCollector
+
+    registry = CollectorRegistry()
+    registry.register(DecoderPoolCollector(lambda: None))
+    assert b"voicehub_stt" not in generate_latest(registry)

@@ -313,3 +313,8 @@ def shared_pool() -> DecoderPool:
         if _shared_pool is None:
             _shared_pool = DecoderPool(max_decoders=_decoders_from_environment())
         return _shared_pool
+
+
+def built_shared_pool() -> DecoderPool | None:
+    """The process-wide pool if something built it already, else None (never builds it)."""
+    return _shared_pool
