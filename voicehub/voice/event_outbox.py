@@ -14,11 +14,28 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["EventOutbox"]
+from voicehub.core.events import ChannelType, Event, EventKind
+
+__all__ = ["EventOutbox", "voice_event"]
 
 log = logging.getLogger("voicehub.voice")
 
 Send = Callable[[], Awaitable[Any]]
+
+
+def voice_event(
+    kind: EventKind, text: str, *, role: str, source: str, metadata: dict[str, Any]
+) -> Event:
+    """An event a voice session records in its room (what the caller or an agent said or
+    did on the call)."""
+    return Event(
+        kind=kind,
+        text=text,
+        role=role,
+        source=source,
+        source_type=ChannelType.VOICE,
+        metadata=metadata,
+    )
 
 
 class EventOutbox:

@@ -20,7 +20,8 @@ import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from voicehub.core.events import ChannelType, Event, EventKind
+from voicehub.core.events import EventKind
+from voicehub.voice.event_outbox import EventOutbox, voice_event
 from voicehub.voice.events import (
     AgentState,
     ProviderError,
@@ -38,7 +39,6 @@ with vendor_import("livekit-agents"):
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
     from voicehub.voice.activity import VoiceActivity
-    from voicehub.voice.event_outbox import EventOutbox
     from voicehub.voice.llm_adapter import LiveKitAgent
     from voicehub.voice.session import CallRuntime
     from voicehub.voice.transport import CallTransport
@@ -201,14 +201,7 @@ class LiveKitSignals:
         self, kind: EventKind, text: str, *, role: str = "assistant", **metadata: Any
     ) -> None:
         source = metadata.pop("source", None) or self._speaking_agent_id()
-        event = Event(
-            kind=kind,
-            text=text,
-            role=role,
-            source=source,
-            source_type=ChannelType.VOICE,
-            metadata=metadata,
-        )
+        event = voice_event(kind, text, role=role, source=source, metadata=metadata)
         self._events.put(lambda: self.hub.post(self.room_id, event))
 
     def _speaking_agent_id(self) -> str:

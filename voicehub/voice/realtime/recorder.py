@@ -10,8 +10,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from voicehub.core.events import ChannelType, Event, EventKind
-from voicehub.voice.event_outbox import EventOutbox
+from voicehub.core.events import EventKind
+from voicehub.voice.event_outbox import EventOutbox, voice_event
 from voicehub.voice.events import ProviderError, ServerEvent
 
 if TYPE_CHECKING:
@@ -41,14 +41,7 @@ class CallRecorder:
     def post(self, kind: EventKind, text: str, *, role: str = "assistant", **meta: Any) -> None:
         """Append an event to the room (`source` in `meta` overrides the speaking agent)."""
         source = meta.pop("source", None) or self._speaker()
-        event = Event(
-            kind=kind,
-            text=text,
-            role=role,
-            source=source,
-            source_type=ChannelType.VOICE,
-            metadata=meta,
-        )
+        event = voice_event(kind, text, role=role, source=source, metadata=meta)
         self.outbox.put(lambda: self.hub.post(self.room_id, event))
 
     def send_client(self, event: ServerEvent) -> None:
