@@ -102,5 +102,10 @@ async def _call_is_answered(
     vad_chan, stt_chan = recognition._vad_ch, recognition._stt_pipeline._audio_ch
     assert isinstance(vad_chan, DirectChan) and isinstance(stt_chan, DirectChan)
     pushed = (len(caller_speech) + 2 * int(RATE * 0.8)) // (RATE // 50 * 2)
-    # every frame after the wiring (the first one goes through livekit's own hop)
-    assert vad_chan.direct >= pushed - 2 and stt_chan.direct >= pushed - 2
+    # Every frame after the wiring (the first one goes through livekit's own hop) reached
+    # both streams, straight through or, while something waited in a channel (a loaded
+    # loop), queued in order for livekit's task; how many queue depends on the load, which
+    # `test_items_go_straight_through_unless_something_waits` covers deterministically.
+    for chan in (vad_chan, stt_chan):
+        assert chan.direct + chan.queued >= pushed - 2
+        assert chan.direct >= 1

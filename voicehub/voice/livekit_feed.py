@@ -44,12 +44,14 @@ class DirectChan(aio.Chan[T], Generic[T]):
         super().__init__()
         self._push = push
         self.direct = 0  # items pushed straight through (for tests and figures)
+        self.queued = 0  # items left to livekit's reading task
 
     def send_nowait(self, value: T) -> None:
         if self.empty() and self._push(value):
             self.direct += 1
             return
         super().send_nowait(value)
+        self.queued += 1
 
 
 class DirectFeed:
