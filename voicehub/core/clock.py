@@ -70,6 +70,17 @@ class VirtualClock:
         return self._sleepers[0][0] if self._sleepers else None
 
 
+async def wait_or_sleep(clock: Clock, event: asyncio.Event, seconds: float) -> None:
+    """Until `event` is set or `seconds` pass on `clock`, whichever comes first."""
+    changed = asyncio.ensure_future(event.wait())
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({changed, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        changed.cancel()
+        sleeper.cancel()
+
+
 async def settle(rounds: int = 50) -> None:
     """Let every ready callback on the loop run (tasks woken by other tasks included)."""
     for _ in range(rounds):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from voicehub.core.clock import wait_or_sleep
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
@@ -266,13 +267,7 @@ class DeliveryService:
 
     async def _wait(self, queue: RoomQueue, seconds: float) -> None:
         """Sleep `seconds` on the hub clock, or less if something changes."""
-        changed = asyncio.ensure_future(queue.changed.wait())
-        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
-        try:
-            await asyncio.wait({changed, sleeper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            changed.cancel()
-            sleeper.cancel()
+        await wait_or_sleep(self.clock, queue.changed, seconds)
 
     async def _expire(self, queue: RoomQueue) -> None:
         for delivery_id, (record, item) in list(queue.items.items()):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket
 
+from voicehub.core.clock import wait_or_sleep
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
 
@@ -101,13 +102,7 @@ class Drain:
         try:
             while self.busy() and (left := deadline - self.clock.now()) > 0:
                 self._changed.clear()
-                changed = asyncio.ensure_future(self._changed.wait())
-                sleeper = asyncio.ensure_future(self.clock.sleep(left))
-                try:
-                    await asyncio.wait({changed, sleeper}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    changed.cancel()
-                    sleeper.cancel()
+                await wait_or_sleep(self.clock, self._changed, left)
             if self.busy():
                 log.info("drain time is up: ending the calls left; their results stay held")
                 for hang_up in self._hang_up:
