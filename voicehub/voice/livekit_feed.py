@@ -74,23 +74,19 @@ class DirectFeed:
     def _wire(self, recognition: Any) -> None:
         # A new activity (handoff) or a new VAD brings new plain channels: replace each
         # once its stream exists and nothing waits in it (livekit's task has it all).
-        channel = getattr(recognition, "_vad_ch", None)
-        if (
-            type(channel) is aio.Chan
-            and channel.empty()
-            and getattr(recognition, "_vad_stream", None) is not None
-        ):
-            recognition._vad_ch = DirectChan(_vad_push(recognition))
-            self.wired["vad"] += 1
         pipeline: Any = getattr(recognition, "_stt_pipeline", None)
-        channel = getattr(pipeline, "_audio_ch", None)
-        if (
-            type(channel) is aio.Chan
-            and channel.empty()
-            and getattr(pipeline, "_recognize_stream", None) is not None
+        for name, owner, channel_attr, stream_attr, push in (
+            ("vad", recognition, "_vad_ch", "_vad_stream", _vad_push),
+            ("stt", pipeline, "_audio_ch", "_recognize_stream", _stt_push),
         ):
-            pipeline._audio_ch = DirectChan(_stt_push(pipeline))
-            self.wired["stt"] += 1
+            channel = getattr(owner, channel_attr, None)
+            if (
+                type(channel) is aio.Chan
+                and channel.empty()
+                and getattr(owner, stream_attr, None) is not None
+            ):
+                setattr(owner, channel_attr, DirectChan(push(owner)))
+                self.wired[name] += 1
 
 
 def _vad_push(recognition: Any) -> Callable[[rtc.AudioFrame], bool]:
