@@ -101,11 +101,12 @@ async def _call_is_answered(
     recognition = session.agent_session._activity._audio_recognition  # type: ignore[union-attr]
     vad_chan, stt_chan = recognition._vad_ch, recognition._stt_pipeline._audio_ch
     assert isinstance(vad_chan, DirectChan) and isinstance(stt_chan, DirectChan)
-    pushed = (len(caller_speech) + 2 * int(RATE * 0.8)) // (RATE // 50 * 2)
-    # Every frame after the wiring (the first one goes through livekit's own hop) reached
-    # both streams, straight through or, while something waited in a channel (a loaded
-    # loop), queued in order for livekit's task; how many queue depends on the load, which
-    # `test_items_go_straight_through_unless_something_waits` covers deterministically.
-    for chan in (vad_chan, stt_chan):
-        assert chan.direct + chan.queued >= pushed - 2
+    # Every frame after the wiring reached both streams, straight through or, while
+    # something waited in a channel (a loaded loop), queued in order for livekit's task.
+    # Frames before the wiring took livekit's own hop: how many depends on the load (the
+    # stream must exist and livekit's channel be drained), as does how many queue;
+    # `test_items_go_straight_through_unless_something_waits` covers the rule exactly.
+    feed = session._feed
+    for name, chan in (("vad", vad_chan), ("stt", stt_chan)):
+        assert chan.direct + chan.queued >= feed.frames - feed.wired_at[name]
         assert chan.direct >= 1

@@ -60,6 +60,10 @@ class DirectFeed:
     def __init__(self, session: Any) -> None:
         self._session = session  # livekit's AgentSession
         self.wired = {"vad": 0, "stt": 0}  # times each channel was replaced
+        self.frames = 0  # frames handed to livekit's activity
+        # `frames` when each channel was last replaced: the frames before it took
+        # livekit's own hop (tests check every later one went through the new channel)
+        self.wired_at = {"vad": 0, "stt": 0}
 
     def push(self, frame: rtc.AudioFrame) -> None:
         """What livekit's audio forwarding task does with a frame, minus the wake-up."""
@@ -70,6 +74,7 @@ class DirectFeed:
         if recognition is not None:
             self._wire(recognition)
         activity.push_audio(frame)
+        self.frames += 1
 
     def _wire(self, recognition: Any) -> None:
         # A new activity (handoff) or a new VAD brings new plain channels: replace each
@@ -87,6 +92,7 @@ class DirectFeed:
             ):
                 setattr(owner, channel_attr, DirectChan(push(owner)))
                 self.wired[name] += 1
+                self.wired_at[name] = self.frames
 
 
 def _vad_push(recognition: Any) -> Callable[[rtc.AudioFrame], bool]:
