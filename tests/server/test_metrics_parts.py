@@ -4,7 +4,6 @@ stay apart between apps."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import RoomRecord
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
+from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
 from voicehub.transports.websocket import WebSocketTransport
 from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
@@ -212,14 +212,17 @@ class LateClock(VirtualClock):
 async def test_event_loop_lag_is_how_late_the_timer_fired() -> None:
     clock = LateClock()
     metrics = ServerMetrics(clock)
-    probe = asyncio.create_task(metrics.watch_loop_lag(interval=0.5))
+    health = LoopHealth(clock, interval=0.5, observe=metrics.loop_lag.observe)
+    health.start()
     for _ in range(3):
         await clock.advance(0.5)
-    probe.cancel()
+    await health.aclose()
     found = samples(metrics)
     count = found[("voicehub_event_loop_lag_seconds_count", ())]
     total = found[("voicehub_event_loop_lag_seconds_sum", ())]
     assert count >= 2 and abs(total - 0.04 * count) < 1e-9
+    # the same ticker gives /health the worst lag since its previous read, once
+    assert health.read_lag_ms() == 40.0 and health.read_lag_ms() == 0.0
 
 
 def test_two_apps_count_apart() -> None:

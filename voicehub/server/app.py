@@ -39,7 +39,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from voicehub.core.clock import Clock, SystemClock
-from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.number_key import load_number_key
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
@@ -114,7 +113,10 @@ def create_app(
         )
         line.remember = callbacks.remember
         app.state.webrtc = WebRTCDesk(board)
-        app.state.loop_health = loop_health = LoopHealth()
+        # how late the loop wakes a timer: for /health (`voicehub soak`) and /metrics
+        app.state.loop_health = loop_health = LoopHealth(
+            metrics.clock, observe=metrics.loop_lag.observe
+        )
         drain.watch(board, app.state.webrtc.close_all)
         drain.refused = metrics.refused
         metrics.draining.set_function(lambda: float(drain.draining))
@@ -125,8 +127,7 @@ def create_app(
         gc.collect()
         gc.freeze()
         log.info("serving desks %s from %s", ", ".join(sorted(loaded)), describe_store(settings))
-        loop_lag = asyncio.create_task(metrics.watch_loop_lag())  # from here: loading is done
-        loop_health.start()  # the worst lag since the last /health, for `voicehub soak`
+        loop_health.start()  # from here: loading is done
         try:
             yield
         finally:
@@ -134,7 +135,6 @@ def create_app(
             if announcements is not None:
                 announcements.cancel()
             await loop_health.aclose()
-            await cancel_and_wait(loop_lag)
             await app.state.webrtc.close_all()
             await callbacks.aclose()
             await board.close_all()

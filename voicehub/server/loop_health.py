@@ -2,7 +2,8 @@
 
 A ticker sleeps `interval` seconds in a loop and records how late each wake-up was: the
 event-loop lag every call on this process feels. `/health` reports the worst lag since the
-previous read (so a sampler polling it sees every stall once) and the process's RSS.
+previous read (so a sampler polling it sees every stall once) and the process's RSS; every
+wake-up is also handed to `observe` (the Prometheus histogram), so one ticker serves both.
 """
 
 from __future__ import annotations
@@ -11,6 +12,11 @@ import asyncio
 import contextlib
 import resource
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from voicehub.core.clock import Clock
 
 __all__ = ["LoopHealth", "resident_mb"]
 
@@ -28,8 +34,15 @@ def resident_mb() -> float:
 class LoopHealth:
     """Measures event-loop lag with a ticker task (start it inside the running loop)."""
 
-    def __init__(self, interval: float = 0.1) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        interval: float = 0.1,
+        observe: Callable[[float], None] | None = None,
+    ) -> None:
+        self.clock = clock
         self.interval = interval
+        self.observe = observe  # each wake-up's lag in seconds
         self._worst = 0.0
         self._ticker: asyncio.Task[None] | None = None
 
@@ -50,8 +63,10 @@ class LoopHealth:
         return round(worst * 1000, 2)
 
     async def _tick(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            due = loop.time() + self.interval
-            await asyncio.sleep(self.interval)
-            self._worst = max(self._worst, loop.time() - due)
+            due = self.clock.now() + self.interval
+            await self.clock.sleep(self.interval)
+            lag = max(0.0, self.clock.now() - due)
+            self._worst = max(self._worst, lag)
+            if self.observe is not None:
+                self.observe(lag)

@@ -36,7 +36,6 @@ __all__ = ["CONTENT_TYPE", "ServerMetrics"]
 log = logging.getLogger("voicehub.server")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_LOOP_LAG_INTERVAL = 0.5  # seconds between event-loop lag probes
 
 # Bucket edges in seconds, chosen around what each figure is expected to be.
 _V2V_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0)
@@ -130,7 +129,7 @@ class ServerMetrics:
         )
         self.loop_lag = Histogram(
             "voicehub_event_loop_lag_seconds",
-            f"How late the event loop woke a {_LOOP_LAG_INTERVAL} s timer.",
+            "How late the event loop woke the lag probe's timer (`LoopHealth`, every 0.1 s).",
             buckets=_LOOP_BUCKETS,
             registry=registry,
         )
@@ -161,13 +160,6 @@ class ServerMetrics:
     def render(self) -> bytes:
         """The metrics in Prometheus' text format."""
         return generate_latest(self.registry)
-
-    async def watch_loop_lag(self, interval: float = _LOOP_LAG_INTERVAL) -> None:
-        """Run until cancelled: how late a timer of `interval` seconds fires."""
-        while True:
-            started = self.clock.now()
-            await self.clock.sleep(interval)
-            self.loop_lag.observe(max(0.0, self.clock.now() - started - interval))
 
     def refused(self, entry: str, reason: str) -> None:
         self.calls_refused.labels(entry, reason).inc()
