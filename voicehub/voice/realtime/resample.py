@@ -1,7 +1,11 @@
 """Streaming PCM16 resampling for the relay (transport rate <-> the model's 24 kHz).
 
-soxr (native, about 10 us per 20 ms frame) when installed; else voicehub's own polyphase
-`Resampler` (numpy, about ten times slower), so the relay still works without the extra.
+soxr (native) when installed; else voicehub's own polyphase `Resampler` (numpy, about ten
+times slower), so the relay still works without the extra. soxr runs at its medium quality
+("MQ": 16-bit precision, medium rolloff), which is all PCM16 holds: its high quality
+computes 20 bits for nothing. Per chunk on this machine (min of 5 x 5,000 runs): 60 ms
+16 -> 24 kHz (a speech append) 8.5 us against 12.0 at "HQ", 120 ms 14.4 against 16.0,
+20 ms 24 -> 16 kHz (one model delta) 4.2 against 4.9.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import numpy as np
 from voicehub.errors import ProtocolError
 from voicehub.voice.audio import Resampler, int16_to_pcm16, pcm16_to_int16
 
-__all__ = ["PcmResampler"]
+__all__ = ["SOXR_QUALITY", "PcmResampler"]
+
+SOXR_QUALITY = "MQ"
 
 
 class PcmResampler:
@@ -28,19 +34,23 @@ class PcmResampler:
         try:
             import soxr
 
-            self._soxr = soxr.ResampleStream(from_rate, to_rate, 1, dtype="int16", quality="HQ")
+            self._soxr = soxr.ResampleStream(
+                from_rate, to_rate, 1, dtype="int16", quality=SOXR_QUALITY
+            )
         except ImportError:
             self._numpy = Resampler(from_rate, to_rate)
 
-    def push(self, pcm16: bytes) -> bytes:
-        """Resample one chunk; the output may lag the input by a few samples."""
+    def push(self, pcm16: bytes | bytearray) -> bytes:
+        """Resample one chunk (read, never kept: a bytearray may be reused at once); the
+        output may lag the input by a few samples."""
         if self.passthrough:
-            return pcm16
+            return bytes(pcm16)
         if self._soxr is not None:
             if len(pcm16) % 2:
                 raise ProtocolError(f"PCM16 chunk has {len(pcm16)} bytes: expected an even number")
             # a read-only view, not a copy: soxr only reads it (one allocation less per chunk)
             view = np.frombuffer(pcm16, dtype="<i2")
-            return bytes(self._soxr.resample_chunk(view).tobytes())
+            out: bytes = self._soxr.resample_chunk(view).tobytes()
+            return out
         assert self._numpy is not None
         return int16_to_pcm16(self._numpy.push(pcm16_to_int16(pcm16)))
