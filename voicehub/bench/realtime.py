@@ -13,7 +13,9 @@ test fake streams).
 
 Pacing the frames costs by itself what the `harness` run measures (no session: sleep until
 the frame is due, hand it over); it is inside every gross figure, so the `_net` figures
-take it out of both the relay and the pipeline. Wake-ups (event-loop callbacks) per frame
+take it out of both the relay and the pipeline. The `floor` run moves the same messages over
+the same SDK connection with no audio work (`realtime_floor`): what any relay on the SDK
+costs at least. Wake-ups (event-loop callbacks) per frame
 are counted in separate runs (counting slows every callback).
 """
 
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from voicehub.bench.realtime_floor import FloorCall
 from voicehub.bench.realtime_model import LoopbackModel
 from voicehub.bench.voice_fakes import LoopbackTransport
 from voicehub.bench.voice_load import (
@@ -99,6 +102,21 @@ async def _relay(
     return window
 
 
+async def _floor(base_url: str, count: int, pattern: list[bytes], measure: float) -> Window:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
+    calls = [FloorCall(client) for _ in range(count)]
+    try:
+        await asyncio.gather(*(call.start() for call in calls))
+        window = await pace(calls, pattern, 1.0, measure, seed=count)
+    finally:
+        await asyncio.gather(*(call.aclose() for call in calls))
+    if not all(call.replies() for call in calls):
+        raise RuntimeError("realtime: a floor call got no model audio back")
+    return window
+
+
 async def _harness(
     count: int, pattern: list[bytes], measure: float, *, count_wakeups: bool = False
 ) -> Window:
@@ -129,6 +147,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             # a loaded machine may starve a pipeline call of its reply: counted, not fatal
             pipeline = await load.run("framework", count, 1.0, measure, "per-call", all_reply=False)
             harness = await _harness(count, pattern, measure)
+            floor = await _floor(model.base_url, count, pattern, measure)
             relay_long = await _relay(long_deltas.base_url, count, pattern, measure)
             wakeups = {
                 "relay": await _relay(model.base_url, count, pattern, 2.0, count_wakeups=True),
@@ -147,6 +166,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
         long_deltas.stop()
     relay_net = relay.us_per_frame - harness.us_per_frame
     pipeline_net = pipeline.us_per_frame - harness.us_per_frame
+    floor_net = floor.us_per_frame - harness.us_per_frame
     wakeups_per_frame = {
         name: (window.wakeups or 0) / max(window.frames, 1) for name, window in wakeups.items()
     }
@@ -167,6 +187,10 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             "us_per_frame_net": round(relay_net, 1),
             "pipeline_us_per_frame_net": round(pipeline_net, 1),
             "ratio_to_pipeline_net": round(relay_net / pipeline_net, 3),
+            # the SDK's messages alone, no audio work: no relay on the SDK goes under it
+            "floor_us_per_frame": round(floor.us_per_frame, 1),
+            "floor_us_per_frame_net": round(floor_net, 1),
+            "floor_ratio_to_pipeline_net": round(floor_net / pipeline_net, 3),
             "us_per_frame_by_delta_ms": {
                 "20": round(relay.us_per_frame, 1),
                 str(LONG_DELTA_MS): round(relay_long.us_per_frame, 1),

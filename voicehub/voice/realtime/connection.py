@@ -60,6 +60,11 @@ class ModelConnection:
         self._connection = connection
         self.sent_events = 0
 
+    @property
+    def sdk_connection(self) -> Any:
+        """The SDK's `AsyncRealtimeConnection` under this one."""
+        return self._connection
+
     @classmethod
     async def open(cls, client: Any, model: str) -> ModelConnection:
         """Connect to `model` through `client` (an `openai.AsyncOpenAI`)."""
