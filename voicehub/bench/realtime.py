@@ -158,13 +158,14 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             # a loaded machine may starve a pipeline call of its reply: counted, not fatal
             pipeline = await load.run("framework", count, 1.0, measure, "per-call", all_reply=False)
             harness = await _harness(count, pattern, measure)
-            floor = await _floor(model.base_url, count, pattern, measure)
             relay_long = await _relay(long_deltas.base_url, count, pattern, measure)
             by_rate = {
                 rate: await _relay(model.base_url, count, patterns[rate], measure, sample_rate=rate)
                 for rate in (8000, 24000)
             }
             by_rate[16000] = relay
+            # after the relay's runs, so theirs are taken as before it was added
+            floor = await _floor(model.base_url, count, pattern, measure)
             wakeups = {
                 "relay": await _relay(model.base_url, count, pattern, 2.0, count_wakeups=True),
                 "harness": await _harness(count, pattern, 2.0, count_wakeups=True),
