@@ -1,5 +1,4 @@
-"""The relay's streaming resampler keeps speech-band audio intact both ways (soxr at its
-16-bit quality, or the numpy fallback)."""
+"""The relay's streaming resampler keeps speech-band audio intact both ways."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """Streaming PCM16 resampling for the relay (transport rate <-> the model's 24 kHz).
 
 soxr (native) when installed; else voicehub's own polyphase `Resampler` (numpy, about ten
-times slower), so the relay still works without the extra. soxr runs at its medium quality
-("MQ": 16-bit precision, medium rolloff), which is all PCM16 holds: its high quality
-computes 20 bits for nothing. Per chunk on this machine (min of 5 x 5,000 runs): 60 ms
-16 -> 24 kHz (a speech append) 8.5 us against 12.0 at "HQ", 120 ms 14.4 against 16.0,
-20 ms 24 -> 16 kHz (one model delta) 4.2 against 4.9.
+times slower), so the relay still works without the extra. soxr runs at its high quality:
+its lower ones are hardly cheaper here (min of 7 x 20,000 runs of noise-like audio, "HQ"
+against "MQ": a 20 ms model delta 4.1 against 4.1 us, a 60 ms append 8.5 against 8.1, a
+100 ms delta 12.0 against 11.7; "LQ" saves 0.5-1.5 us more at a wider rolloff).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from voicehub.voice.audio import Resampler, int16_to_pcm16, pcm16_to_int16
 
 __all__ = ["SOXR_QUALITY", "PcmResampler"]
 
-SOXR_QUALITY = "MQ"
+SOXR_QUALITY = "HQ"
 
 
 class PcmResampler:
@@ -50,7 +49,7 @@ class PcmResampler:
                 raise ProtocolError(f"PCM16 chunk has {len(pcm16)} bytes: expected an even number")
             # a read-only view, not a copy: soxr only reads it (one allocation less per chunk);
             # as one column, soxr's own shape (its 1-D path adds an axis and squeezes it
-            # away again: 0.6-0.8 us of a 20 ms delta's 4.6)
+            # away again: about 0.3 us of a 20 ms delta's 4.1)
             view = np.frombuffer(pcm16, dtype="<i2").reshape(-1, 1)
             out: bytes = self._soxr.resample_chunk(view).tobytes()
             return out
