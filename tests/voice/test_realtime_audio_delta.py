@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 
@@ -25,17 +26,19 @@ def compact(event: dict[str, object]) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode()
 
 
-def as_json_reads_it(raw: bytes) -> dict[str, object]:
-    """What the relay takes from the JSON decoder's reading of `raw`."""
-    event = json.loads(raw)
-    fields = {key: event[key] for key in ("type", "response_id", "item_id")}
-    return {**fields, "delta": event["delta"].encode()}
-
-
-def test_a_compact_delta_is_read_without_the_json_decoder() -> None:
-    event = parse_audio_delta(compact(DELTA))
-    assert event == as_json_reads_it(compact(DELTA))
+def read_both_ways(raw: bytes) -> dict[str, Any]:
+    """The fast path's event, checked against the JSON decoder's reading of `raw`."""
+    event = parse_audio_delta(raw)
     assert event is not None
+    assert isinstance(event["delta"], memoryview)  # the frame's bytes, not a copy
+    assert event["delta"].obj is raw
+    as_json = json.loads(raw)
+    assert {**event, "delta": bytes(event["delta"]).decode()} == as_json
+    return event
+
+
+def test_a_compact_delta_is_read_as_the_json_decoder_reads_it() -> None:
+    event = read_both_ways(compact(DELTA))
     assert (event["type"], event["response_id"], event["item_id"]) == (
         AUDIO_DELTA,
         "resp_1",
@@ -45,17 +48,18 @@ def test_a_compact_delta_is_read_without_the_json_decoder() -> None:
 
 
 def test_spaces_after_the_colons_are_read_too() -> None:
-    raw = json.dumps(DELTA).encode()  # the default layout of json.dumps
-    event = parse_audio_delta(raw)
-    assert event is not None and event == as_json_reads_it(raw)
+    event = read_both_ways(json.dumps(DELTA).encode())  # the default layout of json.dumps
     assert base64.b64decode(event["delta"]) == AUDIO
 
 
 def test_key_order_does_not_matter() -> None:
-    shuffled = dict(reversed(list(DELTA.items())))
-    event = parse_audio_delta(compact(shuffled))
-    assert event is not None and event == as_json_reads_it(compact(shuffled))
+    event = read_both_ways(compact(dict(reversed(list(DELTA.items())))))
     assert base64.b64decode(event["delta"]) == AUDIO
+
+
+def test_other_fields_are_read_by_the_json_decoder_escapes_included() -> None:
+    event = read_both_ways(compact({**DELTA, "item_id": 'it"em', "extra": {"item_id": "x"}}))
+    assert event["item_id"] == 'it"em'
 
 
 @pytest.mark.parametrize(
@@ -66,10 +70,11 @@ def test_key_order_does_not_matter() -> None:
         compact({**DELTA, "type": "response.output_audio_transcript.delta"}),
         compact({**DELTA, "type": "response.audio.delta"}),  # the beta name is not ours
         compact({**DELTA, "delta": DELTA["delta"].replace("/", "\\/")}),  # an escape
-        compact({**DELTA, "item_id": 'it"em'}),  # an escaped quote in an id
-        compact({k: v for k, v in DELTA.items() if k != "response_id"}),
-        compact({**DELTA, "extra": {"item_id": "other"}}),  # a key seen twice
+        compact({"nested": {"delta": "AAAA"}, **DELTA}),  # a second delta key
+        compact({"type": AUDIO_DELTA, "nested": {"delta": "AAAA"}}),  # only a nested one
+        compact({**DELTA, "delta": "\x00"}).replace(b"\\u0000", b"AAAA")[:-1],  # cut short
         b'{"type":"response.output_audio.delta","response_id":"r","item_id":"i","delta":"AAA',
+        b'["response.output_audio.delta",{"delta":"AAAA"}]',  # not an object
     ],
 )
 def test_anything_it_is_not_sure_of_goes_to_the_json_decoder(raw: bytes) -> None:

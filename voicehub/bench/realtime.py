@@ -9,11 +9,16 @@ batched appends: 16 -> 24 kHz, base64, a WebSocket frame per batch) and model au
 is more than a real call, where the model speaks only part of the time. The API does not
 document how much audio a delta holds: the headline runs 20 ms deltas (one event per
 frame, the relay's worst case), and `us_per_frame_by_delta_ms` adds 100 ms deltas (what the
-test fake streams).
+test fake streams). The headline transport runs at 16 kHz (the WebSocket transport's rate);
+`us_per_frame_by_transport_hz` adds 8 kHz (the Twilio transport's PCM16, before its mu-law
+codec) and 24 kHz (the model's own rate: no resampling either way; no transport offers it
+yet, this is what one would save).
 
 Pacing the frames costs by itself what the `harness` run measures (no session: sleep until
 the frame is due, hand it over); it is inside every gross figure, so the `_net` figures
-take it out of both the relay and the pipeline. Wake-ups (event-loop callbacks) per frame
+take it out of both the relay and the pipeline. The `floor` run moves the same messages over
+the same SDK connection with no audio work (`realtime_floor`): what any relay on the SDK
+costs at least. Wake-ups (event-loop callbacks) per frame
 are counted in separate runs (counting slows every callback).
 """
 
@@ -27,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from voicehub.bench.realtime_floor import FloorCall
 from voicehub.bench.realtime_model import LoopbackModel
 from voicehub.bench.voice_fakes import LoopbackTransport
 from voicehub.bench.voice_load import (
@@ -46,11 +52,11 @@ LONG_DELTA_MS = 100
 class RealtimeCall:
     """One relayed call (the paced loop's `Call`)."""
 
-    def __init__(self, hub: Hub, index: int, client: Any) -> None:
+    def __init__(self, hub: Hub, index: int, client: Any, sample_rate: int = 16000) -> None:
         from voicehub.agents.agent import Agent
         from voicehub.voice.realtime_session import RealtimeVoiceSession
 
-        self.transport = LoopbackTransport()
+        self.transport = LoopbackTransport(sample_rate)
         self.session = RealtimeVoiceSession(
             hub,
             f"{ROOM}-{index}",
@@ -81,12 +87,13 @@ async def _relay(
     measure: float,
     *,
     count_wakeups: bool = False,
+    sample_rate: int = 16000,
 ) -> Window:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
     async with Hub() as hub:
-        calls = [RealtimeCall(hub, i, client) for i in range(count)]
+        calls = [RealtimeCall(hub, i, client, sample_rate) for i in range(count)]
         try:
             await asyncio.gather(*(call.start() for call in calls))
             window = await pace(
@@ -99,6 +106,21 @@ async def _relay(
     return window
 
 
+async def _floor(base_url: str, count: int, pattern: list[bytes], measure: float) -> Window:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
+    calls = [FloorCall(client) for _ in range(count)]
+    try:
+        await asyncio.gather(*(call.start() for call in calls))
+        window = await pace(calls, pattern, 1.0, measure, seed=count)
+    finally:
+        await asyncio.gather(*(call.aclose() for call in calls))
+    if not all(call.replies() for call in calls):
+        raise RuntimeError("realtime: a floor call got no model audio back")
+    return window
+
+
 async def _harness(
     count: int, pattern: list[bytes], measure: float, *, count_wakeups: bool = False
 ) -> Window:
@@ -106,15 +128,22 @@ async def _harness(
     return await pace(calls, pattern, 1.0, measure, seed=count, count_wakeups=count_wakeups)
 
 
-async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
-    """About 30 s with `quick`, about 2 minutes without."""
+async def _caller(sample_rate: int) -> list[bytes]:
+    """The caller's pattern at `sample_rate`: the utterance, then 1.5 s of silence."""
     from voicehub.bench.voice_fakes import CALLER_TEXT
-    from voicehub.bench.voice_latency import SILENCE, frames_of
     from voicehub.voice.providers.offline import synthesize
 
+    pcm = await asyncio.to_thread(synthesize, CALLER_TEXT, "piper", sample_rate)
+    frame = sample_rate // 50 * 2
+    pcm += bytes(-len(pcm) % frame)
+    return [pcm[i : i + frame] for i in range(0, len(pcm), frame)] + [bytes(frame)] * 75
+
+
+async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
+    """About 40 s with `quick`, about 2 minutes without."""
     started = time.perf_counter()
-    utterance = frames_of(await asyncio.to_thread(synthesize, CALLER_TEXT, "piper", 16000))
-    pattern = utterance + [SILENCE] * 75
+    patterns = {rate: await _caller(rate) for rate in (8000, 16000, 24000)}
+    pattern = patterns[16000]
     model, long_deltas = LoopbackModel(delta_ms=20), LoopbackModel(delta_ms=LONG_DELTA_MS)
     await asyncio.gather(asyncio.to_thread(model.start), asyncio.to_thread(long_deltas.start))
     measure = 2.0 if quick else 4.0
@@ -130,6 +159,13 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             pipeline = await load.run("framework", count, 1.0, measure, "per-call", all_reply=False)
             harness = await _harness(count, pattern, measure)
             relay_long = await _relay(long_deltas.base_url, count, pattern, measure)
+            by_rate = {
+                rate: await _relay(model.base_url, count, patterns[rate], measure, sample_rate=rate)
+                for rate in (8000, 24000)
+            }
+            by_rate[16000] = relay
+            # after the relay's runs, so theirs are taken as before it was added
+            floor = await _floor(model.base_url, count, pattern, measure)
             wakeups = {
                 "relay": await _relay(model.base_url, count, pattern, 2.0, count_wakeups=True),
                 "harness": await _harness(count, pattern, 2.0, count_wakeups=True),
@@ -147,6 +183,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
         long_deltas.stop()
     relay_net = relay.us_per_frame - harness.us_per_frame
     pipeline_net = pipeline.us_per_frame - harness.us_per_frame
+    floor_net = floor.us_per_frame - harness.us_per_frame
     wakeups_per_frame = {
         name: (window.wakeups or 0) / max(window.frames, 1) for name, window in wakeups.items()
     }
@@ -167,6 +204,10 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             "us_per_frame_net": round(relay_net, 1),
             "pipeline_us_per_frame_net": round(pipeline_net, 1),
             "ratio_to_pipeline_net": round(relay_net / pipeline_net, 3),
+            # the SDK's messages alone, no audio work: no relay on the SDK goes under it
+            "floor_us_per_frame": round(floor.us_per_frame, 1),
+            "floor_us_per_frame_net": round(floor_net, 1),
+            "floor_ratio_to_pipeline_net": round(floor_net / pipeline_net, 3),
             "us_per_frame_by_delta_ms": {
                 "20": round(relay.us_per_frame, 1),
                 str(LONG_DELTA_MS): round(relay_long.us_per_frame, 1),
@@ -174,6 +215,13 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             "us_per_frame_net_by_delta_ms": {
                 "20": round(relay_net, 1),
                 str(LONG_DELTA_MS): round(relay_long.us_per_frame - harness.us_per_frame, 1),
+            },
+            "us_per_frame_by_transport_hz": {
+                str(rate): round(by_rate[rate].us_per_frame, 1) for rate in sorted(by_rate)
+            },
+            "us_per_frame_net_by_transport_hz": {
+                str(rate): round(by_rate[rate].us_per_frame - harness.us_per_frame, 1)
+                for rate in sorted(by_rate)
             },
             "wakeups_per_frame": {
                 "relay": round(wakeups_per_frame["relay"], 2),

@@ -59,7 +59,7 @@ class AudioBatcher:
         """Everything waiting, resampled (may be empty)."""
         if not self._pending:
             return b""
-        batch = self._resampler.push(bytes(self._pending))
+        batch = self._resampler.push(self._pending)  # read in place, not copied
         self._pending.clear()
         return batch
 

@@ -6,8 +6,8 @@ needs: `send` for control events, a fast `append_audio` (the per-frame path skip
 typed transform, the JSON is built directly), and `events()`, the server events as dicts.
 Server events are parsed here, not by the SDK: a frame that is not a JSON object with a
 string `type` is logged and dropped, and dispatch goes by the `type` string (the SDK turns
-unknown types into the wrong class; PROTOCOLS.md section 0). Audio deltas, most of the
-traffic, take a fast path that skips the JSON decoder (`realtime.audio_delta`).
+unknown types into the wrong class; PROTOCOLS.md section 0). Big audio deltas take a fast
+path that keeps their base64 out of the JSON decoder (`realtime.audio_delta`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from voicehub.errors import ConfigError, MissingExtraError, VoicehubError
-from voicehub.voice.realtime.audio_delta import parse_audio_delta
+from voicehub.voice.realtime.audio_delta import FAST_PATH_MIN_BYTES, parse_audio_delta
 
 __all__ = ["API_KEY_ENV", "ModelConnection", "ModelConnectionLost", "realtime_client"]
 
@@ -60,6 +60,11 @@ class ModelConnection:
         self._connection = connection
         self.sent_events = 0
 
+    @property
+    def sdk_connection(self) -> Any:
+        """The SDK's `AsyncRealtimeConnection` under this one."""
+        return self._connection
+
     @classmethod
     async def open(cls, client: Any, model: str) -> ModelConnection:
         """Connect to `model` through `client` (an `openai.AsyncOpenAI`)."""
@@ -92,10 +97,11 @@ class ModelConnection:
                 if type(exc).__name__ == "ConnectionClosedOK":
                     return
                 raise
-            delta = parse_audio_delta(raw)
-            if delta is not None:
-                yield delta
-                continue
+            if len(raw) >= FAST_PATH_MIN_BYTES:
+                delta = parse_audio_delta(raw)
+                if delta is not None:
+                    yield delta
+                    continue
             try:
                 event = json.loads(raw)
             except ValueError:

@@ -207,7 +207,7 @@ class ModelEvents:
 
     async def _on_audio_delta(self, event: dict[str, Any]) -> None:
         response = self.responses.get(str(event["response_id"]))
-        # base64 as str (JSON) or bytes (the fast path); binascii.Error is a ValueError
+        # base64 as str (JSON) or a memoryview (the fast path); binascii.Error is a ValueError
         model_audio = binascii.a2b_base64(event["delta"], strict_mode=True)
         if response is None or not model_audio:
             return
