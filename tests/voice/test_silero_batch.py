@@ -7,6 +7,7 @@ different tail), so every batch mixes calls at different points of speech and si
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from typing import Any
 
@@ -140,3 +141,75 @@ async def test_server_calls_get_batched_vads_deciding_as_per_call_vads(calls: in
     batcher = together[0].batcher
     if calls > 1:
         assert batcher.windows / batcher.batches > 1.5
+
+
+class _Given:
+    """A VAD whose `stream()` is a stream prepared beforehand."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def stream(self) -> Any:
+        return self._stream
+
+
+def _key(event: Any) -> tuple[Any, ...]:
+    return (event.type, event.samples_index, event.speaking, round(event.probability, 6))
+
+
+def _quiet(event: Any) -> bool:
+    from livekit.agents.vad import VADEventType
+
+    return (
+        event.type == VADEventType.INFERENCE_DONE
+        and not event.speaking
+        and not event.speech_duration
+        and not event.raw_accumulated_speech
+    )
+
+
+@pytest.mark.parametrize("unread", [True, False])
+async def test_quiet_events_nobody_reads_are_not_built(unread: bool) -> None:
+    """A stream told its quiet windows' INFERENCE_DONE would be ignored sends every other
+    event as before (boundaries, every inference with speech) and reports the same
+    inferences in its metrics; told otherwise, it sends them all."""
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    batched = BatchedSileroVAD(shared, SileroBatcher(shared._onnx_session, RATE, tick=0.002))
+    pcm = call_audio(5)
+    every = await vad_events(batched.for_call(), pcm, RATE)
+
+    vad = batched.for_call()
+    counted: list[int] = []
+    vad.on("metrics_collected", lambda metrics: counted.append(metrics.inference_count))
+    stream = vad.stream()
+    asked: list[bool] = []
+    stream.quiet_unread = lambda: asked.append(unread) or unread
+    sent = await vad_events(_Given(stream), pcm, RATE)
+
+    expected = [e for e in every if not (unread and _quiet(e))]
+    assert [_key(e) for e in sent] == [_key(e) for e in expected]
+    quiet = sum(map(_quiet, every))
+    assert quiet > 20 and len(asked) == quiet  # asked about every quiet window, no other
+    assert stream.quiet_skipped == (quiet if unread else 0)
+    windows = sum(e.type.name == "INFERENCE_DONE" for e in every)
+    per_report = math.ceil(1 / vad.capabilities.update_interval)  # livekit's: about 1 s
+    assert sum(counted) == windows // per_report * per_report
+
+
+async def test_events_can_go_straight_to_their_reader() -> None:
+    """With `deliver`, every event reaches the reader's handler as it is decided, in
+    order, and none waits in the stream for a task to read it."""
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    batched = BatchedSileroVAD(shared, SileroBatcher(shared._onnx_session, RATE, tick=0.002))
+    pcm = call_audio(2)
+    every = await vad_events(batched.for_call(), pcm, RATE)
+
+    stream = batched.for_call().stream()
+    handled: list[Any] = []
+    stream.deliver = handled.append
+    assert await vad_events(_Given(stream), pcm, RATE) == []
+    assert [_key(e) for e in handled] == [_key(e) for e in every]

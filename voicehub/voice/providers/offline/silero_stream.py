@@ -101,6 +101,13 @@ class BatchedSileroStream(vad.VADStream):
         self._event_ch = aio.Chan[vad.VADEvent]()
         self._event_aiter: Any = self._event_ch  # wrappers may replace it
         self.on_analysed: Callable[[float], None] | None = None  # seconds decided, as they are
+        # Whether nobody would act on a quiet window's INFERENCE_DONE now (see `_decide`);
+        # None: every window's event is sent, as livekit's stream does.
+        self.quiet_unread: Callable[[], bool] | None = None
+        self.quiet_skipped = 0  # quiet events not built (for tests and figures)
+        # Where events go straight to while none waits in the channel (the reader's own
+        # handler, run in the batcher's callback); None: the channel, read by a task.
+        self.deliver: Callable[[vad.VADEvent], None] | None = None
         self._queue: deque[_Window | None] = deque()
         self.in_flight = False  # the first queued window is in a batch
         self._ended = self._closed = False
@@ -302,6 +309,25 @@ class BatchedSileroStream(vad.VADStream):
         else:
             self._silence_duration += duration
         rate = self._input_rate
+        if (
+            # a quiet window (no speech, none accumulating) whose event its reader says it
+            # would ignore: the event, its frame and its wake-up are not made at all
+            not self._speaking
+            and not self._speech_run
+            and not self._speech_duration
+            and self.quiet_unread is not None
+            and self.quiet_unread()
+        ):
+            self.quiet_skipped += 1
+            self._count_inference(elapsed)
+        else:
+            self._send_inference(chunk, p, elapsed)
+        if self.on_analysed is not None:
+            self.on_analysed(len(chunk) / rate)
+        self._apply(p, duration)
+
+    def _send_inference(self, chunk: np.ndarray, p: float, elapsed: float) -> None:
+        rate = self._input_rate
         data = chunk.tobytes()
         self._send(
             vad.VADEvent(
@@ -319,8 +345,10 @@ class BatchedSileroStream(vad.VADStream):
             ),
             elapsed,
         )
-        if self.on_analysed is not None:
-            self.on_analysed(len(chunk) / rate)
+
+    def _apply(self, p: float, duration: float) -> None:
+        """livekit's speech/silence rules for one window's filtered probability."""
+        opts = self._opts
         if p >= opts.activation_threshold or (self._speaking and p > opts.deactivation_threshold):
             self._speech_run += duration
             self._silence_run = 0.0
@@ -368,11 +396,18 @@ class BatchedSileroStream(vad.VADStream):
         self._buffer_index = padding
 
     def _send(self, event: vad.VADEvent, inference_duration: float | None = None) -> None:
-        self._event_ch.send_nowait(event)
-        # livekit's metrics task, inline: one report per second of inferences
+        deliver = self.deliver
+        if deliver is not None and self._event_ch.empty():
+            deliver(event)
+        else:
+            self._event_ch.send_nowait(event)
         if inference_duration is None:
             self._last_activity_time = time.perf_counter()
-            return
+        else:
+            self._count_inference(inference_duration)
+
+    def _count_inference(self, inference_duration: float) -> None:
+        # livekit's metrics task, inline: one report per second of inferences
         self._inference_total += inference_duration
         self._inference_count += 1
         if self._inference_count >= 1 / self._vad.capabilities.update_interval:
