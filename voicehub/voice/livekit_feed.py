@@ -40,6 +40,8 @@ __all__ = ["DirectChan", "DirectFeed", "quiet_events_unread", "vad_events_to"]
 
 log = logging.getLogger("voicehub.voice")
 
+_LOOK_AGAIN = 25  # frames (0.5 s) between looks at channels already replaced
+
 # what `quiet_events_unread` knows of livekit's VAD event handling is this version's
 QUIET_EVENTS_LIVEKIT = "1.8.9"
 
@@ -74,6 +76,9 @@ class DirectFeed:
         # `frames` when each channel was last replaced: the frames before it took
         # livekit's own hop (tests check every later one went through the new channel)
         self.wired_at = {"vad": 0, "stt": 0}
+        # the recognition last looked at, and the frame count at which to look again
+        self._recognition: Any = None
+        self._look_at = 0
 
     def push(self, frame: rtc.AudioFrame) -> None:
         """What livekit's audio forwarding task does with a frame, minus the wake-up."""
@@ -81,7 +86,9 @@ class DirectFeed:
         if activity is None:
             return
         recognition = activity._audio_recognition
-        if recognition is not None:
+        if recognition is not None and (
+            recognition is not self._recognition or self.frames >= self._look_at
+        ):
             self._wire(activity, recognition)
         activity.push_audio(frame)
         self.frames += 1
@@ -89,13 +96,19 @@ class DirectFeed:
     def _wire(self, activity: Any, recognition: Any) -> None:
         # A new activity (handoff) or a new VAD brings new plain channels: replace each
         # once its stream exists and nothing waits in it (livekit's task has it all).
+        # Once both are replaced, look again only now and then (a new VAD or STT stream
+        # brings a new plain channel; its frames take livekit's hop until then).
         pipeline: Any = getattr(recognition, "_stt_pipeline", None)
+        self._recognition = recognition
+        wired = 0
         for name, owner, channel_attr, stream_attr, push in (
             ("vad", recognition, "_vad_ch", "_vad_stream", _vad_push),
             ("stt", pipeline, "_audio_ch", "_recognize_stream", _stt_push),
         ):
             channel = getattr(owner, channel_attr, None)
-            if (
+            if type(channel) is DirectChan:
+                wired += 1
+            elif (
                 type(channel) is aio.Chan
                 and channel.empty()
                 and getattr(owner, stream_attr, None) is not None
@@ -108,6 +121,7 @@ class DirectFeed:
                     if hasattr(stream, "quiet_unread"):  # batched Silero's
                         stream.quiet_unread = quiet_events_unread(activity, recognition)
                         stream.deliver = vad_events_to(recognition)
+        self._look_at = self.frames + (_LOOK_AGAIN if wired == 2 else 1)
 
 
 def _vad_push(recognition: Any) -> Callable[[rtc.AudioFrame], bool]:

@@ -126,8 +126,9 @@ class BatchedSileroStream(vad.VADStream):
 
     def push_frame(self, frame: rtc.AudioFrame) -> None:
         """Queue the frame's complete windows for inference (no task is woken)."""
-        self._check_input_not_ended()
-        self._check_not_closed()
+        if self._ended or self._closed or self._event_ch.closed:
+            self._check_input_not_ended()
+            self._check_not_closed()
         if not self._input_rate:
             self._start(frame.sample_rate)
         elif frame.sample_rate != self._input_rate:
