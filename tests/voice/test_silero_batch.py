@@ -213,3 +213,17 @@ async def test_events_can_go_straight_to_their_reader() -> None:
     stream.deliver = handled.append
     assert await vad_events(_Given(stream), pcm, RATE) == []
     assert [_key(e) for e in handled] == [_key(e) for e in every]
+
+
+def test_the_smoothing_is_livekits_exp_filter_exactly() -> None:
+    import random
+
+    from livekit.agents.utils import ExpFilter
+
+    from voicehub.voice.providers.offline.silero_stream import _Smoothing
+
+    theirs, ours = ExpFilter(alpha=0.35), _Smoothing(alpha=0.35)
+    rng = random.Random(7)
+    for _ in range(500):
+        raw = rng.random()
+        assert ours.apply(raw) == theirs.apply(exp=1.0, sample=raw)  # bit for bit

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline.silero_stream import BatchedSileroStream
+from voicehub.voice.providers.offline.silero_stream import INT16_MAX, BatchedSileroStream
 
 with vendor_import("livekit-plugins-silero"):
     from livekit.plugins import silero
@@ -72,11 +72,14 @@ class SileroBatcher:
         # the rows are built here, on the loop: a stream's state changes only on the loop
         context = batch[0].context_size
         inputs = np.empty((len(batch), context + batch[0].window_size), dtype=np.float32)
+        samples = np.empty((len(batch), batch[0].window_size), dtype=np.int16)
         state = np.empty((2, len(batch), 128), dtype=np.float32)
         for row, stream in enumerate(batch):
             inputs[row, :context] = stream.context
-            inputs[row, context:] = stream.window()
+            samples[row] = stream.window()
             state[:, row] = stream.state
+        # scaled as livekit's stream scales each window, element by element: one call here
+        np.divide(samples, INT16_MAX, out=inputs[:, context:], dtype=np.float32)
         run = asyncio.get_running_loop().run_in_executor(self._executor, self._infer, inputs, state)
         run.add_done_callback(lambda done: self._resolve(batch, inputs, done))
 

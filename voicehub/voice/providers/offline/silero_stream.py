@@ -26,7 +26,7 @@ from voicehub.voice.providers import vendor_import
 
 with vendor_import("livekit-plugins-silero"):
     from livekit import rtc
-    from livekit.agents import utils, vad
+    from livekit.agents import vad
     from livekit.agents.metrics import VADMetrics
     from livekit.agents.metrics.base import Metadata
     from livekit.agents.utils import aio
@@ -37,12 +37,12 @@ if TYPE_CHECKING:
 
     from voicehub.voice.providers.offline.silero_batch import SileroBatcher
 
-__all__ = ["BatchedSileroStream"]
+__all__ = ["INT16_MAX", "BatchedSileroStream"]
 
 log = logging.getLogger("livekit.plugins.silero")  # livekit's own warnings, as its stream
 
 _WINDOW = {16000: (512, 64), 8000: (256, 32)}  # samples per window, context samples
-_INT16_MAX = np.iinfo(np.int16).max
+INT16_MAX = np.iinfo(np.int16).max  # livekit scales samples to the model by this
 _FLUSH = None  # in the window queue: the boundary of a flush
 _WARN_EVERY = 5.0  # s: at most one "slower than realtime" warning per stream in this time
 
@@ -51,9 +51,27 @@ class _Window:
     __slots__ = ("data", "input", "queued_at")
 
     def __init__(self, data: np.ndarray, input_: np.ndarray, queued_at: float) -> None:
-        self.data = data  # float32, the model's rate
+        # int16 at the model's rate (the batcher scales a whole batch to float at once);
+        # the same array as `input` when the rates are equal
+        self.data = data
         self.input = input_  # int16, the input rate: what the window's events carry
         self.queued_at = queued_at
+
+
+class _Smoothing:
+    """livekit's `ExpFilter(alpha=0.35)` as its Silero stream applies it (exp 1, no
+    bounds): the same arithmetic, without the filter's eight `is_given` checks a window."""
+
+    __slots__ = ("_alpha", "value")
+
+    def __init__(self, alpha: float) -> None:
+        self._alpha = alpha**1.0
+        self.value: float | None = None
+
+    def apply(self, sample: float) -> float:
+        a, filtered = self._alpha, self.value
+        self.value = sample if filtered is None else a * filtered + (1 - a) * sample
+        return self.value
 
 
 class _Pending:
@@ -144,14 +162,12 @@ class BatchedSileroStream(vad.VADStream):
         size, ratio = self.window_size, self._input_rate / self._opts.sample_rate
         queued = False
         while model.size >= size:
-            window = np.empty(size, dtype=np.float32)
-            np.divide(model.buf[:size], _INT16_MAX, out=window, dtype=np.float32)
             to_copy = size * ratio + self._fract
             copied = int(to_copy)
             self._fract = to_copy - copied
-            self._queue.append(_Window(window, source.take(copied), time.perf_counter()))
-            if model is not source:
-                model.take(size)
+            chunk = source.take(copied)
+            window = chunk if model is source else model.take(size)
+            self._queue.append(_Window(window, chunk, time.perf_counter()))
             queued = True
         if queued and not self.in_flight:
             self._next()
@@ -210,7 +226,8 @@ class BatchedSileroStream(vad.VADStream):
         return not self._closed and not self._event_ch.closed
 
     def window(self) -> np.ndarray:
-        """The window to infer now (the first queued)."""
+        """The window to infer now (the first queued): int16 samples at the model's rate,
+        to be scaled as livekit's stream does (`INT16_MAX`)."""
         head = self._queue[0]
         assert head is not None
         return head.data
@@ -269,7 +286,7 @@ class BatchedSileroStream(vad.VADStream):
     def _reset(self) -> None:
         self.context.fill(0)
         self.state.fill(0)
-        self._filter = utils.ExpFilter(alpha=0.35)
+        self._filter = _Smoothing(alpha=0.35)
         self._buffer_index = 0
         self._buffer_full = False
         if self._speech_buffer is not None:
@@ -284,7 +301,7 @@ class BatchedSileroStream(vad.VADStream):
     def _decide(self, window: _Window, raw: float) -> None:
         opts, buffer = self._opts, self._speech_buffer
         assert buffer is not None
-        p = self._filter.apply(exp=1.0, sample=raw)
+        p = self._filter.apply(raw)
         duration = self.window_size / opts.sample_rate
         self._sample += self.window_size
         self._timestamp += duration
