@@ -220,9 +220,9 @@ def test_the_smoothing_is_livekits_exp_filter_exactly() -> None:
 
     from livekit.agents.utils import ExpFilter
 
-    from voicehub.voice.providers.offline.silero_stream import _Smoothing
+    from voicehub.voice.providers.offline.silero_windows import Smoothing
 
-    theirs, ours = ExpFilter(alpha=0.35), _Smoothing(alpha=0.35)
+    theirs, ours = ExpFilter(alpha=0.35), Smoothing(alpha=0.35)
     rng = random.Random(7)
     for _ in range(500):
         raw = rng.random()

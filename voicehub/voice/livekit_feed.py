@@ -15,10 +15,14 @@ livekit-agents (pinned, 1.8.9) has no public hook for this: the channels are
 `_recognize_stream`; a livekit that renames them leaves the frames on livekit's path
 (`DirectFeed.wired` says which).
 
-A batched Silero stream (`BatchedSileroStream`) is also told when its quiet windows'
-INFERENCE_DONE events would be ignored (`quiet_events_unread`), so it does not build them:
-most windows of a call are quiet, and each event costs a frame, a wake-up of livekit's VAD
-task and its handler, for nothing.
+The other way, a batched Silero stream (`BatchedSileroStream`) decides its windows in the
+batcher's callback; its events then go straight into livekit's handler
+(`vad_events_to`: `AudioRecognition._on_vad_event`, a coroutine that awaits nothing, run
+to its end) instead of waking livekit's VAD task for each. And it is told when its quiet
+windows' INFERENCE_DONE events would be ignored (`quiet_events_unread`), so it does not
+build them: most windows of a call are quiet, and each event costs a frame and a handler
+run for nothing. Both are wired for livekit-agents 1.8.9 only (`QUIET_EVENTS_LIVEKIT`);
+on another version the events travel livekit's own way.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ log = logging.getLogger("voicehub.voice")
 
 _LOOK_AGAIN = 25  # frames (0.5 s) between looks at channels already replaced
 
-# what `quiet_events_unread` knows of livekit's VAD event handling is this version's
+# what `quiet_events_unread` and `vad_events_to` know of livekit's VAD event handling is
+# this version's
 QUIET_EVENTS_LIVEKIT = "1.8.9"
 
 T = TypeVar("T")

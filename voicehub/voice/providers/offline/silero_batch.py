@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline.silero_stream import INT16_MAX, BatchedSileroStream
+from voicehub.voice.providers.offline.silero_stream import BatchedSileroStream
+from voicehub.voice.providers.offline.silero_windows import INT16_MAX
 
 with vendor_import("livekit-plugins-silero"):
     from livekit.plugins import silero

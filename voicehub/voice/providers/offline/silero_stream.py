@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.silero_windows import PendingSamples, Smoothing, Window
 
 with vendor_import("livekit-plugins-silero"):
     from livekit import rtc
@@ -37,72 +38,13 @@ if TYPE_CHECKING:
 
     from voicehub.voice.providers.offline.silero_batch import SileroBatcher
 
-__all__ = ["INT16_MAX", "BatchedSileroStream"]
+__all__ = ["BatchedSileroStream"]
 
 log = logging.getLogger("livekit.plugins.silero")  # livekit's own warnings, as its stream
 
 _WINDOW = {16000: (512, 64), 8000: (256, 32)}  # samples per window, context samples
-INT16_MAX = np.iinfo(np.int16).max  # livekit scales samples to the model by this
 _FLUSH = None  # in the window queue: the boundary of a flush
 _WARN_EVERY = 5.0  # s: at most one "slower than realtime" warning per stream in this time
-
-
-class _Window:
-    __slots__ = ("data", "input", "queued_at")
-
-    def __init__(self, data: np.ndarray, input_: np.ndarray, queued_at: float) -> None:
-        # int16 at the model's rate (the batcher scales a whole batch to float at once);
-        # the same array as `input` when the rates are equal
-        self.data = data
-        self.input = input_  # int16, the input rate: what the window's events carry
-        self.queued_at = queued_at
-
-
-class _Smoothing:
-    """livekit's `ExpFilter(alpha=0.35)` as its Silero stream applies it (exp 1, no
-    bounds): the same arithmetic, without the filter's eight `is_given` checks a window."""
-
-    __slots__ = ("_alpha", "value")
-
-    def __init__(self, alpha: float) -> None:
-        self._alpha = alpha**1.0
-        self.value: float | None = None
-
-    def apply(self, sample: float) -> float:
-        a, filtered = self._alpha, self.value
-        self.value = sample if filtered is None else a * filtered + (1 - a) * sample
-        return self.value
-
-
-class _Pending:
-    """Samples not yet in a window: appended per frame, taken per window, copied once."""
-
-    __slots__ = ("buf", "size")
-
-    def __init__(self) -> None:
-        self.buf = np.empty(4096, dtype=np.int16)
-        self.size = 0
-
-    def append(self, samples: np.ndarray) -> None:
-        end = self.size + len(samples)
-        if end > len(self.buf):  # a burst pushed faster than windows are cut: grow
-            grown = np.empty(max(end, 2 * len(self.buf)), dtype=np.int16)
-            grown[: self.size] = self.buf[: self.size]
-            self.buf = grown
-        self.buf[self.size : end] = samples
-        self.size = end
-
-    def take(self, count: int) -> np.ndarray:
-        """The first `count` samples (fewer if fewer), removed."""
-        count = min(count, self.size)
-        taken = self.buf[:count].copy()
-        rest = self.size - count
-        self.buf[:rest] = self.buf[count : self.size]
-        self.size = rest
-        return taken
-
-    def clear(self) -> None:
-        self.size = 0
 
 
 class BatchedSileroStream(vad.VADStream):
@@ -126,7 +68,7 @@ class BatchedSileroStream(vad.VADStream):
         # Where events go straight to while none waits in the channel (the reader's own
         # handler, run in the batcher's callback); None: the channel, read by a task.
         self.deliver: Callable[[vad.VADEvent], None] | None = None
-        self._queue: deque[_Window | None] = deque()
+        self._queue: deque[Window | None] = deque()
         self.in_flight = False  # the first queued window is in a batch
         self._ended = self._closed = False
         self._error: BaseException | None = None
@@ -136,7 +78,8 @@ class BatchedSileroStream(vad.VADStream):
         self._inference_count, self._inference_total = 0, 0.0
         self._last_activity_time = time.perf_counter()
         self._warned_at = -_WARN_EVERY
-        self._input, self._model_input = _Pending(), _Pending()  # samples not in a window yet
+        # samples not in a window yet
+        self._input, self._model_input = PendingSamples(), PendingSamples()
         self._fract = 0.0  # of an input sample, when the rates' ratio is not whole
         self._reset()
 
@@ -167,7 +110,7 @@ class BatchedSileroStream(vad.VADStream):
             self._fract = to_copy - copied
             chunk = source.take(copied)
             window = chunk if model is source else model.take(size)
-            self._queue.append(_Window(window, chunk, time.perf_counter()))
+            self._queue.append(Window(window, chunk, time.perf_counter()))
             queued = True
         if queued and not self.in_flight:
             self._next()
@@ -286,7 +229,7 @@ class BatchedSileroStream(vad.VADStream):
     def _reset(self) -> None:
         self.context.fill(0)
         self.state.fill(0)
-        self._filter = _Smoothing(alpha=0.35)
+        self._filter = Smoothing(alpha=0.35)
         self._buffer_index = 0
         self._buffer_full = False
         if self._speech_buffer is not None:
@@ -298,7 +241,7 @@ class BatchedSileroStream(vad.VADStream):
         self._speech_run = self._silence_run = 0.0
         self._extra_time = 0.0
 
-    def _decide(self, window: _Window, raw: float) -> None:
+    def _decide(self, window: Window, raw: float) -> None:
         opts, buffer = self._opts, self._speech_buffer
         assert buffer is not None
         p = self._filter.apply(raw)
