@@ -103,10 +103,38 @@ def test_installed_for_the_pinned_versions_only() -> None:
     from livekit import rtc
     from livekit.agents import __version__ as agents_version
     from livekit.agents.voice import agent_activity
+    from livekit.agents.voice.agent_session import AgentSession
 
     from voicehub.voice import livekit_speedups as speedups
 
     speedups.install()
     pinned = agents_version == speedups.AGENTS_VERSION
     assert (agent_activity.dataclass is speedups.cached_local_dataclass) is pinned  # type: ignore[attr-defined]
+    text_only = AgentSession.__dict__["_text_only"].fget
+    assert (text_only is speedups.text_only) is pinned
     assert rtc.EventEmitter.emit is speedups.emit_with_known_arity
+
+
+@pytest.mark.parametrize("mode", [None, "TEXT", "AUDIO"])
+def test_text_only_answers_as_livekit(mode: str | None) -> None:
+    """Outside a job, and in a text or an audio simulation: livekit's own answer."""
+    import contextvars
+
+    from livekit.agents import job
+    from livekit.agents.simulation import SimulationMode
+
+    from voicehub.voice.livekit_speedups import livekit_text_only, text_only
+
+    class Simulation:
+        simulation_mode = getattr(SimulationMode, f"SIMULATION_MODE_{mode}", None)
+
+    class Job:
+        def simulation_context(self) -> object:
+            return Simulation()
+
+    def answers() -> tuple[bool, bool]:
+        if mode is not None:
+            job._JobContextVar.set(Job())  # type: ignore[arg-type]
+        return text_only(None), livekit_text_only.fget(None)  # type: ignore[arg-type, misc]
+
+    assert contextvars.copy_context().run(answers) == (mode == "TEXT",) * 2

@@ -14,6 +14,9 @@ other version livekit runs as shipped.
   Python builds the class and its generated methods (`exec` of their source) each time,
   about 0.2 ms a reply. The class body is the same each time (its annotations are strings,
   its defaults None), so `cached_local_dataclass` builds it once.
+- `AgentSession._text_only`, read through `AgentActivity.stt` at every VAD window of
+  caller speech (`_interrupt_by_audio_activity`), runs two import statements each time;
+  `text_only` imports them once.
 - `rtc.EventEmitter.emit` computes `inspect.signature` of every listener at every event
   (session state, transcripts, metrics: dozens per turn), only to know how many positional
   arguments the listener takes. `emit_with_known_arity` remembers that per listener.
@@ -33,7 +36,9 @@ from voicehub.voice.providers import vendor_import
 with vendor_import("livekit-agents"):
     from livekit import rtc
     from livekit.agents import __version__ as agents_version
-    from livekit.agents.voice import agent_activity, turn
+    from livekit.agents.job import current_simulation
+    from livekit.agents.simulation import SimulationMode
+    from livekit.agents.voice import agent_activity, agent_session, turn
     from livekit.rtc import event_emitter
     from livekit.rtc.version import __version__ as rtc_version
 
@@ -43,7 +48,9 @@ __all__ = [
     "cached_local_dataclass",
     "emit_with_known_arity",
     "install",
+    "livekit_text_only",
     "resolve_endpointing",
+    "text_only",
 ]
 
 AGENTS_VERSION = "1.8.9"  # what the agent_activity patches were written against
@@ -51,6 +58,7 @@ RTC_VERSION = "1.1.21"  # what the emitter patch was written against
 
 _livekit_resolve = turn._resolve_endpointing
 _livekit_emit = rtc.EventEmitter.emit
+livekit_text_only: property = agent_session.AgentSession._text_only  # type: ignore[assignment]
 _emitter_log = event_emitter.logger  # type: ignore[attr-defined]  # its module's logger
 
 
@@ -64,6 +72,13 @@ def resolve_endpointing(
     return _livekit_resolve(config, turn_detection=turn_detection)
 
 
+def text_only(session: agent_session.AgentSession[Any]) -> bool:
+    """livekit's `AgentSession._text_only`: whether a text simulation runs the session."""
+    simulation = current_simulation()
+    return simulation is not None and simulation.simulation_mode == _TEXT_MODE
+
+
+_TEXT_MODE = SimulationMode.SIMULATION_MODE_TEXT
 _local_classes: dict[tuple[Any, ...], type] = {}
 
 
@@ -131,5 +146,6 @@ def install() -> None:
     if agents_version == AGENTS_VERSION:
         agent_activity._resolve_endpointing = resolve_endpointing  # type: ignore[attr-defined]
         agent_activity.dataclass = cached_local_dataclass  # type: ignore[attr-defined]
+        agent_session.AgentSession._text_only = property(text_only)  # type: ignore[method-assign, assignment]
     if rtc_version == RTC_VERSION:
         rtc.EventEmitter.emit = emit_with_known_arity  # type: ignore[method-assign]
