@@ -227,3 +227,27 @@ def test_the_smoothing_is_livekits_exp_filter_exactly() -> None:
     for _ in range(500):
         raw = rng.random()
         assert ours.apply(raw) == theirs.apply(exp=1.0, sample=raw)  # bit for bit
+
+
+async def test_each_stream_has_its_own_row_of_model_state_reused_once_it_is_gone() -> None:
+    import gc
+
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    batcher = SileroBatcher(shared._onnx_session, RATE, tick=0.002)
+    vad = BatchedSileroVAD(shared, batcher)
+    streams = [vad.stream() for _ in range(20)]  # more than the first 16 rows: the banks grow
+    assert len({stream.slot for stream in streams}) == 20
+    gone = streams.pop(3)
+    slot = gone.slot
+    batcher._contexts[slot] = 0.5  # what its last window left
+    batcher._states[:, slot] = 0.5
+    await gone.aclose()
+    del gone
+    gc.collect()
+    fresh = vad.stream()
+    assert fresh.slot == slot  # reused, and zeroed: a new stream starts from nothing
+    assert not batcher._contexts[slot].any() and not batcher._states[:, slot].any()
+    for stream in [*streams, fresh]:
+        await stream.aclose()

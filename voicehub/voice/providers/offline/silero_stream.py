@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline.silero_windows import PendingSamples, Smoothing, Window
+from voicehub.voice.providers.offline.silero_windows import (
+    WINDOW,
+    PendingSamples,
+    Smoothing,
+    Window,
+)
 
 with vendor_import("livekit-plugins-silero"):
     from livekit import rtc
@@ -42,7 +48,6 @@ __all__ = ["BatchedSileroStream"]
 
 log = logging.getLogger("livekit.plugins.silero")  # livekit's own warnings, as its stream
 
-_WINDOW = {16000: (512, 64), 8000: (256, 32)}  # samples per window, context samples
 _FLUSH = None  # in the window queue: the boundary of a flush
 _WARN_EVERY = 5.0  # s: at most one "slower than realtime" warning per stream in this time
 
@@ -55,9 +60,10 @@ class BatchedSileroStream(vad.VADStream):
         self._vad = owner
         self._opts = opts
         self._batcher = batcher
-        self.window_size, self.context_size = _WINDOW[opts.sample_rate]
-        self.context = np.zeros(self.context_size, dtype=np.float32)
-        self.state = np.zeros((2, 128), dtype=np.float32)
+        self.window_size, self.context_size = WINDOW[opts.sample_rate]
+        # the model's RNN state and context live in the batcher's banks, at this row
+        self.slot = batcher.slot()
+        weakref.finalize(self, batcher.release, self.slot)  # freed once nothing holds it
         self._event_ch = aio.Chan[vad.VADEvent]()
         self._event_aiter: Any = self._event_ch  # wrappers may replace it
         self.on_analysed: Callable[[float], None] | None = None  # seconds decided, as they are
@@ -177,7 +183,7 @@ class BatchedSileroStream(vad.VADStream):
 
     def decide(self, probability: float) -> None:
         """The first queued window's raw probability: livekit's decisions, then the next
-        window (the model's context and state were set by the batcher)."""
+        window (the model's context and state were updated by the batcher)."""
         self.in_flight = False
         if not self.live:
             return
@@ -227,8 +233,7 @@ class BatchedSileroStream(vad.VADStream):
         )
 
     def _reset(self) -> None:
-        self.context.fill(0)
-        self.state.fill(0)
+        self._batcher.clear(self.slot)
         self._filter = Smoothing(alpha=0.35)
         self._buffer_index = 0
         self._buffer_full = False

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["INT16_MAX", "PendingSamples", "Smoothing", "Window"]
+__all__ = ["INT16_MAX", "WINDOW", "PendingSamples", "Smoothing", "Window"]
 
 INT16_MAX = np.iinfo(np.int16).max  # livekit scales samples to the model by this
+WINDOW = {16000: (512, 64), 8000: (256, 32)}  # model rate: samples per window, of context
 
 
 class Window:
