@@ -3,7 +3,8 @@
 livekit's Silero stream runs one inference per 32 ms window per call, each with its own hop
 to a worker thread, in a task woken for every frame. Here each call's stream is a
 `BatchedSileroStream` (livekit's decision logic, run synchronously, with its own model
-state: RNN state and 64-sample context); only the inference is shared: a stream's next
+state: RNN state and 64-sample context, kept in a row of the batcher's banks); only the
+inference is shared: a stream's next
 window waits in the `SileroBatcher` for at most `tick` seconds, then all waiting windows go
 through the shared ONNX session as one batch, in one thread hop, and each stream decides on
 its probability when the batch comes back. Rows of a batch do not mix (the model is
