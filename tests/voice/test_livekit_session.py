@@ -38,6 +38,7 @@ from voicehub.voice.providers.offline import (
     load_vad,
     synthesize,
 )
+from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -66,6 +67,8 @@ def models() -> dict[str, Any]:
     # library keeps state between utterances (other tests compare two eSpeak renderings)
     robot = PiperTTS(sample_rate=RATE)
     vads = {"silero": load_vad("silero"), "webrtc": load_vad("webrtc")}
+    # the server's Silero: batched across calls, its events fed straight to livekit
+    vads["batched"] = BatchedSileroVAD(vads["silero"])
     return {"stt": stt, "vad": vads["silero"], **vads, "piper": piper, "robot": robot}
 
 
@@ -240,7 +243,7 @@ def events(history: list[Event], kind: EventKind, role: str | None = None) -> li
 # -- tests --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("vad", ["silero", "webrtc"])
+@pytest.mark.parametrize("vad", ["silero", "webrtc", "batched"])
 async def test_caller_asks_agent_calls_tool_and_answers(
     call: Call, caller_speech: bytes, vad: str
 ) -> None:
@@ -342,9 +345,12 @@ async def test_confirmation_on_a_clock_and_late_or_unknown_marks(call: Call) -> 
     assert activity.snapshot().is_idle
 
 
-async def test_caller_barges_in_while_the_agent_speaks(call: Call, caller_speech: bytes) -> None:
+@pytest.mark.parametrize("vad", ["silero", "batched"])
+async def test_caller_barges_in_while_the_agent_speaks(
+    call: Call, caller_speech: bytes, vad: str
+) -> None:
     research, _ = call.calls.tools()
-    session, transport, activity = await call.start(desk_agent(research))
+    session, transport, activity = await call.start(desk_agent(research), vad=vad)
 
     speaking = asyncio.create_task(session.say(LONG))
     await transport.wait_for(lambda: len(transport.marks) == 1)  # handed over, not yet heard

@@ -35,3 +35,106 @@ def test_installed_where_the_activity_resolves_its_options() -> None:
 
     install()
     assert agent_activity._resolve_endpointing is resolve_endpointing  # type: ignore[attr-defined]
+
+
+def test_a_local_dataclass_is_built_once_per_distinct_body() -> None:
+    from voicehub.voice.livekit_speedups import cached_local_dataclass
+
+    def declare(default: object = None, extra: object = 0) -> type:
+        @cached_local_dataclass
+        class Segment:
+            text: str
+            tts: object = default
+            kinds = extra  # not a field
+
+        return Segment
+
+    first, again = declare(), declare()
+    assert first is again  # the same statement, the same class
+    assert again(text="a") == again("a", None) and again("a").tts is None
+    other = declare(default=1)  # another default: another class
+    assert other is not first and other("a").tts == 1
+    unhashable = declare(extra=[])  # not cacheable: a class each time, as dataclass does
+    assert unhashable is not declare(extra=[]) and unhashable("a").kinds == []
+
+    @cached_local_dataclass(frozen=True)  # options: plain dataclass
+    class Frozen:
+        x: int
+
+    with pytest.raises(AttributeError):
+        Frozen(1).x = 2  # type: ignore[misc]
+
+
+def test_emit_passes_each_listener_the_arguments_it_takes() -> None:
+    from livekit import rtc
+
+    from voicehub.voice.livekit_speedups import emit_with_known_arity
+
+    emitter = rtc.EventEmitter[str]()
+    got: list[tuple[str, tuple[object, ...]]] = []
+
+    class Listener:
+        def one(self, a: object) -> None:
+            got.append(("method", (a,)))
+
+    listener = Listener()
+    emitter.on("e", lambda: got.append(("none", ())))
+    emitter.on("e", lambda a: got.append(("one", (a,))))
+    emitter.on("e", lambda *args: got.append(("all", args)))
+    emitter.on("e", listener.one)
+
+    def fails(a: object) -> None:
+        raise ValueError("logged, not raised")
+
+    emitter.on("e", fails)
+    for _ in range(2):  # the second time from the remembered arities
+        emit_with_known_arity(emitter, "e", 1, 2)
+    assert got == 2 * [("none", ()), ("one", (1,)), ("all", (1, 2)), ("method", (1,))]
+
+    def wrong(a: object) -> None:
+        raise TypeError("raised, as livekit's emit does")
+
+    emitter.on("t", wrong)
+    with pytest.raises(TypeError):
+        emit_with_known_arity(emitter, "t", 1)
+
+
+def test_installed_for_the_pinned_versions_only() -> None:
+    from livekit import rtc
+    from livekit.agents import __version__ as agents_version
+    from livekit.agents.voice import agent_activity
+    from livekit.agents.voice.agent_session import AgentSession
+
+    from voicehub.voice import livekit_speedups as speedups
+
+    speedups.install()
+    pinned = agents_version == speedups.AGENTS_VERSION
+    assert (agent_activity.dataclass is speedups.cached_local_dataclass) is pinned  # type: ignore[attr-defined]
+    text_only = AgentSession.__dict__["_text_only"].fget
+    assert (text_only is speedups.text_only) is pinned
+    assert rtc.EventEmitter.emit is speedups.emit_with_known_arity
+
+
+@pytest.mark.parametrize("mode", [None, "TEXT", "AUDIO"])
+def test_text_only_answers_as_livekit(mode: str | None) -> None:
+    """Outside a job, and in a text or an audio simulation: livekit's own answer."""
+    import contextvars
+
+    from livekit.agents import job
+    from livekit.agents.simulation import SimulationMode
+
+    from voicehub.voice.livekit_speedups import livekit_text_only, text_only
+
+    class Simulation:
+        simulation_mode = getattr(SimulationMode, f"SIMULATION_MODE_{mode}", None)
+
+    class Job:
+        def simulation_context(self) -> object:
+            return Simulation()
+
+    def answers() -> tuple[bool, bool]:
+        if mode is not None:
+            job._JobContextVar.set(Job())  # type: ignore[arg-type]
+        return text_only(None), livekit_text_only.fget(None)  # type: ignore[arg-type, misc]
+
+    assert contextvars.copy_context().run(answers) == (mode == "TEXT",) * 2

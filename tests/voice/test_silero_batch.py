@@ -7,6 +7,7 @@ different tail), so every batch mixes calls at different points of speech and si
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from typing import Any
 
@@ -140,3 +141,113 @@ async def test_server_calls_get_batched_vads_deciding_as_per_call_vads(calls: in
     batcher = together[0].batcher
     if calls > 1:
         assert batcher.windows / batcher.batches > 1.5
+
+
+class _Given:
+    """A VAD whose `stream()` is a stream prepared beforehand."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def stream(self) -> Any:
+        return self._stream
+
+
+def _key(event: Any) -> tuple[Any, ...]:
+    return (event.type, event.samples_index, event.speaking, round(event.probability, 6))
+
+
+def _quiet(event: Any) -> bool:
+    from livekit.agents.vad import VADEventType
+
+    return (
+        event.type == VADEventType.INFERENCE_DONE
+        and not event.speaking
+        and not event.speech_duration
+        and not event.raw_accumulated_speech
+    )
+
+
+@pytest.mark.parametrize("unread", [True, False])
+async def test_quiet_events_nobody_reads_are_not_built(unread: bool) -> None:
+    """A stream told its quiet windows' INFERENCE_DONE would be ignored sends every other
+    event as before (boundaries, every inference with speech) and reports the same
+    inferences in its metrics; told otherwise, it sends them all."""
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    batched = BatchedSileroVAD(shared, SileroBatcher(shared._onnx_session, RATE, tick=0.002))
+    pcm = call_audio(5)
+    every = await vad_events(batched.for_call(), pcm, RATE)
+
+    vad = batched.for_call()
+    counted: list[int] = []
+    vad.on("metrics_collected", lambda metrics: counted.append(metrics.inference_count))
+    stream = vad.stream()
+    asked: list[bool] = []
+    stream.quiet_unread = lambda: asked.append(unread) or unread
+    sent = await vad_events(_Given(stream), pcm, RATE)
+
+    expected = [e for e in every if not (unread and _quiet(e))]
+    assert [_key(e) for e in sent] == [_key(e) for e in expected]
+    quiet = sum(map(_quiet, every))
+    assert quiet > 20 and len(asked) == quiet  # asked about every quiet window, no other
+    assert stream.quiet_skipped == (quiet if unread else 0)
+    windows = sum(e.type.name == "INFERENCE_DONE" for e in every)
+    per_report = math.ceil(1 / vad.capabilities.update_interval)  # livekit's: about 1 s
+    assert sum(counted) == windows // per_report * per_report
+
+
+async def test_events_can_go_straight_to_their_reader() -> None:
+    """With `deliver`, every event reaches the reader's handler as it is decided, in
+    order, and none waits in the stream for a task to read it."""
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    batched = BatchedSileroVAD(shared, SileroBatcher(shared._onnx_session, RATE, tick=0.002))
+    pcm = call_audio(2)
+    every = await vad_events(batched.for_call(), pcm, RATE)
+
+    stream = batched.for_call().stream()
+    handled: list[Any] = []
+    stream.deliver = handled.append
+    assert await vad_events(_Given(stream), pcm, RATE) == []
+    assert [_key(e) for e in handled] == [_key(e) for e in every]
+
+
+def test_the_smoothing_is_livekits_exp_filter_exactly() -> None:
+    import random
+
+    from livekit.agents.utils import ExpFilter
+
+    from voicehub.voice.providers.offline.silero_windows import Smoothing
+
+    theirs, ours = ExpFilter(alpha=0.35), Smoothing(alpha=0.35)
+    rng = random.Random(7)
+    for _ in range(500):
+        raw = rng.random()
+        assert ours.apply(raw) == theirs.apply(exp=1.0, sample=raw)  # bit for bit
+
+
+async def test_each_stream_has_its_own_row_of_model_state_reused_once_it_is_gone() -> None:
+    import gc
+
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    batcher = SileroBatcher(shared._onnx_session, RATE, tick=0.002)
+    vad = BatchedSileroVAD(shared, batcher)
+    streams = [vad.stream() for _ in range(20)]  # more than the first 16 rows: the banks grow
+    assert len({stream.slot for stream in streams}) == 20
+    gone = streams.pop(3)
+    slot = gone.slot
+    batcher._contexts[slot] = 0.5  # what its last window left
+    batcher._states[:, slot] = 0.5
+    await gone.aclose()
+    del gone
+    gc.collect()
+    fresh = vad.stream()
+    assert fresh.slot == slot  # reused, and zeroed: a new stream starts from nothing
+    assert not batcher._contexts[slot].any() and not batcher._states[:, slot].any()
+    for stream in [*streams, fresh]:
+        await stream.aclose()

@@ -3,7 +3,8 @@
 livekit's Silero stream runs one inference per 32 ms window per call, each with its own hop
 to a worker thread, in a task woken for every frame. Here each call's stream is a
 `BatchedSileroStream` (livekit's decision logic, run synchronously, with its own model
-state: RNN state and 64-sample context); only the inference is shared: a stream's next
+state: RNN state and 64-sample context, kept in a row of the batcher's banks); only the
+inference is shared: a stream's next
 window waits in the `SileroBatcher` for at most `tick` seconds, then all waiting windows go
 through the shared ONNX session as one batch, in one thread hop, and each stream decides on
 its probability when the batch comes back. Rows of a batch do not mix (the model is
@@ -24,6 +25,7 @@ import numpy as np
 
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline.silero_stream import BatchedSileroStream
+from voicehub.voice.providers.offline.silero_windows import INT16_MAX, WINDOW
 
 with vendor_import("livekit-plugins-silero"):
     from livekit.plugins import silero
@@ -41,6 +43,12 @@ class SileroBatcher:
         self.sample_rate = sample_rate
         self.tick = tick
         self._sr = np.array(sample_rate, dtype=np.int64)
+        self.window_size, self.context_size = WINDOW[sample_rate]
+        # each stream's model context and RNN state, one row (slot) per stream: a batch
+        # gathers and scatters its rows in one call each, not three per stream
+        self._contexts = np.zeros((0, self.context_size), dtype=np.float32)
+        self._states = np.zeros((2, 0, 128), dtype=np.float32)
+        self._free: list[int] = []
         self._waiting: list[BatchedSileroStream] = []
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -49,6 +57,30 @@ class SileroBatcher:
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="silero-batch")
         self.batches = 0  # counters, for the bench
         self.windows = 0
+
+    def slot(self) -> int:
+        """A free row of the banks, zeroed (the banks grow as needed)."""
+        if not self._free:
+            size = len(self._contexts)
+            grown = max(16, 2 * size)
+            contexts = np.zeros((grown, self.context_size), dtype=np.float32)
+            contexts[:size] = self._contexts
+            states = np.zeros((2, grown, 128), dtype=np.float32)
+            states[:, :size] = self._states
+            self._contexts, self._states = contexts, states
+            self._free = list(range(grown - 1, size - 1, -1))
+        slot = self._free.pop()
+        self.clear(slot)
+        return slot
+
+    def clear(self, slot: int) -> None:
+        """A fresh model state for the stream at `slot` (a new stream, or a flush)."""
+        self._contexts[slot] = 0
+        self._states[:, slot] = 0
+
+    def release(self, slot: int) -> None:
+        """The stream at `slot` is gone (garbage-collected): its row can be reused."""
+        self._free.append(slot)
 
     def ready(self, stream: BatchedSileroStream) -> None:
         """`stream` has a window to infer (`stream.window()`); it gets `decide` or `fail`."""
@@ -70,15 +102,18 @@ class SileroBatcher:
         if not batch:
             return
         # the rows are built here, on the loop: a stream's state changes only on the loop
-        context = batch[0].context_size
-        inputs = np.empty((len(batch), context + batch[0].window_size), dtype=np.float32)
-        state = np.empty((2, len(batch), 128), dtype=np.float32)
+        context = self.context_size
+        slots = np.fromiter((stream.slot for stream in batch), dtype=np.intp, count=len(batch))
+        inputs = np.empty((len(batch), context + self.window_size), dtype=np.float32)
+        inputs[:, :context] = self._contexts[slots]
+        samples = np.empty((len(batch), self.window_size), dtype=np.int16)
         for row, stream in enumerate(batch):
-            inputs[row, :context] = stream.context
-            inputs[row, context:] = stream.window()
-            state[:, row] = stream.state
+            samples[row] = stream.window()
+        # scaled as livekit's stream scales each window, element by element: one call here
+        np.divide(samples, INT16_MAX, out=inputs[:, context:], dtype=np.float32)
+        state = self._states[:, slots]  # a copy: the batch owns its input
         run = asyncio.get_running_loop().run_in_executor(self._executor, self._infer, inputs, state)
-        run.add_done_callback(lambda done: self._resolve(batch, inputs, done))
+        run.add_done_callback(lambda done: self._resolve(batch, slots, inputs, done))
 
     def _infer(self, inputs: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One ONNX run for the batch (on a worker thread)."""
@@ -88,6 +123,7 @@ class SileroBatcher:
     def _resolve(
         self,
         batch: list[BatchedSileroStream],
+        slots: np.ndarray,
         inputs: np.ndarray,
         done: asyncio.Future[tuple[np.ndarray, np.ndarray]],
     ) -> None:
@@ -100,12 +136,14 @@ class SileroBatcher:
         self.batches += 1
         self.windows += len(batch)
         probabilities, state = done.result()
-        context = batch[0].context_size
-        for row, (stream, probability) in enumerate(
-            zip(batch, probabilities.tolist(), strict=True)
-        ):
-            stream.context = inputs[row, -context:]
-            stream.state = state[:, row]
+        # each stream's next context and state, before any decides (a decision may start
+        # the next batch at once); a stream closed meanwhile keeps nothing
+        live = np.fromiter((stream.live for stream in batch), dtype=bool, count=len(batch))
+        if not live.all():
+            slots, inputs, state = slots[live], inputs[live], state[:, live]
+        self._contexts[slots] = inputs[:, -self.context_size :]
+        self._states[:, slots] = state
+        for stream, probability in zip(batch, probabilities.tolist(), strict=True):
             stream.decide(probability)
 
 

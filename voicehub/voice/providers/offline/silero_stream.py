@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -23,10 +24,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.silero_windows import (
+    WINDOW,
+    PendingSamples,
+    Smoothing,
+    Window,
+)
 
 with vendor_import("livekit-plugins-silero"):
     from livekit import rtc
-    from livekit.agents import utils, vad
+    from livekit.agents import vad
     from livekit.agents.metrics import VADMetrics
     from livekit.agents.metrics.base import Metadata
     from livekit.agents.utils import aio
@@ -41,50 +48,8 @@ __all__ = ["BatchedSileroStream"]
 
 log = logging.getLogger("livekit.plugins.silero")  # livekit's own warnings, as its stream
 
-_WINDOW = {16000: (512, 64), 8000: (256, 32)}  # samples per window, context samples
-_INT16_MAX = np.iinfo(np.int16).max
 _FLUSH = None  # in the window queue: the boundary of a flush
 _WARN_EVERY = 5.0  # s: at most one "slower than realtime" warning per stream in this time
-
-
-class _Window:
-    __slots__ = ("data", "input", "queued_at")
-
-    def __init__(self, data: np.ndarray, input_: np.ndarray, queued_at: float) -> None:
-        self.data = data  # float32, the model's rate
-        self.input = input_  # int16, the input rate: what the window's events carry
-        self.queued_at = queued_at
-
-
-class _Pending:
-    """Samples not yet in a window: appended per frame, taken per window, copied once."""
-
-    __slots__ = ("buf", "size")
-
-    def __init__(self) -> None:
-        self.buf = np.empty(4096, dtype=np.int16)
-        self.size = 0
-
-    def append(self, samples: np.ndarray) -> None:
-        end = self.size + len(samples)
-        if end > len(self.buf):  # a burst pushed faster than windows are cut: grow
-            grown = np.empty(max(end, 2 * len(self.buf)), dtype=np.int16)
-            grown[: self.size] = self.buf[: self.size]
-            self.buf = grown
-        self.buf[self.size : end] = samples
-        self.size = end
-
-    def take(self, count: int) -> np.ndarray:
-        """The first `count` samples (fewer if fewer), removed."""
-        count = min(count, self.size)
-        taken = self.buf[:count].copy()
-        rest = self.size - count
-        self.buf[:rest] = self.buf[count : self.size]
-        self.size = rest
-        return taken
-
-    def clear(self) -> None:
-        self.size = 0
 
 
 class BatchedSileroStream(vad.VADStream):
@@ -95,13 +60,21 @@ class BatchedSileroStream(vad.VADStream):
         self._vad = owner
         self._opts = opts
         self._batcher = batcher
-        self.window_size, self.context_size = _WINDOW[opts.sample_rate]
-        self.context = np.zeros(self.context_size, dtype=np.float32)
-        self.state = np.zeros((2, 128), dtype=np.float32)
+        self.window_size, self.context_size = WINDOW[opts.sample_rate]
+        # the model's RNN state and context live in the batcher's banks, at this row
+        self.slot = batcher.slot()
+        weakref.finalize(self, batcher.release, self.slot)  # freed once nothing holds it
         self._event_ch = aio.Chan[vad.VADEvent]()
         self._event_aiter: Any = self._event_ch  # wrappers may replace it
         self.on_analysed: Callable[[float], None] | None = None  # seconds decided, as they are
-        self._queue: deque[_Window | None] = deque()
+        # Whether nobody would act on a quiet window's INFERENCE_DONE now (see `_decide`);
+        # None: every window's event is sent, as livekit's stream does.
+        self.quiet_unread: Callable[[], bool] | None = None
+        self.quiet_skipped = 0  # quiet events not built (for tests and figures)
+        # Where events go straight to while none waits in the channel (the reader's own
+        # handler, run in the batcher's callback); None: the channel, read by a task.
+        self.deliver: Callable[[vad.VADEvent], None] | None = None
+        self._queue: deque[Window | None] = deque()
         self.in_flight = False  # the first queued window is in a batch
         self._ended = self._closed = False
         self._error: BaseException | None = None
@@ -111,7 +84,8 @@ class BatchedSileroStream(vad.VADStream):
         self._inference_count, self._inference_total = 0, 0.0
         self._last_activity_time = time.perf_counter()
         self._warned_at = -_WARN_EVERY
-        self._input, self._model_input = _Pending(), _Pending()  # samples not in a window yet
+        # samples not in a window yet
+        self._input, self._model_input = PendingSamples(), PendingSamples()
         self._fract = 0.0  # of an input sample, when the rates' ratio is not whole
         self._reset()
 
@@ -119,8 +93,9 @@ class BatchedSileroStream(vad.VADStream):
 
     def push_frame(self, frame: rtc.AudioFrame) -> None:
         """Queue the frame's complete windows for inference (no task is woken)."""
-        self._check_input_not_ended()
-        self._check_not_closed()
+        if self._ended or self._closed or self._event_ch.closed:
+            self._check_input_not_ended()
+            self._check_not_closed()
         if not self._input_rate:
             self._start(frame.sample_rate)
         elif frame.sample_rate != self._input_rate:
@@ -136,14 +111,12 @@ class BatchedSileroStream(vad.VADStream):
         size, ratio = self.window_size, self._input_rate / self._opts.sample_rate
         queued = False
         while model.size >= size:
-            window = np.empty(size, dtype=np.float32)
-            np.divide(model.buf[:size], _INT16_MAX, out=window, dtype=np.float32)
             to_copy = size * ratio + self._fract
             copied = int(to_copy)
             self._fract = to_copy - copied
-            self._queue.append(_Window(window, source.take(copied), time.perf_counter()))
-            if model is not source:
-                model.take(size)
+            chunk = source.take(copied)
+            window = chunk if model is source else model.take(size)
+            self._queue.append(Window(window, chunk, time.perf_counter()))
             queued = True
         if queued and not self.in_flight:
             self._next()
@@ -202,14 +175,15 @@ class BatchedSileroStream(vad.VADStream):
         return not self._closed and not self._event_ch.closed
 
     def window(self) -> np.ndarray:
-        """The window to infer now (the first queued)."""
+        """The window to infer now (the first queued): int16 samples at the model's rate,
+        to be scaled as livekit's stream does (`INT16_MAX`)."""
         head = self._queue[0]
         assert head is not None
         return head.data
 
     def decide(self, probability: float) -> None:
         """The first queued window's raw probability: livekit's decisions, then the next
-        window (the model's context and state were set by the batcher)."""
+        window (the model's context and state were updated by the batcher)."""
         self.in_flight = False
         if not self.live:
             return
@@ -259,9 +233,8 @@ class BatchedSileroStream(vad.VADStream):
         )
 
     def _reset(self) -> None:
-        self.context.fill(0)
-        self.state.fill(0)
-        self._filter = utils.ExpFilter(alpha=0.35)
+        self._batcher.clear(self.slot)
+        self._filter = Smoothing(alpha=0.35)
         self._buffer_index = 0
         self._buffer_full = False
         if self._speech_buffer is not None:
@@ -273,10 +246,10 @@ class BatchedSileroStream(vad.VADStream):
         self._speech_run = self._silence_run = 0.0
         self._extra_time = 0.0
 
-    def _decide(self, window: _Window, raw: float) -> None:
+    def _decide(self, window: Window, raw: float) -> None:
         opts, buffer = self._opts, self._speech_buffer
         assert buffer is not None
-        p = self._filter.apply(exp=1.0, sample=raw)
+        p = self._filter.apply(raw)
         duration = self.window_size / opts.sample_rate
         self._sample += self.window_size
         self._timestamp += duration
@@ -302,6 +275,25 @@ class BatchedSileroStream(vad.VADStream):
         else:
             self._silence_duration += duration
         rate = self._input_rate
+        if (
+            # a quiet window (no speech, none accumulating) whose event its reader says it
+            # would ignore: the event, its frame and its wake-up are not made at all
+            not self._speaking
+            and not self._speech_run
+            and not self._speech_duration
+            and self.quiet_unread is not None
+            and self.quiet_unread()
+        ):
+            self.quiet_skipped += 1
+            self._count_inference(elapsed)
+        else:
+            self._send_inference(chunk, p, elapsed)
+        if self.on_analysed is not None:
+            self.on_analysed(len(chunk) / rate)
+        self._apply(p, duration)
+
+    def _send_inference(self, chunk: np.ndarray, p: float, elapsed: float) -> None:
+        rate = self._input_rate
         data = chunk.tobytes()
         self._send(
             vad.VADEvent(
@@ -319,8 +311,10 @@ class BatchedSileroStream(vad.VADStream):
             ),
             elapsed,
         )
-        if self.on_analysed is not None:
-            self.on_analysed(len(chunk) / rate)
+
+    def _apply(self, p: float, duration: float) -> None:
+        """livekit's speech/silence rules for one window's filtered probability."""
+        opts = self._opts
         if p >= opts.activation_threshold or (self._speaking and p > opts.deactivation_threshold):
             self._speech_run += duration
             self._silence_run = 0.0
@@ -368,11 +362,18 @@ class BatchedSileroStream(vad.VADStream):
         self._buffer_index = padding
 
     def _send(self, event: vad.VADEvent, inference_duration: float | None = None) -> None:
-        self._event_ch.send_nowait(event)
-        # livekit's metrics task, inline: one report per second of inferences
+        deliver = self.deliver
+        if deliver is not None and self._event_ch.empty():
+            deliver(event)
+        else:
+            self._event_ch.send_nowait(event)
         if inference_duration is None:
             self._last_activity_time = time.perf_counter()
-            return
+        else:
+            self._count_inference(inference_duration)
+
+    def _count_inference(self, inference_duration: float) -> None:
+        # livekit's metrics task, inline: one report per second of inferences
         self._inference_total += inference_duration
         self._inference_count += 1
         if self._inference_count >= 1 / self._vad.capabilities.update_interval:
