@@ -10,10 +10,11 @@ with the expected topic word in its arguments. Things a caller says that ask for
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,9 +162,14 @@ def phrasings(quick: bool) -> list[tuple[str, str, str, str]]:
     return [*requests, *unrelated]
 
 
-def samples(quick: bool) -> Iterator[Sample]:
-    """Every phrasing (`phrasings`) in every voice (quick: two voices)."""
+@functools.cache
+def samples(quick: bool) -> tuple[Sample, ...]:
+    """Every phrasing (`phrasings`) in every voice (quick: two voices), synthesized once per
+    process: eSpeak NG says a sentence differently after it has said others, so each
+    recognizer compared in one run must hear the same audio."""
     chosen = list(voices().items())[:2] if quick else list(voices().items())
-    for name, speak in chosen:
-        for words, tool, needle, half in phrasings(quick):
-            yield Sample(words, tool, needle, name, speak(words), half)
+    return tuple(
+        Sample(words, tool, needle, name, speak(words), half)
+        for name, speak in chosen
+        for words, tool, needle, half in phrasings(quick)
+    )
