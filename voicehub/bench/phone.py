@@ -7,11 +7,14 @@
   300-3400 Hz, mu-law) by Whisper tiny.en biased to the desk's vocabulary (the headline
   figures) and by PocketSphinx (under `pocketsphinx`, for comparison), then answered by the
   desk's scripted front agent; a request counts when the agent picks the expected tool with
-  the expected topic word.
+  the expected topic word. Whisper listens to phone audio heard as no request a second
+  time, slowed (`whisper_relisten`). Under `halves`: the set's tuning and held-out halves
+  (what settings are chosen on, and the rest) and fresh phrasings (added after the
+  choice); the headline figures are the first two together.
 - `false_trigger_rate` / `false_trigger_rate_wideband`: the share of unrelated utterances
   (chatter, near-misses of trigger phrases) for which the agent called a tool.
 - `stt_ms_per_request`, `stt_cpu_ms_per_request`: median wall and CPU time of one
-  recognition.
+  recognition; `stt_cpu_ms_mean`: the CPU's mean (a second listening costs some only).
 
 The evaluation set (several voices, phrasings the desk's tests do not use, unrelated
 utterances) is `voicehub.bench.phone_eval`.

@@ -7,8 +7,9 @@ recognizing differently; nothing is ever downloaded.
 
 Whisper has no partial results: it decodes a whole utterance (the VAD's segment) at once,
 about 0.4 s of one core for a two-second request. It copes with phone audio far better
-than PocketSphinx (`voicehub bench --only phone`: tool accuracy on phone audio 0.31 with
-PocketSphinx, 0.92 with Whisper and the desk's vocabulary as its prompt; wideband 0.64 and
+than PocketSphinx (`voicehub bench --only phone`: tool accuracy on phone audio 0.32 with
+PocketSphinx, 0.92 with Whisper and the desk's vocabulary as its prompt, 0.96 with a second,
+slowed listening of phone audio heard as no request (`whisper_relisten`); wideband 0.65 and
 0.99).
 """
 
