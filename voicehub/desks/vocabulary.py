@@ -37,7 +37,7 @@ def desk_vocabulary(desk: Desk) -> list[str]:
 
 
 def desk_relisten(desk: Desk) -> Relisten | None:
-    """When the recognizer listens to phone audio again (`whisper_relisten`): when the
+    """When the recognizer listens to audio again (`whisper_relisten`): when the
     front agent's scripted rules call no tool for what it heard; and the second hearing is
     believed when they do and it names one of the desk's knowledge topics. None for a desk
     whose front agent is not scripted (a model's choice of tool cannot be asked in advance)

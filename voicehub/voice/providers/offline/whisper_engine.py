@@ -9,8 +9,8 @@ Whisper has no partial results: it decodes a whole utterance (the VAD's segment)
 about 0.4 s of one core for a two-second request. It copes with phone audio far better
 than PocketSphinx (`voicehub bench --only phone`: tool accuracy on phone audio 0.32 with
 PocketSphinx, 0.92 with Whisper and the desk's vocabulary as its prompt, 0.96 with a second,
-slowed listening of phone audio heard as no request (`whisper_relisten`); wideband 0.65 and
-0.99).
+slowed listening of audio heard as no request (`whisper_relisten`); wideband 0.65 and
+0.99, 1.0 with it).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _NO_SPEECH = 0.8  # a segment Whisper itself thinks is not speech
 # Whisper's own retry threshold: above it the text is a loop ("thank you, thank you, ...")
 # decoded from noise or a voice it cannot follow, not what the caller said.
 _REPETITIVE = 2.4
-_PHONE_RATE = 8000  # and below: phone audio, decoded with a beam, maybe listened to twice
+_PHONE_RATE = 8000  # and below: phone audio, decoded with a beam
 
 
 class WhisperModelError(VoicehubError):
@@ -186,11 +186,11 @@ class WhisperRecognizer:
         relisten: Relisten | None = None,
     ) -> WhisperTranscript:
         """The words of one utterance (any rate; resampled to 16 kHz). With `relisten`,
-        phone audio whose words ask the desk for nothing is decoded a second time, slowed
-        down, and that hearing is kept when `relisten` believes it (`whisper_relisten`):
+        audio whose words ask the desk for nothing is decoded a second time, slowed down,
+        and that hearing is kept when `relisten` believes it (`whisper_relisten`):
         only those utterances pay for a second decode."""
         heard = self._decode(pcm16, sample_rate, prompt)
-        if relisten is None or sample_rate > _PHONE_RATE or relisten.is_request(heard.text):
+        if relisten is None or relisten.is_request(heard.text):
             return heard
         slower = self._decode(pcm16, round(sample_rate * SLOWER), prompt)
         if not relisten.believes(slower.text):

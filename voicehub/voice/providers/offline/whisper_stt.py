@@ -36,7 +36,7 @@ _LANGUAGE = LanguageCode("en-US")  # tiny.en is English only
 
 class WhisperSTT(stt.STT[Never]):
     """Offline STT on Whisper tiny.en, biased toward `vocabulary` (a desk's topics and
-    trigger phrases); with `relisten`, phone audio that asks the desk for nothing is heard
+    trigger phrases); with `relisten`, audio that asks the desk for nothing is heard
     a second time, slowed (`whisper_relisten`). The model is shared by every call unless
     `recognizer` is given."""
 
@@ -69,7 +69,7 @@ class WhisperSTT(stt.STT[Never]):
 
     @property
     def relisten(self) -> Relisten | None:
-        """When phone audio is listened to a second time, if ever."""
+        """When audio is listened to a second time, if ever."""
         return self._relisten
 
     def prewarm(self) -> None:
