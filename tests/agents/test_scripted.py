@@ -405,3 +405,24 @@ def test_only_text_that_may_be_json_is_parsed(text: str, parsed: bool) -> None:
     if not parsed:  # the shortcut never skips text the parser would have taken
         with pytest.raises(json.JSONDecodeError):
             json.loads(text)
+
+
+def test_calls_tool_tells_a_request_from_words_that_only_get_a_line() -> None:
+    llm = ScriptedLLM(
+        [
+            {"match": ["hello"], "say": "Hello!"},
+            {
+                "regex": r"\bdig into\s+(?P<topic>.+?)[\s.?!,]*$",
+                "tool": "delegate_workers",
+                "arguments": {"task": "{topic}"},
+            },
+            {"match": ["any update"], "say": "Checking.", "tool": "check_tasks"},
+        ],
+        fallback="?",
+    )
+    assert llm.calls_tool("could you dig into heat pumps")
+    assert llm.calls_tool("could you did into heat pumps")  # tolerant matching too
+    assert llm.calls_tool("any update?")
+    assert not llm.calls_tool("hello there")  # a rule matched, but it only says a line
+    assert not llm.calls_tool("what a lovely day")
+    assert not llm.calls_tool("")

@@ -12,7 +12,13 @@ import pytest
 
 from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
 from voicehub.agents.scripted import ScriptedLLM
-from voicehub.bench.phone_eval import REQUESTS, UNRELATED
+from voicehub.bench.phone_eval import (
+    FRESH_REQUESTS,
+    FRESH_UNRELATED,
+    REQUESTS,
+    UNRELATED,
+    phrasings,
+)
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOOLS = [
@@ -33,7 +39,7 @@ def called(llm: ScriptedLLM, words: str) -> tuple[str, str] | None:
     return (calls[0].name, json.dumps(json.loads(calls[0].arguments))) if calls else None
 
 
-@pytest.mark.parametrize(("words", "tool", "needle"), REQUESTS)
+@pytest.mark.parametrize(("words", "tool", "needle"), REQUESTS + FRESH_REQUESTS)
 def test_each_request_said_plainly_gets_its_tool(
     front: ScriptedLLM, words: str, tool: str, needle: str
 ) -> None:
@@ -41,11 +47,27 @@ def test_each_request_said_plainly_gets_its_tool(
     assert call is not None and call[0] == tool and needle in call[1].lower()
 
 
-@pytest.mark.parametrize("words", UNRELATED)
+@pytest.mark.parametrize("words", UNRELATED + FRESH_UNRELATED)
 def test_no_unrelated_utterance_said_plainly_calls_a_tool(front: ScriptedLLM, words: str) -> None:
     assert called(front, words) is None
 
 
 def test_unrelated_utterances_are_not_requests() -> None:
-    assert not {words for words, _, _ in REQUESTS} & set(UNRELATED)
-    assert len(UNRELATED) >= 10
+    requests = {words for words, _, _ in REQUESTS + FRESH_REQUESTS}
+    assert not requests & set(UNRELATED + FRESH_UNRELATED)
+    assert len(UNRELATED) >= 20 and len(FRESH_UNRELATED) >= 10
+
+
+def test_the_set_splits_into_tuning_held_out_and_fresh_phrasings() -> None:
+    listed = phrasings(quick=False)
+    assert len(listed) == len(REQUESTS + FRESH_REQUESTS + UNRELATED + FRESH_UNRELATED)
+    halves = {half: [p for p in listed if p[3] == half] for half in ("tuning", "held_out", "fresh")}
+    assert sum(len(found) for found in halves.values()) == len(listed)
+    # Each half has requests of every tool and unrelated utterances.
+    tools = {tool for _, tool, _ in REQUESTS}
+    for found in halves.values():
+        assert {tool for _, tool, _, _ in found if tool} == tools
+        assert any(not tool for _, tool, _, _ in found)
+    fresh = {words for words, _, _, _ in halves["fresh"]}
+    assert fresh == {w for w, _, _ in FRESH_REQUESTS} | set(FRESH_UNRELATED)
+    assert not fresh & ({w for w, _, _ in REQUESTS} | set(UNRELATED))  # new phrasings only

@@ -13,7 +13,7 @@ import pytest
 
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.loading import load_desk_file
-from voicehub.desks.vocabulary import desk_vocabulary
+from voicehub.desks.vocabulary import desk_relisten, desk_vocabulary
 from voicehub.desks.voice_stack import offline_stt_name, speech_to_text_for
 from voicehub.errors import ConfigError
 from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT, whisper_engine
@@ -104,3 +104,23 @@ def test_an_explicit_choice_is_kept(tmp_path: Path) -> None:
     )
     (tmp_path / "b").mkdir()
     assert offline_stt_name(research_desk(tmp_path / "b", 'stt = "whisper"')) == "whisper"
+
+
+def test_whisper_listens_again_for_the_desks_requests_and_topics(tmp_path: Path) -> None:
+    desk = research_desk(tmp_path, 'stt = "whisper"')
+    stt = speech_to_text_for(desk)
+    assert isinstance(stt, WhisperSTT)
+    relisten = stt.relisten
+    assert relisten is not None and relisten == desk_relisten(desk)
+    assert desk.knowledge is not None and list(relisten.topics) == desk.knowledge.topics
+    # The front agent's rules decide what is a request: a tool-calling rule, not a greeting.
+    assert relisten.is_request("could you read up on wind turbines")
+    assert not relisten.is_request("good morning")
+    assert relisten.believes("could you read up on wind turbines")
+    assert not relisten.believes("could you read up on the history of Rome")
+
+
+def test_a_desk_without_knowledge_topics_is_heard_once() -> None:
+    desks = load_desks(CHANNELS)
+    assert desks["triage"].knowledge is None
+    assert desk_relisten(desks["triage"]) is None

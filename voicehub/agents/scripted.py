@@ -156,6 +156,14 @@ class ScriptedLLM:
             ]
         return [TextDelta(text=self.fallback)]
 
+    def calls_tool(self, text: str) -> bool:
+        """Whether a caller turn saying `text` makes a rule call a tool (any tool a rule
+        names), tolerant matching included. A speech recognizer asks this to tell a
+        request it heard from one it may have misheard (`WhisperRecognizer`)."""
+        offered = [ToolSpec(name=rule.tool) for rule in self.rules if rule.tool is not None]
+        chunks = self.respond([ChatMessage(role="user", content=text)], offered)
+        return any(isinstance(chunk, ToolCallChunk) for chunk in chunks)
+
     def _after_tool(self, messages: Sequence[ChatMessage]) -> list[LLMChunk]:
         results: list[str] = []
         for message in reversed(messages):

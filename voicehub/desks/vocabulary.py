@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
+from voicehub.voice.providers.offline.whisper_relisten import Relisten
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
 
-__all__ = ["desk_vocabulary"]
+__all__ = ["desk_relisten", "desk_vocabulary"]
 
 
 def desk_vocabulary(desk: Desk) -> list[str]:
@@ -33,3 +34,17 @@ def desk_vocabulary(desk: Desk) -> list[str]:
         if agent is not front and isinstance(agent.llm, ScriptedLLM):
             phrases += rule_vocabulary(agent.llm.rules, tools_only=True)
     return phrases
+
+
+def desk_relisten(desk: Desk) -> Relisten | None:
+    """When the recognizer listens to audio again (`whisper_relisten`): when the
+    front agent's scripted rules call no tool for what it heard; and the second hearing is
+    believed when they do and it names one of the desk's knowledge topics. None for a desk
+    whose front agent is not scripted (a model's choice of tool cannot be asked in advance)
+    or that has no knowledge topics."""
+    front = desk.entry_agent
+    if not isinstance(front.llm, ScriptedLLM) or desk.knowledge is None:
+        return None
+    if not desk.knowledge.topics:
+        return None
+    return Relisten(is_request=front.llm.calls_tool, topics=tuple(desk.knowledge.topics))

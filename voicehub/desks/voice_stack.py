@@ -180,8 +180,8 @@ def offline_stt_name(desk: Desk) -> str:
     """The offline recognizer of `desk`'s calls: "whisper" or "pocketsphinx", as its
     `[voice] stt` names; "auto" is Whisper wherever it can run (`whisper_unavailable`), on
     phone and wideband calls alike: tool accuracy on the phone bench, Whisper against
-    PocketSphinx, is 0.92 against 0.31 on phone audio and 0.99 against 0.64 wideband, for
-    about the same CPU (a median request: 392 against 361 ms of one core). PocketSphinx
+    PocketSphinx, is 0.96 against 0.32 on phone audio and 1.0 against 0.65 wideband, for
+    somewhat more CPU (a median request: 383 against 265 ms of one core). PocketSphinx
     stands in, with a warning, when Whisper's model is missing or altered."""
     chosen = desk.config.voice.stt
     if chosen != "auto":
@@ -203,9 +203,9 @@ def speech_to_text_for(desk: Desk) -> Any:
     from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT
 
     if offline_stt_name(desk) == "whisper":
-        from voicehub.desks.vocabulary import desk_vocabulary
+        from voicehub.desks.vocabulary import desk_relisten, desk_vocabulary
 
-        return WhisperSTT(vocabulary=desk_vocabulary(desk))
+        return WhisperSTT(vocabulary=desk_vocabulary(desk), relisten=desk_relisten(desk))
     return PocketSphinxSTT()
 
 

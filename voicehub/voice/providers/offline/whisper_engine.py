@@ -7,9 +7,10 @@ recognizing differently; nothing is ever downloaded.
 
 Whisper has no partial results: it decodes a whole utterance (the VAD's segment) at once,
 about 0.4 s of one core for a two-second request. It copes with phone audio far better
-than PocketSphinx (`voicehub bench --only phone`: tool accuracy on phone audio 0.31 with
-PocketSphinx, 0.92 with Whisper and the desk's vocabulary as its prompt; wideband 0.64 and
-0.99).
+than PocketSphinx (`voicehub bench --only phone`: tool accuracy on phone audio 0.32 with
+PocketSphinx, 0.92 with Whisper and the desk's vocabulary as its prompt, 0.96 with a second,
+slowed listening of audio heard as no request (`whisper_relisten`); wideband 0.65 and
+0.99, 1.0 with it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import functools
 import hashlib
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import numpy as np
 from voicehub.errors import VoicehubError
 from voicehub.voice.audio import pcm16_to_int16, resample_pcm16
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten
 
 __all__ = [
     "MODEL_FILES",
@@ -54,6 +56,7 @@ _NO_SPEECH = 0.8  # a segment Whisper itself thinks is not speech
 # Whisper's own retry threshold: above it the text is a loop ("thank you, thank you, ...")
 # decoded from noise or a voice it cannot follow, not what the caller said.
 _REPETITIVE = 2.4
+_PHONE_RATE = 8000  # and below: phone audio, decoded with a beam
 
 
 class WhisperModelError(VoicehubError):
@@ -174,8 +177,31 @@ class WhisperRecognizer:
                 )
             return self._model
 
-    def recognize(self, pcm16: bytes, sample_rate: int, *, prompt: str = "") -> WhisperTranscript:
-        """The words of one utterance (any rate; resampled to 16 kHz)."""
+    def recognize(
+        self,
+        pcm16: bytes,
+        sample_rate: int,
+        *,
+        prompt: str = "",
+        relisten: Relisten | None = None,
+    ) -> WhisperTranscript:
+        """The words of one utterance (any rate; resampled to 16 kHz). With `relisten`,
+        audio whose words ask the desk for nothing is decoded a second time, slowed down,
+        and that hearing is kept when `relisten` believes it (`whisper_relisten`):
+        only those utterances pay for a second decode."""
+        heard = self._decode(pcm16, sample_rate, prompt)
+        if relisten is None or relisten.is_request(heard.text):
+            return heard
+        slower = self._decode(pcm16, round(sample_rate * SLOWER), prompt)
+        if not relisten.believes(slower.text):
+            return heard
+        # Times in the slowed audio are longer by 1 / SLOWER.
+        return replace(
+            slower, start_time=slower.start_time * SLOWER, end_time=slower.end_time * SLOWER
+        )
+
+    def _decode(self, pcm16: bytes, sample_rate: int, prompt: str) -> WhisperTranscript:
+        """One decoding of `pcm16`, read as audio at `sample_rate`."""
         model = self._load()
         audio = resample_pcm16(pcm16, sample_rate, SAMPLE_RATE)
         samples = pcm16_to_int16(audio).astype(np.float32) / 32768.0
@@ -184,7 +210,7 @@ class WhisperRecognizer:
         segments, _info = model.transcribe(
             samples,
             language="en",
-            beam_size=self._phone_beam_size if sample_rate <= 8000 else self._beam_size,
+            beam_size=self._phone_beam_size if sample_rate <= _PHONE_RATE else self._beam_size,
             # Greedy at temperature 0 only: the default fallback to sampling at higher
             # temperatures made results differ run to run for no gain in accuracy (the
             # phone bench: the same 0.88 / 0.947); what it would have retried is dropped.

@@ -21,6 +21,7 @@ from voicehub.voice.providers.offline.whisper_engine import (
     shared_recognizer,
     vocabulary_prompt,
 )
+from voicehub.voice.providers.offline.whisper_relisten import Relisten
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
@@ -35,17 +36,21 @@ _LANGUAGE = LanguageCode("en-US")  # tiny.en is English only
 
 class WhisperSTT(stt.STT[Never]):
     """Offline STT on Whisper tiny.en, biased toward `vocabulary` (a desk's topics and
-    trigger phrases). The model is shared by every call unless `recognizer` is given."""
+    trigger phrases); with `relisten`, audio that asks the desk for nothing is heard
+    a second time, slowed (`whisper_relisten`). The model is shared by every call unless
+    `recognizer` is given."""
 
     def __init__(
         self,
         *,
         vocabulary: Iterable[str] = (),
+        relisten: Relisten | None = None,
         recognizer: WhisperRecognizer | None = None,
     ) -> None:
         super().__init__(capabilities=stt.STTCapabilities(streaming=False, interim_results=False))
         self._recognizer = recognizer or shared_recognizer()
         self._prompt = vocabulary_prompt(vocabulary)
+        self._relisten = relisten
 
     @property
     def model(self) -> str:
@@ -62,6 +67,11 @@ class WhisperSTT(stt.STT[Never]):
         """The vocabulary prompt every utterance is decoded with."""
         return self._prompt
 
+    @property
+    def relisten(self) -> Relisten | None:
+        """When audio is listened to a second time, if ever."""
+        return self._relisten
+
     def prewarm(self) -> None:
         """Load and check the model now (blocking, about half a second)."""
         self._recognizer.prewarm()
@@ -76,7 +86,11 @@ class WhisperSTT(stt.STT[Never]):
         frame = rtc.combine_audio_frames(buffer) if isinstance(buffer, list) else buffer
         pcm16 = _mono_pcm16(frame)
         heard = await asyncio.to_thread(
-            self._recognizer.recognize, pcm16, frame.sample_rate, prompt=self._prompt
+            self._recognizer.recognize,
+            pcm16,
+            frame.sample_rate,
+            prompt=self._prompt,
+            relisten=self._relisten,
         )
         data = stt.SpeechData(
             language=_LANGUAGE,

@@ -1,0 +1,162 @@
+"""Whisper listens to audio a second time, slowed, when its first hearing asked the research
+desk for nothing; the second hearing is kept only when it is a request naming one of the
+desk's topics. Real speech (eSpeak NG and Piper), through the phone path and wideband."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
+from voicehub.bench.phone import phone_band
+from voicehub.voice.providers.offline import synthesize
+from voicehub.voice.providers.offline.whisper_engine import (
+    WhisperRecognizer,
+    WhisperTranscript,
+    shared_recognizer,
+    vocabulary_prompt,
+)
+from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten, names_topic
+
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+
+
+@cache
+def research_front() -> ScriptedLLM:
+    with (CHANNELS / "research.toml").open("rb") as file:
+        return ScriptedLLM(tomllib.load(file)["agents"][0]["scripted"]["rules"])
+
+
+@cache
+def research_relisten() -> Relisten:
+    with (CHANNELS / "knowledge" / "research.toml").open("rb") as file:
+        topics = tuple(entry["topic"] for entry in tomllib.load(file)["entries"])
+    return Relisten(is_request=research_front().calls_tool, topics=topics)
+
+
+@cache
+def research_prompt() -> str:
+    """The research desk's vocabulary, as its calls prompt Whisper with."""
+    topics = list(research_relisten().topics)
+    return vocabulary_prompt(topics + rule_vocabulary(research_front().rules, tools_only=True))
+
+
+@cache
+def speech(text: str, voice: str) -> bytes:
+    """`text` spoken by `voice` at 16 kHz. eSpeak NG says a sentence differently after it
+    has said others, so each is synthesized as the first thing a fresh process says: the
+    same audio whatever ran before."""
+    if voice != "espeak":
+        return synthesize(text, voice="piper", sample_rate=16000)
+    code = (
+        "import sys; from voicehub.voice.providers.offline import synthesize; "
+        "sys.stdout.buffer.write(synthesize(sys.argv[1], voice='espeak', sample_rate=16000))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, text], capture_output=True, check=True, timeout=120
+    )
+    return done.stdout
+
+
+def phone_speech(text: str, voice: str) -> bytes:
+    """`text` spoken by `voice` as a phone line carries it (8 kHz, 300-3400 Hz, mu-law)."""
+    return phone_band(speech(text, voice))
+
+
+@pytest.fixture
+def decoded_rates(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rate each decoding of the shared recognizer read its audio at."""
+    recognizer = shared_recognizer()
+    rates: list[int] = []
+    decode: Callable[[bytes, int, str], WhisperTranscript] = recognizer._decode
+
+    def counting(pcm16: bytes, sample_rate: int, prompt: str) -> WhisperTranscript:
+        rates.append(sample_rate)
+        return decode(pcm16, sample_rate, prompt)
+
+    monkeypatch.setattr(recognizer, "_decode", counting)
+    return rates
+
+
+def hear(audio: bytes, rate: int, relisten: Relisten | None = None) -> WhisperTranscript:
+    recognizer: WhisperRecognizer = shared_recognizer()
+    return recognizer.recognize(audio, rate, prompt=research_prompt(), relisten=relisten)
+
+
+def test_a_request_lost_on_the_phone_line_is_caught_by_the_slowed_listening(
+    decoded_rates: list[int],
+) -> None:
+    audio = phone_speech("please find out about wind turbines", "espeak")
+    once = hear(audio, 8000)
+    assert not research_front().calls_tool(once.text), once.text  # what the relisten is for
+    twice = hear(audio, 8000, research_relisten())
+    assert decoded_rates == [8000, 8000, round(8000 * SLOWER)]
+    assert research_front().calls_tool(twice.text)
+    assert names_topic(twice.text, ["wind turbines"]), twice.text
+    assert 0.0 <= twice.start_time < twice.end_time <= len(audio) / 2 / 8000 + 0.1
+
+
+def test_an_unrelated_utterance_listened_to_again_is_still_no_request(
+    decoded_rates: list[int],
+) -> None:
+    # On a phone line "what if" and "what is" sound alike; the slowed hearing's question is
+    # about nothing the desk knows.
+    audio = phone_speech("what if it rains tomorrow", "espeak")
+    heard = hear(audio, 8000, research_relisten())
+    assert decoded_rates == [8000, round(8000 * SLOWER)]
+    assert not research_front().calls_tool(heard.text), heard.text
+
+
+def test_a_request_heard_the_first_time_is_decoded_once(decoded_rates: list[int]) -> None:
+    audio = phone_speech("could you dig into heat pumps for me", "piper")
+    heard = hear(audio, 8000, research_relisten())
+    assert decoded_rates == [8000]
+    assert research_front().calls_tool(heard.text)
+
+
+def test_wideband_audio_is_listened_to_again_the_same_way(decoded_rates: list[int]) -> None:
+    audio = speech("my neighbour has a new dog", "piper")
+    heard = hear(audio, 16000, research_relisten())
+    assert decoded_rates == [16000, round(16000 * SLOWER)]
+    assert not research_front().calls_tool(heard.text)
+    assert hear(audio, 16000) == heard  # the first hearing kept
+
+
+def test_a_wideband_request_misheard_is_caught_by_the_slowed_listening(
+    decoded_rates: list[int],
+) -> None:
+    audio = speech("what is a smart meter", "espeak")
+    once = hear(audio, 16000)
+    assert not research_front().calls_tool(once.text), once.text
+    twice = hear(audio, 16000, research_relisten())
+    assert decoded_rates == [16000, 16000, round(16000 * SLOWER)]
+    assert research_front().calls_tool(twice.text) and "meter" in twice.text.lower()
+
+
+def test_a_topic_is_named_by_all_its_words_singular_or_plural() -> None:
+    topics = ["solar panels", "batteries", "heat pumps"]
+    assert names_topic("You look into a solar panel, for me.", topics)
+    assert names_topic("research the battery", topics)
+    assert names_topic("What is a HEAT PUMP?", topics)
+    assert not names_topic("go film their panels", topics)  # "solar" missing
+    assert not names_topic("what is it, range tomorrow", topics)
+    assert not names_topic("", topics)
+    assert not names_topic("solar panels", [])
+
+
+def test_a_second_hearing_is_believed_only_as_a_request_naming_a_topic() -> None:
+    relisten = research_relisten()
+    assert relisten.believes("Please find out about, wind turbine.")
+    assert not relisten.believes("what, is it ready tomorrow?")  # a request, no topic
+    assert not relisten.believes("nevermind, not today")  # a request, no topic
+    assert not relisten.believes("I like solar panels")  # a topic, no request
+    assert not relisten.believes("")
