@@ -9,8 +9,9 @@
   desk's scripted front agent; a request counts when the agent picks the expected tool with
   the expected topic word. Whisper listens to phone audio heard as no request a second
   time, slowed (`whisper_relisten`). Under `halves`: the set's tuning and held-out halves
-  (what settings are chosen on, and the rest) and fresh phrasings (added after the
-  choice); the headline figures are the first two together.
+  (what settings are chosen on, and the rest) and fresh phrasings (written before, and
+  measured once after, the choice: the honest held-out figure); the headline figures are
+  the whole set, all three together.
 - `false_trigger_rate` / `false_trigger_rate_wideband`: the share of unrelated utterances
   (chatter, near-misses of trigger phrases) for which the agent called a tool.
 - `stt_ms_per_request`, `stt_cpu_ms_per_request`: median wall and CPU time of recognizing
@@ -98,10 +99,10 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
 
 def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
     """Tool accuracy on the evaluation set (`voicehub.bench.phone_eval`), phone and wideband,
-    overall (its tuning and held-out halves), per voice and per half (the fresh phrasings
-    apart), with the requests that went wrong; the false-trigger rate (a tool called for an
-    unrelated utterance); and the STT's time per request (wall and CPU of this process,
-    median, and the CPU's mean: a second listening costs only some requests)."""
+    overall (the whole set), per voice and per part (tuning, held-out, fresh), with the
+    requests that went wrong; the false-trigger rate (a tool called for an unrelated
+    utterance); and the STT's time per request (wall and CPU of this process, median, and
+    the CPU's mean: a second listening costs only some requests)."""
     from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
     from voicehub.agents.scripted import ScriptedLLM
     from voicehub.bench.phone_eval import samples
@@ -168,7 +169,7 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
         hits = sum(triggered[h, band] for h in halves)
         return round(hits / max(sum(unrelated[h] for h in halves), 1), 3)
 
-    headline = ("tuning", "held_out")
+    headline = ("tuning", "held_out", "fresh")
     voices = sorted({v for _, v in total})
     return {
         "stt": stt,
