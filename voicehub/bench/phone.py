@@ -74,10 +74,12 @@ Recognizer = Callable[[bytes, int], str]
 def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
     """The offline STTs a desk can choose, biased as a desk with these rules and topics
     biases them (`voicehub.desks.vocabulary`: topics, then the trigger phrases of rules that
-    call a tool; phone audio heard as no request is listened to again, slowed). Under
-    `whisper-once`, Whisper without that second listening, for comparison."""
+    call a tool; audio heard as no request is listened to again, slowed; what is heard is
+    corrected to the desk's topics, `vocabulary_correction`). Under `whisper-once`,
+    Whisper without the second listening or the correction, for comparison."""
     from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
     from voicehub.voice.providers.offline import transcribe
+    from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
     from voicehub.voice.providers.offline.whisper_engine import (
         shared_recognizer,
         vocabulary_prompt,
@@ -87,10 +89,13 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
     front = ScriptedLLM(rules)
     prompt = vocabulary_prompt(topics + rule_vocabulary(front.rules, tools_only=True))
     relisten = Relisten(is_request=front.calls_tool, topics=tuple(topics))
+    correction = VocabularyCorrection(topics=tuple(topics))
     whisper = shared_recognizer()
 
     def by_whisper(pcm16: bytes, rate: int) -> str:
-        return whisper.recognize(pcm16, rate, prompt=prompt, relisten=relisten).text
+        return whisper.recognize(
+            pcm16, rate, prompt=prompt, relisten=relisten, correction=correction
+        ).text
 
     def by_whisper_once(pcm16: bytes, rate: int) -> str:
         return whisper.recognize(pcm16, rate, prompt=prompt).text
