@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,11 @@ import pytest
 from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.bench.phone_eval import (
+    FRESH2_REQUESTS,
+    FRESH2_UNRELATED,
     FRESH_REQUESTS,
     FRESH_UNRELATED,
+    HALVES,
     REQUESTS,
     UNRELATED,
     phrasings,
@@ -39,7 +43,7 @@ def called(llm: ScriptedLLM, words: str) -> tuple[str, str] | None:
     return (calls[0].name, json.dumps(json.loads(calls[0].arguments))) if calls else None
 
 
-@pytest.mark.parametrize(("words", "tool", "needle"), REQUESTS + FRESH_REQUESTS)
+@pytest.mark.parametrize(("words", "tool", "needle"), REQUESTS + FRESH_REQUESTS + FRESH2_REQUESTS)
 def test_each_request_said_plainly_gets_its_tool(
     front: ScriptedLLM, words: str, tool: str, needle: str
 ) -> None:
@@ -47,21 +51,22 @@ def test_each_request_said_plainly_gets_its_tool(
     assert call is not None and call[0] == tool and needle in call[1].lower()
 
 
-@pytest.mark.parametrize("words", UNRELATED + FRESH_UNRELATED)
+@pytest.mark.parametrize("words", UNRELATED + FRESH_UNRELATED + FRESH2_UNRELATED)
 def test_no_unrelated_utterance_said_plainly_calls_a_tool(front: ScriptedLLM, words: str) -> None:
     assert called(front, words) is None
 
 
 def test_unrelated_utterances_are_not_requests() -> None:
-    requests = {words for words, _, _ in REQUESTS + FRESH_REQUESTS}
-    assert not requests & set(UNRELATED + FRESH_UNRELATED)
-    assert len(UNRELATED) >= 20 and len(FRESH_UNRELATED) >= 10
+    requests = {words for words, _, _ in REQUESTS + FRESH_REQUESTS + FRESH2_REQUESTS}
+    assert not requests & set(UNRELATED + FRESH_UNRELATED + FRESH2_UNRELATED)
+    assert len(UNRELATED) >= 20 and len(FRESH_UNRELATED) >= 10 and len(FRESH2_UNRELATED) >= 10
 
 
 def test_the_set_splits_into_tuning_held_out_and_fresh_phrasings() -> None:
     listed = phrasings(quick=False)
-    assert len(listed) == len(REQUESTS + FRESH_REQUESTS + UNRELATED + FRESH_UNRELATED)
-    halves = {half: [p for p in listed if p[3] == half] for half in ("tuning", "held_out", "fresh")}
+    every = REQUESTS + FRESH_REQUESTS + FRESH2_REQUESTS
+    assert len(listed) == len(every) + len(UNRELATED + FRESH_UNRELATED + FRESH2_UNRELATED)
+    halves = {half: [p for p in listed if p[3] == half] for half in HALVES}
     assert sum(len(found) for found in halves.values()) == len(listed)
     # Each half has requests of every tool and unrelated utterances.
     tools = {tool for _, tool, _ in REQUESTS}
@@ -71,3 +76,9 @@ def test_the_set_splits_into_tuning_held_out_and_fresh_phrasings() -> None:
     fresh = {words for words, _, _, _ in halves["fresh"]}
     assert fresh == {w for w, _, _ in FRESH_REQUESTS} | set(FRESH_UNRELATED)
     assert not fresh & ({w for w, _, _ in REQUESTS} | set(UNRELATED))  # new phrasings only
+    fresh2 = {words for words, _, _, _ in halves["fresh2"]}
+    assert fresh2 == {w for w, _, _ in FRESH2_REQUESTS} | set(FRESH2_UNRELATED)
+    seen = {w for w, _, _ in REQUESTS + FRESH_REQUESTS} | set(UNRELATED + FRESH_UNRELATED)
+    assert not fresh2 & seen
+    # Same tools and mix as the fresh part.
+    assert Counter(t for _, t, _ in FRESH2_REQUESTS) == Counter(t for _, t, _ in FRESH_REQUESTS)

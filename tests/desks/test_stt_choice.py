@@ -13,7 +13,7 @@ import pytest
 
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.loading import load_desk_file
-from voicehub.desks.vocabulary import desk_relisten, desk_vocabulary
+from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
 from voicehub.desks.voice_stack import offline_stt_name, speech_to_text_for
 from voicehub.errors import ConfigError
 from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT, whisper_engine
@@ -124,3 +124,17 @@ def test_a_desk_without_knowledge_topics_is_heard_once() -> None:
     desks = load_desks(CHANNELS)
     assert desks["triage"].knowledge is None
     assert desk_relisten(desks["triage"]) is None
+
+
+def test_whisper_corrects_what_it_hears_to_the_desks_topics(tmp_path: Path) -> None:
+    desk = research_desk(tmp_path, 'stt = "whisper"')
+    stt = speech_to_text_for(desk)
+    assert isinstance(stt, WhisperSTT)
+    correction = stt.correction
+    assert correction is not None and correction == desk_correction(desk)
+    assert desk.knowledge is not None and list(correction.topics) == desk.knowledge.topics
+    assert correction.correct("what is installation") == "what is insulation"
+
+
+def test_a_desk_without_knowledge_topics_is_not_corrected() -> None:
+    assert desk_correction(load_desks(CHANNELS)["triage"]) is None

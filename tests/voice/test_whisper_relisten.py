@@ -77,11 +77,13 @@ def decoded_rates(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The rate each decoding of the shared recognizer read its audio at."""
     recognizer = shared_recognizer()
     rates: list[int] = []
-    decode: Callable[[bytes, int, str], WhisperTranscript] = recognizer._decode
+    decode: Callable[..., WhisperTranscript] = recognizer._decode
 
-    def counting(pcm16: bytes, sample_rate: int, prompt: str) -> WhisperTranscript:
+    def counting(
+        pcm16: bytes, sample_rate: int, prompt: str, correction: object = None
+    ) -> WhisperTranscript:
         rates.append(sample_rate)
-        return decode(pcm16, sample_rate, prompt)
+        return decode(pcm16, sample_rate, prompt, correction)
 
     monkeypatch.setattr(recognizer, "_decode", counting)
     return rates

@@ -9,9 +9,10 @@
   desk's scripted front agent; a request counts when the agent picks the expected tool with
   the expected topic word. Whisper listens to phone audio heard as no request a second
   time, slowed (`whisper_relisten`). Under `halves`: the set's tuning and held-out halves
-  (what settings are chosen on, and the rest) and fresh phrasings (written before, and
-  measured once after, the choice: the honest held-out figure); the headline figures are
-  the whole set, all three together.
+  (what settings are chosen on, and the rest), fresh phrasings (written before, and
+  measured once after, the second listening was chosen) and `fresh2` (written before the
+  vocabulary correction was built: its honest held-out figure); the headline figures are
+  the whole set, all parts together.
 - `false_trigger_rate` / `false_trigger_rate_wideband`: the share of unrelated utterances
   (chatter, near-misses of trigger phrases) for which the agent called a tool.
 - `stt_ms_per_request`, `stt_cpu_ms_per_request`: median wall and CPU time of recognizing
@@ -73,10 +74,12 @@ Recognizer = Callable[[bytes, int], str]
 def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
     """The offline STTs a desk can choose, biased as a desk with these rules and topics
     biases them (`voicehub.desks.vocabulary`: topics, then the trigger phrases of rules that
-    call a tool; phone audio heard as no request is listened to again, slowed). Under
-    `whisper-once`, Whisper without that second listening, for comparison."""
+    call a tool; audio heard as no request is listened to again, slowed; what is heard is
+    corrected to the desk's topics, `vocabulary_correction`). Under `whisper-once`,
+    Whisper without the second listening or the correction, for comparison."""
     from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
     from voicehub.voice.providers.offline import transcribe
+    from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
     from voicehub.voice.providers.offline.whisper_engine import (
         shared_recognizer,
         vocabulary_prompt,
@@ -86,10 +89,13 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
     front = ScriptedLLM(rules)
     prompt = vocabulary_prompt(topics + rule_vocabulary(front.rules, tools_only=True))
     relisten = Relisten(is_request=front.calls_tool, topics=tuple(topics))
+    correction = VocabularyCorrection(topics=tuple(topics))
     whisper = shared_recognizer()
 
     def by_whisper(pcm16: bytes, rate: int) -> str:
-        return whisper.recognize(pcm16, rate, prompt=prompt, relisten=relisten).text
+        return whisper.recognize(
+            pcm16, rate, prompt=prompt, relisten=relisten, correction=correction
+        ).text
 
     def by_whisper_once(pcm16: bytes, rate: int) -> str:
         return whisper.recognize(pcm16, rate, prompt=prompt).text
@@ -105,7 +111,7 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
     the CPU's mean: a second listening costs only some requests)."""
     from voicehub.agents.llm import ChatMessage, ToolCallChunk, ToolSpec
     from voicehub.agents.scripted import ScriptedLLM
-    from voicehub.bench.phone_eval import samples
+    from voicehub.bench.phone_eval import HALVES, samples
 
     # The research desk's front agent and knowledge, read from its files (bench sits below
     # `desks`).
@@ -141,7 +147,7 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
             cpus[bool(sample.tool)].append(time.process_time() - cpu)
             chunks = llm.respond([ChatMessage(role="user", content=heard)], specs)
             calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
-            where = f"{band} {sample.voice}" + (" (fresh)" if sample.half == "fresh" else "")
+            where = f"{band} {sample.voice} ({sample.half})"
             if not sample.tool:
                 if calls:
                     triggered[sample.half, band] += 1
@@ -169,7 +175,7 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
         hits = sum(triggered[h, band] for h in halves)
         return round(hits / max(sum(unrelated[h] for h in halves), 1), 3)
 
-    headline = ("tuning", "held_out", "fresh")
+    headline = HALVES
     voices = sorted({v for _, v in total})
     return {
         "stt": stt,
@@ -192,7 +198,7 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
                 "requests": sum(n for (h, _), n in total.items() if h == half),
                 "unrelated": unrelated[half],
             }
-            for half in ("tuning", "held_out", "fresh")
+            for half in HALVES
         },
         "voices": {
             v: {"phone": share(headline, "phone", v), "wide": share(headline, "wide", v)}

@@ -97,10 +97,47 @@ FRESH_UNRELATED: list[str] = [
     "please hold on a moment",
 ]
 
-HALVES = ("tuning", "held_out", "fresh")
+# Written before the desk-vocabulary correction of transcripts (`vocabulary_correction`)
+# was built, and not looked at while its threshold was chosen on the parts above: the
+# honest held-out figure of that correction. Same tools and mix as `FRESH_REQUESTS`,
+# topics from the research desk's knowledge file; the unrelated utterances include
+# near-misses holding topic-like words ("lights", "heating", "river") or trigger-like ones
+# ("looking", "find out", "status") that ask for nothing.
+FRESH2_REQUESTS: list[tuple[str, str, str]] = [
+    ("I need you to research recycling", "delegate_workers", "recycl"),
+    ("go and look into batteries for me", "delegate_workers", "batter"),
+    ("I'd like to find out more about led lights", "delegate_workers", "led"),
+    ("dig into hydro power for me please", "delegate_workers", "hydro"),
+    ("can someone read up on insulation", "delegate_workers", "insulation"),
+    ("do some research on solar panels", "delegate_workers", "solar"),
+    ("any news yet", "check_tasks", ""),
+    ("so what's the status", "check_tasks", ""),
+    ("give me an update please", "check_tasks", ""),
+    ("actually, cancel it", "cancel_task", ""),
+    ("no, forget it", "cancel_task", ""),
+    ("what's a home battery", "search_knowledge", "batter"),
+    ("what are smart meters", "search_knowledge", "meter"),
+    ("what's recycling", "search_knowledge", "recycl"),
+    ("so what are wind turbines", "search_knowledge", "wind"),
+]
+FRESH2_UNRELATED: list[str] = [
+    "the lights in the hall are flickering",
+    "my heating bill went up this winter",
+    "I'm just looking around",
+    "we found out too late",
+    "the river was high after the rain",
+    "is it cold outside",
+    "where did I put the battery charger",
+    "let me check my calendar",
+    "my brother installed a new kitchen",
+    "thank you, goodbye",
+]
+
+HALVES = ("tuning", "held_out", "fresh", "fresh2")
 """`tuning`: the even phrasings of `REQUESTS` and `UNRELATED`, what thresholds and
 settings are chosen on; `held_out`: their odd phrasings; `fresh`: `FRESH_REQUESTS` and
-`FRESH_UNRELATED`. The headline figures are the first two together."""
+`FRESH_UNRELATED`; `fresh2`: `FRESH2_REQUESTS` and `FRESH2_UNRELATED`. The headline
+figures are all four together."""
 
 FLITE_VOICES = ("slt", "awb", "rms")
 
@@ -153,9 +190,11 @@ def phrasings(quick: bool) -> list[tuple[str, str, str, str]]:
     for index, (words, tool, needle) in enumerate(REQUESTS):
         listed.append((words, tool, needle, HALVES[index % 2]))
     listed += [(words, tool, needle, "fresh") for words, tool, needle in FRESH_REQUESTS]
+    listed += [(words, tool, needle, "fresh2") for words, tool, needle in FRESH2_REQUESTS]
     for index, words in enumerate(UNRELATED):
         listed.append((words, "", "", HALVES[index % 2]))
     listed += [(words, "", "", "fresh") for words in FRESH_UNRELATED]
+    listed += [(words, "", "", "fresh2") for words in FRESH2_UNRELATED]
     step_requests, step_unrelated = (4, 5) if quick else (1, 1)
     requests = [p for p in listed if p[1]][::step_requests]
     unrelated = [p for p in listed if not p[1]][::step_unrelated]

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
+from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 from voicehub.voice.providers.offline.whisper_relisten import Relisten
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
 
-__all__ = ["desk_relisten", "desk_vocabulary"]
+__all__ = ["desk_correction", "desk_relisten", "desk_vocabulary"]
 
 
 def desk_vocabulary(desk: Desk) -> list[str]:
@@ -48,3 +49,12 @@ def desk_relisten(desk: Desk) -> Relisten | None:
     if not desk.knowledge.topics:
         return None
     return Relisten(is_request=front.llm.calls_tool, topics=tuple(desk.knowledge.topics))
+
+
+def desk_correction(desk: Desk) -> VocabularyCorrection | None:
+    """Correction of what the recognizer hears to `desk`'s knowledge topics
+    (`vocabulary_correction`: "installation" -> "insulation"); None for a desk without
+    knowledge topics."""
+    if desk.knowledge is None or not desk.knowledge.topics:
+        return None
+    return VocabularyCorrection(topics=tuple(desk.knowledge.topics))

@@ -203,9 +203,13 @@ def speech_to_text_for(desk: Desk) -> Any:
     from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT
 
     if offline_stt_name(desk) == "whisper":
-        from voicehub.desks.vocabulary import desk_relisten, desk_vocabulary
+        from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
 
-        return WhisperSTT(vocabulary=desk_vocabulary(desk), relisten=desk_relisten(desk))
+        return WhisperSTT(
+            vocabulary=desk_vocabulary(desk),
+            relisten=desk_relisten(desk),
+            correction=desk_correction(desk),
+        )
     return PocketSphinxSTT()
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from voicehub.errors import VoicehubError
 from voicehub.voice.audio import pcm16_to_int16, resample_pcm16
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten
 
 __all__ = [
@@ -184,15 +185,18 @@ class WhisperRecognizer:
         *,
         prompt: str = "",
         relisten: Relisten | None = None,
+        correction: VocabularyCorrection | None = None,
     ) -> WhisperTranscript:
-        """The words of one utterance (any rate; resampled to 16 kHz). With `relisten`,
-        audio whose words ask the desk for nothing is decoded a second time, slowed down,
-        and that hearing is kept when `relisten` believes it (`whisper_relisten`):
-        only those utterances pay for a second decode."""
-        heard = self._decode(pcm16, sample_rate, prompt)
+        """The words of one utterance (any rate; resampled to 16 kHz). With `correction`,
+        spans that sound like one of the desk's topics are replaced by it in every hearing
+        (`vocabulary_correction`). With `relisten`, audio whose words ask the desk for
+        nothing is decoded a second time, slowed down, and that hearing is kept when
+        `relisten` believes it (`whisper_relisten`): only those utterances pay for a
+        second decode."""
+        heard = self._decode(pcm16, sample_rate, prompt, correction)
         if relisten is None or relisten.is_request(heard.text):
             return heard
-        slower = self._decode(pcm16, round(sample_rate * SLOWER), prompt)
+        slower = self._decode(pcm16, round(sample_rate * SLOWER), prompt, correction)
         if not relisten.believes(slower.text):
             return heard
         # Times in the slowed audio are longer by 1 / SLOWER.
@@ -200,8 +204,15 @@ class WhisperRecognizer:
             slower, start_time=slower.start_time * SLOWER, end_time=slower.end_time * SLOWER
         )
 
-    def _decode(self, pcm16: bytes, sample_rate: int, prompt: str) -> WhisperTranscript:
-        """One decoding of `pcm16`, read as audio at `sample_rate`."""
+    def _decode(
+        self,
+        pcm16: bytes,
+        sample_rate: int,
+        prompt: str,
+        correction: VocabularyCorrection | None = None,
+    ) -> WhisperTranscript:
+        """One decoding of `pcm16`, read as audio at `sample_rate`, corrected to the desk's
+        topics by `correction` if given."""
         model = self._load()
         audio = resample_pcm16(pcm16, sample_rate, SAMPLE_RATE)
         samples = pcm16_to_int16(audio).astype(np.float32) / 32768.0
@@ -232,6 +243,8 @@ class WhisperRecognizer:
         if not spoken:
             return WhisperTranscript("", 0.0, 0.0, 0.0)
         text = " ".join(s.text.strip() for s in spoken)
+        if correction is not None:
+            text = correction.correct(text)
         confidence = float(np.exp(np.mean([s.avg_logprob for s in spoken])))
         return WhisperTranscript(
             text, min(1.0, confidence), float(spoken[0].start), float(spoken[-1].end)

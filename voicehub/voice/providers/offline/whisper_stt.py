@@ -16,6 +16,7 @@ import numpy as np
 
 from voicehub.voice.audio import int16_to_pcm16
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 from voicehub.voice.providers.offline.whisper_engine import (
     WhisperRecognizer,
     shared_recognizer,
@@ -37,7 +38,9 @@ _LANGUAGE = LanguageCode("en-US")  # tiny.en is English only
 class WhisperSTT(stt.STT[Never]):
     """Offline STT on Whisper tiny.en, biased toward `vocabulary` (a desk's topics and
     trigger phrases); with `relisten`, audio that asks the desk for nothing is heard
-    a second time, slowed (`whisper_relisten`). The model is shared by every call unless
+    a second time, slowed (`whisper_relisten`); with `correction`, spans of what it hears
+    that sound like one of the desk's topics are replaced by it (`vocabulary_correction`).
+    The model is shared by every call unless
     `recognizer` is given."""
 
     def __init__(
@@ -45,12 +48,14 @@ class WhisperSTT(stt.STT[Never]):
         *,
         vocabulary: Iterable[str] = (),
         relisten: Relisten | None = None,
+        correction: VocabularyCorrection | None = None,
         recognizer: WhisperRecognizer | None = None,
     ) -> None:
         super().__init__(capabilities=stt.STTCapabilities(streaming=False, interim_results=False))
         self._recognizer = recognizer or shared_recognizer()
         self._prompt = vocabulary_prompt(vocabulary)
         self._relisten = relisten
+        self._correction = correction
 
     @property
     def model(self) -> str:
@@ -72,6 +77,11 @@ class WhisperSTT(stt.STT[Never]):
         """When audio is listened to a second time, if ever."""
         return self._relisten
 
+    @property
+    def correction(self) -> VocabularyCorrection | None:
+        """How transcripts are corrected to the desk's topics, if they are."""
+        return self._correction
+
     def prewarm(self) -> None:
         """Load and check the model now (blocking, about half a second)."""
         self._recognizer.prewarm()
@@ -91,6 +101,7 @@ class WhisperSTT(stt.STT[Never]):
             frame.sample_rate,
             prompt=self._prompt,
             relisten=self._relisten,
+            correction=self._correction,
         )
         data = stt.SpeechData(
             language=_LANGUAGE,
