@@ -288,7 +288,6 @@ def test_a_caller_turn_nothing_matched_is_read_tolerantly() -> None:
         return chunk.text
 
     assert said("how was it going") == "status"  # one word of a long phrase misheard
-    assert said("is it going to rain") == "fallback"  # its first word is not "how" misheard
     assert said("how was the weather") == "weather"  # an exact match wins over a near one
     assert said("how was it growing") == "fallback"  # two words off
     assert said("any nose") == "fallback"  # short phrases are never guessed

@@ -270,10 +270,8 @@ def _near_match(
 
 def _slips(heard: list[str], wanted: list[str]) -> Iterator[tuple[int, int]]:
     """Spans `heard[start:end]` that say `wanted` with one slip a recognizer makes:
-    - one word wrong: an inner or last word of a phrase of three or more words; its first
-      word, or a word of a two-word phrase, only when spelled alike (`_alike`: "did into"
-      for "dig into"). A phrase is known by its start: "is it going to rain" is not "how's
-      it going" misheard;
+    - one word wrong: any word of a phrase of three or more words, in a two-word phrase a
+      word spelled alike (`_alike`: "did into" for "dig into");
     - an inner word of a phrase of three or more words dropped ("read on" for "read up on");
     - words split or joined ("in to" for "into", "nevermind" for "never mind")."""
     size = len(wanted)
@@ -288,8 +286,7 @@ def _slips(heard: list[str], wanted: list[str]) -> Iterator[tuple[int, int]]:
         window = heard[start : start + size]
         if len(window) == size:
             wrong = [(a, b) for a, b in zip(window, wanted, strict=True) if a != b]
-            first_ok = window[0] == wanted[0] or _alike(window[0], wanted[0])
-            if len(wrong) == 1 and ((size > 2 and first_ok) or _alike(*wrong[0])):
+            if len(wrong) == 1 and (size > 2 or _alike(*wrong[0])):
                 yield start, start + size
         if heard[start : start + size - 1] in inner_dropped:
             yield start, start + size - 1
