@@ -23,6 +23,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from voicehub.voice.providers.offline.whisper_relisten import singular
+
 __all__ = ["THRESHOLD", "VocabularyCorrection", "phonetic_key", "similarity"]
 
 THRESHOLD = 0.7
@@ -157,7 +159,7 @@ class VocabularyCorrection:
             words = topic.lower().split()
             if not words:
                 continue
-            spoken = {" ".join(words), " ".join([*words[:-1], _singular(words[-1])])}
+            spoken = {" ".join(words), " ".join([*words[:-1], singular(words[-1])])}
             said = frozenset(_letters(s) for s in spoken)
             for each in spoken:
                 letters = _letters(each)
@@ -167,11 +169,3 @@ class VocabularyCorrection:
 
 def _letters(text: str) -> str:
     return re.sub(r"[^a-z]", "", text.lower())
-
-
-def _singular(word: str) -> str:
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
-        return word[:-1]
-    return word

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["SLOWER", "Relisten", "names_topic"]
+__all__ = ["SLOWER", "Relisten", "names_topic", "singular"]
 
 SLOWER = 0.8
 """The second listening reads the audio as if recorded at this share of its rate. Chosen on
@@ -54,15 +54,16 @@ class Relisten:
 def names_topic(words: str, topics: Sequence[str]) -> bool:
     """Whether `words` say every word of one of `topics`, singular or plural alike ("a
     solar panel" names "solar panels"; "the battery" names "batteries")."""
-    heard = {_singular(word) for word in re.findall(r"[\w']+", words.lower())}
+    heard = {singular(word) for word in re.findall(r"[\w']+", words.lower())}
     for topic in topics:
-        wanted = {_singular(word) for word in re.findall(r"[\w']+", topic.lower())}
+        wanted = {singular(word) for word in re.findall(r"[\w']+", topic.lower())}
         if wanted and wanted <= heard:
             return True
     return False
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
+    """A plural word's singular, roughly ("batteries" -> "battery", "panels" -> "panel")."""
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
     if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
