@@ -27,12 +27,17 @@ from voicehub.core.clock import VirtualClock, settle
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookResult, HookTrigger
 from voicehub.core.store.base import DeliveryStatus
+from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD, WaitForIdle
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.livekit_session import LiveKitVoiceSession
+from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
+
+with vendor_import("livekit-agents"):
+    from livekit.agents import stt
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -304,3 +309,42 @@ async def test_an_offer_answered_no_keeps_the_result_held_for_the_next_call(
     assert test.outcomes[-1] == "declined"
     spoken = [e.text for e in await test.hub.history(ROOM) if e.role == "assistant"]
     assert RESULT not in spoken[-1]
+
+
+def _late_final(text: str) -> stt.SpeechEvent:
+    """A final transcript as the recognizer sends it when it is done, seconds late."""
+    return stt.SpeechEvent(
+        type=stt.SpeechEventType.FINAL_TRANSCRIPT,
+        alternatives=[stt.SpeechData(language="en", text=text)],
+    )
+
+
+async def test_a_late_final_transcript_does_not_cut_a_result_but_the_callers_voice_does(
+    harness: Harness, caller_frames: list[bytes]
+) -> None:
+    test = harness
+    test.transport.ack_mode = "manual"  # the result keeps playing until the test acks
+    await test.hub.deliver(ROOM, RESULT, strategy=WaitForIdle(buffer=0.2))
+    for _ in range(15):
+        await test.push(SILENCE)
+    await test.transport.wait_for(lambda: len(test.transport.audio) > 0)
+    activity = test.session._running()._activity
+    assert activity is not None
+    activity.on_final_transcript(_late_final("wait"))  # words from before the result began
+    await settle()
+    assert test.transport.clears == 0 and not test.outcomes
+    await test.session.push_audio(max(caller_frames, key=_rms))  # the caller, live
+    await settle()
+    assert test.transport.clears == 1
+    assert await test.outcome() == ["interrupted"]
+
+
+async def test_the_agents_own_speech_still_yields_to_a_final_transcript(harness: Harness) -> None:
+    test = harness
+    test.transport.ack_mode = "manual"
+    talking = asyncio.create_task(test.session.say(RESULT + " " + RESULT))
+    await test.transport.wait_for(lambda: len(test.transport.audio) > 0)
+    activity = test.session._running()._activity
+    assert activity is not None
+    activity.on_final_transcript(_late_final("wait"))  # livekit as shipped: the VAD missed it
+    assert await asyncio.wait_for(talking, 20) is InjectOutcome.INTERRUPTED

@@ -23,6 +23,9 @@ caller audio, its injections and the first frame of every audio segment):
   `metadata["offer"]`: the agent asks ("I have the results on heat pumps, shall I read
   them?"), the caller's next turn is taken as the answer (not answered by the model), and a
   yes reads it; anything else leaves it held (`DECLINED`).
+- **Cut by the caller, not by a late transcript**: livekit's own interruption by audio
+  activity is off for a result's speech (`voicehub.voice.result_barge_in`); the evidence
+  above stops it at the caller's first frame, and a completed caller turn still does.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.errors import VoicehubError
+from voicehub.voice import result_barge_in
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.speech_evidence import SpeechEvidence
 
@@ -54,6 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["DeliverySpeaker", "PrerenderBudget"]
 
 log = logging.getLogger("voicehub.voice")
+
+result_barge_in.install()
 
 ANSWER_TIMEOUT = 8.0  # seconds the offer waits for the caller's answer
 _YES = re.compile(r"\b(yes|yeah|yep|sure|okay|ok|please|go ahead|read|of course)\b", re.I)
@@ -266,6 +272,7 @@ class DeliverySpeaker:
     async def follow(self, handle: SpeechHandle) -> InjectOutcome:
         """Watch a result's speech to its end: gated, yielding, or finished."""
         self._handle, self._audio_started, self._held = handle, False, False
+        result_barge_in.yields_only_to_the_caller(handle)
         try:
             await handle
         finally:
