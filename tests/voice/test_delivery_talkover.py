@@ -348,3 +348,19 @@ async def test_the_agents_own_speech_still_yields_to_a_final_transcript(harness:
     assert activity is not None
     activity.on_final_transcript(_late_final("wait"))  # livekit as shipped: the VAD missed it
     assert await asyncio.wait_for(talking, 20) is InjectOutcome.INTERRUPTED
+
+
+async def test_a_spoken_turn_of_earlier_audio_does_not_answer_the_offer(
+    harness: Harness, caller_frames: list[bytes]
+) -> None:
+    test = harness
+    await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
+    speaker = test.session._delivery
+    # a recognizer's late turn: its words were said before the question (no voice since)
+    test.session._gate("no")
+    assert speaker._answer is not None and not speaker._answer.done()
+    await test.clock.advance(0.1)
+    speaker.activity.caller_voiced()  # the caller speaks after the question
+    await test.clock.advance(VOICE_HOLD + 0.3)  # the turn ends after its endpointing delay
+    test.session._gate("yes please")
+    assert await test.outcome(3) == ["interrupted", "interrupted", "delivered"]

@@ -113,6 +113,7 @@ class DeliverySpeaker:
         self._session, self.activity = session, activity
         self._voice, self._clear_output, self._clock = voice, clear_output, clock
         self._answer: asyncio.Future[str] | None = None
+        self._asked_at = 0.0  # when the offer's question had played out
         self._evidence = SpeechEvidence(sample_rate)
         self._budget = budget if budget is not None else PrerenderBudget()
         self._renderings: dict[str, _Rendering] = {}
@@ -221,11 +222,20 @@ class DeliverySpeaker:
 
     # -- speaking -------------------------------------------------------------------------
 
-    def take_answer(self, text: str) -> bool:
-        """A caller turn: True if it answers an offer (so the model must not reply)."""
+    def take_answer(self, text: str, *, spoken: bool = True) -> bool:
+        """A caller turn: True if it answers an offer (so the model must not reply).
+
+        A spoken turn answers only if the caller's voice was heard after the question had
+        played out: a turn finished late (a slow recognizer) may hold words said before it,
+        which answer nothing. Typed turns (keys pressed) have no voice to check."""
         answer = self._answer
         if answer is None or answer.done():
             return False
+        if spoken:
+            voiced_at = self.activity.caller_voiced_at
+            if voiced_at is None or voiced_at < self._asked_at:
+                log.info("a caller turn of earlier audio is not the answer to the offer")
+                return False
         answer.set_result(text)
         return True
 
@@ -242,6 +252,7 @@ class DeliverySpeaker:
         if asked is not InjectOutcome.FINISHED:
             return asked
         self._answer = answer = asyncio.get_running_loop().create_future()
+        self._asked_at = self._clock.now()
         timeout = asyncio.ensure_future(self._clock.sleep(ANSWER_TIMEOUT))
         try:
             await asyncio.wait({answer, timeout}, return_when=asyncio.FIRST_COMPLETED)

@@ -201,7 +201,7 @@ class LiveKitVoiceSession(LiveKitSignals):
     async def push_text(self, text: str) -> None:
         """A caller turn typed, not said (keys pressed on a phone): answered like a spoken
         turn, or, while ask_user waits for an answer (`reply_gate` closed), taken as it."""
-        if self._gate(text):  # closed: posted to the room, where ask_user takes it
+        if self._gate(text, spoken=False):  # closed: posted to the room, for ask_user
             self._running().generate_reply(user_input=text)
 
     # -- speaking ---------------------------------------------------------------------------
@@ -274,8 +274,8 @@ class LiveKitVoiceSession(LiveKitSignals):
         voice = self._desk_agent.tts
         return voice if voice else self._session.tts
 
-    def _gate(self, text: str) -> bool:
-        if self._delivery.take_answer(text):  # the answer to "shall I read them?"
+    def _gate(self, text: str, *, spoken: bool = True) -> bool:
+        if self._delivery.take_answer(text, spoken=spoken):  # the answer to "shall I read them?"
             self._answered()
             return False
         if closed := self._reply_gate is not None and not self._reply_gate():
