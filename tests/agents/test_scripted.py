@@ -288,6 +288,8 @@ def test_a_caller_turn_nothing_matched_is_read_tolerantly() -> None:
         return chunk.text
 
     assert said("how was it going") == "status"  # one word of a long phrase misheard
+    assert said("who is it going") == "status"  # its first word sounds alike (H)
+    assert said("is it going to rain") == "fallback"  # "is" does not sound like "how" (IS, H)
     assert said("how was the weather") == "weather"  # an exact match wins over a near one
     assert said("how was it growing") == "fallback"  # two words off
     assert said("any nose") == "fallback"  # short phrases are never guessed
@@ -321,6 +323,10 @@ def test_recognizer_punctuation_and_a_misheard_trigger_word_still_match() -> Non
     assert task("Research, home batteries, please.") == "home batteries please"
     assert task("Can you did into home insulation?") == "home insulation"  # "did" ~ "dig"
     assert task("Would you read up in electric cars") == "electric cars"  # 3 words, 1 off
+    assert task("would you write up on electric cars") == "electric cars"  # write ~ read: RT
+    assert task("can someone rate up on the insulation") == "the insulation"  # RT again
+    assert task("please red up on batteries") == "batteries"  # spelled alike
+    assert task("would you wait up on electric cars") is None  # WT is not RT
     assert task("could you dog into it") == "it"  # "dog"/"dig" spelled alike
     assert task("can you go into solar panels") is None  # "go"/"dig": not alike
     assert said("Forgot it.") == "cancelled"

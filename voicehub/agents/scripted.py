@@ -31,6 +31,7 @@ from voicehub.agents.llm import (
     ToolChoice,
     ToolSpec,
 )
+from voicehub.core.phonetics import sounds_alike
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
@@ -270,8 +271,11 @@ def _near_match(
 
 def _slips(heard: list[str], wanted: list[str]) -> Iterator[tuple[int, int]]:
     """Spans `heard[start:end]` that say `wanted` with one slip a recognizer makes:
-    - one word wrong: any word of a phrase of three or more words, in a two-word phrase a
-      word spelled alike (`_alike`: "did into" for "dig into");
+    - one word wrong: an inner or last word of a phrase of three or more words; its first
+      word only when spelled or sounding alike (`_alike`, `sounds_alike`: "write up on" for
+      "read up on"; a phrase is known by its start: "is it going to rain" is not "how's it
+      going" misheard, IS against HS); a word of a two-word phrase only when spelled alike
+      ("did into" for "dig into"; "any nose" is not taken for "any news");
     - an inner word of a phrase of three or more words dropped ("read on" for "read up on");
     - words split or joined ("in to" for "into", "nevermind" for "never mind")."""
     size = len(wanted)
@@ -286,10 +290,18 @@ def _slips(heard: list[str], wanted: list[str]) -> Iterator[tuple[int, int]]:
         window = heard[start : start + size]
         if len(window) == size:
             wrong = [(a, b) for a, b in zip(window, wanted, strict=True) if a != b]
-            if len(wrong) == 1 and (size > 2 or _alike(*wrong[0])):
+            if len(wrong) == 1 and _slip_allowed(window[0], *wrong[0], wanted):
                 yield start, start + size
         if heard[start : start + size - 1] in inner_dropped:
             yield start, start + size - 1
+
+
+def _slip_allowed(first: str, heard: str, meant: str, wanted: list[str]) -> bool:
+    """Whether `heard`, said for `meant` in a span starting with `first`, is a slip of the
+    recognizer in phrase `wanted` (`_slips`)."""
+    if len(wanted) == 2:
+        return _alike(heard, meant)
+    return first == wanted[0] or _alike(heard, meant) or sounds_alike(heard, meant)
 
 
 def _alike(heard: str, meant: str) -> bool:
