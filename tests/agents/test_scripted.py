@@ -331,6 +331,7 @@ def test_recognizer_punctuation_and_a_misheard_trigger_word_still_match() -> Non
     assert task("can you go into solar panels") is None  # "go"/"dig": not alike
     assert said("Forgot it.") == "cancelled"
     assert said("did you get it") == "fallback"  # "get" is not "forget" misheard
+    assert task("I'll dig in the paper") is None  # "in": too short to be "into" misheard
     assert task("What's 3.5 kW?") is None and said("What's 3.5 kW?") == "fallback"
 
 
@@ -386,6 +387,7 @@ def test_a_dropped_inner_word_and_split_or_joined_words_still_match() -> None:
     assert said("nevermind") == "cancelled"
     # "if" is not "is" (though a phone line blurs s and f): "what if" asks no question.
     assert called("What if a heat pump?") is None
+    assert called("what I lovely day") is None  # one letter is too little to be "is"
     assert called("what war solar panels") is None
 
 

@@ -308,8 +308,14 @@ def _alike(heard: str, meant: str) -> bool:
     """Words a recognizer confuses: same first letter, mostly the same letters ("did" and
     "dig"; not "nose" and "news", nor "get" and "forget"). Not "if" for "is", though a phone
     line blurs s and f: "what if it rains" would then be a question for the knowledge base
-    (the phone bench's unrelated utterances)."""
-    return heard[:1] == meant[:1] and difflib.SequenceMatcher(None, heard, meant).ratio() >= 0.6
+    (the phone bench's unrelated utterances). A heard word of one or two letters is too
+    little to go on: "what a lovely day", heard "what I lovely day", is not "what is", nor
+    "I'll dig in the paper" "dig into" (both false triggers on the phone bench)."""
+    return (
+        len(heard) >= 3
+        and heard[:1] == meant[:1]
+        and difflib.SequenceMatcher(None, heard, meant).ratio() >= 0.6
+    )
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:
