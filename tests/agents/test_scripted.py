@@ -434,3 +434,20 @@ def test_calls_tool_tells_a_request_from_words_that_only_get_a_line() -> None:
     assert not llm.calls_tool("hello there")  # a rule matched, but it only says a line
     assert not llm.calls_tool("what a lovely day")
     assert not llm.calls_tool("")
+
+
+def test_tool_arguments_say_what_a_request_is_about() -> None:
+    llm = ScriptedLLM(
+        [
+            {
+                "regex": r"\bresearch\s+(?P<topic>.+?)[\s.?!,]*$",
+                "tool": "delegate_workers",
+                "arguments": {"task": "{topic}", "steps": ["read", "{topic} again"], "n": 2},
+            },
+            {"match": ["any news"], "tool": "check_tasks"},
+            {"match": ["hello"], "say": "hi"},
+        ]
+    )
+    assert llm.tool_arguments("research heat pumps") == "heat pumps read heat pumps again"
+    assert llm.tool_arguments("any news") == ""  # a tool without arguments
+    assert llm.tool_arguments("hello") == ""  # no tool

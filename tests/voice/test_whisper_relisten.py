@@ -40,7 +40,8 @@ def research_front() -> ScriptedLLM:
 def research_relisten() -> Relisten:
     with (CHANNELS / "knowledge" / "research.toml").open("rb") as file:
         topics = tuple(entry["topic"] for entry in tomllib.load(file)["entries"])
-    return Relisten(is_request=research_front().calls_tool, topics=topics)
+    front = research_front()
+    return Relisten(is_request=front.calls_tool, topics=topics, asks_about=front.tool_arguments)
 
 
 @cache
@@ -162,3 +163,17 @@ def test_a_second_hearing_is_believed_only_as_a_request_naming_a_topic() -> None
     assert not relisten.believes("nevermind, not today")  # a request, no topic
     assert not relisten.believes("I like solar panels")  # a topic, no request
     assert not relisten.believes("")
+
+
+def test_a_request_about_none_of_the_topics_is_listened_to_again() -> None:
+    relisten = research_relisten()
+    assert relisten.listens_again("how about the weekend")  # no request
+    assert relisten.listens_again("dig into, high, low power, for me")  # no topic named
+    assert relisten.listens_again("So, what are we going to survive?")
+    assert not relisten.listens_again("dig into hydro power for me")
+    assert not relisten.listens_again("what is a heat pump")
+    assert not relisten.listens_again("any news")  # a request without a topic to mishear
+    assert not relisten.listens_again("never mind")
+    without = Relisten(is_request=research_front().calls_tool, topics=relisten.topics)
+    assert not without.listens_again("dig into, high, low power, for me")
+    assert without.listens_again("how about the weekend")

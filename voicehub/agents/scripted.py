@@ -165,6 +165,20 @@ class ScriptedLLM:
         chunks = self.respond([ChatMessage(role="user", content=text)], offered)
         return any(isinstance(chunk, ToolCallChunk) for chunk in chunks)
 
+    def tool_arguments(self, text: str) -> str:
+        """The string values of the arguments of the tool call a caller turn saying `text`
+        makes (as `calls_tool`), joined by spaces: what the request is about ("" for no
+        tool call, or one without arguments). A speech recognizer asks this to tell a
+        request about something the desk knows from one about something it may have
+        misheard (`Relisten`)."""
+        offered = [ToolSpec(name=rule.tool) for rule in self.rules if rule.tool is not None]
+        chunks = self.respond([ChatMessage(role="user", content=text)], offered)
+        calls = [chunk.call for chunk in chunks if isinstance(chunk, ToolCallChunk)]
+        if not calls:
+            return ""
+        values = json.loads(calls[0].arguments).values()
+        return " ".join(_strings(value) for value in values).strip()
+
     def _after_tool(self, messages: Sequence[ChatMessage]) -> list[LLMChunk]:
         results: list[str] = []
         for message in reversed(messages):
@@ -192,6 +206,17 @@ class ScriptedLLM:
             if index < len(self.rules):
                 return self.rules[index]
         return None
+
+
+def _strings(value: Any) -> str:
+    """Every string inside `value` (a rendered argument), joined by spaces."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return " ".join(_strings(item) for item in value.values())
+    if isinstance(value, list):
+        return " ".join(_strings(item) for item in value)
+    return ""
 
 
 _JSON_STARTS = frozenset('{["-0123456789')

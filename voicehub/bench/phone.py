@@ -89,7 +89,9 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
 
     front = ScriptedLLM(rules)
     prompt = vocabulary_prompt(topics + rule_vocabulary(front.rules, tools_only=True))
-    relisten = Relisten(is_request=front.calls_tool, topics=tuple(topics))
+    relisten = Relisten(
+        is_request=front.calls_tool, topics=tuple(topics), asks_about=front.tool_arguments
+    )
     correction = VocabularyCorrection(topics=tuple(topics))
     whisper = shared_recognizer()
 

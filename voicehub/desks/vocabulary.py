@@ -38,9 +38,10 @@ def desk_vocabulary(desk: Desk) -> list[str]:
 
 
 def desk_relisten(desk: Desk) -> Relisten | None:
-    """When the recognizer listens to audio again (`whisper_relisten`): when the
-    front agent's scripted rules call no tool for what it heard; and the second hearing is
-    believed when they do and it names one of the desk's knowledge topics. None for a desk
+    """When the recognizer listens to audio again (`whisper_relisten`): when the front
+    agent's scripted rules call no tool for what it heard, or call one about none of the
+    desk's topics; and the second hearing is believed when they do and it names one of the
+    desk's knowledge topics. None for a desk
     whose front agent is not scripted (a model's choice of tool cannot be asked in advance)
     or that has no knowledge topics."""
     front = desk.entry_agent
@@ -48,7 +49,11 @@ def desk_relisten(desk: Desk) -> Relisten | None:
         return None
     if not desk.knowledge.topics:
         return None
-    return Relisten(is_request=front.llm.calls_tool, topics=tuple(desk.knowledge.topics))
+    return Relisten(
+        is_request=front.llm.calls_tool,
+        topics=tuple(desk.knowledge.topics),
+        asks_about=front.llm.tool_arguments,
+    )
 
 
 def desk_correction(desk: Desk) -> VocabularyCorrection | None:

@@ -191,11 +191,11 @@ class WhisperRecognizer:
         """The words of one utterance (any rate; resampled to 16 kHz). With `correction`,
         spans that sound like one of the desk's topics are replaced by it in every hearing
         (`vocabulary_correction`). With `relisten`, audio whose words ask the desk for
-        nothing is decoded a second time, slowed down, and that hearing is kept when
-        `relisten` believes it (`whisper_relisten`): only those utterances pay for a
-        second decode."""
+        nothing (or about none of its topics) is decoded a second time, slowed down, and
+        that hearing is kept when `relisten` believes it (`whisper_relisten`): only those
+        utterances pay for a second decode."""
         heard = self._decode(pcm16, sample_rate, prompt, correction)
-        if relisten is None or relisten.is_request(heard.text):
+        if relisten is None or not relisten.listens_again(heard.text):
             return heard
         slower = self._decode(pcm16, round(sample_rate * SLOWER), prompt, correction)
         if not relisten.believes(slower.text):

@@ -41,10 +41,24 @@ class Relisten:
     `is_request(words)`: the desk would act on these words (its scripted agent calls a
     tool); a first hearing that is not one is listened to again. `topics`: what the desk
     knows about (its knowledge base's topics); the second hearing is kept only when it is a
-    request naming one of them."""
+    request naming one of them. `asks_about(words)`: the words of the request's arguments
+    (its topic: "" for no request, or one without arguments); when given, a first hearing
+    that is a request about something other than the desk's topics is listened to again
+    too ("dig into, high, low power", "look into matter in": the slowed hearing may name
+    the topic; requests without a topic, "any news", are decoded once)."""
 
     is_request: Callable[[str], bool]
     topics: Sequence[str]
+    asks_about: Callable[[str], str] | None = None
+
+    def listens_again(self, words: str) -> bool:
+        """Whether audio first heard as `words` is decoded a second time, slowed."""
+        if not self.is_request(words):
+            return True
+        if self.asks_about is None:
+            return False
+        about = self.asks_about(words)
+        return bool(about.strip()) and not names_topic(about, self.topics)
 
     def believes(self, words: str) -> bool:
         """Whether a second hearing of `words` replaces the first."""
