@@ -17,7 +17,13 @@ from voicehub.agents.llm import (
     ToolSpec,
     complete,
 )
-from voicehub.agents.scripted import ScriptedLLM, ScriptedRule, render, rule_vocabulary
+from voicehub.agents.scripted import (
+    ScriptedLLM,
+    ScriptedRule,
+    example_requests,
+    render,
+    rule_vocabulary,
+)
 
 BOOK = ToolSpec(name="book_table")
 LOOKUP = ToolSpec(name="lookup_order")
@@ -451,3 +457,37 @@ def test_tool_arguments_say_what_a_request_is_about() -> None:
     assert llm.tool_arguments("research heat pumps") == "heat pumps read heat pumps again"
     assert llm.tool_arguments("any news") == ""  # a tool without arguments
     assert llm.tool_arguments("hello") == ""  # no tool
+
+
+def test_example_requests_put_topics_after_the_phrases_of_rules_that_take_one() -> None:
+    rules = ScriptedLLM(
+        [
+            {
+                "regex": r"\b(?:research|look into)\s+(?P<topic>.+?)(?:\s+please)?$",
+                "tool": "delegate_workers",
+            },
+            {"match": ["any news", "status"], "tool": "check_tasks"},
+            {"regex": r"^(?:so\s+)?(?:what is|what.s)\s+(?:the\s+)?(?P<q>.+)$", "tool": "ask"},
+            {"match": ["hello"], "say": "hi"},  # says something only: no example
+            {"match": ["stop"], "on": "instruction", "tool": "stop"},
+        ]
+    ).rules
+    assert example_requests(rules, ["solar panels", "heat pumps", "batteries"]) == [
+        "Research solar panels.",
+        "Look into heat pumps.",
+        "Research batteries.",
+        "Any news.",
+        "Status.",
+        # "so" and "the" are grammar, "what.s" is read as "what"
+        "What is solar panels.",
+        "What heat pumps.",
+        "What is batteries.",
+    ]
+    # Without topics, a rule's phrases stand alone.
+    assert example_requests(rules[:2], []) == [
+        "Research.",
+        "Look into.",
+        "Please.",
+        "Any news.",
+        "Status.",
+    ]

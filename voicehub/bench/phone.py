@@ -78,10 +78,11 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
     call a tool; audio heard as no request is listened to again, slowed; what is heard is
     corrected to the desk's topics, `vocabulary_correction`). Under `whisper-once`,
     Whisper without the second listening or the correction, for comparison."""
-    from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
+    from voicehub.agents.scripted import ScriptedLLM, example_requests, rule_vocabulary
     from voicehub.voice.providers.offline import transcribe
     from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
     from voicehub.voice.providers.offline.whisper_engine import (
+        sentences_prompt,
         shared_recognizer,
         vocabulary_prompt,
     )
@@ -90,7 +91,10 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
     front = ScriptedLLM(rules)
     prompt = vocabulary_prompt(topics + rule_vocabulary(front.rules, tools_only=True))
     relisten = Relisten(
-        is_request=front.calls_tool, topics=tuple(topics), asks_about=front.tool_arguments
+        is_request=front.calls_tool,
+        topics=tuple(topics),
+        asks_about=front.tool_arguments,
+        prompt=sentences_prompt(example_requests(front.rules, topics)),
     )
     correction = VocabularyCorrection(topics=tuple(topics))
     whisper = shared_recognizer()

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
+from voicehub.agents.scripted import ScriptedLLM, example_requests, rule_vocabulary
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
+from voicehub.voice.providers.offline.whisper_engine import sentences_prompt
 from voicehub.voice.providers.offline.whisper_relisten import Relisten
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ def desk_vocabulary(desk: Desk) -> list[str]:
 def desk_relisten(desk: Desk) -> Relisten | None:
     """When the recognizer listens to audio again (`whisper_relisten`): when the front
     agent's scripted rules call no tool for what it heard, or call one about none of the
-    desk's topics; and the second hearing is believed when they do and it names one of the
-    desk's knowledge topics. None for a desk
+    desk's topics; and the second hearing, decoded with the desk's requests as whole
+    sentences for its prompt (`example_requests`), is believed when they do and it names one
+    of the desk's knowledge topics. None for a desk
     whose front agent is not scripted (a model's choice of tool cannot be asked in advance)
     or that has no knowledge topics."""
     front = desk.entry_agent
@@ -49,10 +51,12 @@ def desk_relisten(desk: Desk) -> Relisten | None:
         return None
     if not desk.knowledge.topics:
         return None
+    topics = tuple(desk.knowledge.topics)
     return Relisten(
         is_request=front.llm.calls_tool,
-        topics=tuple(desk.knowledge.topics),
+        topics=topics,
         asks_about=front.llm.tool_arguments,
+        prompt=sentences_prompt(example_requests(front.llm.rules, topics)),
     )
 
 

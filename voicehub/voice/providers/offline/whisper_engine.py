@@ -36,6 +36,7 @@ __all__ = [
     "MODEL_FILES",
     "WhisperModelError",
     "WhisperRecognizer",
+    "sentences_prompt",
     "shared_recognizer",
     "vocabulary_prompt",
     "whisper_unavailable",
@@ -141,6 +142,23 @@ def vocabulary_prompt(phrases: Iterable[str]) -> str:
     return ", ".join(seen) + "." if seen else ""
 
 
+def sentences_prompt(sentences: Iterable[str]) -> str:
+    """A decoding prompt of whole sentences a caller might say (`example_requests`), in
+    order, without repeats, up to the prompt's budget: the second listening's prompt
+    (`Relisten.prompt`)."""
+    seen: list[str] = []
+    size = 0
+    for sentence in sentences:
+        cleaned = " ".join(sentence.split())
+        if not cleaned or cleaned.lower() in (s.lower() for s in seen):
+            continue
+        if size + len(cleaned) + 1 > _PROMPT_MAX_CHARS:
+            break
+        seen.append(cleaned)
+        size += len(cleaned) + 1
+    return " ".join(seen)
+
+
 class WhisperRecognizer:
     """The loaded model; :meth:`recognize` is blocking and thread-safe.
 
@@ -197,7 +215,8 @@ class WhisperRecognizer:
         heard = self._decode(pcm16, sample_rate, prompt, correction)
         if relisten is None or not relisten.listens_again(heard.text):
             return heard
-        slower = self._decode(pcm16, round(sample_rate * SLOWER), prompt, correction)
+        slower_rate = round(sample_rate * SLOWER)
+        slower = self._decode(pcm16, slower_rate, relisten.prompt or prompt, correction)
         if not relisten.believes(slower.text):
             return heard
         # Times in the slowed audio are longer by 1 / SLOWER.

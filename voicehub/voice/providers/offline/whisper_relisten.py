@@ -50,6 +50,8 @@ class Relisten:
     is_request: Callable[[str], bool]
     topics: Sequence[str]
     asks_about: Callable[[str], str] | None = None
+    prompt: str = ""
+    """The second listening's decoding prompt ("" for the first's)."""
 
     def listens_again(self, words: str) -> bool:
         """Whether audio first heard as `words` is decoded a second time, slowed."""
