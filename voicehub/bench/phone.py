@@ -7,8 +7,9 @@
   300-3400 Hz, mu-law) by Whisper tiny.en biased to the desk's vocabulary (the headline
   figures) and by PocketSphinx (under `pocketsphinx`, for comparison), then answered by the
   desk's scripted front agent; a request counts when the agent picks the expected tool with
-  the expected topic word. Whisper listens to phone audio heard as no request a second
-  time, slowed (`whisper_relisten`). Under `halves`: the set's tuning and held-out halves
+  the expected topic word. Whisper listens to audio heard as no request, or as one about
+  none of the desk's topics, a second time, slowed and primed with the desk's requests as
+  sentences (`whisper_relisten`). Under `halves`: the set's tuning and held-out halves
   (what settings are chosen on, and the rest), fresh phrasings (written before, and
   measured once after, the second listening was chosen) and `fresh2` (written before the
   vocabulary correction was built) and `fresh3` (written before the third pass of changes,

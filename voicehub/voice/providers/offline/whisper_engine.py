@@ -8,10 +8,11 @@ recognizing differently; nothing is ever downloaded.
 Whisper has no partial results: it decodes a whole utterance (the VAD's segment) at once,
 about 0.4 s of one core for a two-second request. It copes with phone audio far better
 than PocketSphinx (`voicehub bench --only phone`, all 225 requests of its evaluation set:
-tool accuracy on phone audio 0.22 with PocketSphinx, 0.911 with Whisper prompted with the
-desk's vocabulary, listening again slowed to audio heard as no request
+tool accuracy on phone audio 0.21 with PocketSphinx, 0.956 with Whisper prompted with the
+desk's vocabulary, listening again slowed, primed with the desk's requests as sentences,
+to audio heard as no request or as one about none of the desk's topics
 (`whisper_relisten`) and its transcripts corrected to the desk's topics
-(`vocabulary_correction`); wideband 0.62 and 0.973).
+(`vocabulary_correction`); wideband 0.62 and 0.978).
 """
 
 from __future__ import annotations

@@ -11,6 +11,13 @@ knows, so still no request). Wideband audio is listened to again the same way: e
 "what is a smart meter" is heard "What, in a smart meter.", slowed "what is a smart
 meter" (on the tuning half of the bench's set one more request right, no false trigger).
 
+A request about none of the desk's topics is listened to again too ("dig into, high, low
+power": its slowed hearing may name "hydro power"), and the second listening is primed
+with the desk's requests as whole sentences ("Research solar panels. Look into wind
+turbines."), not the first's list of phrases: a second opinion primed differently errs
+differently, and the list primed Whisper to answer with a list ("Look into, find out
+about,"). Both measured on the phone bench (README: "Phone calls").
+
 Measured with `voicehub bench --only phone` (README: "Phone calls"). Tried first and
 dropped: rescoring Whisper's n-best list with the desk's rules (take the best alternative
 that is a request when the best hypothesis is none). Of a beam of 5, the five hypotheses
