@@ -16,7 +16,10 @@ power": its slowed hearing may name "hydro power"), and the second listening is 
 with the desk's requests as whole sentences ("Research solar panels. Look into wind
 turbines."), not the first's list of phrases: a second opinion primed differently errs
 differently, and the list primed Whisper to answer with a list ("Look into, find out
-about,"). Both measured on the phone bench (README: "Phone calls").
+about,"). Both measured on the phone bench (README: "Phone calls"). Whisper can echo a
+sentence of that prompt ("Please look into wind turbines for me" for heat pumps, once, in
+a `--quick` run): a second hearing names a topic it may have been told, which is why it
+is only taken when the first asked for nothing the desk knows.
 
 Measured with `voicehub bench --only phone` (README: "Phone calls"). Tried first and
 dropped: rescoring Whisper's n-best list with the desk's rules (take the best alternative
