@@ -17,7 +17,13 @@ from voicehub.agents.llm import (
     ToolSpec,
     complete,
 )
-from voicehub.agents.scripted import ScriptedLLM, ScriptedRule, render, rule_vocabulary
+from voicehub.agents.scripted import (
+    ScriptedLLM,
+    ScriptedRule,
+    example_requests,
+    render,
+    rule_vocabulary,
+)
 
 BOOK = ToolSpec(name="book_table")
 LOOKUP = ToolSpec(name="lookup_order")
@@ -288,6 +294,8 @@ def test_a_caller_turn_nothing_matched_is_read_tolerantly() -> None:
         return chunk.text
 
     assert said("how was it going") == "status"  # one word of a long phrase misheard
+    assert said("who is it going") == "status"  # its first word sounds alike (H)
+    assert said("is it going to rain") == "fallback"  # "is" does not sound like "how" (IS, H)
     assert said("how was the weather") == "weather"  # an exact match wins over a near one
     assert said("how was it growing") == "fallback"  # two words off
     assert said("any nose") == "fallback"  # short phrases are never guessed
@@ -321,10 +329,15 @@ def test_recognizer_punctuation_and_a_misheard_trigger_word_still_match() -> Non
     assert task("Research, home batteries, please.") == "home batteries please"
     assert task("Can you did into home insulation?") == "home insulation"  # "did" ~ "dig"
     assert task("Would you read up in electric cars") == "electric cars"  # 3 words, 1 off
+    assert task("would you write up on electric cars") == "electric cars"  # write ~ read: RT
+    assert task("can someone rate up on the insulation") == "the insulation"  # RT again
+    assert task("please red up on batteries") == "batteries"  # spelled alike
+    assert task("would you wait up on electric cars") is None  # WT is not RT
     assert task("could you dog into it") == "it"  # "dog"/"dig" spelled alike
     assert task("can you go into solar panels") is None  # "go"/"dig": not alike
     assert said("Forgot it.") == "cancelled"
     assert said("did you get it") == "fallback"  # "get" is not "forget" misheard
+    assert task("I'll dig in the paper") is None  # "in": too short to be "into" misheard
     assert task("What's 3.5 kW?") is None and said("What's 3.5 kW?") == "fallback"
 
 
@@ -380,6 +393,7 @@ def test_a_dropped_inner_word_and_split_or_joined_words_still_match() -> None:
     assert said("nevermind") == "cancelled"
     # "if" is not "is" (though a phone line blurs s and f): "what if" asks no question.
     assert called("What if a heat pump?") is None
+    assert called("what I lovely day") is None  # one letter is too little to be "is"
     assert called("what war solar panels") is None
 
 
@@ -426,3 +440,54 @@ def test_calls_tool_tells_a_request_from_words_that_only_get_a_line() -> None:
     assert not llm.calls_tool("hello there")  # a rule matched, but it only says a line
     assert not llm.calls_tool("what a lovely day")
     assert not llm.calls_tool("")
+
+
+def test_tool_arguments_say_what_a_request_is_about() -> None:
+    llm = ScriptedLLM(
+        [
+            {
+                "regex": r"\bresearch\s+(?P<topic>.+?)[\s.?!,]*$",
+                "tool": "delegate_workers",
+                "arguments": {"task": "{topic}", "steps": ["read", "{topic} again"], "n": 2},
+            },
+            {"match": ["any news"], "tool": "check_tasks"},
+            {"match": ["hello"], "say": "hi"},
+        ]
+    )
+    assert llm.tool_arguments("research heat pumps") == "heat pumps read heat pumps again"
+    assert llm.tool_arguments("any news") == ""  # a tool without arguments
+    assert llm.tool_arguments("hello") == ""  # no tool
+
+
+def test_example_requests_put_topics_after_the_phrases_of_rules_that_take_one() -> None:
+    rules = ScriptedLLM(
+        [
+            {
+                "regex": r"\b(?:research|look into)\s+(?P<topic>.+?)(?:\s+please)?$",
+                "tool": "delegate_workers",
+            },
+            {"match": ["any news", "status"], "tool": "check_tasks"},
+            {"regex": r"^(?:so\s+)?(?:what is|what.s)\s+(?:the\s+)?(?P<q>.+)$", "tool": "ask"},
+            {"match": ["hello"], "say": "hi"},  # says something only: no example
+            {"match": ["stop"], "on": "instruction", "tool": "stop"},
+        ]
+    ).rules
+    assert example_requests(rules, ["solar panels", "heat pumps", "batteries"]) == [
+        "Research solar panels.",
+        "Look into heat pumps.",
+        "Research batteries.",
+        "Any news.",
+        "Status.",
+        # "so" and "the" are grammar, "what.s" is read as "what"
+        "What is solar panels.",
+        "What heat pumps.",
+        "What is batteries.",
+    ]
+    # Without topics, a rule's phrases stand alone.
+    assert example_requests(rules[:2], []) == [
+        "Research.",
+        "Look into.",
+        "Please.",
+        "Any news.",
+        "Status.",
+    ]

@@ -16,9 +16,12 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.bench.phone_eval import (
     FRESH2_REQUESTS,
     FRESH2_UNRELATED,
+    FRESH3_REQUESTS,
+    FRESH3_UNRELATED,
     FRESH_REQUESTS,
     FRESH_UNRELATED,
     HALVES,
+    PARTS,
     REQUESTS,
     UNRELATED,
     phrasings,
@@ -43,7 +46,11 @@ def called(llm: ScriptedLLM, words: str) -> tuple[str, str] | None:
     return (calls[0].name, json.dumps(json.loads(calls[0].arguments))) if calls else None
 
 
-@pytest.mark.parametrize(("words", "tool", "needle"), REQUESTS + FRESH_REQUESTS + FRESH2_REQUESTS)
+EVERY_REQUEST = REQUESTS + FRESH_REQUESTS + FRESH2_REQUESTS + FRESH3_REQUESTS
+EVERY_UNRELATED = UNRELATED + FRESH_UNRELATED + FRESH2_UNRELATED + FRESH3_UNRELATED
+
+
+@pytest.mark.parametrize(("words", "tool", "needle"), EVERY_REQUEST)
 def test_each_request_said_plainly_gets_its_tool(
     front: ScriptedLLM, words: str, tool: str, needle: str
 ) -> None:
@@ -51,22 +58,22 @@ def test_each_request_said_plainly_gets_its_tool(
     assert call is not None and call[0] == tool and needle in call[1].lower()
 
 
-@pytest.mark.parametrize("words", UNRELATED + FRESH_UNRELATED + FRESH2_UNRELATED)
+@pytest.mark.parametrize("words", EVERY_UNRELATED)
 def test_no_unrelated_utterance_said_plainly_calls_a_tool(front: ScriptedLLM, words: str) -> None:
     assert called(front, words) is None
 
 
 def test_unrelated_utterances_are_not_requests() -> None:
-    requests = {words for words, _, _ in REQUESTS + FRESH_REQUESTS + FRESH2_REQUESTS}
-    assert not requests & set(UNRELATED + FRESH_UNRELATED + FRESH2_UNRELATED)
+    requests = {words for words, _, _ in EVERY_REQUEST}
+    assert not requests & set(EVERY_UNRELATED)
     assert len(UNRELATED) >= 20 and len(FRESH_UNRELATED) >= 10 and len(FRESH2_UNRELATED) >= 10
+    assert len(FRESH3_UNRELATED) >= 10
 
 
 def test_the_set_splits_into_tuning_held_out_and_fresh_phrasings() -> None:
     listed = phrasings(quick=False)
-    every = REQUESTS + FRESH_REQUESTS + FRESH2_REQUESTS
-    assert len(listed) == len(every) + len(UNRELATED + FRESH_UNRELATED + FRESH2_UNRELATED)
-    halves = {half: [p for p in listed if p[3] == half] for half in HALVES}
+    assert len(listed) == len(EVERY_REQUEST) + len(EVERY_UNRELATED)
+    halves = {half: [p for p in listed if p[3] == half] for half in PARTS}
     assert sum(len(found) for found in halves.values()) == len(listed)
     # Each half has requests of every tool and unrelated utterances.
     tools = {tool for _, tool, _ in REQUESTS}
@@ -82,3 +89,10 @@ def test_the_set_splits_into_tuning_held_out_and_fresh_phrasings() -> None:
     assert not fresh2 & seen
     # Same tools and mix as the fresh part.
     assert Counter(t for _, t, _ in FRESH2_REQUESTS) == Counter(t for _, t, _ in FRESH_REQUESTS)
+    fresh3 = {words for words, _, _, _ in halves["fresh3"]}
+    assert fresh3 == {w for w, _, _ in FRESH3_REQUESTS} | set(FRESH3_UNRELATED)
+    assert not fresh3 & (seen | fresh2)
+    assert Counter(t for _, t, _ in FRESH3_REQUESTS) == Counter(t for _, t, _ in FRESH_REQUESTS)
+    # Last, so the parts before it keep their audio (eSpeak NG's depends on what came before).
+    assert [p[3] for p in listed][-len(fresh3) :] == ["fresh3"] * len(fresh3)
+    assert set(HALVES) < set(PARTS)

@@ -118,6 +118,12 @@ def test_whisper_listens_again_for_the_desks_requests_and_topics(tmp_path: Path)
     assert not relisten.is_request("good morning")
     assert relisten.believes("could you read up on wind turbines")
     assert not relisten.believes("could you read up on the history of Rome")
+    # A request about none of the topics is listened to again; one about a topic is not.
+    assert relisten.listens_again("could you read up on the history of Rome")
+    assert not relisten.listens_again("could you read up on wind turbines")
+    # The second listening is primed with the desk's requests as sentences.
+    assert relisten.prompt.startswith("Research solar panels. Look into wind turbines.")
+    assert "Any news." in relisten.prompt and "hello" not in relisten.prompt.lower()
 
 
 def test_a_desk_without_knowledge_topics_is_heard_once() -> None:

@@ -18,6 +18,7 @@ from voicehub.voice.providers.offline import synthesize, whisper_engine
 from voicehub.voice.providers.offline.whisper_engine import (
     WhisperModelError,
     WhisperRecognizer,
+    sentences_prompt,
     shared_recognizer,
     vocabulary_prompt,
 )
@@ -74,6 +75,16 @@ def test_the_vocabulary_prompt_keeps_order_drops_repeats_and_fits_its_budget() -
     assert vocabulary_prompt([]) == ""
     long = vocabulary_prompt(f"topic number {i}" for i in range(500))
     assert 0 < len(long) <= 600 and long.startswith("topic number 0,")
+
+
+def test_the_sentences_prompt_keeps_order_drops_repeats_and_fits_its_budget() -> None:
+    assert sentences_prompt(
+        ["Research heat pumps.", " research  heat pumps.", "", "Any news."]
+    ) == ("Research heat pumps. Any news.")
+    assert sentences_prompt([]) == ""
+    long = sentences_prompt(f"Research topic {i}." for i in range(500))
+    assert 0 < len(long) <= 600 and long.startswith("Research topic 0. Research topic 1.")
+    assert long.endswith(".")  # whole sentences only
 
 
 def test_an_altered_model_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

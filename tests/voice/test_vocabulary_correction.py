@@ -9,11 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from voicehub.voice.providers.offline.vocabulary_correction import (
-    VocabularyCorrection,
-    phonetic_key,
-    similarity,
-)
+from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
@@ -74,21 +70,6 @@ def test_words_merely_sharing_letters_with_a_topic_are_not_corrected(
     research: VocabularyCorrection, heard: str
 ) -> None:
     assert research.correct(heard) == heard
-
-
-def test_the_phonetic_key_hears_spellings_of_one_sound_alike() -> None:
-    assert phonetic_key("lead lights") == phonetic_key("led lights") == "LTLTS"
-    assert phonetic_key("insulation") == "INSLXN"
-    assert phonetic_key("phone") == phonetic_key("fone")
-    assert phonetic_key("information") != phonetic_key("insulation")
-
-
-def test_similarity_counts_edits_over_the_longer_string() -> None:
-    assert similarity("abc", "abc") == 1.0
-    assert similarity("", "") == 1.0
-    assert similarity("abc", "xyz") == 0.0
-    assert similarity("HTR", "HRT") == pytest.approx(2 / 3)  # one transposition
-    assert similarity("ab", "abcd") == 0.5
 
 
 def test_a_higher_threshold_corrects_less() -> None:

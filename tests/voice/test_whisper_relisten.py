@@ -16,12 +16,13 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
+from voicehub.agents.scripted import ScriptedLLM, example_requests, rule_vocabulary
 from voicehub.bench.phone import phone_band
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.providers.offline.whisper_engine import (
     WhisperRecognizer,
     WhisperTranscript,
+    sentences_prompt,
     shared_recognizer,
     vocabulary_prompt,
 )
@@ -40,7 +41,13 @@ def research_front() -> ScriptedLLM:
 def research_relisten() -> Relisten:
     with (CHANNELS / "knowledge" / "research.toml").open("rb") as file:
         topics = tuple(entry["topic"] for entry in tomllib.load(file)["entries"])
-    return Relisten(is_request=research_front().calls_tool, topics=topics)
+    front = research_front()
+    return Relisten(
+        is_request=front.calls_tool,
+        topics=topics,
+        asks_about=front.tool_arguments,
+        prompt=sentences_prompt(example_requests(front.rules, topics)),
+    )
 
 
 @cache
@@ -73,20 +80,25 @@ def phone_speech(text: str, voice: str) -> bytes:
 
 
 @pytest.fixture
-def decoded_rates(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The rate each decoding of the shared recognizer read its audio at."""
+def decodings(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+    """The rate each decoding of the shared recognizer read its audio at, and its prompt."""
     recognizer = shared_recognizer()
-    rates: list[int] = []
+    done: list[tuple[int, str]] = []
     decode: Callable[..., WhisperTranscript] = recognizer._decode
 
     def counting(
         pcm16: bytes, sample_rate: int, prompt: str, correction: object = None
     ) -> WhisperTranscript:
-        rates.append(sample_rate)
+        done.append((sample_rate, prompt))
         return decode(pcm16, sample_rate, prompt, correction)
 
     monkeypatch.setattr(recognizer, "_decode", counting)
-    return rates
+    return done
+
+
+def rates(decodings: list[tuple[int, str]]) -> list[int]:
+    """The rate each decoding read its audio at."""
+    return [rate for rate, _ in decodings]
 
 
 def hear(audio: bytes, rate: int, relisten: Relisten | None = None) -> WhisperTranscript:
@@ -95,52 +107,64 @@ def hear(audio: bytes, rate: int, relisten: Relisten | None = None) -> WhisperTr
 
 
 def test_a_request_lost_on_the_phone_line_is_caught_by_the_slowed_listening(
-    decoded_rates: list[int],
+    decodings: list[tuple[int, str]],
 ) -> None:
     audio = phone_speech("please find out about wind turbines", "espeak")
     once = hear(audio, 8000)
     assert not research_front().calls_tool(once.text), once.text  # what the relisten is for
     twice = hear(audio, 8000, research_relisten())
-    assert decoded_rates == [8000, 8000, round(8000 * SLOWER)]
+    assert rates(decodings) == [8000, 8000, round(8000 * SLOWER)]
     assert research_front().calls_tool(twice.text)
     assert names_topic(twice.text, ["wind turbines"]), twice.text
     assert 0.0 <= twice.start_time < twice.end_time <= len(audio) / 2 / 8000 + 0.1
 
 
+def test_the_second_listening_is_primed_with_the_desks_requests_as_sentences(
+    decodings: list[tuple[int, str]],
+) -> None:
+    audio = phone_speech("please find out about wind turbines", "espeak")
+    relisten = research_relisten()
+    heard = hear(audio, 8000, relisten)
+    assert decodings == [(8000, research_prompt()), (round(8000 * SLOWER), relisten.prompt)]
+    assert relisten.prompt.startswith("Research solar panels. Look into wind turbines.")
+    assert research_front().calls_tool(heard.text)
+    assert names_topic(heard.text, ["wind turbines"]), heard.text
+
+
 def test_an_unrelated_utterance_listened_to_again_is_still_no_request(
-    decoded_rates: list[int],
+    decodings: list[tuple[int, str]],
 ) -> None:
     # On a phone line "what if" and "what is" sound alike; the slowed hearing's question is
     # about nothing the desk knows.
     audio = phone_speech("what if it rains tomorrow", "espeak")
     heard = hear(audio, 8000, research_relisten())
-    assert decoded_rates == [8000, round(8000 * SLOWER)]
+    assert rates(decodings) == [8000, round(8000 * SLOWER)]
     assert not research_front().calls_tool(heard.text), heard.text
 
 
-def test_a_request_heard_the_first_time_is_decoded_once(decoded_rates: list[int]) -> None:
+def test_a_request_heard_the_first_time_is_decoded_once(decodings: list[tuple[int, str]]) -> None:
     audio = phone_speech("could you dig into heat pumps for me", "piper")
     heard = hear(audio, 8000, research_relisten())
-    assert decoded_rates == [8000]
+    assert rates(decodings) == [8000]
     assert research_front().calls_tool(heard.text)
 
 
-def test_wideband_audio_is_listened_to_again_the_same_way(decoded_rates: list[int]) -> None:
+def test_wideband_audio_is_listened_to_again_the_same_way(decodings: list[tuple[int, str]]) -> None:
     audio = speech("my neighbour has a new dog", "piper")
     heard = hear(audio, 16000, research_relisten())
-    assert decoded_rates == [16000, round(16000 * SLOWER)]
+    assert rates(decodings) == [16000, round(16000 * SLOWER)]
     assert not research_front().calls_tool(heard.text)
     assert hear(audio, 16000) == heard  # the first hearing kept
 
 
 def test_a_wideband_request_misheard_is_caught_by_the_slowed_listening(
-    decoded_rates: list[int],
+    decodings: list[tuple[int, str]],
 ) -> None:
     audio = speech("what is a smart meter", "espeak")
     once = hear(audio, 16000)
     assert not research_front().calls_tool(once.text), once.text
     twice = hear(audio, 16000, research_relisten())
-    assert decoded_rates == [16000, 16000, round(16000 * SLOWER)]
+    assert rates(decodings) == [16000, 16000, round(16000 * SLOWER)]
     assert research_front().calls_tool(twice.text) and "meter" in twice.text.lower()
 
 
@@ -162,3 +186,17 @@ def test_a_second_hearing_is_believed_only_as_a_request_naming_a_topic() -> None
     assert not relisten.believes("nevermind, not today")  # a request, no topic
     assert not relisten.believes("I like solar panels")  # a topic, no request
     assert not relisten.believes("")
+
+
+def test_a_request_about_none_of_the_topics_is_listened_to_again() -> None:
+    relisten = research_relisten()
+    assert relisten.listens_again("how about the weekend")  # no request
+    assert relisten.listens_again("dig into, high, low power, for me")  # no topic named
+    assert relisten.listens_again("So, what are we going to survive?")
+    assert not relisten.listens_again("dig into hydro power for me")
+    assert not relisten.listens_again("what is a heat pump")
+    assert not relisten.listens_again("any news")  # a request without a topic to mishear
+    assert not relisten.listens_again("never mind")
+    without = Relisten(is_request=research_front().calls_tool, topics=relisten.topics)
+    assert not without.listens_again("dig into, high, low power, for me")
+    assert without.listens_again("how about the weekend")

@@ -31,6 +31,17 @@ from voicehub.agents.llm import (
     ToolChoice,
     ToolSpec,
 )
+from voicehub.agents.scripted_vocabulary import example_requests, rule_vocabulary
+from voicehub.core.phonetics import sounds_alike
+
+__all__ = [
+    "ScriptedLLM",
+    "ScriptedRule",
+    "example_requests",
+    "render",
+    "render_nested",
+    "rule_vocabulary",
+]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
@@ -164,6 +175,20 @@ class ScriptedLLM:
         chunks = self.respond([ChatMessage(role="user", content=text)], offered)
         return any(isinstance(chunk, ToolCallChunk) for chunk in chunks)
 
+    def tool_arguments(self, text: str) -> str:
+        """The string values of the arguments of the tool call a caller turn saying `text`
+        makes (as `calls_tool`), joined by spaces: what the request is about ("" for no
+        tool call, or one without arguments). A speech recognizer asks this to tell a
+        request about something the desk knows from one about something it may have
+        misheard (`Relisten`)."""
+        offered = [ToolSpec(name=rule.tool) for rule in self.rules if rule.tool is not None]
+        chunks = self.respond([ChatMessage(role="user", content=text)], offered)
+        calls = [chunk.call for chunk in chunks if isinstance(chunk, ToolCallChunk)]
+        if not calls:
+            return ""
+        values = json.loads(calls[0].arguments).values()
+        return " ".join(_strings(value) for value in values).strip()
+
     def _after_tool(self, messages: Sequence[ChatMessage]) -> list[LLMChunk]:
         results: list[str] = []
         for message in reversed(messages):
@@ -191,6 +216,17 @@ class ScriptedLLM:
             if index < len(self.rules):
                 return self.rules[index]
         return None
+
+
+def _strings(value: Any) -> str:
+    """Every string inside `value` (a rendered argument), joined by spaces."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return " ".join(_strings(item) for item in value.values())
+    if isinstance(value, list):
+        return " ".join(_strings(item) for item in value)
+    return ""
 
 
 _JSON_STARTS = frozenset('{["-0123456789')
@@ -270,8 +306,11 @@ def _near_match(
 
 def _slips(heard: list[str], wanted: list[str]) -> Iterator[tuple[int, int]]:
     """Spans `heard[start:end]` that say `wanted` with one slip a recognizer makes:
-    - one word wrong: any word of a phrase of three or more words, in a two-word phrase a
-      word spelled alike (`_alike`: "did into" for "dig into");
+    - one word wrong: an inner or last word of a phrase of three or more words; its first
+      word only when spelled or sounding alike (`_alike`, `sounds_alike`: "write up on" for
+      "read up on"; a phrase is known by its start: "is it going to rain" is not "how's it
+      going" misheard, IS against HS); a word of a two-word phrase only when spelled alike
+      ("did into" for "dig into"; "any nose" is not taken for "any news");
     - an inner word of a phrase of three or more words dropped ("read on" for "read up on");
     - words split or joined ("in to" for "into", "nevermind" for "never mind")."""
     size = len(wanted)
@@ -286,18 +325,32 @@ def _slips(heard: list[str], wanted: list[str]) -> Iterator[tuple[int, int]]:
         window = heard[start : start + size]
         if len(window) == size:
             wrong = [(a, b) for a, b in zip(window, wanted, strict=True) if a != b]
-            if len(wrong) == 1 and (size > 2 or _alike(*wrong[0])):
+            if len(wrong) == 1 and _slip_allowed(window[0], *wrong[0], wanted):
                 yield start, start + size
         if heard[start : start + size - 1] in inner_dropped:
             yield start, start + size - 1
+
+
+def _slip_allowed(first: str, heard: str, meant: str, wanted: list[str]) -> bool:
+    """Whether `heard`, said for `meant` in a span starting with `first`, is a slip of the
+    recognizer in phrase `wanted` (`_slips`)."""
+    if len(wanted) == 2:
+        return _alike(heard, meant)
+    return first == wanted[0] or _alike(heard, meant) or sounds_alike(heard, meant)
 
 
 def _alike(heard: str, meant: str) -> bool:
     """Words a recognizer confuses: same first letter, mostly the same letters ("did" and
     "dig"; not "nose" and "news", nor "get" and "forget"). Not "if" for "is", though a phone
     line blurs s and f: "what if it rains" would then be a question for the knowledge base
-    (the phone bench's unrelated utterances)."""
-    return heard[:1] == meant[:1] and difflib.SequenceMatcher(None, heard, meant).ratio() >= 0.6
+    (the phone bench's unrelated utterances). A heard word of one or two letters is too
+    little to go on: "what a lovely day", heard "what I lovely day", is not "what is", nor
+    "I'll dig in the paper" "dig into" (both false triggers on the phone bench)."""
+    return (
+        len(heard) >= 3
+        and heard[:1] == meant[:1]
+        and difflib.SequenceMatcher(None, heard, meant).ratio() >= 0.6
+    )
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:
@@ -315,26 +368,3 @@ def render(template: str, values: Mapping[str, Any]) -> str:
         return value if isinstance(value, str) else json.dumps(value)
 
     return _PLACEHOLDER.sub(lookup, template)
-
-
-_REGEX_NOISE = re.compile(r"\(\?P<\w+>|\\[A-Za-z]|\(\?[:=!<]*")
-
-
-def rule_vocabulary(rules: Sequence[ScriptedRule], *, tools_only: bool = False) -> list[str]:
-    """The words callers are expected to say to `rules`: each `match` phrase, and the literal
-    words of each `regex` (its alternatives), in rule order. A speech recognizer biased to
-    these mishears trigger phrases less often. `tools_only`: only the rules that call a tool
-    (the requests worth biasing for; greetings in Whisper's prompt made it hear "Good
-    evening" at the start of requests it could not make out)."""
-    phrases: list[str] = []
-    for rule in rules:
-        if rule.on != "user" or (tools_only and rule.tool is None):
-            continue
-        phrases += [phrase for phrase in rule.match if phrase != "*"]
-        if rule.regex is not None:
-            literal = _REGEX_NOISE.sub(" ", rule.regex)
-            for part in re.split(r"[|()\[\]?*+.,$^{}!]", literal):
-                words = re.findall(r"[A-Za-z']{2,}", part)
-                if len(" ".join(words)) > 2:  # not "so", "an": filler, not vocabulary
-                    phrases.append(" ".join(words))
-    return phrases

@@ -133,11 +133,49 @@ FRESH2_UNRELATED: list[str] = [
     "thank you, goodbye",
 ]
 
+# Written before the sound-alike first word, the prompt and slot changes of issue 9's third
+# accuracy pass were measured on any audio, and measured only with what that pass kept: its
+# held-out figure (every part above had been looked at by then, `fresh2`'s misses included).
+# Not in the headline figures, which stay the four parts above (comparable across passes).
+FRESH3_REQUESTS: list[tuple[str, str, str]] = [
+    ("could you research led lights for me", "delegate_workers", "led"),
+    ("please dig into smart meters", "delegate_workers", "meter"),
+    ("I want to find out about recycling", "delegate_workers", "recycl"),
+    ("can you look into electric cars please", "delegate_workers", "car"),
+    ("read up on wind turbines for me", "delegate_workers", "wind"),
+    ("research hydro power please", "delegate_workers", "hydro"),
+    ("how's it going", "check_tasks", ""),
+    ("any update yet", "check_tasks", ""),
+    ("are they done now", "check_tasks", ""),
+    ("never mind, thanks", "cancel_task", ""),
+    ("cancel the research", "cancel_task", ""),
+    ("what are batteries", "search_knowledge", "batter"),
+    ("what is recycling", "search_knowledge", "recycl"),
+    ("what's a wind turbine", "search_knowledge", "wind"),
+    ("so what is hydro power", "search_knowledge", "hydro"),
+]
+FRESH3_UNRELATED: list[str] = [
+    "what a mess",
+    "my solar charger is broken",
+    "I'm reading a book about cars",
+    "the wind is strong today",
+    "can you hear me now",
+    "I have a question for you",
+    "we recycle our bottles",
+    "how is your day going",
+    "that is all, thank you",
+    "the meter reader came today",
+]
+
 HALVES = ("tuning", "held_out", "fresh", "fresh2")
 """`tuning`: the even phrasings of `REQUESTS` and `UNRELATED`, what thresholds and
 settings are chosen on; `held_out`: their odd phrasings; `fresh`: `FRESH_REQUESTS` and
 `FRESH_UNRELATED`; `fresh2`: `FRESH2_REQUESTS` and `FRESH2_UNRELATED`. The headline
 figures are all four together."""
+
+PARTS = (*HALVES, "fresh3")
+"""Every part of the set: `HALVES` and `fresh3` (`FRESH3_REQUESTS`, `FRESH3_UNRELATED`),
+which is reported on its own."""
 
 FLITE_VOICES = ("slt", "awb", "rms")
 
@@ -149,7 +187,7 @@ class Sample:
     needle: str
     voice: str
     pcm16: bytes  # 16 kHz
-    half: str  # one of HALVES
+    half: str  # one of PARTS
 
 
 def voices() -> dict[str, Callable[[str], bytes]]:
@@ -184,8 +222,9 @@ def _flite(program: str, voice: str) -> Callable[[str], bytes]:
 
 
 def phrasings(quick: bool) -> list[tuple[str, str, str, str]]:
-    """(words, tool, needle, half) of every request, then every unrelated utterance (quick:
-    every fourth request, every fifth unrelated utterance)."""
+    """(words, tool, needle, part) of every request, then every unrelated utterance, then
+    the fresh3 part (quick: every fourth request, every fifth unrelated utterance, every
+    fifth of fresh3)."""
     listed: list[tuple[str, str, str, str]] = []
     for index, (words, tool, needle) in enumerate(REQUESTS):
         listed.append((words, tool, needle, HALVES[index % 2]))
@@ -198,7 +237,11 @@ def phrasings(quick: bool) -> list[tuple[str, str, str, str]]:
     step_requests, step_unrelated = (4, 5) if quick else (1, 1)
     requests = [p for p in listed if p[1]][::step_requests]
     unrelated = [p for p in listed if not p[1]][::step_unrelated]
-    return [*requests, *unrelated]
+    # The fresh3 part last: eSpeak NG says a sentence differently after others, so the
+    # parts before it keep the audio they had before it was added.
+    fresh3 = [(words, tool, needle, "fresh3") for words, tool, needle in FRESH3_REQUESTS]
+    fresh3 += [(words, "", "", "fresh3") for words in FRESH3_UNRELATED]
+    return [*requests, *unrelated, *fresh3[:: 5 if quick else 1]]
 
 
 @functools.cache

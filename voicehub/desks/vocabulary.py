@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from voicehub.agents.scripted import ScriptedLLM, rule_vocabulary
+from voicehub.agents.scripted import ScriptedLLM, example_requests, rule_vocabulary
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
+from voicehub.voice.providers.offline.whisper_engine import sentences_prompt
 from voicehub.voice.providers.offline.whisper_relisten import Relisten
 
 if TYPE_CHECKING:
@@ -38,9 +39,11 @@ def desk_vocabulary(desk: Desk) -> list[str]:
 
 
 def desk_relisten(desk: Desk) -> Relisten | None:
-    """When the recognizer listens to audio again (`whisper_relisten`): when the
-    front agent's scripted rules call no tool for what it heard; and the second hearing is
-    believed when they do and it names one of the desk's knowledge topics. None for a desk
+    """When the recognizer listens to audio again (`whisper_relisten`): when the front
+    agent's scripted rules call no tool for what it heard, or call one about none of the
+    desk's topics; and the second hearing, decoded with the desk's requests as whole
+    sentences for its prompt (`example_requests`), is believed when they do and it names one
+    of the desk's knowledge topics. None for a desk
     whose front agent is not scripted (a model's choice of tool cannot be asked in advance)
     or that has no knowledge topics."""
     front = desk.entry_agent
@@ -48,7 +51,13 @@ def desk_relisten(desk: Desk) -> Relisten | None:
         return None
     if not desk.knowledge.topics:
         return None
-    return Relisten(is_request=front.llm.calls_tool, topics=tuple(desk.knowledge.topics))
+    topics = tuple(desk.knowledge.topics)
+    return Relisten(
+        is_request=front.llm.calls_tool,
+        topics=topics,
+        asks_about=front.llm.tool_arguments,
+        prompt=sentences_prompt(example_requests(front.llm.rules, topics)),
+    )
 
 
 def desk_correction(desk: Desk) -> VocabularyCorrection | None:

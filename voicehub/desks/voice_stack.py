@@ -180,8 +180,8 @@ def offline_stt_name(desk: Desk) -> str:
     """The offline recognizer of `desk`'s calls: "whisper" or "pocketsphinx", as its
     `[voice] stt` names; "auto" is Whisper wherever it can run (`whisper_unavailable`), on
     phone and wideband calls alike: tool accuracy on the phone bench, Whisper against
-    PocketSphinx, is 0.911 against 0.22 on phone audio and 0.973 against 0.62 wideband,
-    for somewhat more CPU (a median request: 394 against 323 ms of one core). PocketSphinx
+    PocketSphinx, is 0.956 against 0.21 on phone audio and 0.978 against 0.62 wideband,
+    for somewhat more CPU (a median request: 385 against 263 ms of one core). PocketSphinx
     stands in, with a warning, when Whisper's model is missing or altered."""
     chosen = desk.config.voice.stt
     if chosen != "auto":

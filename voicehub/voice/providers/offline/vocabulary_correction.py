@@ -6,8 +6,9 @@ not it is replaced by the topic: Whisper tiny on a phone line hears "installatio
 sounds like a topic when both of these are close, on the span's words run together against
 the topic's (or its singular: "let's light" is measured against "led light"):
 
-- a phonetic key (`phonetic_key`, a small metaphone: consonant sounds, vowels dropped but
-  a leading one), compared by edit distance with transpositions, over the longer key;
+- a phonetic key (`voicehub.core.phonetics.phonetic_key`, a small metaphone: consonant
+  sounds, vowels dropped but a leading one), compared by edit distance with
+  transpositions, over the longer key;
 - the letters themselves, compared the same way;
 
 their mean reaching `THRESHOLD`, and the span starting with the topic's first sound (a
@@ -23,16 +24,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from voicehub.core.phonetics import phonetic_key, similarity
 from voicehub.voice.providers.offline.whisper_relisten import singular
 
-__all__ = ["THRESHOLD", "VocabularyCorrection", "phonetic_key", "similarity"]
+__all__ = ["THRESHOLD", "VocabularyCorrection"]
 
 THRESHOLD = 0.7
 """The mean of phonetic-key and letter similarity at which a span is taken for a topic.
 Chosen on the phone bench's tuning, held-out and fresh parts (never `fresh2`)."""
 
 _WORD = re.compile(r"[A-Za-z']+")
-_VOWELS = set("aeiouy")
 _GRAMMAR = frozenset(
     {"a", "an", "the", "of", "to", "in", "on", "at", "by", "for", "from", "with", "and"}
     | {"or", "but", "is", "are", "was", "it", "its", "this", "that", "i", "me", "my", "you"}
@@ -40,63 +41,6 @@ _GRAMMAR = frozenset(
 )
 """Words a span may not hold: short words of the sentence's grammar, which the recognizer
 rarely mishears and no topic is made of ("I lit a light" is no "led light")."""
-
-
-def phonetic_key(text: str) -> str:
-    """A simplified metaphone of `text`'s letters: each consonant sound as one letter (X
-    for sh/ch/-tion, 0 for th, K for hard c/g/q, S for soft c, F for ph), silent gh, kn, wr
-    and doubled letters dropped, vowels dropped except a leading one."""
-    word = re.sub(r"[^a-z]", "", text.lower())
-    for written, sound in (
-        ("tion", "xn"),
-        ("sion", "xn"),
-        ("sh", "x"),
-        ("ch", "x"),
-        ("th", "0"),
-        ("ph", "f"),
-        ("ck", "k"),
-        ("gh", ""),
-        ("kn", "n"),
-        ("wr", "r"),
-        ("ce", "se"),
-        ("ci", "si"),
-        ("cy", "sy"),
-    ):
-        word = word.replace(written, sound)
-    key: list[str] = []
-    for index, letter in enumerate(word):
-        if letter in _VOWELS:
-            if index == 0:
-                key.append(letter.upper())
-            continue
-        if letter == "h" and (index + 1 == len(word) or word[index + 1] not in _VOWELS):
-            continue  # "h" sounds only before a vowel
-        if letter == "w" and (index + 1 == len(word) or word[index + 1] not in _VOWELS):
-            continue
-        sound = {"c": "k", "q": "k", "g": "k", "d": "t", "b": "p", "v": "f", "z": "s"}.get(
-            letter, letter
-        )
-        if not key or key[-1] != sound.upper():
-            key.append(sound.upper())
-    return "".join(key)
-
-
-def similarity(a: str, b: str) -> float:
-    """1 - the edit distance (with adjacent transpositions) between `a` and `b` over the
-    longer's length: 1.0 the same, 0.0 nothing in common."""
-    if not a and not b:
-        return 1.0
-    previous2: list[int] = []
-    previous = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        current = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                current[j] = min(current[j], previous2[j - 2] + 1)
-        previous2, previous = previous, current
-    return 1.0 - previous[len(b)] / max(len(a), len(b))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,11 @@ recognizing differently; nothing is ever downloaded.
 Whisper has no partial results: it decodes a whole utterance (the VAD's segment) at once,
 about 0.4 s of one core for a two-second request. It copes with phone audio far better
 than PocketSphinx (`voicehub bench --only phone`, all 225 requests of its evaluation set:
-tool accuracy on phone audio 0.22 with PocketSphinx, 0.911 with Whisper prompted with the
-desk's vocabulary, listening again slowed to audio heard as no request
+tool accuracy on phone audio 0.21 with PocketSphinx, 0.956 with Whisper prompted with the
+desk's vocabulary, listening again slowed, primed with the desk's requests as sentences,
+to audio heard as no request or as one about none of the desk's topics
 (`whisper_relisten`) and its transcripts corrected to the desk's topics
-(`vocabulary_correction`); wideband 0.62 and 0.973).
+(`vocabulary_correction`); wideband 0.62 and 0.978).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "MODEL_FILES",
     "WhisperModelError",
     "WhisperRecognizer",
+    "sentences_prompt",
     "shared_recognizer",
     "vocabulary_prompt",
     "whisper_unavailable",
@@ -141,6 +143,23 @@ def vocabulary_prompt(phrases: Iterable[str]) -> str:
     return ", ".join(seen) + "." if seen else ""
 
 
+def sentences_prompt(sentences: Iterable[str]) -> str:
+    """A decoding prompt of whole sentences a caller might say (`example_requests`), in
+    order, without repeats, up to the prompt's budget: the second listening's prompt
+    (`Relisten.prompt`)."""
+    seen: list[str] = []
+    size = 0
+    for sentence in sentences:
+        cleaned = " ".join(sentence.split())
+        if not cleaned or cleaned.lower() in (s.lower() for s in seen):
+            continue
+        if size + len(cleaned) + 1 > _PROMPT_MAX_CHARS:
+            break
+        seen.append(cleaned)
+        size += len(cleaned) + 1
+    return " ".join(seen)
+
+
 class WhisperRecognizer:
     """The loaded model; :meth:`recognize` is blocking and thread-safe.
 
@@ -191,13 +210,14 @@ class WhisperRecognizer:
         """The words of one utterance (any rate; resampled to 16 kHz). With `correction`,
         spans that sound like one of the desk's topics are replaced by it in every hearing
         (`vocabulary_correction`). With `relisten`, audio whose words ask the desk for
-        nothing is decoded a second time, slowed down, and that hearing is kept when
-        `relisten` believes it (`whisper_relisten`): only those utterances pay for a
-        second decode."""
+        nothing (or about none of its topics) is decoded a second time, slowed down, and
+        that hearing is kept when `relisten` believes it (`whisper_relisten`): only those
+        utterances pay for a second decode."""
         heard = self._decode(pcm16, sample_rate, prompt, correction)
-        if relisten is None or relisten.is_request(heard.text):
+        if relisten is None or not relisten.listens_again(heard.text):
             return heard
-        slower = self._decode(pcm16, round(sample_rate * SLOWER), prompt, correction)
+        slower_rate = round(sample_rate * SLOWER)
+        slower = self._decode(pcm16, slower_rate, relisten.prompt or prompt, correction)
         if not relisten.believes(slower.text):
             return heard
         # Times in the slowed audio are longer by 1 / SLOWER.

@@ -11,6 +11,16 @@ knows, so still no request). Wideband audio is listened to again the same way: e
 "what is a smart meter" is heard "What, in a smart meter.", slowed "what is a smart
 meter" (on the tuning half of the bench's set one more request right, no false trigger).
 
+A request about none of the desk's topics is listened to again too ("dig into, high, low
+power": its slowed hearing may name "hydro power"), and the second listening is primed
+with the desk's requests as whole sentences ("Research solar panels. Look into wind
+turbines."), not the first's list of phrases: a second opinion primed differently errs
+differently, and the list primed Whisper to answer with a list ("Look into, find out
+about,"). Both measured on the phone bench (README: "Phone calls"). Whisper can echo a
+sentence of that prompt ("Please look into wind turbines for me" for heat pumps, once, in
+a `--quick` run): a second hearing names a topic it may have been told, which is why it
+is only taken when the first asked for nothing the desk knows.
+
 Measured with `voicehub bench --only phone` (README: "Phone calls"). Tried first and
 dropped: rescoring Whisper's n-best list with the desk's rules (take the best alternative
 that is a request when the best hypothesis is none). Of a beam of 5, the five hypotheses
@@ -41,10 +51,26 @@ class Relisten:
     `is_request(words)`: the desk would act on these words (its scripted agent calls a
     tool); a first hearing that is not one is listened to again. `topics`: what the desk
     knows about (its knowledge base's topics); the second hearing is kept only when it is a
-    request naming one of them."""
+    request naming one of them. `asks_about(words)`: the words of the request's arguments
+    (its topic: "" for no request, or one without arguments); when given, a first hearing
+    that is a request about something other than the desk's topics is listened to again
+    too ("dig into, high, low power", "look into matter in": the slowed hearing may name
+    the topic; requests without a topic, "any news", are decoded once)."""
 
     is_request: Callable[[str], bool]
     topics: Sequence[str]
+    asks_about: Callable[[str], str] | None = None
+    prompt: str = ""
+    """The second listening's decoding prompt ("" for the first's)."""
+
+    def listens_again(self, words: str) -> bool:
+        """Whether audio first heard as `words` is decoded a second time, slowed."""
+        if not self.is_request(words):
+            return True
+        if self.asks_about is None:
+            return False
+        about = self.asks_about(words)
+        return bool(about.strip()) and not names_topic(about, self.topics)
 
     def believes(self, words: str) -> bool:
         """Whether a second hearing of `words` replaces the first."""
