@@ -52,6 +52,7 @@ class SileroBatcher:
         self._waiting: list[BatchedSileroStream] = []
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._last_batch = float("-inf")  # loop time the latest batch started
         self.streams: weakref.WeakSet[BatchedSileroStream] = weakref.WeakSet()  # live ones
         # its own threads: a batch never queues behind the loop's other blocking calls
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="silero-batch")
@@ -87,13 +88,18 @@ class SileroBatcher:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # windows and timer of a loop that ended died with it
             self._loop, self._waiting, self._timer = loop, [], None
+            self._last_batch = float("-inf")
         self._waiting.append(stream)
         if len(self._waiting) >= len(self.streams):
             if self._timer is not None:
                 self._timer.cancel()
             self._flush()
         elif self._timer is None:
-            self._timer = loop.call_later(self.tick, self._flush)
+            # Ticks count from the latest batch's start, not from this window: counted from
+            # here (right after a batch came back), a batch that takes half a tick would make
+            # the cycle a tick and a half, longer than a window (32 ms) at a few hundred
+            # calls, and every stream's windows would pile up, a window a cycle.
+            self._timer = loop.call_at(self._last_batch + self.tick, self._flush)
 
     def _flush(self) -> None:
         self._timer = None
@@ -101,6 +107,7 @@ class SileroBatcher:
         self._waiting = []
         if not batch:
             return
+        self._last_batch = asyncio.get_running_loop().time()
         # the rows are built here, on the loop: a stream's state changes only on the loop
         context = self.context_size
         slots = np.fromiter((stream.slot for stream in batch), dtype=np.intp, count=len(batch))
