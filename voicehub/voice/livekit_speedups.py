@@ -17,6 +17,9 @@ other version livekit runs as shipped.
 - `AgentSession._text_only`, read through `AgentActivity.stt` at every VAD window of
   caller speech (`_interrupt_by_audio_activity`), runs two import statements each time;
   `text_only` imports them once.
+- livekit's tracer binds every span's arguments to a signature, for attributes and
+  exception records that a no-op tracer drops: `livekit_untraced` skips that while no
+  tracer provider records spans.
 - `rtc.EventEmitter.emit` computes `inspect.signature` of every listener at every event
   (session state, transcripts, metrics: dozens per turn), only to know how many positional
   arguments the listener takes. `emit_with_known_arity` remembers that per listener.
@@ -31,6 +34,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from voicehub.voice import livekit_untraced
 from voicehub.voice.providers import vendor_import
 
 with vendor_import("livekit-agents"):
@@ -147,5 +151,6 @@ def install() -> None:
         agent_activity._resolve_endpointing = resolve_endpointing  # type: ignore[attr-defined]
         agent_activity.dataclass = cached_local_dataclass  # type: ignore[attr-defined]
         agent_session.AgentSession._text_only = property(text_only)  # type: ignore[method-assign, assignment]
+        livekit_untraced.install()
     if rtc_version == RTC_VERSION:
         rtc.EventEmitter.emit = emit_with_known_arity  # type: ignore[method-assign]
