@@ -138,3 +138,25 @@ def test_text_only_answers_as_livekit(mode: str | None) -> None:
         return text_only(None), livekit_text_only.fget(None)  # type: ignore[arg-type, misc]
 
     assert contextvars.copy_context().run(answers) == (mode == "TEXT",) * 2
+
+
+async def test_a_session_outside_a_job_keeps_no_events_and_still_emits_them() -> None:
+    from livekit.agents import AgentSession
+    from livekit.agents.job import _JobContextVar
+
+    from voicehub.voice.livekit_speedups import keep_no_events
+
+    session: AgentSession[None] = AgentSession()
+    heard: list[object] = []
+    session.on("close", heard.append)
+    token = _JobContextVar.set(object())  # type: ignore[arg-type]  # inside a job: kept
+    try:
+        assert not keep_no_events(session)
+    finally:
+        _JobContextVar.reset(token)
+    session.emit("close", "first")  # type: ignore[arg-type]
+    assert session._recorded_events == ["first"]  # livekit's keeping, untouched
+
+    assert keep_no_events(session)  # no job: nobody can make the report
+    session.emit("close", "second")  # type: ignore[arg-type]
+    assert session._recorded_events == [] and heard == ["first", "second"]

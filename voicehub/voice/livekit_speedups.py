@@ -20,6 +20,9 @@ other version livekit runs as shipped.
 - livekit's tracer binds every span's arguments to a signature, for attributes and
   exception records that a no-op tracer drops: `livekit_untraced` skips that while no
   tracer provider records spans.
+- `AgentSession.emit` keeps every event of the call (state changes, transcripts, each
+  metrics event: two a second from the VAD's metrics alone) for the LiveKit job's session
+  report, its only reader; a session outside a job (`keep_no_events`) keeps none.
 - `rtc.EventEmitter.emit` computes `inspect.signature` of every listener at every event
   (session state, transcripts, metrics: dozens per turn), only to know how many positional
   arguments the listener takes. `emit_with_known_arity` remembers that per listener.
@@ -40,7 +43,7 @@ from voicehub.voice.providers import vendor_import
 with vendor_import("livekit-agents"):
     from livekit import rtc
     from livekit.agents import __version__ as agents_version
-    from livekit.agents.job import current_simulation
+    from livekit.agents.job import current_simulation, get_job_context
     from livekit.agents.simulation import SimulationMode
     from livekit.agents.voice import agent_activity, agent_session, turn
     from livekit.rtc import event_emitter
@@ -52,6 +55,7 @@ __all__ = [
     "cached_local_dataclass",
     "emit_with_known_arity",
     "install",
+    "keep_no_events",
     "livekit_text_only",
     "resolve_endpointing",
     "text_only",
@@ -143,6 +147,23 @@ def emit_with_known_arity(self: rtc.EventEmitter[Any], event: Any, *args: Any) -
                 raise
             except Exception:
                 _emitter_log.exception(f"failed to emit event {event}")
+
+
+class _Unkept(list[Any]):
+    """A list that keeps nothing appended to it."""
+
+    def append(self, item: Any) -> None:
+        """Drop `item`."""
+
+
+def keep_no_events(session: agent_session.AgentSession[Any]) -> bool:
+    """Outside a LiveKit job, stop `session` keeping its events for a session report no
+    one can make (only the job makes it); True if it was stopped. Call it after `start`
+    (which resets the list); listeners get every event as before."""
+    if get_job_context(required=False) is not None:
+        return False
+    session._recorded_events = _Unkept()
+    return True
 
 
 def install() -> None:
