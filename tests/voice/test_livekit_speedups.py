@@ -1,4 +1,5 @@
-"""The endpointing resolver livekit's activity uses gives livekit's own answers."""
+"""livekit speedups give livekit's own answers: endpointing options, local dataclasses, emit,
+text-only checks, kept events and metrics bookkeeping."""
 
 from __future__ import annotations
 
