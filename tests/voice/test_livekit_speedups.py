@@ -1,6 +1,9 @@
-"""The endpointing resolver livekit's activity uses gives livekit's own answers."""
+"""livekit speedups give livekit's own answers: endpointing options, local dataclasses, emit,
+text-only checks, kept events and metrics bookkeeping."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -138,3 +141,85 @@ def test_text_only_answers_as_livekit(mode: str | None) -> None:
         return text_only(None), livekit_text_only.fget(None)  # type: ignore[arg-type, misc]
 
     assert contextvars.copy_context().run(answers) == (mode == "TEXT",) * 2
+
+
+async def test_a_session_outside_a_job_keeps_no_events_and_still_emits_them() -> None:
+    from livekit.agents import AgentSession
+    from livekit.agents.job import _JobContextVar
+
+    from voicehub.voice.livekit_speedups import keep_no_events
+
+    session: AgentSession[None] = AgentSession()
+    heard: list[object] = []
+    session.on("close", heard.append)
+    token = _JobContextVar.set(object())  # type: ignore[arg-type]  # inside a job: kept
+    try:
+        assert not keep_no_events(session)
+    finally:
+        _JobContextVar.reset(token)
+    session.emit("close", "first")  # type: ignore[arg-type]
+    assert session._recorded_events == ["first"]  # livekit's keeping, untouched
+
+    assert keep_no_events(session)  # no job: nobody can make the report
+    session.emit("close", "second")  # type: ignore[arg-type]
+    assert session._recorded_events == [] and heard == ["first", "second"]
+
+
+def _llm_metrics() -> object:
+    from livekit.agents.metrics import LLMMetrics
+    from livekit.agents.metrics.base import Metadata
+
+    return LLMMetrics(
+        label="llm",
+        request_id="r1",
+        timestamp=0.0,
+        duration=0.5,
+        ttft=0.1,
+        cancelled=False,
+        completion_tokens=7,
+        prompt_tokens=11,
+        prompt_cached_tokens=0,
+        total_tokens=18,
+        tokens_per_second=14.0,
+        metadata=Metadata(model_name="m", model_provider="p"),
+    )
+
+
+@pytest.mark.parametrize("seen", ["listener", "kept", "neither"])
+async def test_metrics_are_counted_as_livekit_counts_them(seen: str) -> None:
+    from types import SimpleNamespace
+
+    from livekit.agents import AgentSession
+
+    from voicehub.voice import livekit_speedups
+    from voicehub.voice.livekit_speedups import keep_no_events, metrics_without_unseen_events
+
+    def session() -> AgentSession[None]:
+        made: AgentSession[None] = AgentSession()
+        if seen != "kept":
+            keep_no_events(made)
+        if seen == "listener":
+            made.on("session_usage_updated", lambda ev: None)
+        return made
+
+    ours, theirs = session(), session()
+    emitted: dict[int, list[str]] = {id(ours): [], id(theirs): []}
+    for made in (ours, theirs):
+        emit = made.emit
+
+        def counted(
+            name: str, ev: object, made: AgentSession[None] = made, emit: Any = emit
+        ) -> None:
+            emitted[id(made)].append(name)
+            emit(name, ev)  # type: ignore[arg-type]
+
+        made.emit = counted  # type: ignore[method-assign]
+    activity = SimpleNamespace(_session=ours, _realtime_spans=None)
+    metrics_without_unseen_events(activity, _llm_metrics())  # type: ignore[arg-type]
+    activity = SimpleNamespace(_session=theirs, _realtime_spans=None)
+    livekit_speedups._livekit_on_metrics(activity, _llm_metrics())  # type: ignore[arg-type]
+    assert ours.usage == theirs.usage and ours.usage.model_usage  # the tokens were counted
+    assert [type(e) for e in ours._recorded_events] == [type(e) for e in theirs._recorded_events]
+    assert emitted[id(theirs)] == ["metrics_collected", "session_usage_updated"]
+    # built and emitted only when someone sees them
+    assert emitted[id(ours)] == ([] if seen == "neither" else emitted[id(theirs)])

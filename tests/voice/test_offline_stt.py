@@ -342,3 +342,43 @@ async def test_a_call_holds_no_decoder_while_silent_or_between_utterances() -> N
     assert {"weather", "tomorrow"} <= words(finals[1])
     stats = pool.stats()
     assert stats.acquired == 2 and stats.busy == 0  # one loan per utterance, both returned
+
+
+async def test_frames_are_decoded_where_they_are_pushed() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    stt = PocketSphinxSTT(endpoint_silence=None)
+    stt.prewarm()  # an idle decoder: lent without waiting
+    stream = stt.stream()
+    pushed = list(frames(silence(0.4) + speech(RESEARCH)))
+    for frame in pushed[:20]:  # silence: the gate takes each frame, nothing waits
+        stream.push_frame(frame)
+    channel = stream._input_ch
+    assert (channel.direct, channel.queued) == (20, 0)  # taken in push_frame, no task ran
+    for frame in pushed[20:]:
+        stream.push_frame(frame)
+        await asyncio.sleep(0)  # a paced call: the stream's task lends a decoder once
+    stream.flush()
+    stream.end_input()
+    events = await collect(stream)
+    finals = [e.alternatives[0].text for e in events if e.type == T.FINAL_TRANSCRIPT]
+    assert {"research", "solar"} <= words(finals[0])
+    # the speech asked for a decoder once (a marker for the task); every frame and both
+    # flushes (ours and end_input's) went direct
+    assert channel.direct == len(pushed) + 2 and channel.queued == 1
+
+
+async def test_a_frame_that_fails_ends_the_stream_with_its_error() -> None:
+    from voicehub.voice.providers.offline import PocketSphinxSTT
+
+    stream = PocketSphinxSTT().stream()
+
+    def broken(*_: Any) -> list[Any]:
+        raise ValueError("decoder broke")
+
+    stream._recognizer.feed = broken  # type: ignore[method-assign]
+    stream.push_frame(next(frames(silence(0.02))))  # the caller's push does not raise
+    with pytest.raises(ValueError, match="decoder broke"):
+        await collect(stream)

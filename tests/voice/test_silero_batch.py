@@ -49,7 +49,8 @@ async def test_batched_segments_equal_per_call_segments(calls: int) -> None:
     audio = [call_audio(i) for i in range(calls)]
     alone = [await vad_events(shared, pcm, RATE) for pcm in audio]
 
-    batcher = SileroBatcher(shared._onnx_session, RATE, tick=0.002)
+    # a batch's streams decide a few per loop step: 64 calls take several steps
+    batcher = SileroBatcher(shared._onnx_session, RATE, tick=0.002, decide_per_step=20)
     batched_vad = BatchedSileroVAD(shared, batcher)
     together = await asyncio.gather(
         *(vad_events(batched_vad.for_call(), pcm, RATE) for pcm in audio)
@@ -250,4 +251,32 @@ async def test_each_stream_has_its_own_row_of_model_state_reused_once_it_is_gone
     assert fresh.slot == slot  # reused, and zeroed: a new stream starts from nothing
     assert not batcher._contexts[slot].any() and not batcher._states[:, slot].any()
     for stream in [*streams, fresh]:
+        await stream.aclose()
+
+
+async def test_ticks_count_from_the_latest_batch_not_from_the_next_window() -> None:
+    # Counted from the first window after a batch came back, a batch that takes half a tick
+    # stretches the cycle past a window's 32 ms at a few hundred calls: windows pile up.
+    from livekit import rtc
+
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
+
+    shared = shared_vad("silero")
+    tick = 30.0  # long: no timer fires by itself while the test looks at it
+    batcher = SileroBatcher(shared._onnx_session, RATE, tick=tick)
+    vad = BatchedSileroVAD(shared, batcher)
+    first, second, third = (vad.stream() for _ in range(3))
+    window = rtc.AudioFrame(bytes(1024), RATE, 1, 512)  # one 32 ms window
+    loop = asyncio.get_running_loop()
+    first.push_frame(window)  # no batch yet: its window need not wait for a tick
+    assert batcher._timer is not None and batcher._timer.when() <= loop.time()
+    await asyncio.wait_for(anext(first), timeout=60)  # its INFERENCE_DONE: decided
+    started = batcher._last_batch
+    assert batcher.batches == 1 and started <= loop.time()
+    second.push_frame(window)
+    assert batcher._timer is not None
+    assert batcher._timer.when() == started + tick  # not its own arrival + tick
+    third.push_frame(window)
+    assert batcher._timer.when() == started + tick  # the batch it joins
+    for stream in (first, second, third):
         await stream.aclose()

@@ -38,6 +38,9 @@ def test_chunk_sizes_do_not_change_the_count(speech: bytes) -> None:
     pieces = SpeechEvidence(RATE)
     odd = sum(pieces.voiced_frames(speech[i : i + 333]) for i in range(0, len(speech), 333))
     assert odd == whole
+    framed = SpeechEvidence(RATE)  # frame by frame: the one-frame path, as a call pushes
+    per_frame = [framed.voiced_frames(speech[i : i + FRAME]) for i in range(0, len(speech), FRAME)]
+    assert sum(per_frame) == whole and 0 < whole < len(per_frame)
 
 
 def test_steady_noise_stops_counting_and_speech_over_it_still_counts(speech: bytes) -> None:

@@ -30,6 +30,8 @@ with vendor_import("livekit-agents"):
     )
     from livekit.agents.voice import io
 
+from voicehub.voice.providers.offline.inline_stt import InlineRecognizeStream, InputItem
+
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent as DeskAgent
     from voicehub.hub import Hub
@@ -108,20 +110,23 @@ class FakeSTT(stt.STT[Never]):
         return _FakeSTTStream(stt=self, conn_options=conn_options)
 
 
-class _FakeSTTStream(stt.RecognizeStream):
+class _FakeSTTStream(InlineRecognizeStream):
+    """Takes each frame where it is pushed, as voicehub's offline streaming STT does
+    (`InlineRecognizeStream`): no task wakes per frame."""
+
     def __init__(self, *, stt: FakeSTT, conn_options: APIConnectOptions) -> None:
         super().__init__(stt=stt, conn_options=conn_options)
         self._text = stt.text
+        self._heard = False
 
-    async def _run(self) -> None:
-        heard = False
-        async for item in self._input_ch:
-            if isinstance(item, self._FlushSentinel):
-                # always answer a flush: AgentSession waits for a final after one
-                self._event_ch.send_nowait(_final(self._text if heard else ""))
-                heard = False
-            else:
-                heard = True
+    def _take(self, item: InputItem) -> bool:
+        if isinstance(item, self._FlushSentinel):
+            # always answer a flush: AgentSession waits for a final after one
+            self._event_ch.send_nowait(_final(self._text if self._heard else ""))
+            self._heard = False
+        else:
+            self._heard = True
+        return True
 
 
 def _final(text: str) -> stt.SpeechEvent:

@@ -4,8 +4,9 @@ Every call gets one 20 ms frame every 20 ms on the real clock (absolute deadline
 wake-up is caught up, never skipped). Calls start at random moments within the first
 second and at a random point of the caller's pattern, as real calls arrive: their turns
 and livekit's once-a-second VAD metrics do not line up. CPU is process CPU time
-(`time.process_time`, all threads) over a window that excludes start-up and close; lag is
-how late a 10 ms sleeper wakes up in that window.
+(`time.process_time`, all threads) over a window that excludes start-up and close (the
+calls' sessions are started, and collected once, before the first frame); lag is how late a
+10 ms sleeper wakes up in that window.
 
 Three variants run the same paced loop: "harness" (no session: pacing and hand-over),
 "bare" (a livekit `AgentSession` with minimal I/O) and "framework" (voicehub's
@@ -258,6 +259,10 @@ class Load:
                 calls.append(VoicehubCall(hub, f"call-{i}", agent, **providers))
         try:
             await asyncio.gather(*(call.start() for call in calls))
+            # The calls' objects, made all at once, would otherwise make the collector's
+            # first full collections (50-160 ms each at 200-250 calls) fall in the window:
+            # start-up work, which a server taking calls one by one spreads out.
+            gc.collect()
             window = await pace(
                 calls, self.pattern, settle, measure, seed, count_wakeups=count_wakeups
             )

@@ -67,6 +67,10 @@ class DirectChan(aio.Chan[T], Generic[T]):
         if self.empty() and self._push(value):
             self.direct += 1
             return
+        self.enqueue(value)
+
+    def enqueue(self, value: T) -> None:
+        """Queue `value` for the reader, behind anything queued (never pushed)."""
         super().send_nowait(value)
         self.queued += 1
 

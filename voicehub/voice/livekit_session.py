@@ -25,6 +25,7 @@ from voicehub.voice.livekit_feed import DirectFeed
 from voicehub.voice.livekit_io import CallerAudioInput, TransportAudioOutput
 from voicehub.voice.livekit_signals import LiveKitSignals
 from voicehub.voice.livekit_speedups import install as install_livekit_speedups
+from voicehub.voice.livekit_speedups import keep_no_events
 from voicehub.voice.llm_adapter import LiveKitAgent, running_in_tool
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.vad_gate import GatedVAD, VadProgress
@@ -154,6 +155,7 @@ class LiveKitVoiceSession(LiveKitSignals):
         session.input.audio, session.output.audio = self._input, self._output
         self._events.start()
         await session.start(self._desk_agent, record=False)
+        keep_no_events(session)  # no LiveKit job, no session report: the events need no keeping
         self._input.deliver_directly(self._feed.push)
         self._started = True
         self.activity.session_attached()

@@ -17,6 +17,15 @@ other version livekit runs as shipped.
 - `AgentSession._text_only`, read through `AgentActivity.stt` at every VAD window of
   caller speech (`_interrupt_by_audio_activity`), runs two import statements each time;
   `text_only` imports them once.
+- livekit's tracer binds every span's arguments to a signature, for attributes and
+  exception records that a no-op tracer drops: `livekit_untraced` skips that while no
+  tracer provider records spans.
+- `AgentSession.emit` keeps every event of the call (state changes, transcripts, each
+  metrics event: two a second from the VAD's metrics alone) for the LiveKit job's session
+  report, its only reader; a session outside a job (`keep_no_events`) keeps none. Then
+  `AgentActivity._on_metrics_collected` need not build the session's two events for each
+  metrics event (the metrics, and a usage snapshot deep-copying every model's usage) when
+  no listener takes them either: `metrics_without_unseen_events`.
 - `rtc.EventEmitter.emit` computes `inspect.signature` of every listener at every event
   (session state, transcripts, metrics: dozens per turn), only to know how many positional
   arguments the listener takes. `emit_with_known_arity` remembers that per listener.
@@ -31,12 +40,13 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from voicehub.voice import livekit_untraced
 from voicehub.voice.providers import vendor_import
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
     from livekit.agents import __version__ as agents_version
-    from livekit.agents.job import current_simulation
+    from livekit.agents.job import current_simulation, get_job_context
     from livekit.agents.simulation import SimulationMode
     from livekit.agents.voice import agent_activity, agent_session, turn
     from livekit.rtc import event_emitter
@@ -48,7 +58,9 @@ __all__ = [
     "cached_local_dataclass",
     "emit_with_known_arity",
     "install",
+    "keep_no_events",
     "livekit_text_only",
+    "metrics_without_unseen_events",
     "resolve_endpointing",
     "text_only",
 ]
@@ -141,11 +153,58 @@ def emit_with_known_arity(self: rtc.EventEmitter[Any], event: Any, *args: Any) -
                 _emitter_log.exception(f"failed to emit event {event}")
 
 
+class _Unkept(list[Any]):
+    """A list that keeps nothing appended to it."""
+
+    def append(self, item: Any) -> None:
+        """Drop `item`."""
+
+
+def keep_no_events(session: agent_session.AgentSession[Any]) -> bool:
+    """Outside a LiveKit job, stop `session` keeping its events for a session report no
+    one can make (only the job makes it); True if it was stopped. Call it after `start`
+    (which resets the list); listeners get every event as before."""
+    if get_job_context(required=False) is not None:
+        return False
+    session._recorded_events = _Unkept()
+    return True
+
+
+_livekit_on_metrics = agent_activity.AgentActivity._on_metrics_collected
+_SESSION_METRICS_EVENTS = ("metrics_collected", "session_usage_updated")
+
+
+def metrics_without_unseen_events(self: agent_activity.AgentActivity, ev: Any) -> None:
+    """livekit's `AgentActivity._on_metrics_collected` (1.8.9): the same bookkeeping, and
+    the session's events about it built only if a listener or kept events would see them."""
+    session = self._session
+    listeners = session._events
+    if type(session._recorded_events) is not _Unkept or any(
+        name in listeners for name in _SESSION_METRICS_EVENTS
+    ):
+        _livekit_on_metrics(self, ev)
+        return
+    module: Any = agent_activity
+    speech_handle = module._SpeechHandleContextVar.get(None)
+    if speech_handle and isinstance(ev, (module.LLMMetrics, module.TTSMetrics)):
+        ev.speech_id = speech_handle.id
+    if (
+        isinstance(ev, module.RealtimeModelMetrics)
+        and self._realtime_spans is not None
+        and (realtime_span := self._realtime_spans.pop(ev.request_id, None))
+    ):
+        module.trace_utils.record_realtime_metrics(realtime_span, ev)
+    session._usage_collector.collect(ev)
+    module.otel_metrics.collect_usage(ev)
+
+
 def install() -> None:
     """Apply the patches whose livekit version is installed (idempotent)."""
     if agents_version == AGENTS_VERSION:
         agent_activity._resolve_endpointing = resolve_endpointing  # type: ignore[attr-defined]
         agent_activity.dataclass = cached_local_dataclass  # type: ignore[attr-defined]
         agent_session.AgentSession._text_only = property(text_only)  # type: ignore[method-assign, assignment]
+        agent_activity.AgentActivity._on_metrics_collected = metrics_without_unseen_events  # type: ignore[method-assign]
+        livekit_untraced.install()
     if rtc_version == RTC_VERSION:
         rtc.EventEmitter.emit = emit_with_known_arity  # type: ignore[method-assign]

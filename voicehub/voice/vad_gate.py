@@ -33,8 +33,10 @@ log = logging.getLogger("voicehub.voice")
 
 # s: above what batched Silero holds back when keeping up (a window of 32 ms, a frame, a
 # 20 ms tick and the thread hop), with room for a loaded loop's late wake-ups (at 0.1 s, a
-# loaded machine sent a frame in four through the queue); far below any endpoint
-LOOKAHEAD = 0.2
+# loaded machine sent a frame in four through the queue; at 0.2 s, 250 paced calls on one
+# loop were held back after its stalls, a full collection of 50-80 ms, and the held-back
+# path's extra work tipped the loop over); far below any endpoint (the STT's is 1 s)
+LOOKAHEAD = 0.3
 STALL = 1.0  # s: a VAD that analyses nothing for this long (no stream, say) stops gating
 
 

@@ -38,10 +38,13 @@ log = logging.getLogger("voicehub.voice")
 class SileroBatcher:
     """Collects the next window of many streams and runs them as one batch per `tick`."""
 
-    def __init__(self, session: Any, sample_rate: int, *, tick: float = 0.02) -> None:
+    def __init__(
+        self, session: Any, sample_rate: int, *, tick: float = 0.02, decide_per_step: int = 48
+    ) -> None:
         self.session = session
         self.sample_rate = sample_rate
         self.tick = tick
+        self.decide_per_step = decide_per_step  # streams deciding in one loop callback
         self._sr = np.array(sample_rate, dtype=np.int64)
         self.window_size, self.context_size = WINDOW[sample_rate]
         # each stream's model context and RNN state, one row (slot) per stream: a batch
@@ -52,6 +55,7 @@ class SileroBatcher:
         self._waiting: list[BatchedSileroStream] = []
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._last_batch = float("-inf")  # loop time the latest batch started
         self.streams: weakref.WeakSet[BatchedSileroStream] = weakref.WeakSet()  # live ones
         # its own threads: a batch never queues behind the loop's other blocking calls
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="silero-batch")
@@ -87,13 +91,18 @@ class SileroBatcher:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # windows and timer of a loop that ended died with it
             self._loop, self._waiting, self._timer = loop, [], None
+            self._last_batch = float("-inf")
         self._waiting.append(stream)
         if len(self._waiting) >= len(self.streams):
             if self._timer is not None:
                 self._timer.cancel()
             self._flush()
         elif self._timer is None:
-            self._timer = loop.call_later(self.tick, self._flush)
+            # Ticks count from the latest batch's start, not from this window: counted from
+            # here (right after a batch came back), a batch that takes half a tick would make
+            # the cycle a tick and a half, longer than a window (32 ms) at a few hundred
+            # calls, and every stream's windows would pile up, a window a cycle.
+            self._timer = loop.call_at(self._last_batch + self.tick, self._flush)
 
     def _flush(self) -> None:
         self._timer = None
@@ -101,6 +110,7 @@ class SileroBatcher:
         self._waiting = []
         if not batch:
             return
+        self._last_batch = asyncio.get_running_loop().time()
         # the rows are built here, on the loop: a stream's state changes only on the loop
         context = self.context_size
         slots = np.fromiter((stream.slot for stream in batch), dtype=np.intp, count=len(batch))
@@ -143,8 +153,18 @@ class SileroBatcher:
             slots, inputs, state = slots[live], inputs[live], state[:, live]
         self._contexts[slots] = inputs[:, -self.context_size :]
         self._states[:, slots] = state
-        for stream, probability in zip(batch, probabilities.tolist(), strict=True):
+        self._decide(list(zip(batch, probabilities.tolist(), strict=True)), 0)
+
+    def _decide(self, decisions: list[tuple[BatchedSileroStream, float]], start: int) -> None:
+        # A few dozen streams per loop step: hundreds at once held the loop 5 ms and more
+        # (the largest share of its lag at 250 calls); the rest come in the next steps, after
+        # whatever else is ready (each stream's own windows keep their order: it is in
+        # flight until it decides).
+        end = start + self.decide_per_step
+        for stream, probability in decisions[start:end]:
             stream.decide(probability)
+        if end < len(decisions):
+            asyncio.get_running_loop().call_soon(self._decide, decisions, end)
 
 
 class BatchedSileroVAD(silero.VAD):

@@ -17,6 +17,7 @@ import numpy as np
 from voicehub.voice.audio import int16_to_pcm16
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline.decoder_pool import DecoderPoolExhausted
+from voicehub.voice.providers.offline.inline_stt import InlineRecognizeStream, InputItem
 from voicehub.voice.providers.offline.stt_engine import (
     SAMPLE_RATE,
     DecoderPool,
@@ -44,7 +45,8 @@ with vendor_import("livekit-agents"):
 __all__ = ["PocketSphinxSTT", "PocketSphinxStream", "transcribe"]
 
 _LANGUAGE = LanguageCode("en-US")  # the only model the wheel ships
-_YIELD_EVERY = 10  # input items (20 ms frames) between yields to the event loop
+_YIELD_EVERY = 10  # queued input items (20 ms frames) between yields to the event loop
+_LEND = object()  # queued after a frame that left audio waiting for a decoder
 
 
 class PocketSphinxSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
@@ -130,13 +132,15 @@ class PocketSphinxSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
         return PocketSphinxStream(stt=self, conn_options=conn_options)
 
 
-class PocketSphinxStream(stt.RecognizeStream):
-    """One caller's stream; decodes inline since PocketSphinx holds the GIL anyway.
+class PocketSphinxStream(InlineRecognizeStream):
+    """One caller's stream; decodes inline since PocketSphinx holds the GIL anyway: each
+    frame is fed where it is pushed (`InlineRecognizeStream`), with no task woken for it.
 
     It holds a decoder from the pool only while an utterance is decoded: from the first
     speech the gate lets through until the utterance's final is out. While every decoder
-    is busy the utterance waits (the caller's audio stays queued in the stream) for up to
-    the pool's ``wait_timeout``; if none comes, the utterance is dropped with an error log.
+    is busy the utterance waits (the caller's audio stays queued in the stream, and the
+    stream's task awaits the decoder) for up to the pool's ``wait_timeout``; if none comes,
+    the utterance is dropped with an error log.
     """
 
     def __init__(self, *, stt: PocketSphinxSTT, conn_options: APIConnectOptions) -> None:
@@ -146,32 +150,56 @@ class PocketSphinxStream(stt.RecognizeStream):
         self._request_id = uuid.uuid4().hex[:12]
         self._speaking = False
         self._unreported_audio = 0.0
+        self._recognizer = stt.new_recognizer(None)
+        self._items = 0  # queued items taken by the task (it yields every few)
+
+    def _take(self, item: InputItem) -> bool:
+        recognizer = self._recognizer
+        if isinstance(item, self._FlushSentinel) and recognizer.wants_decoder:
+            return False  # the task lends one first
+        self._handle(item)
+        if recognizer.wants_decoder:
+            self._queue(_LEND)  # the task lends one; the next items wait behind it
+        self._release_if_done()
+        return True
+
+    async def _take_queued(self, item: object) -> None:
+        self._items += 1
+        if self._items % _YIELD_EVERY == 0:
+            # Queued input (a backlog after waiting for a decoder) is read without
+            # suspending: let other calls' frames through between batches.
+            await asyncio.sleep(0)
+        recognizer, pool = self._recognizer, self._sphinx.pool
+        if item is _LEND:
+            await self._lend_decoder(recognizer, pool)
+        elif isinstance(item, (rtc.AudioFrame, self._FlushSentinel)):
+            if isinstance(item, self._FlushSentinel):
+                await self._lend_decoder(recognizer, pool)
+            self._handle(item)
+            await self._lend_decoder(recognizer, pool)
+        self._release_if_done()
+
+    def _handle(self, item: InputItem) -> None:
+        recognizer = self._recognizer
+        if isinstance(item, self._FlushSentinel):
+            self._emit(Final(recognizer.finish()))
+            return
+        self._unreported_audio += item.duration
+        for event in recognizer.feed(_mono_pcm16(item), item.sample_rate):
+            self._emit(event)
+
+    def _release_if_done(self) -> None:
+        if self._recognizer.can_detach:
+            self._sphinx.pool.release(self._recognizer.detach())
 
     async def _run(self) -> None:
-        pool = self._sphinx.pool
-        recognizer = self._sphinx.new_recognizer(None)
-        items = 0
         try:
-            async for item in self._input_ch:
-                items += 1
-                if items % _YIELD_EVERY == 0:
-                    # Queued input (a backlog after waiting for a decoder) is read without
-                    # suspending: let other calls' frames through between batches.
-                    await asyncio.sleep(0)
-                if isinstance(item, self._FlushSentinel):
-                    await self._lend_decoder(recognizer, pool)
-                    self._emit(Final(recognizer.finish()))
-                else:
-                    self._unreported_audio += item.duration
-                    for event in recognizer.feed(_mono_pcm16(item), item.sample_rate):
-                        self._emit(event)
-                    await self._lend_decoder(recognizer, pool)
-                if recognizer.can_detach:
-                    pool.release(recognizer.detach())
+            await super()._run()
         finally:
+            recognizer = self._recognizer
             recognizer.close()
             if recognizer.decoder is not None:
-                pool.release(recognizer.detach())
+                self._sphinx.pool.release(recognizer.detach())
 
     async def _lend_decoder(self, recognizer: SphinxRecognizer, pool: DecoderPool) -> None:
         """Attach a decoder when audio waits for one (queued input waits meanwhile)."""
