@@ -157,6 +157,15 @@ async def _caller_turn_over(test: Harness) -> None:
     )
 
 
+async def _result_playing(test: Harness) -> None:
+    """Deliver the result and let it start; it keeps playing until the test acks."""
+    test.transport.ack_mode = "manual"
+    await test.hub.deliver(ROOM, RESULT, strategy=WaitForIdle(buffer=0.2))
+    for _ in range(15):  # a 0.3 s gap: the result starts
+        await test.push(SILENCE)
+    await test.transport.wait_for(lambda: len(test.transport.audio) > 0)
+
+
 @pytest.mark.parametrize("frames_before", [1, 2, 5])
 async def test_a_caller_who_starts_frames_before_the_decision_is_never_talked_over(
     harness: Harness, caller_frames: list[bytes], frames_before: int
@@ -184,11 +193,7 @@ async def test_a_result_yields_at_the_callers_first_voiced_frame(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
-    test.transport.ack_mode = "manual"  # the result keeps playing until the test acks
-    await test.hub.deliver(ROOM, RESULT, strategy=WaitForIdle(buffer=0.2))
-    for _ in range(15):  # a 0.3 s gap: the result starts
-        await test.push(SILENCE)
-    await test.transport.wait_for(lambda: len(test.transport.audio) > 0)
+    await _result_playing(test)
     assert test.transport.clears == 0
 
     loud = max(caller_frames, key=_rms)
@@ -323,11 +328,7 @@ async def test_a_late_final_transcript_does_not_cut_a_result_but_the_callers_voi
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
-    test.transport.ack_mode = "manual"  # the result keeps playing until the test acks
-    await test.hub.deliver(ROOM, RESULT, strategy=WaitForIdle(buffer=0.2))
-    for _ in range(15):
-        await test.push(SILENCE)
-    await test.transport.wait_for(lambda: len(test.transport.audio) > 0)
+    await _result_playing(test)
     activity = test.session._running()._activity
     assert activity is not None
     activity.on_final_transcript(_late_final("wait"))  # words from before the result began

@@ -130,34 +130,33 @@ def vocabulary_prompt(phrases: Iterable[str]) -> str:
     """A decoding prompt naming the words a desk expects (its topics and trigger phrases),
     which tilts Whisper toward them when the audio is ambiguous ("wind turbines" rather than
     "winter binds"). Phrases are kept in order, without repeats, up to the prompt's budget."""
-    seen: list[str] = []
-    size = 0
-    for phrase in phrases:
-        cleaned = " ".join(phrase.split())
-        if not cleaned or cleaned.lower() in (p.lower() for p in seen):
-            continue
-        if size + len(cleaned) + 2 > _PROMPT_MAX_CHARS:
-            break
-        seen.append(cleaned)
-        size += len(cleaned) + 2
-    return ", ".join(seen) + "." if seen else ""
+    kept = _within_budget(phrases, separator=", ")
+    return ", ".join(kept) + "." if kept else ""
 
 
 def sentences_prompt(sentences: Iterable[str]) -> str:
     """A decoding prompt of whole sentences a caller might say (`example_requests`), in
     order, without repeats, up to the prompt's budget: the second listening's prompt
     (`Relisten.prompt`)."""
-    seen: list[str] = []
+    return " ".join(_within_budget(sentences, separator=" "))
+
+
+def _within_budget(texts: Iterable[str], *, separator: str) -> list[str]:
+    """`texts` with their spacing tidied, in order, repeats (any case) and blanks dropped,
+    until joining the next with `separator` would pass the prompt's budget."""
+    kept: list[str] = []
+    seen: set[str] = set()
     size = 0
-    for sentence in sentences:
-        cleaned = " ".join(sentence.split())
-        if not cleaned or cleaned.lower() in (s.lower() for s in seen):
+    for text in texts:
+        cleaned = " ".join(text.split())
+        if not cleaned or cleaned.lower() in seen:
             continue
-        if size + len(cleaned) + 1 > _PROMPT_MAX_CHARS:
+        if size + len(cleaned) + len(separator) > _PROMPT_MAX_CHARS:
             break
-        seen.append(cleaned)
-        size += len(cleaned) + 1
-    return " ".join(seen)
+        kept.append(cleaned)
+        seen.add(cleaned.lower())
+        size += len(cleaned) + len(separator)
+    return kept
 
 
 class WhisperRecognizer:
