@@ -1,0 +1,27 @@
+"""A provider stream that hands its events to a callback instead of its async iterator.
+
+livekit's `stt.RecognizeStream` and `vad.VADStream` queue every event for an `async for`
+reader: a task wake-up per event per call. A stream of ours that produces its events in the
+call stack that pushed the audio (a frame decoded inline, a VAD batch decided in one
+callback) implements `DirectEvents`: once `deliver_to(sink)` is called, every later event
+goes to `sink` at once, in order, and none to the iterator. The engine calls it when the
+stream has it and reads the iterator (a task) otherwise, so any livekit plugin still works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, TypeVar, runtime_checkable
+
+__all__ = ["DirectEvents"]
+
+E = TypeVar("E")
+
+
+@runtime_checkable
+class DirectEvents(Protocol[E]):
+    """A stream whose events can go straight to a callback (see the module docstring)."""
+
+    def deliver_to(self, sink: Callable[[E], None]) -> None:
+        """From now on, hand every event to `sink` (synchronously, on the event loop)."""
+        ...
