@@ -15,13 +15,13 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 __all__ = ["DirectEvents"]
 
-E = TypeVar("E")
+E_co = TypeVar("E_co", covariant=True)
 
 
 @runtime_checkable
-class DirectEvents(Protocol[E]):
+class DirectEvents(Protocol[E_co]):
     """A stream whose events can go straight to a callback (see the module docstring)."""
 
-    def deliver_to(self, sink: Callable[[E], None]) -> None:
+    def deliver_to(self, sink: Callable[[E_co], None]) -> None:
         """From now on, hand every event to `sink` (synchronously, on the event loop)."""
         ...
