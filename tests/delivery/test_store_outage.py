@@ -73,3 +73,59 @@ async def test_a_spoken_result_is_recorded_delivered_once_the_store_is_back(
     record = await store.get_delivery(delivery_id)
     assert record is not None and (record.status, record.attempts) == (DeliveryStatus.DELIVERED, 1)
     assert session.injections_per_id() == {delivery_id: 1}  # not spoken again
+
+
+class RenewalOutageStore(MemoryStore):
+    """Raises StoreError on the next `failures` lease renewals (a swap of a record that is
+    already being spoken), as a Redis restart does mid-speech."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+        self.refused = 0
+
+    async def swap_delivery(self, delivery: DeliveryRecord, *, expected_fence: int) -> bool:
+        stored = await self.get_delivery(delivery.id)
+        renewal = (
+            stored is not None
+            and stored.status is DeliveryStatus.DELIVERING
+            and delivery.status is DeliveryStatus.DELIVERING
+        )
+        if self.failures and renewal:
+            self.failures -= 1
+            self.refused += 1
+            raise StoreError("Redis store redis://x failed: ConnectionError: Connection closed")
+        return await super().swap_delivery(delivery, expected_fence=expected_fence)
+
+
+async def test_a_lease_renewal_refused_mid_speech_neither_repeats_nor_drops_the_result() -> None:
+    # The speech outlasts several renewals; the first one meets the store away. The lease
+    # must be renewed again once the store is back, and the outcome written once: the
+    # renewal's error once escaped the lease's context, so the driver took the finished
+    # speech for a failed one and spoke it again (delivered with attempts 2).
+    clock, store = VirtualClock(), RenewalOutageStore()
+    hub = Hub(
+        store=store, clock=clock, delivery_strategy=Immediate(), wall=clock.now, delivery_lease=3
+    )
+    await hub.start()
+    session = FakeSession(clock, speech_seconds=10.0)
+    await hub.delivery.attach("call", session, session.activity)
+    store.failures = 1
+    try:
+        delivery_id = await hub.deliver("call", "the answer")
+        leases: list[float] = []
+        for _ in range(30):
+            await clock.advance(0.5)
+            record = await store.get_delivery(delivery_id)
+            assert record is not None
+            if record.status is DeliveryStatus.DELIVERING:
+                assert record.lease_until is not None and record.lease_until > clock.now()
+                leases.append(record.lease_until)
+        assert store.refused == 1
+        assert len(set(leases)) > 2  # renewed after the refusal too
+        record = await store.get_delivery(delivery_id)
+        assert record is not None
+        assert (record.status, record.attempts) == (DeliveryStatus.DELIVERED, 1)
+        assert session.injections_per_id() == {delivery_id: 1}
+    finally:
+        await hub.aclose()

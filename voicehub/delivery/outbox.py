@@ -34,6 +34,7 @@ from voicehub.errors import StoreError
 log = logging.getLogger("voicehub.delivery")
 _TIE_STEP = 1e-6
 _SWAP_TRIES = 8  # a write races at most the few instances touching one room
+_RENEW_RETRY = 0.25  # seconds before a refused lease renewal is tried again
 
 # Statuses a restarted service must pick up again. `delivering` means the process stopped
 # mid-speech: the speech was never confirmed, so it is spoken again (it was not delivered).
@@ -206,10 +207,20 @@ class Outbox:
         place with the renewed records, whose fences the outcome is written with."""
 
         async def renew_forever() -> None:
+            # A renewal the store refuses (a Redis restart) is tried again soon; it must not
+            # end the renewals nor escape this context: the speech goes on, and its outcome
+            # is written with the fence of the last renewal that succeeded.
+            delay = self.lease / 3
             while True:
-                await clock.sleep(self.lease / 3)
+                await clock.sleep(delay)
+                delay = self.lease / 3
                 for i, record in enumerate(records):
-                    renewed = await self.renew(record)
+                    try:
+                        renewed = await self.renew(record)
+                    except StoreError as exc:
+                        log.warning("delivery %s: could not renew its lease: %s", record.id, exc)
+                        delay = min(delay, _RENEW_RETRY)
+                        continue
                     if renewed is None:  # only after a stall longer than the lease
                         log.warning("lost the lease on delivery %s while speaking", record.id)
                     else:

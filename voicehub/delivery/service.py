@@ -234,6 +234,9 @@ class DeliveryService:
             try:
                 await self._step(queue)
             except Exception:  # keep the room's driver alive; the items stay in the outbox
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # an error raised while the driver was being stopped: stop
                 log.exception("delivery driver error in room %s", queue.room_id)
                 # Try again on the next change, or soon: a store that was briefly away
                 # (a Redis restart) must not leave a quiet call's results waiting forever.
