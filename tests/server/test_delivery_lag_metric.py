@@ -14,6 +14,7 @@ from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.delivery.policy import WaitForIdle
+from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import load_desks
 from voicehub.hub import Hub
 from voicehub.server.calls import LiveCall, Switchboard
@@ -73,7 +74,7 @@ async def test_lag_counts_from_the_reconnect_and_includes_waiting_for_the_caller
     await hub.start()
     factory = ScriptedFactory()
     desks = {"drafting": load_desks(CHANNELS)["drafting"]}
-    board = Switchboard(hub, desks, factory, ServerSettings(channels_dir=CHANNELS))
+    board = Switchboard(CallLifecycle(hub, desks, factory), ServerSettings(channels_dir=CHANNELS))
     metrics = ServerMetrics(clock)
     metrics.watch(board)
     strategy = WaitForIdle(buffer=1.0)

@@ -21,6 +21,7 @@ from tests.fakes.livekit_room import StandInRoom
 from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.hub import Hub
 from voicehub.workers.job import DeskJob
@@ -59,7 +60,7 @@ async def test_a_participant_is_answered_on_the_rooms_audio_and_playout_ends_the
     hub: Hub, desk: Desk
 ) -> None:
     room, factory, load = StandInRoom(), ScriptedFactory(), CallLoad(2)
-    job = DeskJob(hub, desk, room, factory, load, number_key=NUMBER_KEY)
+    job = DeskJob(CallLifecycle(hub, {}, factory), desk, room, load, number_key=NUMBER_KEY)
     async with running(job):
         room.join("alice")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].sink.queued)
@@ -88,7 +89,7 @@ async def test_results_finishing_while_the_caller_is_away_are_held_and_spoken_on
     hub: Hub, desk: Desk
 ) -> None:
     room, factory, load = StandInRoom(), ScriptedFactory(), CallLoad(1)
-    job = DeskJob(hub, desk, room, factory, load, number_key=NUMBER_KEY)
+    job = DeskJob(CallLifecycle(hub, {}, factory), desk, room, load, number_key=NUMBER_KEY)
     async with running(job):
         room.join("alice")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].sink.queued)
@@ -127,7 +128,7 @@ async def test_a_barge_in_clears_the_track_and_its_marks_are_never_confirmed(
     hub: Hub, desk: Desk
 ) -> None:
     room, factory = StandInRoom(), ScriptedFactory()
-    job = DeskJob(hub, desk, room, factory, CallLoad(4), number_key=NUMBER_KEY)
+    job = DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(4), number_key=NUMBER_KEY)
     async with running(job):
         room.join("bob")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].transport.pending_marks)
@@ -151,7 +152,7 @@ async def test_a_session_that_fails_to_start_does_not_count_as_a_call_or_end_the
             return await super().start(*args, **kwargs)  # type: ignore[arg-type]
 
     room, factory, load = StandInRoom(), Failing(), CallLoad(1)
-    job = DeskJob(hub, desk, room, factory, load, number_key=NUMBER_KEY)
+    job = DeskJob(CallLifecycle(hub, {}, factory), desk, room, load, number_key=NUMBER_KEY)
     async with running(job) as task:
         room.join("carol")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].closed)

@@ -23,12 +23,12 @@ from tests.fakes.livekit_room import Changes, FakeAudioSink, StandInJobContext, 
 from tests.fakes.redis_server import RedisServer
 from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.base import DeliveryStatus, Store
+from voicehub.core.store.choice import open_store
 from voicehub.core.store.redis import RedisStore
 from voicehub.desks.desk import build_desk
 from voicehub.desks.loading import load_desk_folder
 from voicehub.hub import Hub
 from voicehub.server.settings import ServerSettings
-from voicehub.server.store import open_store
 from voicehub.transports.livekit import RoomAudioTransport
 from voicehub.workers.job import CallRoom
 from voicehub.workers.load import CallLoad

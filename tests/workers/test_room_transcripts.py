@@ -28,6 +28,7 @@ from tests.fakes.livekit_room import (
 )
 from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.hub import Hub
@@ -85,7 +86,9 @@ def assert_agent_segment(stream: StandInTextStream) -> None:
 async def test_the_agents_words_are_a_transcription_stream_per_speech(hub: Hub, desk: Desk) -> None:
     room, factory = StandInRoom(AGENT), ScriptedFactory()
     agent = room.local_participant
-    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2), number_key=NUMBER_KEY)):
+    async with serving(
+        DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(2), number_key=NUMBER_KEY)
+    ):
         room.join("alice")
         await room.changes.wait_for(lambda: agent.transcripts(AGENT))
         [greeting] = agent.transcripts(AGENT)
@@ -129,7 +132,9 @@ async def test_a_real_call_shows_the_callers_and_the_agents_words_and_the_agents
     words = synthesize(
         "could you research heat pumps for me please", voice="piper", sample_rate=RATE
     )
-    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2), number_key=NUMBER_KEY)):
+    async with serving(
+        DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(2), number_key=NUMBER_KEY)
+    ):
         room.join("alice")
         await room.changes.wait_for(lambda: room.audio, timeout=60)
         audio = room.audio[0]

@@ -17,6 +17,7 @@ from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.number_key import caller_conversation
 from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.loading import load_desk_folder
 from voicehub.hub import Hub
@@ -62,7 +63,9 @@ async def serving(job: DeskJob) -> AsyncIterator[None]:
 async def test_a_sip_caller_continues_the_conversation_of_their_number(hub: Hub) -> None:
     desk = research_desk()
     room, factory = StandInRoom(), ScriptedFactory()
-    async with serving(DeskJob(hub, desk, room, factory, CallLoad(2), number_key=NUMBER_KEY)):
+    async with serving(
+        DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(2), number_key=NUMBER_KEY)
+    ):
         room.join(f"sip_{NUMBER}", kind="sip", attributes=sip(NUMBER, "SCL_first"))
         await room.changes.wait_for(lambda: room.audio and room.audio[0].sink.queued)
         [first] = factory.sessions
@@ -90,7 +93,9 @@ async def test_a_sip_caller_continues_the_conversation_of_their_number(hub: Hub)
 async def test_withheld_numbers_get_a_conversation_per_call(hub: Hub) -> None:
     desk = research_desk()
     room, factory = StandInRoom(), ScriptedFactory()
-    async with serving(DeskJob(hub, desk, room, factory, CallLoad(4), number_key=NUMBER_KEY)):
+    async with serving(
+        DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(4), number_key=NUMBER_KEY)
+    ):
         room.join("sip_anonymous", kind="sip", attributes=sip("anonymous", "SCL_a"))
         await room.changes.wait_for(lambda: factory.sessions)
         room.leave("sip_anonymous")
@@ -105,7 +110,13 @@ async def test_withheld_numbers_get_a_conversation_per_call(hub: Hub) -> None:
 async def test_a_desk_with_one_conversation_per_call_ignores_the_number(hub: Hub) -> None:
     room, factory = StandInRoom(), ScriptedFactory()
     async with serving(
-        DeskJob(hub, research_desk("call"), room, factory, CallLoad(4), number_key=NUMBER_KEY)
+        DeskJob(
+            CallLifecycle(hub, {}, factory),
+            research_desk("call"),
+            room,
+            CallLoad(4),
+            number_key=NUMBER_KEY,
+        )
     ):
         room.join(f"sip_{NUMBER}", kind="sip", attributes=sip(NUMBER, "SCL_1"))
         await room.changes.wait_for(lambda: factory.sessions)
@@ -117,7 +128,13 @@ async def test_a_browser_participant_is_keyed_by_identity_even_with_sip_like_att
 ) -> None:
     room, factory = StandInRoom(), ScriptedFactory()
     async with serving(
-        DeskJob(hub, research_desk(), room, factory, CallLoad(4), number_key=NUMBER_KEY)
+        DeskJob(
+            CallLifecycle(hub, {}, factory),
+            research_desk(),
+            room,
+            CallLoad(4),
+            number_key=NUMBER_KEY,
+        )
     ):
         room.join("alice", attributes=sip(NUMBER, "SCL_x"))  # only LiveKit SIP sets kind SIP
         await room.changes.wait_for(lambda: factory.sessions)

@@ -3,7 +3,8 @@
     app = create_app(ServerSettings(channels_dir=Path("channels")))
     serve(settings)   # uvicorn on settings.host:settings.port
 
-One `Hub` per process on one store (SQLite, or Redis shared by several instances); each
+One `ProcessRuntime` per process (`voicehub.desks.runtime`: store, hub, heartbeat,
+recovery, announcements, call lifecycle; SQLite, or Redis shared by several instances); each
 call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
 
     GET  /                          the console page (call a desk with the microphone)
@@ -39,21 +40,19 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from voicehub.core.clock import Clock, SystemClock
-from voicehub.core.store.number_key import load_number_key
+from voicehub.core.store.choice import describe_store
 from voicehub.desks.desk import Desk, load_desks
+from voicehub.desks.runtime import ProcessRuntime
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
-from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.drain import Drain, DrainGate
-from voicehub.server.instances import start_heartbeat
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
 from voicehub.server.probes import probe_routes
 from voicehub.server.settings import ServerSettings
-from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.twilio import PhoneLine, twilio_routes
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
@@ -90,24 +89,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        store = await open_store(settings)
         metrics = app.state.metrics = ServerMetrics(SystemClock())
-        hub = Hub(
-            store=metrics.timed(store),
-            orchestration=None,
-            instance_id=settings.instance_id,
-            delivery_lease=settings.delivery_lease,
+        runtime = app.state.runtime = ProcessRuntime(
+            settings, loaded, factory, wrap_store=metrics.timed
         )
-        await hub.start()
-        announcements = follow_store(hub, store)  # results finished on other instances
-        if settings.prewarm:
-            await factory.prepare(loaded.values())
-        board = Switchboard(hub, loaded, factory, settings)
+        await runtime.start(prepare=settings.prewarm)
+        board = Switchboard(runtime.calls, settings)
         metrics.watch(board)
-        heartbeat = start_heartbeat(hub, loaded, board, settings)  # takes over lost instances' work
         clock = phone_clock if phone_clock is not None else SystemClock()
-        number_key = await load_number_key(settings, store)  # the store itself, not timed
-        app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), number_key)
+        app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), runtime.number_key)
         app.state.callbacks = callbacks = CallBacks(
             line, dialer_from(settings), clock, draining=lambda: drain.draining
         )
@@ -131,16 +121,11 @@ def create_app(
         try:
             yield
         finally:
-            await heartbeat.stop()
-            if announcements is not None:
-                announcements.cancel()
             await loop_health.aclose()
             await app.state.webrtc.close_all()
             await callbacks.aclose()
             await board.close_all()
-            await hub.aclose()  # undelivered results stay in the store
-            for desk in loaded.values():
-                await desk.aclose()
+            await runtime.aclose()  # undelivered results stay in the store
 
     routes = [
         Route("/", index),

@@ -1,16 +1,11 @@
-"""The switchboard: one WebSocket call per conversation, on the server's single hub.
+"""The switchboard: calls over the server's WebSocket (and the other transports the server
+carries: Twilio's media stream, WebRTC), on the process runtime's `CallLifecycle`.
 
-A call to desk `d` with conversation `c` runs in room `d:c`, created (or reopened) with the
-desk's call orchestration by the `SessionFactory`; the agent that has the conversation (the
-front agent with its delegate tools, or a pipeline/swarm agent) runs in the voice session.
-Task and delivery hooks of the hub are forwarded as call events to the call of the room
-they concern (task events carry the parent room id; nested child rooms
-`d:c::task-1::task-1` belong to `d:c` too).
-
-When the socket closes, delivery is detached and the session closed, but the room stays
-open: results that finish later are held and spoken when the same conversation calls
-again. A second connection to a live conversation replaces the first (close 4409), so a
-caller whose network dropped silently can come back at once.
+A call to desk `d` with conversation `c` runs in room `d:c` (see
+`voicehub.desks.call_lifecycle`). When the socket closes, delivery is detached and the
+session closed, but the room stays open: results that finish later are held and spoken when
+the same conversation calls again. A second connection to a live conversation replaces the
+first (close 4409), so a caller whose network dropped silently can come back at once.
 """
 
 from __future__ import annotations
@@ -19,13 +14,17 @@ import asyncio
 import contextlib
 import logging
 import re
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
-from voicehub.core.events import Event
-from voicehub.core.hooks import HookContext, HookTrigger
+from voicehub.desks.call_lifecycle import (
+    CLOSE_WAIT,
+    CallLifecycle,
+    CallLine,
+    CallObserver,
+    LiveCall,
+)
 from voicehub.server.auth import presented_token, token_problem
 from voicehub.server.memory_trim import MemoryTrimmer
 from voicehub.transports.websocket import (
@@ -36,19 +35,7 @@ from voicehub.transports.websocket import (
     error_event,
     parse_text_message,
 )
-from voicehub.voice.events import (
-    SAMPLE_RATE,
-    CallSession,
-    CallStatus,
-    DeliveryAttempt,
-    DeliveryOutcome,
-    Hangup,
-    Playout,
-    ServerEvent,
-    TaskFinished,
-    TaskStarted,
-)
-from voicehub.voice.transport import CallTransport
+from voicehub.voice.events import SAMPLE_RATE, CallStatus, Hangup, Playout
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
@@ -59,6 +46,7 @@ if TYPE_CHECKING:
     from voicehub.server.settings import ServerSettings
     from voicehub.transports.websocket import OutboundSocket
     from voicehub.voice.session import VoiceSession
+    from voicehub.voice.transport import CallTransport
 
 __all__ = [
     "CONVERSATION_PATTERN",
@@ -72,15 +60,6 @@ __all__ = [
 log = logging.getLogger("voicehub.server")
 
 CONVERSATION_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_CLOSE_WAIT = 2.0  # seconds a client gets to complete the close handshake
-
-
-class CallLine(CallTransport, Protocol):
-    """A call's transport as the switchboard uses it (WebSocket, Twilio, WebRTC)."""
-
-    def send_event_nowait(self, event: ServerEvent) -> None: ...
-
-    def close(self, code: int = 1000, reason: str = "") -> None: ...
 
 
 class SocketLine(CallLine, Protocol):
@@ -89,58 +68,59 @@ class SocketLine(CallLine, Protocol):
     async def pump(self, socket: OutboundSocket) -> None: ...
 
 
-ReadLoop = Callable[["WebSocket", "LiveCall"], Coroutine[Any, Any, None]]
+ReadLoop = Callable[["WebSocket", LiveCall], Coroutine[Any, Any, None]]
 
 
-class CallObserver(Protocol):
-    """Sees each call start and end (metrics, draining). `call_started` returns the
-    transport the voice session should use: `transport` itself, or a wrapper of it."""
+class _TrimAfterCalls:
+    """Gives freed memory back to the system after each call (`MemoryTrimmer`)."""
 
-    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport: ...
+    def __init__(self, memory: MemoryTrimmer) -> None:
+        self.memory = memory
 
-    def call_ended(self, call: LiveCall) -> None: ...
+    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
+        return transport
 
-
-class LiveCall:
-    """One connected call: its room, transport and (once started) session."""
-
-    def __init__(self, desk: Desk, conversation: str, transport: CallLine) -> None:
-        self.desk = desk
-        self.conversation = conversation
-        self.room_id = f"{desk.name}:{conversation}"
-        self.transport = transport
-        self.session: VoiceSession | None = None
-        self.started_at = time.time()
-        self.finished = asyncio.Event()
-
-    def end(self, code: int, reason: str) -> None:
-        """Close the socket after what is queued (the handler then cleans up)."""
-        self.transport.close(code, reason)
-
-    def send(self, event: ServerEvent) -> None:
-        """Queue an event for the caller."""
-        self.transport.send_event_nowait(event)
+    def call_ended(self, call: LiveCall) -> None:
+        self.memory.call_ended()
 
 
 class Switchboard:
-    """Connects WebSocket calls to desks on one hub and forwards hub events to them."""
+    """Connects the server's calls to desks through the runtime's `CallLifecycle`."""
 
-    def __init__(
-        self,
-        hub: Hub,
-        desks: dict[str, Desk],
-        factory: SessionFactory,
-        settings: ServerSettings,
-    ) -> None:
-        self.hub = hub
-        self.desks = desks
-        self.factory = factory
+    def __init__(self, lifecycle: CallLifecycle, settings: ServerSettings) -> None:
+        self.lifecycle = lifecycle
         self.settings = settings
-        self._releasing: set[asyncio.Task[None]] = set()
-        self.calls: dict[str, LiveCall] = {}
         self.memory = MemoryTrimmer()
-        self.observers: list[CallObserver] = []
-        self._install_hooks()
+        lifecycle.observers.append(_TrimAfterCalls(self.memory))
+
+    @property
+    def hub(self) -> Hub:
+        return self.lifecycle.hub
+
+    @property
+    def desks(self) -> dict[str, Desk]:
+        return self.lifecycle.desks
+
+    @property
+    def factory(self) -> SessionFactory:
+        return self.lifecycle.factory
+
+    @factory.setter
+    def factory(self, factory: SessionFactory) -> None:
+        self.lifecycle.factory = factory
+
+    @property
+    def calls(self) -> dict[str, LiveCall]:
+        """The live calls of this process, by room id."""
+        return self.lifecycle.calls
+
+    @property
+    def observers(self) -> list[CallObserver]:
+        return self.lifecycle.observers
+
+    def status(self, call: LiveCall) -> CallStatus:
+        """What the conversation is waiting for: activity, tasks, jobs and deliveries."""
+        return self.lifecycle.status(call)
 
     # -- the WebSocket endpoint ------------------------------------------------------------
 
@@ -175,16 +155,17 @@ class Switchboard:
         """Run an accepted socket call until `read` returns (hangup) or the socket ends,
         then clean up. `line` is the call's transport; `read` feeds the session from the
         socket in the transport's protocol."""
-        await self._take_over(call)
+        lifecycle = self.lifecycle
+        await lifecycle.take_over(call)
         pump = asyncio.create_task(line.pump(websocket))
         reader: asyncio.Task[None] | None = None
         try:
-            if await self._start(call):
+            if await lifecycle.start(call):
                 reader = asyncio.create_task(read(websocket, call))
                 await asyncio.wait({reader, pump}, return_when=asyncio.FIRST_COMPLETED)
             call.end(CloseCode.NORMAL, "call ended")
             with contextlib.suppress(Exception):  # the client may be gone already
-                await asyncio.wait_for(asyncio.shield(pump), _CLOSE_WAIT)
+                await asyncio.wait_for(asyncio.shield(pump), CLOSE_WAIT)
         finally:
             for task in (reader, pump):
                 if task is None:
@@ -196,7 +177,7 @@ class Switchboard:
                     pass
                 except Exception as exc:  # the socket broke: the call is over either way
                     log.info("room %s: connection lost: %r", call.room_id, exc)
-            await self._clean_up(call)
+            await lifecycle.clean_up(call)
 
     async def run_call(
         self, call: LiveCall, until_over: Callable[[VoiceSession], Awaitable[None]]
@@ -204,48 +185,12 @@ class Switchboard:
         """Run a call on another transport (WebRTC) from start to cleanup: like a socket
         call, it replaces a live call of the same conversation and its results are held
         when it ends. `until_over(session)` returns when the call is over."""
-        await self._take_over(call)
-        try:
-            if await self._start(call):
-                assert call.session is not None
-                await until_over(call.session)
-        finally:
-            call.end(CloseCode.NORMAL, "call ended")
-            await self._clean_up(call)
+        await self.lifecycle.run(call, until_over)
 
-    async def _take_over(self, call: LiveCall) -> None:
-        """Make `call` the conversation's live call, ending an older one first."""
-        while (previous := self.calls.get(call.room_id)) is not None:
-            previous.end(CloseCode.REPLACED, "replaced by a newer connection to this conversation")
-            await previous.finished.wait()
-        self.calls[call.room_id] = call
-
-    async def _start(self, call: LiveCall) -> bool:
-        desk, hub, room_id = call.desk, self.hub, call.room_id
-        try:
-            resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
-            call.send(
-                CallSession(
-                    room_id=room_id,
-                    conversation=call.conversation,
-                    desk=desk.name,
-                    title=desk.title,
-                    resumed=resumed,
-                    greeting=desk.greeting is not None and not resumed,
-                )
-            )
-            transport: CallTransport = call.transport
-            for observer in self.observers:
-                transport = observer.call_started(call, transport)
-            call.session = await self.factory.start(hub, desk, room_id, transport)
-        except Exception as exc:
-            log.exception("room %s: could not start the voice session", room_id)
-            message = f"could not start the call: {type(exc).__name__}: {exc}"
-            call.send(error_event(ProtocolViolation("session_failed", message)))
-            call.end(CloseCode.INTERNAL_ERROR, "could not start the call")
-            return False
-        log.info("room %s: call started (resumed=%s)", room_id, resumed)
-        return True
+    async def close_all(self) -> None:
+        """End every call (server shutdown); their results stay held in the store."""
+        await self.lifecycle.close_all()
+        await self.memory.aclose()
 
     async def _read(self, websocket: WebSocket, call: LiveCall) -> None:
         session = call.session
@@ -282,148 +227,6 @@ class Switchboard:
             if problem.close_code is not None:
                 call.end(problem.close_code, problem.message)
                 return
-
-    async def _clean_up(self, call: LiveCall) -> None:
-        try:
-            if call.session is not None:
-                await self.hub.delivery.detach(call.room_id)
-                await call.session.aclose()
-        except Exception:
-            log.exception("room %s: error while ending the call", call.room_id)
-        finally:
-            if self.calls.get(call.room_id) is call:
-                del self.calls[call.room_id]
-            try:
-                await self._release(call.room_id)
-            except Exception:
-                log.exception("room %s: could not unload the room", call.room_id)
-            call.finished.set()
-            self.memory.call_ended()
-            for observer in self.observers:
-                observer.call_ended(call)
-            log.info("room %s: call ended", call.room_id)
-
-    async def _release(self, room_id: str) -> None:
-        """Unload an ended call's room from memory (it stays open in the store for a
-        reconnect). While its workers still run it stays loaded; a background job releases
-        it when they are done, unless the caller is back by then."""
-        if room_id in self.calls or await self.hub.release_room(room_id):
-            return
-        handles = self.hub.tasks.of_room(room_id)
-        jobs = self.hub.jobs.of_room(room_id)
-
-        async def later() -> None:
-            await asyncio.gather(*(h.result() for h in handles), *jobs, return_exceptions=True)
-            await self._release(room_id)
-
-        self._releasing.add(task := asyncio.create_task(later()))
-        task.add_done_callback(self._releasing.discard)
-
-    async def close_all(self) -> None:
-        """End every call (server shutdown); their results stay held in the store."""
-        calls = list(self.calls.values())
-        for call in calls:
-            call.end(CloseCode.GOING_AWAY, "server shutting down")
-        for call in calls:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(call.finished.wait(), _CLOSE_WAIT + 3.0)
-        await self.memory.aclose()
-
-    # -- status and hub events -------------------------------------------------------------
-
-    def status(self, call: LiveCall) -> CallStatus:
-        """What the conversation is waiting for: activity, tasks, jobs and deliveries."""
-        hub, room_id = self.hub, call.room_id
-        status = CallStatus(
-            room_id=room_id,
-            running_tasks=len(hub.tasks.of_room(room_id)),
-            background_jobs=len(hub.jobs.of_room(room_id)),
-            pending_deliveries=len(hub.delivery.pending(room_id)),
-        )
-        if call.session is None:
-            return status
-        snapshot = call.session.activity.snapshot()
-        return status.model_copy(
-            update={
-                "idle": snapshot.is_idle,
-                "user_speaking": snapshot.user_speaking,
-                "agent_speaking": snapshot.agent_speaking,
-                "agent_thinking": snapshot.agent_thinking,
-                "reply_queued": snapshot.reply_queued,
-                "awaiting_answer": snapshot.user_turn_awaiting_answer,
-                "playout_pending": snapshot.playout_pending,
-            }
-        )
-
-    def _install_hooks(self) -> None:
-        hooks = self.hub.hooks
-        hooks.add(HookTrigger.ON_TASK_DELEGATED, self._task_started, name="switchboard")
-        hooks.add(HookTrigger.ON_TASK_COMPLETED, self._task_finished, name="switchboard")
-        hooks.add(HookTrigger.BEFORE_DELIVER, self._delivery_attempt, name="switchboard")
-        hooks.add(HookTrigger.AFTER_DELIVER, self._delivery_outcome, name="switchboard")
-
-    def _call_of(self, room_id: str) -> LiveCall | None:
-        # Child rooms are `<parent>::task-<n>`; conversation ids cannot contain ':'.
-        return self.calls.get(room_id.split("::", 1)[0])
-
-    async def _task_started(self, event: Event, context: HookContext) -> None:
-        call = self._call_of(event.room_id)
-        if call is not None:
-            task_id = event.metadata.get("task_id")
-            call.send(
-                TaskStarted(
-                    task_id=task_id,
-                    agent_id=event.metadata.get("agent_id"),
-                    task=event.text,
-                    room_id=event.room_id,
-                    child_room_id=task_id,
-                )
-            )
-
-    async def _task_finished(self, event: Event, context: HookContext) -> None:
-        call = self._call_of(event.room_id)
-        if call is not None:
-            meta = event.metadata
-            call.send(
-                TaskFinished(
-                    task_id=meta.get("task_id"),
-                    agent_id=meta.get("agent_id"),
-                    status=meta.get("status"),
-                    summary=event.text,
-                    room_id=event.room_id,
-                )
-            )
-
-    async def _delivery_attempt(self, event: Event, context: HookContext) -> None:
-        call = self._call_of(event.room_id)
-        if call is not None:
-            call.send(DeliveryAttempt(**_delivery_fields(event)))
-
-    async def _delivery_outcome(self, event: Event, context: HookContext) -> None:
-        call = self._call_of(event.room_id)
-        if call is not None:
-            meta = event.metadata
-            call.send(
-                DeliveryOutcome(
-                    **_delivery_fields(event),
-                    outcome=meta.get("outcome"),
-                    final=meta.get("final"),
-                    error=meta.get("error"),
-                )
-            )
-
-
-def _delivery_fields(event: Event) -> dict[str, Any]:
-    """What both delivery events say, from the delivery service's hook event."""
-    meta = event.metadata
-    return {
-        "delivery_id": meta.get("delivery_id"),
-        "strategy": meta.get("strategy"),
-        "attempt": meta.get("attempt"),
-        "kind": meta.get("kind"),
-        "text": event.text,
-        "room_id": event.room_id,
-    }
 
 
 async def _refuse(websocket: WebSocket, code: CloseCode, error: str, message: str) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import ipaddress
 import json
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voicehub.core.settings import settings_from_env, validated_settings
-from voicehub.core.store.choice import StoreChoice
+from voicehub.desks.runtime_settings import RUNTIME_VARIABLES, RuntimeSettings
 from voicehub.errors import ConfigError
 
 __all__ = ["LOOPBACK_HOSTS", "IceServer", "ServerSettings"]
@@ -42,10 +42,7 @@ _VARIABLES = {
     "number_key": "VOICEHUB_NUMBER_KEY",
     "drain_seconds": "VOICEHUB_DRAIN_SECONDS",
     "batch_vad": "VOICEHUB_BATCH_VAD",
-    "instance_id": "VOICEHUB_INSTANCE_ID",
-    "heartbeat_interval": "VOICEHUB_HEARTBEAT_INTERVAL",
-    "instance_timeout": "VOICEHUB_INSTANCE_TIMEOUT",
-    "delivery_lease": "VOICEHUB_DELIVERY_LEASE",
+    **RUNTIME_VARIABLES,
 }
 
 
@@ -59,7 +56,7 @@ class IceServer(BaseModel):
     credential: str | None = None
 
 
-class ServerSettings(StoreChoice):
+class ServerSettings(RuntimeSettings):
     """Everything `create_app` and `voicehub serve` need.
 
     `token`: when set, every call and API request must carry it (`?token=` or
@@ -96,14 +93,6 @@ class ServerSettings(StoreChoice):
     twilio_account_sid: str | None = None
     # Where the REST API for call-backs lives: Twilio's own unless set (a proxy, a fake).
     twilio_api_url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+/?$")
-    # Several instances on one store (see `voicehub.server.instances`): this one's name
-    # (default: made up at start), how often it writes its heartbeat, after how long without
-    # one an instance counts as lost (its tasks are taken over), and how long a claim to
-    # speak a result lasts without renewal (a killed speaker's result is free again after).
-    instance_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    heartbeat_interval: float = Field(default=2.0, gt=0, allow_inf_nan=False)
-    instance_timeout: float = Field(default=10.0, gt=0, allow_inf_nan=False)
-    delivery_lease: float = Field(default=15.0, gt=0, allow_inf_nan=False)
 
     @field_validator("token")
     @classmethod
@@ -128,16 +117,6 @@ class ServerSettings(StoreChoice):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"not valid JSON: {exc}") from None
         return [{"urls": [url]} for url in value.replace(",", " ").split()]
-
-    @model_validator(mode="after")
-    def _timeout_after_beats(self) -> Self:
-        if self.instance_timeout <= self.heartbeat_interval:
-            raise ValueError(
-                f"instance_timeout ({self.instance_timeout:g} s) must be longer than "
-                f"heartbeat_interval ({self.heartbeat_interval:g} s), or live instances "
-                "would count as lost between two beats"
-            )
-        return self
 
     @field_validator("max_audio_bytes")
     @classmethod

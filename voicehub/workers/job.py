@@ -3,9 +3,10 @@
 `DeskJob.run` waits for a participant (a browser, an app, or a phone caller brought in by
 LiveKit SIP: all are participants), opens the conversation keyed to their identity in the
 hub (room `<desk>:<conversation>`), starts the desk's voice session on their audio, and
-serves them until they leave. Then delivery detaches (results that finish later are held
-in the store) and the session closes; when the same identity joins again, in this room or
-a later one, the session starts on the same conversation and the held results are spoken.
+serves them until they leave, through the process runtime's call lifecycle (as `voicehub
+serve` runs its calls). Then delivery detaches (results that finish later are held in the
+store) and the session closes; when the same identity joins again, in this room or a later
+one, the session starts on the same conversation and the held results are spoken.
 
 The room is seen through `CallRoom`, implemented on livekit's `JobContext` by
 `voicehub.workers.room` and by a stand-in in the tests.
@@ -14,7 +15,6 @@ The room is seen through `CallRoom`, implemented on livekit's `JobContext` by
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterable, Mapping
@@ -22,19 +22,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from voicehub.core.store.number_key import number_conversation
+from voicehub.desks.call_lifecycle import LiveCall
 from voicehub.transports.livekit import RoomAudioTransport, forward_caller_audio
 from voicehub.workers.dispatch import conversation_for
 
 if TYPE_CHECKING:
     from livekit import rtc
 
+    from voicehub.desks.call_lifecycle import CallLifecycle
     from voicehub.desks.desk import Desk
-    from voicehub.desks.voice_stack import SessionFactory
-    from voicehub.hub import Hub
+    from voicehub.voice.events import ServerEvent
     from voicehub.voice.session import VoiceSession
     from voicehub.workers.load import CallLoad
 
-__all__ = ["CallRoom", "Caller", "CallerAudio", "DeskJob"]
+__all__ = ["CallRoom", "Caller", "CallerAudio", "DeskJob", "RoomLine"]
 
 log = logging.getLogger("voicehub.workers")
 
@@ -93,21 +94,61 @@ class CallRoom(Protocol):
         ...
 
 
+class RoomLine:
+    """A LiveKit caller's audio as the call lifecycle's `CallLine`: events go out as the
+    transport sends them, and `close` (the call replaced, or the process shutting down)
+    ends the call like the caller leaving."""
+
+    def __init__(self, transport: RoomAudioTransport) -> None:
+        self.transport = transport
+        self.closed = asyncio.Event()
+        self.close_code = 0
+        self._sending: set[asyncio.Task[None]] = set()
+
+    @property
+    def sample_rate(self) -> int:
+        return self.transport.sample_rate
+
+    async def send_audio(self, pcm16: bytes) -> None:
+        await self.transport.send_audio(pcm16)
+
+    async def mark(self, speech_id: str) -> None:
+        await self.transport.mark(speech_id)
+
+    async def clear(self) -> None:
+        await self.transport.clear()
+
+    async def send_event(self, event: ServerEvent) -> None:
+        await self.transport.send_event(event)
+
+    def send_event_nowait(self, event: ServerEvent) -> None:
+        if self.closed.is_set():
+            return
+        task = asyncio.get_running_loop().create_task(self.transport.send_event(event))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        if not self.closed.is_set():
+            self.close_code = code
+            self.closed.set()
+
+
 class DeskJob:
-    """Serves `desk` in one LiveKit room on `hub`; `load` counts its live calls."""
+    """Serves `desk` in one LiveKit room through the process's `CallLifecycle`; `load`
+    counts its live calls."""
 
     def __init__(
         self,
-        hub: Hub,
+        calls: CallLifecycle,
         desk: Desk,
         room: CallRoom,
-        factory: SessionFactory,
         load: CallLoad,
         *,
         number_key: bytes,
     ) -> None:
-        self.hub, self.desk, self.room = hub, desk, room
-        self.factory, self.load = factory, load
+        self.calls, self.hub, self.desk, self.room = calls, calls.hub, desk, room
+        self.load = load
         self.number_key = number_key  # the store's secret behind caller-number ids
         self.room_ids: list[str] = []  # the conversations served, in order
         self.session: VoiceSession | None = None
@@ -123,29 +164,39 @@ class DeskJob:
 
     async def serve(self, caller: Caller) -> None:
         """One call, from the caller's audio to their leaving."""
-        room_id = f"{self.desk.name}:{await self.conversation(caller)}"
-        self.room_ids.append(room_id)
+        conversation = await self.conversation(caller)
+        self.room_ids.append(f"{self.desk.name}:{conversation}")
         audio = await self.room.open_audio(caller)
-        session: VoiceSession | None = None
-        forward: asyncio.Task[None] | None = None
-        try:
-            session = await self.factory.start(self.hub, self.desk, room_id, audio.transport)
+        line = RoomLine(audio.transport)
+        call = LiveCall(self.desk, conversation, line, kind="livekit")
+        counted = False
+
+        async def until_over(session: VoiceSession) -> None:
+            nonlocal counted
             self.session = session
             audio.transport.bind(session.playout_confirmed)
             self.load.call_started()
-            log.info("room %s: %s caller %s joined", room_id, caller.kind, caller.identity)
-            forward = asyncio.create_task(forward_caller_audio(audio.frames(), session.push_audio))
-            left = asyncio.create_task(self.room.left(caller))
+            counted = True
+            log.info("room %s: %s caller %s joined", call.room_id, caller.kind, caller.identity)
+            waits = [
+                asyncio.create_task(forward_caller_audio(audio.frames(), session.push_audio)),
+                asyncio.create_task(self.room.left(caller)),
+                asyncio.create_task(line.closed.wait()),
+            ]
             try:
-                await asyncio.wait({forward, left}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                left.cancel()
+                for task in waits:
+                    task.cancel()
+                await asyncio.gather(*waits, return_exceptions=True)
+
+        try:
+            await self.calls.run(call, until_over)
         finally:
-            if forward is not None:
-                forward.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await forward
-            await self._end(room_id, session, audio)
+            if counted:
+                self.load.call_ended()
+            self.session = None
+            await asyncio.shield(audio.aclose())
 
     async def conversation(self, caller: Caller) -> str:
         """Which conversation `caller` continues: their identity's, or for a phone caller
@@ -161,35 +212,7 @@ class DeskJob:
             )
         return by_number or conversation_for(f"call-{caller.call_id or uuid.uuid4().hex[:16]}")
 
-    async def _end(self, room_id: str, session: VoiceSession | None, audio: CallerAudio) -> None:
-        # shielded: a job shutting down while a call ends must still hold its results
-        async def end() -> None:
-            try:
-                if session is not None:
-                    await self.hub.delivery.detach(room_id)
-                    await session.aclose()
-            finally:
-                if session is not None:
-                    self.load.call_ended()
-                self.session = None
-                await audio.aclose()
-                await self.hub.release_room(room_id)  # stays loaded while workers run
-                log.info("room %s: call ended", room_id)
-
-        await asyncio.shield(end())
-
     async def wait_for_background_work(self, timeout: float) -> bool:
         """Wait (up to `timeout` s) for the workers and jobs of the conversations served
         here, so their results reach the outbox before the job ends; True if all did."""
-        pending = [
-            *(h.result() for rid in self.room_ids for h in self.hub.tasks.of_room(rid)),
-            *(job for rid in self.room_ids for job in self.hub.jobs.of_room(rid)),
-        ]
-        if not pending:
-            return True
-        done = asyncio.gather(*pending, return_exceptions=True)
-        try:
-            await asyncio.wait_for(done, timeout)
-        except TimeoutError:
-            return False
-        return True
+        return await self.calls.wait_for_background_work(self.room_ids, timeout)

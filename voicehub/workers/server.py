@@ -3,11 +3,12 @@
 The worker registers with LiveKit under its agent name (explicit dispatch only), accepts a
 job when the job names one of its desks (`voicehub.workers.dispatch`), and reports its load
 as voicehub's live calls over its capacity (`voicehub.workers.load`). Each job runs
-`DeskEntrypoint` in a process of its own: a `Hub` on the store (SQLite, or the Redis that
-`voicehub serve` shares, whose announcements it follows), the desk's voice
-stack, and a `DeskJob` serving the room's callers. When the job ends (the room closed, or
-LiveKit ended it), the call ends, background workers get `shutdown_grace` seconds to finish
-into the outbox, and the hub closes; held results wait in the store for the caller's return.
+`DeskEntrypoint` in a process of its own: the `ProcessRuntime` `voicehub serve` runs too (a
+hub on the store, SQLite or the Redis `serve` shares; its heartbeat, recovery of lost
+instances' work, announcements and call lifecycle), the desk's voice stack, and a `DeskJob`
+serving the room's callers. When the job ends (the room closed, or LiveKit ended it), the
+call ends, background workers get `shutdown_grace` seconds to finish into the outbox, and
+the runtime closes; held results wait in the store for the caller's return.
 
 The entrypoint and the request handler are picklable objects: livekit-agents hands them to
 each job process it starts.
@@ -22,15 +23,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import cancel_and_wait
-from voicehub.core.store.choice import open_store
-from voicehub.core.store.number_key import load_number_key
-from voicehub.core.store.redis import RedisStore
-from voicehub.delivery.announcements import follow_announcements
 from voicehub.desks.desk import build_desk
 from voicehub.desks.loading import load_desk_folder
+from voicehub.desks.runtime import ProcessRuntime
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
-from voicehub.hub import Hub
 from voicehub.voice.providers import vendor_import
 from voicehub.workers.dispatch import DispatchError, choose_desk
 from voicehub.workers.job import CallRoom, DeskJob
@@ -107,16 +104,12 @@ class DeskEntrypoint:
         job = ctx.job
         name = choose_desk(self.desks, metadata=job.metadata, room_name=job.room.name)
         desk = build_desk(load_desk_folder(self.settings.channels_dir)[name])
-        hub = Hub(store=await open_store(self.settings), orchestration=None)
-        await hub.start()
-        # on a shared Redis, results `serve` (or another job) finishes for a caller live here
-        follower = (
-            asyncio.create_task(follow_announcements(hub.delivery, hub.store, hub.clock))
-            if isinstance(hub.store, RedisStore)
-            else None
-        )
         factory = self._factory() if self._factory is not None else OfflineSessionFactory()
-        await factory.prepare([desk])
+        # the same runtime as `voicehub serve`: heartbeat, recovery, announcements, calls
+        # each job process is an instance of its own (its heartbeat, its leases)
+        instance = f"{self.settings.instance_id or 'worker'}-{job.id}"[:64]
+        runtime = ProcessRuntime(self.settings, {name: desk}, factory, instance_id=instance)
+        await runtime.start()
         if self._room is not None:
             room = self._room(ctx)
         else:
@@ -126,18 +119,14 @@ class DeskEntrypoint:
 
             await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
             room = LiveKitCallRoom(ctx)
-        number_key = await load_number_key(self.settings, hub.store)
-        desk_job = DeskJob(hub, desk, room, factory, self.load, number_key=number_key)
+        desk_job = DeskJob(runtime.calls, desk, room, self.load, number_key=runtime.number_key)
         runner = asyncio.create_task(desk_job.run(), name=f"voicehub-desk-{name}")
 
         async def shut_down(reason: str) -> None:
             await cancel_and_wait(runner)
             if not await desk_job.wait_for_background_work(self.settings.shutdown_grace):
                 log.warning("job %s: background work still running at shutdown", job.id)
-            if follower is not None:
-                await cancel_and_wait(follower)
-            await hub.aclose()
-            await desk.aclose()
+            await runtime.aclose()
             log.info("job %s (desk %s) ended: %s", job.id, name, reason)
 
         ctx.add_shutdown_callback(shut_down)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from voicehub.core.settings import settings_from_env
-from voicehub.core.store.choice import StoreChoice
+from voicehub.desks.runtime_settings import RUNTIME_VARIABLES, RuntimeSettings
 from voicehub.errors import ConfigError
 from voicehub.workers.dispatch import DEFAULT_AGENT_NAME
 
@@ -33,10 +33,11 @@ ENVIRONMENT = {
     "url": "LIVEKIT_URL",
     "api_key": "LIVEKIT_API_KEY",
     "api_secret": "LIVEKIT_API_SECRET",
+    **RUNTIME_VARIABLES,
 }
 
 
-class WorkerSettings(StoreChoice):
+class WorkerSettings(RuntimeSettings):
     """`desk`: serve only this desk (its name is then the agent name); else every desk in
     `channels_dir` under `agent_name`. `capacity`: calls at once before the worker reports
     itself full. `shutdown_grace`: seconds a job ending waits for its background workers, so

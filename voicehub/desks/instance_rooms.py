@@ -1,4 +1,4 @@
-"""The server's part in instance loss: its heartbeat, and how a lost instance's work is
+"""A process's part in instance loss: its heartbeat, and how a lost instance's work is
 picked up here with the right desk (`voicehub.orchestration.instances` and `.recovery`).
 
 A conversation's room is `<desk>:<conversation>`; the desk's `[supervisor] on_instance_loss`
@@ -23,21 +23,21 @@ from voicehub.orchestration.recovery import (
 )
 
 if TYPE_CHECKING:
+    from voicehub.desks.call_lifecycle import CallLifecycle
     from voicehub.desks.desk import Desk
+    from voicehub.desks.runtime_settings import RuntimeSettings
     from voicehub.hub import Hub
-    from voicehub.server.calls import Switchboard
-    from voicehub.server.settings import ServerSettings
 
 __all__ = ["DeskRooms", "start_heartbeat"]
 
 
 class DeskRooms:
-    """`LossHandling` over the server's desks and live calls."""
+    """`LossHandling` over a process's desks and live calls."""
 
-    def __init__(self, hub: Hub, desks: Mapping[str, Desk], board: Switchboard) -> None:
+    def __init__(self, hub: Hub, desks: Mapping[str, Desk], calls: CallLifecycle) -> None:
         self.hub = hub
         self.desks = desks
-        self.board = board
+        self.calls = calls
 
     def desk_of(self, room_id: str) -> Desk | None:
         return self.desks.get(room_id.split(":", 1)[0])
@@ -60,16 +60,16 @@ class DeskRooms:
         await self.hub.create_room(room_id, orchestration=desk.call_orchestration())
 
     async def release_room(self, room_id: str) -> None:
-        if room_id not in self.board.calls:
+        if room_id not in self.calls.calls:
             await self.hub.release_room(room_id)
 
 
 def start_heartbeat(
-    hub: Hub, desks: Mapping[str, Desk], board: Switchboard, settings: ServerSettings
+    hub: Hub, desks: Mapping[str, Desk], calls: CallLifecycle, settings: RuntimeSettings
 ) -> InstanceHeartbeat:
     """Start this instance's heartbeat (and its sweeps for lost instances)."""
     recovery = TaskRecovery(
-        hub, DeskRooms(hub, desks, board), instance_id=hub.instance_id, wall=hub.wall
+        hub, DeskRooms(hub, desks, calls), instance_id=hub.instance_id, wall=hub.wall
     )
     heartbeat = InstanceHeartbeat(
         hub,

@@ -1,4 +1,4 @@
-"""The server's side of instance loss: which desk setting applies to a room, and loading a
+"""A process's side of instance loss: which desk setting applies to a room, and loading a
 room taken over from a lost instance with its desk's agents."""
 
 from __future__ import annotations
@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import load_desks
+from voicehub.desks.instance_rooms import DeskRooms
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.errors import VoicehubError
 from voicehub.hub import Hub
-from voicehub.server.calls import Switchboard
-from voicehub.server.instances import DeskRooms
-from voicehub.server.settings import ServerSettings
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
@@ -28,8 +27,8 @@ async def rooms() -> DeskRooms:
     config = research.config.model_copy(update={"name": "strict", "supervisor": failing})
     desks["strict"] = dataclasses.replace(research, config=config)
     hub = Hub(orchestration=None)
-    board = Switchboard(hub, desks, OfflineSessionFactory(), ServerSettings())
-    return DeskRooms(hub, desks, board)
+    calls = CallLifecycle(hub, desks, OfflineSessionFactory())
+    return DeskRooms(hub, desks, calls)
 
 
 async def test_the_room_desk_setting_applies(rooms: DeskRooms) -> None:

@@ -1,0 +1,318 @@
+"""The life of a call on one process, whatever carries it (WebSocket, Twilio, WebRTC, LiveKit).
+
+A call to desk `d` with conversation `c` runs in room `d:c`, created (or reopened) with the
+desk's call orchestration by the `SessionFactory`. `CallLifecycle.run` takes a `LiveCall`
+from start to end:
+
+1. it becomes the conversation's live call here, replacing an older one (close 4409), so a
+   caller whose network dropped silently can come back at once;
+2. the session starts on the call's transport (observers may wrap the transport first);
+3. task and delivery hooks of the hub are sent to the call as events (task events carry the
+   parent room id; nested child rooms `d:c::task-1::task-1` belong to `d:c` too);
+4. when the call is over, delivery is detached and the session closed, but the room stays
+   open: results that finish later are held and spoken when the same conversation calls
+   again. The room is unloaded from memory once its background workers are done.
+
+`voicehub serve` (`voicehub.server.calls`) and each LiveKit job (`voicehub.workers.job`) run
+their calls through the lifecycle of their `ProcessRuntime`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from voicehub.core.hooks import HookContext, HookTrigger
+from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
+from voicehub.voice.events import (
+    CallSession,
+    CallStatus,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    ServerEvent,
+    TaskFinished,
+    TaskStarted,
+)
+from voicehub.voice.transport import CallTransport
+
+if TYPE_CHECKING:
+    from voicehub.core.events import Event
+    from voicehub.desks.desk import Desk
+    from voicehub.desks.voice_stack import SessionFactory
+    from voicehub.hub import Hub
+    from voicehub.voice.session import VoiceSession
+
+__all__ = ["CLOSE_WAIT", "CallLifecycle", "CallLine", "CallObserver", "LiveCall"]
+
+log = logging.getLogger("voicehub.calls")
+
+CLOSE_WAIT = 2.0
+"""Seconds a client gets to complete the close handshake."""
+
+
+class CallLine(CallTransport, Protocol):
+    """A call's transport as the lifecycle uses it (WebSocket, Twilio, WebRTC, LiveKit)."""
+
+    def send_event_nowait(self, event: ServerEvent) -> None: ...
+
+    def close(self, code: int = 1000, reason: str = "") -> None: ...
+
+
+class CallObserver(Protocol):
+    """Sees each call start and end (metrics, draining). `call_started` returns the
+    transport the voice session should use: `transport` itself, or a wrapper of it."""
+
+    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport: ...
+
+    def call_ended(self, call: LiveCall) -> None: ...
+
+
+class LiveCall:
+    """One connected call: its room, transport and (once started) session. `kind` names
+    the transport ("websocket", "twilio", "webrtc", "livekit")."""
+
+    def __init__(
+        self, desk: Desk, conversation: str, transport: CallLine, *, kind: str = "websocket"
+    ) -> None:
+        self.desk = desk
+        self.conversation = conversation
+        self.room_id = f"{desk.name}:{conversation}"
+        self.transport = transport
+        self.kind = kind
+        self.session: VoiceSession | None = None
+        self.started_at = time.time()
+        self.finished = asyncio.Event()
+
+    def end(self, code: int, reason: str) -> None:
+        """Close the line after what is queued (the call's runner then cleans up)."""
+        self.transport.close(code, reason)
+
+    def send(self, event: ServerEvent) -> None:
+        """Queue an event for the caller."""
+        self.transport.send_event_nowait(event)
+
+
+class CallLifecycle:
+    """The calls of one process on its hub: start, replace, forward hub events, end."""
+
+    def __init__(self, hub: Hub, desks: dict[str, Desk], factory: SessionFactory) -> None:
+        self.hub = hub
+        self.desks = desks
+        self.factory = factory
+        self.calls: dict[str, LiveCall] = {}
+        self.observers: list[CallObserver] = []
+        self._releasing: set[asyncio.Task[None]] = set()
+        self._install_hooks()
+
+    async def run(
+        self, call: LiveCall, until_over: Callable[[VoiceSession], Awaitable[None]]
+    ) -> None:
+        """Run `call` from start to cleanup: it replaces a live call of the same
+        conversation, and its results are held when it ends. `until_over(session)` returns
+        when the call is over; the line is closed then."""
+        await self.take_over(call)
+        try:
+            if await self.start(call):
+                assert call.session is not None
+                await until_over(call.session)
+        finally:
+            call.end(CloseCode.NORMAL, "call ended")
+            # shielded: a process shutting down while a call ends must still hold its results
+            await asyncio.shield(self.clean_up(call))
+
+    async def take_over(self, call: LiveCall) -> None:
+        """Make `call` the conversation's live call, ending an older one first."""
+        while (previous := self.calls.get(call.room_id)) is not None:
+            previous.end(CloseCode.REPLACED, "replaced by a newer connection to this conversation")
+            await previous.finished.wait()
+        self.calls[call.room_id] = call
+
+    async def start(self, call: LiveCall) -> bool:
+        """Start the call's session (after `take_over`); False, the caller told why, when
+        it could not start."""
+        desk, hub, room_id = call.desk, self.hub, call.room_id
+        try:
+            resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
+            call.send(
+                CallSession(
+                    room_id=room_id,
+                    conversation=call.conversation,
+                    desk=desk.name,
+                    title=desk.title,
+                    resumed=resumed,
+                    greeting=desk.greeting is not None and not resumed,
+                )
+            )
+            transport: CallTransport = call.transport
+            for observer in self.observers:
+                transport = observer.call_started(call, transport)
+            call.session = await self.factory.start(hub, desk, room_id, transport)
+        except Exception as exc:
+            log.exception("room %s: could not start the voice session", room_id)
+            message = f"could not start the call: {type(exc).__name__}: {exc}"
+            call.send(error_event(ProtocolViolation("session_failed", message)))
+            call.end(CloseCode.INTERNAL_ERROR, "could not start the call")
+            return False
+        log.info("room %s: %s call started (resumed=%s)", room_id, call.kind, resumed)
+        return True
+
+    async def clean_up(self, call: LiveCall) -> None:
+        """After the call: hold its results, close its session, unload its room."""
+        try:
+            if call.session is not None:
+                await self.hub.delivery.detach(call.room_id)
+                await call.session.aclose()
+        except Exception:
+            log.exception("room %s: error while ending the call", call.room_id)
+        finally:
+            if self.calls.get(call.room_id) is call:
+                del self.calls[call.room_id]
+            try:
+                await self.release(call.room_id)
+            except Exception:
+                log.exception("room %s: could not unload the room", call.room_id)
+            call.finished.set()
+            for observer in self.observers:
+                observer.call_ended(call)
+            log.info("room %s: call ended", call.room_id)
+
+    async def release(self, room_id: str) -> None:
+        """Unload an ended call's room from memory (it stays open in the store for a
+        reconnect). While its workers still run it stays loaded; a background job releases
+        it when they are done, unless the caller is back by then."""
+        if room_id in self.calls or await self.hub.release_room(room_id):
+            return
+        handles = self.hub.tasks.of_room(room_id)
+        jobs = self.hub.jobs.of_room(room_id)
+
+        async def later() -> None:
+            await asyncio.gather(*(h.result() for h in handles), *jobs, return_exceptions=True)
+            await self.release(room_id)
+
+        self._releasing.add(task := asyncio.create_task(later()))
+        task.add_done_callback(self._releasing.discard)
+
+    async def close_all(self, code: int = CloseCode.GOING_AWAY) -> None:
+        """End every call (shutdown); their results stay held in the store."""
+        calls = list(self.calls.values())
+        for call in calls:
+            call.end(code, "server shutting down")
+        for call in calls:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(call.finished.wait(), CLOSE_WAIT + 3.0)
+
+    async def wait_for_background_work(self, room_ids: list[str], timeout: float) -> bool:
+        """Wait (up to `timeout` s) for the workers and jobs of `room_ids`, so their results
+        reach the outbox before the process ends; True if all did."""
+        pending = [
+            *(h.result() for rid in room_ids for h in self.hub.tasks.of_room(rid)),
+            *(job for rid in room_ids for job in self.hub.jobs.of_room(rid)),
+        ]
+        if not pending:
+            return True
+        try:
+            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # -- status and hub events -------------------------------------------------------------
+
+    def status(self, call: LiveCall) -> CallStatus:
+        """What the conversation is waiting for: activity, tasks, jobs and deliveries."""
+        hub, room_id = self.hub, call.room_id
+        status = CallStatus(
+            room_id=room_id,
+            running_tasks=len(hub.tasks.of_room(room_id)),
+            background_jobs=len(hub.jobs.of_room(room_id)),
+            pending_deliveries=len(hub.delivery.pending(room_id)),
+        )
+        if call.session is None:
+            return status
+        snapshot = call.session.activity.snapshot()
+        return status.model_copy(
+            update={
+                "idle": snapshot.is_idle,
+                "user_speaking": snapshot.user_speaking,
+                "agent_speaking": snapshot.agent_speaking,
+                "agent_thinking": snapshot.agent_thinking,
+                "reply_queued": snapshot.reply_queued,
+                "awaiting_answer": snapshot.user_turn_awaiting_answer,
+                "playout_pending": snapshot.playout_pending,
+            }
+        )
+
+    def call_of(self, room_id: str) -> LiveCall | None:
+        """The live call a room (or one of its child rooms) belongs to."""
+        # Child rooms are `<parent>::task-<n>`; conversation ids cannot contain ':'.
+        return self.calls.get(room_id.split("::", 1)[0])
+
+    def _install_hooks(self) -> None:
+        hooks = self.hub.hooks
+        hooks.add(HookTrigger.ON_TASK_DELEGATED, self._task_started, name="calls")
+        hooks.add(HookTrigger.ON_TASK_COMPLETED, self._task_finished, name="calls")
+        hooks.add(HookTrigger.BEFORE_DELIVER, self._delivery_attempt, name="calls")
+        hooks.add(HookTrigger.AFTER_DELIVER, self._delivery_outcome, name="calls")
+
+    async def _task_started(self, event: Event, context: HookContext) -> None:
+        call = self.call_of(event.room_id)
+        if call is not None:
+            task_id = event.metadata.get("task_id")
+            call.send(
+                TaskStarted(
+                    task_id=task_id,
+                    agent_id=event.metadata.get("agent_id"),
+                    task=event.text,
+                    room_id=event.room_id,
+                    child_room_id=task_id,
+                )
+            )
+
+    async def _task_finished(self, event: Event, context: HookContext) -> None:
+        call = self.call_of(event.room_id)
+        if call is not None:
+            meta = event.metadata
+            call.send(
+                TaskFinished(
+                    task_id=meta.get("task_id"),
+                    agent_id=meta.get("agent_id"),
+                    status=meta.get("status"),
+                    summary=event.text,
+                    room_id=event.room_id,
+                )
+            )
+
+    async def _delivery_attempt(self, event: Event, context: HookContext) -> None:
+        call = self.call_of(event.room_id)
+        if call is not None:
+            call.send(DeliveryAttempt(**_delivery_fields(event)))
+
+    async def _delivery_outcome(self, event: Event, context: HookContext) -> None:
+        call = self.call_of(event.room_id)
+        if call is not None:
+            meta = event.metadata
+            call.send(
+                DeliveryOutcome(
+                    **_delivery_fields(event),
+                    outcome=meta.get("outcome"),
+                    final=meta.get("final"),
+                    error=meta.get("error"),
+                )
+            )
+
+
+def _delivery_fields(event: Event) -> dict[str, Any]:
+    """What both delivery events say, from the delivery service's hook event."""
+    meta = event.metadata
+    return {
+        "delivery_id": meta.get("delivery_id"),
+        "strategy": meta.get("strategy"),
+        "attempt": meta.get("attempt"),
+        "kind": meta.get("kind"),
+        "text": event.text,
+        "room_id": event.room_id,
+    }
