@@ -11,6 +11,7 @@ import pytest
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    CallRecord,
     DeliveryRecord,
     DeliveryStatus,
     InstanceRecord,
@@ -117,13 +118,14 @@ async def test_a_corrupt_database_raises_store_error_naming_it(tmp_path: Path) -
     assert str(path) in str(raised.value)
 
 
-async def test_a_version_1_file_gets_the_instances_table_and_keeps_its_data(
+async def test_a_version_1_file_gets_the_instances_and_calls_tables_and_keeps_its_data(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
     await SQLiteStore(path).close()
     old = sqlite3.connect(path)  # as version 1 wrote it: no instances, tasks without fences
     old.execute("DROP TABLE instances")
+    old.execute("DROP TABLE calls")
     old.execute("INSERT INTO tasks VALUES ('t1', 'main', 'running', ?)", (_OLD_TASK,))
     old.execute("PRAGMA user_version = 1")
     old.commit()
@@ -137,10 +139,13 @@ async def test_a_version_1_file_gets_the_instances_table_and_keeps_its_data(
         assert await store.swap_task(taken, expected_fence=0) is True
         await store.beat_instance(InstanceRecord(id="b", started_at=1, seen_at=2, expires_at=3))
         assert [i.id for i in await store.list_instances()] == ["b"]
+        call = CallRecord(room_id="d:c", desk="d", conversation="c", transport="twilio", fence=1)
+        assert await store.swap_call(call, expected_fence=0) is True
+        assert await store.get_call("d:c") == call
     finally:
         await store.close()
     check = sqlite3.connect(path)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     check.close()
 
 

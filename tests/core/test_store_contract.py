@@ -11,6 +11,8 @@ import pytest
 from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.store.base import (
+    CallRecord,
+    CallState,
     DeliveryRecord,
     DeliveryStatus,
     InstanceRecord,
@@ -368,3 +370,58 @@ async def test_swap_delivery_follows_a_plain_update(store: Store) -> None:
     assert await store.swap_delivery(stale, expected_fence=0) is False
     fresh = delivery("d1", status=DeliveryStatus.HELD).model_copy(update={"fence": 6})
     assert await store.swap_delivery(fresh, expected_fence=5) is True
+
+
+# Calls
+
+
+def call(room_id: str, owner: str, fence: int, state: CallState = CallState.LIVE) -> CallRecord:
+    desk, _, conversation = room_id.partition(":")
+    return CallRecord(
+        room_id=room_id,
+        desk=desk,
+        conversation=conversation,
+        transport="twilio",
+        state=state,
+        owner=owner,
+        fence=fence,
+        started_at=100.0,
+        updated_at=100.0 + fence,
+        line={"call_sid": "CA1"},
+        pending_question={"text": "Which city?"},
+    )
+
+
+async def test_a_call_record_is_written_once_per_fence_and_reads_back_equal(store: Store) -> None:
+    assert await store.get_call("d:c") is None
+    first = call("d:c", "a", 1)
+    assert await store.swap_call(first, expected_fence=0) is True
+    assert await store.swap_call(call("d:c", "b", 1), expected_fence=0) is False  # a lost race
+    assert await store.get_call("d:c") == first
+    taken = call("d:c", "b", 2)
+    assert await store.swap_call(call("d:c", "c", 2), expected_fence=5) is False
+    assert await store.swap_call(taken, expected_fence=1) is True
+    assert await store.swap_call(call("d:c", "a", 2), expected_fence=1) is False  # a late write
+    assert await store.get_call("d:c") == taken
+
+
+async def test_list_calls_gives_the_open_calls_an_instance_serves(store: Store) -> None:
+    await store.swap_call(call("d:2", "a", 1), expected_fence=0)
+    await store.swap_call(call("d:1", "a", 1), expected_fence=0)
+    await store.swap_call(call("d:3", "b", 1), expected_fence=0)
+    assert [c.room_id for c in await store.list_calls(owner="a")] == ["d:1", "d:2"]
+    await store.swap_call(call("d:2", "b", 2), expected_fence=1)  # taken over
+    await store.swap_call(call("d:1", "a", 2, CallState.ENDED), expected_fence=1)  # hung up
+    assert await store.list_calls(owner="a") == []
+    assert [c.room_id for c in await store.list_calls(owner="b")] == ["d:2", "d:3"]
+    handing = call("d:3", "b", 2, CallState.HANDING_OVER)
+    await store.swap_call(handing, expected_fence=1)
+    assert await store.list_calls(owner="b") == [call("d:2", "b", 2), handing]
+
+
+async def test_a_stored_call_shares_no_state_with_the_caller(store: Store) -> None:
+    record = call("d:c", "a", 1)
+    await store.swap_call(record, expected_fence=0)
+    record.line["call_sid"] = "changed"
+    stored = await store.get_call("d:c")
+    assert stored is not None and stored.line == {"call_sid": "CA1"}

@@ -1,4 +1,5 @@
-"""The store protocol: rooms, events, room metadata, tasks and the delivery outbox.
+"""The store protocol: rooms, events, room metadata, tasks, the delivery outbox, instance
+heartbeats and the calls in progress.
 
 Records are pydantic models so they cross the store boundary validated and serialisable.
 Every implementation must keep `put_delivery` idempotent by delivery id.
@@ -119,6 +120,44 @@ class DeliveryRecord(BaseModel):
     lease_until: float | None = None
 
 
+class CallState(StrEnum):
+    LIVE = "live"  # a caller is on it, served by the record's owner
+    HANDING_OVER = "handing_over"  # its owner drains: the next instance goes on seamlessly
+    ENDED = "ended"  # the caller hung up, or the call was ended on purpose
+
+    @property
+    def open(self) -> bool:
+        """Whether a caller is (or should be) on the call."""
+        return self is not CallState.ENDED
+
+
+class CallRecord(BaseModel):
+    """A call in progress, as any instance needs it to take the call over: which
+    conversation, who serves it, and the state of its line (`line`: the transport's ids,
+    such as a Twilio call and stream sid or a LiveKit room and dispatch) and of its
+    conversation that the room's events do not hold (`pending_question`: an ask_user
+    question waiting for the caller's answer).
+
+    Keyed by room id (one record per conversation, reused by its later calls). `fence`
+    counts the record's writes through `swap_call` (compare-and-set), so of two instances
+    taking one call exactly one succeeds, and the one it took it from learns so on its next
+    write. `takeovers` counts the times another instance took the call up mid-way.
+    """
+
+    room_id: str
+    desk: str
+    conversation: str
+    transport: str
+    state: CallState = CallState.LIVE
+    owner: str = ""
+    fence: int = 0
+    started_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+    takeovers: int = 0
+    line: dict[str, str] = Field(default_factory=dict)
+    pending_question: dict[str, Any] | None = None
+
+
 class Store(Protocol):
     """Persistence for the hub. Implementations: `MemoryStore`, `SQLiteStore`, `RedisStore`."""
 
@@ -157,6 +196,17 @@ class Store(Protocol):
 
     async def remove_instance(self, instance_id: str) -> None:
         """Forget an instance (it stopped cleanly, or its tasks were taken over)."""
+        ...
+
+    async def swap_call(self, call: CallRecord, *, expected_fence: int) -> bool:
+        """Write the call record only if the stored one's `fence` is `expected_fence` (0:
+        there is none yet), atomically; False (nothing written) otherwise."""
+        ...
+
+    async def get_call(self, room_id: str) -> CallRecord | None: ...
+
+    async def list_calls(self, *, owner: str) -> list[CallRecord]:
+        """The open calls (`state.open`) `owner` serves, by room id."""
         ...
 
     async def put_delivery(self, delivery: DeliveryRecord) -> bool: ...

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    CallRecord,
     DeliveryRecord,
     DeliveryStatus,
     InstanceRecord,
@@ -36,7 +37,7 @@ def _copy(record: _Record) -> _Record:
     their only mutable fields are the `metadata` and `strategy` dicts)."""
     update = {
         name: _copy_json(value)
-        for name in ("metadata", "strategy")
+        for name in ("metadata", "strategy", "line", "pending_question")
         if (value := getattr(record, name, None))
     }
     return replace(record, **update)
@@ -52,6 +53,7 @@ class MemoryStore:
         self._tasks: dict[str, TaskRecord] = {}
         self._deliveries: dict[str, DeliveryRecord] = {}
         self._instances: dict[str, InstanceRecord] = {}
+        self._calls: dict[str, CallRecord] = {}
 
     async def create_room(self, room: RoomRecord) -> None:
         self._rooms[room.id] = _copy(room)
@@ -124,6 +126,24 @@ class MemoryStore:
 
     async def remove_instance(self, instance_id: str) -> None:
         self._instances.pop(instance_id, None)
+
+    async def swap_call(self, call: CallRecord, *, expected_fence: int) -> bool:
+        stored = self._calls.get(call.room_id)
+        if (stored.fence if stored is not None else 0) != expected_fence:
+            return False
+        self._calls[call.room_id] = _copy(call)
+        return True
+
+    async def get_call(self, room_id: str) -> CallRecord | None:
+        call = self._calls.get(room_id)
+        return _copy(call) if call is not None else None
+
+    async def list_calls(self, *, owner: str) -> list[CallRecord]:
+        return [
+            _copy(call)
+            for _, call in sorted(self._calls.items())
+            if call.owner == owner and call.state.open
+        ]
 
     async def put_delivery(self, delivery: DeliveryRecord) -> bool:
         if delivery.id in self._deliveries:

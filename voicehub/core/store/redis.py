@@ -9,7 +9,9 @@ count are fields of one record, written at once, and `swap_delivery` (like `swap
 compare-and-set on its fence. Events of a room are a sorted set scored by the room's sequence
 number. A new delivery is announced on a pub/sub channel in the same script that stores it
 (`watch_deliveries`), so the instance holding the call hears of a result finished elsewhere at
-once; the announcement is a hint, the store stays the truth.
+once; the announcement is a hint, the store stays the truth. Likewise every change of a
+call record is announced (`watch_calls`), so an instance whose call another one took up
+ends its side at once.
 
 `redis` is imported here lazily (and only here in `core`): it is the store's own driver, as
 `sqlite3` is the SQLite store's.
@@ -26,6 +28,7 @@ from pydantic import BaseModel
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    CallRecord,
     DeliveryRecord,
     DeliveryStatus,
     InstanceRecord,
@@ -34,7 +37,7 @@ from voicehub.core.store.base import (
     TaskRecord,
     TaskStatus,
 )
-from voicehub.core.store.redis_scripts import APPEND_EVENT, WRITE_RECORD
+from voicehub.core.store.redis_scripts import APPEND_EVENT, SWAP_CALL, WRITE_RECORD
 from voicehub.errors import MissingExtraError, StoreError
 
 if TYPE_CHECKING:
@@ -61,6 +64,7 @@ class RedisStore:
         self.url = url
         self.prefix = prefix
         self.channel = f"{prefix}:deliveries"
+        self.calls_channel = f"{prefix}:calls"
         # A blocking pool: many rooms at once wait for a connection instead of failing.
         pool = BlockingConnectionPool.from_url(
             url, max_connections=max_connections, timeout=30, decode_responses=True
@@ -68,6 +72,7 @@ class RedisStore:
         self._redis: Redis | None = Redis(connection_pool=pool)
         self._write_script = self._redis.register_script(WRITE_RECORD)
         self._append_script = self._redis.register_script(APPEND_EVENT)
+        self._call_script = self._redis.register_script(SWAP_CALL)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -306,6 +311,42 @@ class RedisStore:
 
     async def remove_instance(self, instance_id: str) -> None:
         await self._call(self.redis.hdel(self._key("instance"), instance_id))
+
+    # -- calls -------------------------------------------------------------------------
+
+    async def swap_call(self, call: CallRecord, *, expected_fence: int) -> bool:
+        args = [
+            call.room_id,
+            call.model_dump_json(),
+            str(expected_fence),
+            str(call.fence),
+            self._key("call", "owner", ""),
+            call.owner if call.state.open else "",
+            self.calls_channel,
+            json.dumps([call.room_id, call.owner, call.fence]),
+        ]
+        keys = [self._key("call"), self._key("call", "fence")]
+        return bool(await self._call(self._call_script(keys=keys, args=args)))
+
+    async def get_call(self, room_id: str) -> CallRecord | None:
+        return await self._record("call", CallRecord, room_id)
+
+    async def list_calls(self, *, owner: str) -> list[CallRecord]:
+        ids = sorted(await self._call(self.redis.smembers(self._key("call", "owner", owner))))
+        return [c for c in await self._records("call", CallRecord, ids) if c.owner == owner]
+
+    async def watch_calls(self) -> AsyncIterator[tuple[str, str, int]]:
+        """(room id, owner, fence) of each call record written by any instance, as it is
+        written. Runs until cancelled; messages sent while disconnected are lost."""
+        pubsub = self.redis.pubsub()
+        await self._call(pubsub.subscribe(self.calls_channel))
+        try:
+            async for message in pubsub.listen():
+                if message.get("type") == "message":
+                    room_id, owner, fence = json.loads(message["data"])
+                    yield str(room_id), str(owner), int(fence)
+        finally:
+            await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     # -- deliveries ----------------------------------------------------------------------
 

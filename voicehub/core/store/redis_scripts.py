@@ -11,6 +11,9 @@ Layout under a key prefix `p` (one kind per record type: room, task, delivery):
     p:<kind>:fence      hash   id -> the record's fence (deliveries, tasks), read by SWAP
                                without decoding JSON
     p:instance          hash   instance id -> heartbeat JSON (written by plain HSET)
+    p:call              hash   room id -> call record JSON (`SWAP_CALL`)
+    p:call:fence        hash   room id -> the call record's fence
+    p:call:owner:<id>   set    room ids of the open calls instance <id> serves
     p:events:<room>     zset   event JSON scored by its seq
     p:order             counter for first-insertion order
 
@@ -64,5 +67,23 @@ return 1
 APPEND_EVENT = """
 if redis.call('ZCOUNT', KEYS[1], ARGV[1], ARGV[1]) > 0 then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+# KEYS: the call hash, the call fence hash. ARGV: room id, record JSON, expected fence
+# ('0' = none stored yet), new fence, owner set prefix, the owner whose set it goes in
+# ('' = none: the call ended), channel ('' = none), message. Returns 1 when written.
+SWAP_CALL = """
+local id = ARGV[1]
+local stored = redis.call('HGET', KEYS[2], id) or '0'
+if stored ~= ARGV[3] then return 0 end
+local previous = redis.call('HGET', KEYS[1], id)
+if previous then
+  redis.call('SREM', ARGV[5] .. cjson.decode(previous)['owner'], id)
+end
+redis.call('HSET', KEYS[1], id, ARGV[2])
+redis.call('HSET', KEYS[2], id, ARGV[4])
+if ARGV[6] ~= '' then redis.call('SADD', ARGV[5] .. ARGV[6], id) end
+if ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[8]) end
 return 1
 """

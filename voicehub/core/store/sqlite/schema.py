@@ -11,9 +11,9 @@ from pathlib import Path
 
 from voicehub.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema this module writes, kept in the file's `user_version` pragma (2 added the
-instances table; a version 1 file gets it when opened)."""
+instances table, 3 the calls table; an older file gets them when opened)."""
 
 BUSY_TIMEOUT_SECONDS = 5.0
 """How long a statement waits for another connection's write lock before failing."""
@@ -63,6 +63,16 @@ CREATE TABLE IF NOT EXISTS instances (
     id TEXT PRIMARY KEY,
     data TEXT NOT NULL
 );
+"""
+_CALLS = """
+CREATE TABLE IF NOT EXISTS calls (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    open INTEGER NOT NULL,
+    fence INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS calls_owner ON calls (owner, open);
 """
 
 
@@ -150,7 +160,7 @@ def _create_schema(connection: sqlite3.Connection, version: int) -> None:
     try:
         # Another process may have upgraded the schema while we waited for the lock.
         if connection.execute("PRAGMA user_version").fetchone()[0] == version:
-            for statement in ((_SCHEMA if version == 0 else "") + _INSTANCES).split(";"):
+            for statement in ((_SCHEMA if version == 0 else "") + _INSTANCES + _CALLS).split(";"):
                 if statement.strip():
                     connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

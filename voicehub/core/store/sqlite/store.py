@@ -7,6 +7,7 @@ from pathlib import Path
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    CallRecord,
     DeliveryRecord,
     DeliveryStatus,
     InstanceRecord,
@@ -15,6 +16,7 @@ from voicehub.core.store.base import (
     TaskRecord,
     TaskStatus,
 )
+from voicehub.core.store.sqlite.calls import CallTable
 from voicehub.core.store.sqlite.database import GROUP_COMMIT_SECONDS, Database
 from voicehub.core.store.sqlite.deliveries import DeliveryTable
 from voicehub.core.store.sqlite.events import EventTable
@@ -45,6 +47,7 @@ class SQLiteStore:
         self._tasks = TaskTable(self._database)
         self._instances = InstanceTable(self._database)
         self._deliveries = DeliveryTable(self._database)
+        self._calls = CallTable(self._database)
 
     @property
     def statements(self) -> int:
@@ -139,6 +142,21 @@ class SQLiteStore:
     async def remove_instance(self, instance_id: str) -> None:
         """Forget an instance's heartbeat."""
         self._instances.remove(instance_id)
+
+    # Calls
+
+    async def swap_call(self, call: CallRecord, *, expected_fence: int) -> bool:
+        """Write the call if the stored one's fence is `expected_fence` (0: none stored);
+        committed now (another process may take the call up next)."""
+        return self._calls.swap(call, expected_fence)
+
+    async def get_call(self, room_id: str) -> CallRecord | None:
+        """The call record of `room_id`, or None."""
+        return self._calls.get(room_id)
+
+    async def list_calls(self, *, owner: str) -> list[CallRecord]:
+        """The open calls `owner` serves, by room id."""
+        return self._calls.owned_by(owner)
 
     # Deliveries
 
