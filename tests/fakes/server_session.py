@@ -19,6 +19,7 @@ import numpy as np
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import Tool
 from voicehub.delivery.injector import InjectOutcome
+from voicehub.desks.call_resume import CallResume
 from voicehub.desks.desk import Desk
 from voicehub.hub import Hub
 from voicehub.voice.activity import VoiceActivity
@@ -53,6 +54,7 @@ class ScriptedSession:
         self.texts: list[str] = []  # caller turns typed (keypad)
         self.closed = False
         self.closing = asyncio.Event()  # set by aclose: the server cleans up after the socket
+        self.resume: CallResume | None = None  # how the call resumed another, if it did
         self._playing: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -145,7 +147,13 @@ class ScriptedFactory:
         self.prepared = [desk.name for desk in desks]
 
     async def start(
-        self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
+        self,
+        hub: Hub,
+        desk: Desk,
+        room_id: str,
+        transport: CallTransport,
+        *,
+        resume: CallResume | None = None,
     ) -> ScriptedSession:
         """Like `start_desk_call`: the room with the desk's call orchestration, greeting a
         new conversation only."""
@@ -153,6 +161,7 @@ class ScriptedFactory:
         await hub.create_room(room_id, orchestration=desk.call_orchestration())
         greeting = None if resumed else desk.greeting
         session = ScriptedSession(hub, room_id, desk, transport, greeting, self.answer)
+        session.resume = resume
         self.sessions.append(session)
         await session.start()
         return session

@@ -230,6 +230,7 @@ async def test_a_call_streams_audio_both_ways_and_acks_playout(
             "title": "Research desk",
             "resumed": False,
             "greeting": True,
+            "continued": "new",
             "sample_rate": 16000,
             "frame_bytes": 640,
         }

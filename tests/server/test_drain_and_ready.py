@@ -20,6 +20,7 @@ from voicehub.client.call import CallClient, CallOptions
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.desks.call_lifecycle import HANDOVER_REASON
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.errors import VoicehubError
 from voicehub.server.drain import Drain
@@ -129,7 +130,8 @@ async def test_a_drain_refuses_new_calls_and_holds_the_results_of_calls_left_at_
     await asyncio.wait_for(done.wait(), 10)
     await live.wait_for(lambda: live.closed, 10)
     await live.close()
-    assert live.report.close_code == 1001 and live.report.close_reason == "server shutting down"
+    # handed over: a client reconnects to go on (here, another instance has come up)
+    assert live.report.close_code == 1012 and live.report.close_reason == HANDOVER_REASON
 
     store = SQLiteStore(settings.db_path)
     [kept] = await store.list_deliveries(room_id="drafting:drain-live")

@@ -18,16 +18,29 @@ async def test_a_token_works_once_within_its_minute() -> None:
     assert "no token" in str(tokens.redeem(None))
 
 
-async def test_an_expired_token_is_refused_and_stale_ones_are_forgotten() -> None:
+async def test_an_expired_token_is_refused_and_used_ones_are_forgotten_once_expired() -> None:
     clock = VirtualClock()
     tokens = StreamTokens(clock, ttl=60.0)
     late = tokens.mint("research", "tel-1", "CA1")
     await clock.advance(60.5)
     assert "expired" in str(tokens.redeem(late))
-    tokens.mint("research", "tel-2", "CA2")
-    await clock.advance(61.0)
-    tokens.mint("research", "tel-3", "CA3")
+    assert isinstance(tokens.redeem(tokens.mint("research", "tel-2", "CA2")), StreamGrant)
     assert len(tokens) == 1
+    await clock.advance(61.0)
+    assert isinstance(tokens.redeem(tokens.mint("research", "tel-3", "CA3")), StreamGrant)
+    assert len(tokens) == 1
+
+
+async def test_a_token_minted_by_one_instance_is_redeemed_by_another_with_the_secret() -> None:
+    clock = VirtualClock()
+    a, b = StreamTokens(clock, secret=KEY), StreamTokens(clock, secret=KEY)
+    grant = b.redeem(a.mint("research", "tel-1", "CA1"))
+    assert isinstance(grant, StreamGrant) and (grant.desk, grant.call_sid) == ("research", "CA1")
+    stranger = StreamTokens(clock, secret=b"other" * 8)
+    assert "not signed by this deployment" in str(stranger.redeem(a.mint("research", "x", "y")))
+    body, signature = a.mint("research", "tel-1", "CA1").split(".")
+    forged = body[:-2] + ("AA" if body[-2:] != "AA" else "BB") + "." + signature
+    assert "not signed by this deployment" in str(b.redeem(forged))
 
 
 def test_the_callers_number_is_hashed_and_stable() -> None:

@@ -32,6 +32,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from voicehub.client.reconnect import Backoff, Reconnection, Reconnector
 from voicehub.client.report import AgentSegment, CallReport, ReceivedEvent, Utterance
 from voicehub.errors import ProtocolError, VoicehubError
 from voicehub.voice.events import (
@@ -87,6 +88,7 @@ class CallOptions:
     quiet: float = 1.0  # seconds without news before asking whether the call settled
     turn_pause: float = 0.8  # the caller's pause after the agent falls quiet, before speaking
     webrtc: bool = False  # call over WebRTC (aiortc) instead of the WebSocket
+    reconnect: Backoff | None = None  # come back to the conversation when the line drops
 
     def url(self) -> str:
         """The call's WebSocket URL."""
@@ -114,7 +116,10 @@ class CallClient:
         self._last_news = 0.0
         self._change = asyncio.Event()
         self._closed = asyncio.Event()
+        self._line_up = asyncio.Event()  # cleared while a dropped line is being reconnected
+        self._hung_up = False
         self._tasks: list[asyncio.Task[None]] = []
+        self.reconnector = Reconnector(options.reconnect) if options.reconnect else None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -127,19 +132,8 @@ class CallClient:
 
     async def connect(self) -> CallSession:
         """Open the call; returns the server's `session` event (raises if refused)."""
-        options = self.options
-        if options.webrtc:
-            from voicehub.client.webrtc import open_webrtc_link
-
-            assert options.conversation is not None
-            self._ws = await open_webrtc_link(
-                options.server, options.desk, options.conversation, options.token
-            )
-        else:
-            headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
-            self._ws = await connect(
-                options.url(), additional_headers=headers, max_size=2**20, compression=None
-            )
+        self._ws = await self._open_line()
+        self._line_up.set()
         self._t0 = self._now_raw()
         self._tasks = [asyncio.create_task(self._receive()), asyncio.create_task(self._mic())]
         await self.wait_for(lambda: bool(self.report.events_of(CallSession)) or self.closed, 30)
@@ -151,6 +145,20 @@ class CallClient:
         self.report.room_id = session.room_id
         self.report.resumed = session.resumed
         return session
+
+    async def _open_line(self) -> ClientConnection | WebRTCLink:
+        options = self.options
+        if options.webrtc:
+            from voicehub.client.webrtc import open_webrtc_link
+
+            assert options.conversation is not None
+            return await open_webrtc_link(
+                options.server, options.desk, options.conversation, options.token
+            )
+        headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
+        return await connect(
+            options.url(), additional_headers=headers, max_size=2**20, compression=None
+        )
 
     async def close(self) -> None:
         """Stop the microphone and close the socket (without a hangup message)."""
@@ -166,6 +174,7 @@ class CallClient:
 
     async def hangup(self, timeout: float = 10.0) -> None:
         """Say goodbye the protocol way and wait for the server to close the socket."""
+        self._hung_up = True
         if self._ws is not None and not self.closed:
             with contextlib.suppress(ConnectionClosed):
                 await self._send(Hangup())
@@ -296,26 +305,62 @@ class CallClient:
         return self._open is None and not unacked and not busy and not self._acks
 
     async def _receive(self) -> None:
-        assert self._ws is not None
         try:
-            async for message in self._ws:
-                now = self.now()
-                if isinstance(message, bytes):
-                    self._on_audio(message, now)
-                    continue
+            while True:
+                line = self._ws
+                assert line is not None
                 try:
-                    self._on_event(parse_server_event(message), now)
-                except ProtocolError as exc:  # a newer server's event, say: the call goes on
-                    log.warning("ignoring a server event: %s", exc)
-                    continue
-                self._notify()
-        except ConnectionClosed:
-            pass
+                    async for message in line:
+                        now = self.now()
+                        if isinstance(message, bytes):
+                            self._on_audio(message, now)
+                            continue
+                        try:
+                            self._on_event(parse_server_event(message), now)
+                        except ProtocolError as exc:  # a newer server's event: go on
+                            log.warning("ignoring a server event: %s", exc)
+                            continue
+                        self._notify()
+                except ConnectionClosed:
+                    pass
+                self.report.close_code = line.close_code
+                self.report.close_reason = line.close_reason or ""
+                if not await self._come_back():
+                    return
         finally:
-            self.report.close_code = self._ws.close_code
-            self.report.close_reason = self._ws.close_reason or ""
             self._closed.set()
+            self._line_up.set()  # the microphone stops waiting
             self._notify()
+
+    async def _come_back(self) -> bool:
+        """After the line dropped: reconnect to the conversation if that is wanted (see
+        `voicehub.client.reconnect`); True once the call is live again."""
+        reconnector = self.reconnector
+        code = _close_code(self.report)
+        if reconnector is None or not reconnector.wanted(code, hung_up=self._hung_up):
+            return False
+        self._line_up.clear()
+        self._cleared(self.now())  # what the old line had not played is gone
+        drop = Reconnection(self.now(), code, self.report.close_reason)
+        log.info("the line dropped (%s %s): reconnecting", code, self.report.close_reason)
+        sessions = len(self.report.events_of(CallSession))
+
+        async def open_line() -> str:
+            line = await self._open_line()
+            self._ws = line
+            async for message in line:  # up to the session event: the call is live then
+                if isinstance(message, str):
+                    with contextlib.suppress(ProtocolError):
+                        self._on_event(parse_server_event(message), self.now())
+                if len(self.report.events_of(CallSession)) > sessions:
+                    break
+            else:
+                raise VoicehubError(f"refused ({line.close_code}): {line.close_reason}")
+            self._line_up.set()
+            self._notify()
+            return self.report.events_of(CallSession)[-1].continued
+
+        return await reconnector.reconnect(drop, open_line, self.now)
 
     def _on_audio(self, pcm16: bytes, now: float) -> None:
         self._last_news = now
@@ -386,7 +431,13 @@ class CallClient:
         self._notify()
 
     async def _mic(self) -> None:
-        """The open microphone: queued speech frames, else silence, on a steady clock."""
+        """The open microphone: queued speech frames, else silence, on a steady clock
+        (while a dropped line is reconnected it waits, then goes on)."""
+        while not self.closed:
+            await self._line_up.wait()
+            await self._speak_into_line()
+
+    async def _speak_into_line(self) -> None:
         assert self._ws is not None
         silence = bytes(FRAME_BYTES * _SILENCE_FRAMES)
         next_at = self.now()
@@ -408,7 +459,9 @@ class CallClient:
                 elif delay < -0.5:  # the loop stalled: resume the clock, do not burst
                     next_at = self.now()
         except ConnectionClosed:
-            return
+            dropped = self._ws
+            while self._ws is dropped and not self.closed:  # until the receiver noticed
+                await self._pause(0.05)
 
     async def _send_frames(self, count: int) -> None:
         assert self._ws is not None
@@ -429,6 +482,21 @@ class CallClient:
             if utterance.frames_sent == utterance.frames:
                 utterance.done.set()
                 self._notify()
+
+
+def _close_code(report: CallReport) -> int | None:
+    """The close code the server meant: over WebRTC, a close it announced as an error event
+    (`closed_1012`) before the data channel went."""
+    since = max((i for i, r in enumerate(report.events) if r.type == "session"), default=0)
+    for received in reversed(report.events[since:]):
+        event = received.event
+        if (
+            isinstance(event, CallError)
+            and event.code[:7] == "closed_"
+            and event.code[7:].isdigit()
+        ):
+            return int(event.code[7:])
+    return report.close_code
 
 
 def _voiced(pcm16: bytes) -> int:

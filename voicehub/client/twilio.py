@@ -163,10 +163,16 @@ def parse_twiml(text: str, call_sid: str) -> StreamAnswer:
 
 @dataclass
 class _Played:
-    """Agent audio that has "played" on the phone, and the marks echoed after it."""
+    """Agent audio that has "played" on the phone, and the marks echoed after it;
+    `arrivals` is when each media frame arrived (clock time, bytes of 8 kHz PCM16)."""
 
     pcm16: bytearray = field(default_factory=bytearray)  # 8 kHz
     marks: list[tuple[str, float]] = field(default_factory=list)  # name, clock time
+    arrivals: list[tuple[float, int]] = field(default_factory=list)
+
+    def first_audio_after(self, moment: float) -> float | None:
+        """When the first agent audio after `moment` arrived (None: none yet)."""
+        return next((at for at, _ in self.arrivals if at > moment), None)
 
 
 class PhoneLineClient:
@@ -203,6 +209,15 @@ class PhoneLineClient:
         self._held_marks: list[str] = []
 
     # -- the stream ------------------------------------------------------------------------
+
+    def carry_over(self, previous: PhoneLineClient) -> None:
+        """Go on where `previous` (the call's last stream) stopped, before `open`: the
+        caller's words not yet sent, and what was received and played so far."""
+        self.played, self.received, self.problems = previous.played, previous.received, []
+        self.problems = previous.problems
+        self._speech, self._speech_done = previous._speech, previous._speech_done
+        self.clears, self.last_audio_at = previous.clears, previous.last_audio_at
+        self.hold_marks = previous.hold_marks
 
     async def open(self) -> None:
         self._ws = await connect(self.url, max_size=None, compression=None)
@@ -280,9 +295,10 @@ class PhoneLineClient:
         return {"sequenceNumber": str(self._sequence), "streamSid": self.stream_sid, **frame}
 
     async def _mic(self) -> None:
-        """An open phone line: a media frame every 20 ms, speech when queued, else silence."""
+        """An open phone line: a media frame every 20 ms, speech when queued, else silence
+        (until the stream closes: words not yet sent go to the call's next stream)."""
         next_at = self.clock.now()
-        while True:
+        while not self.closed.is_set():
             payload = self._speech.popleft() if self._speech else SILENCE
             if not self._speech and self._speech_done is not None:
                 self._speech_done.set()
@@ -314,6 +330,7 @@ class PhoneLineClient:
             pass
         finally:
             self.closed.set()
+            self._inbox_ready.set()  # the speaker plays out what arrived, then stops
 
     async def _handle(self, message: str) -> None:
         frame = json.loads(message)
@@ -322,8 +339,10 @@ class PhoneLineClient:
             self.problems.append(f"wrong streamSid (31951): {message[:120]}")
         event = frame.get("event")
         if event == "media":
-            self._inbox.append(("media", ulaw2lin(base64.b64decode(frame["media"]["payload"]))))
+            pcm16 = ulaw2lin(base64.b64decode(frame["media"]["payload"]))
+            self._inbox.append(("media", pcm16))
             self.last_audio_at = self.clock.now()
+            self.played.arrivals.append((self.last_audio_at, len(pcm16)))
         elif event == "mark":
             self._inbox.append(("mark", frame["mark"]["name"]))
         elif event == "clear":
@@ -339,6 +358,8 @@ class PhoneLineClient:
     async def _speaker(self) -> None:
         while True:
             while not self._inbox:
+                if self.closed.is_set():
+                    return  # the stream is over: nothing more will play on it
                 self._inbox_ready.clear()
                 await self._inbox_ready.wait()
             kind, item = self._inbox[0]

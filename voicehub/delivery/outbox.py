@@ -8,8 +8,10 @@ Ownership across instances sharing a store: every write is a compare-and-set on 
 fence, and speaking takes a lease (`claim`): status delivering, owner, expiry, and the new fence
 as its fencing token. No other instance may claim or change an item while the lease is live;
 the speaker renews it (`leases`) and settles with the same fence. A lease left by a killed
-instance simply expires and the item is free again (held, or spoken by the instance that holds
-the conversation's call).
+instance expires and the item is free again (held, or spoken by the instance that holds the
+conversation's call); that instance takes it over at once when it knows the holder speaks to
+nobody (`claim(breaking=...)`: the call moved to it, or the holder's heartbeat is gone), and
+the holder, if it still runs, cannot settle it any more (its fence is stale).
 """
 
 from __future__ import annotations
@@ -155,11 +157,15 @@ class Outbox:
                 await clock.sleep(delay)
                 delay = min(2 * delay, 1.0)
 
-    async def claim(self, record: DeliveryRecord) -> tuple[DeliveryRecord, bool]:
+    async def claim(
+        self, record: DeliveryRecord, *, breaking: str = ""
+    ) -> tuple[DeliveryRecord, bool]:
         """Take the lease to speak `record` now (status delivering, one more attempt).
-        Returns the fresh record and whether this instance won it."""
+        Returns the fresh record and whether this instance won it. `breaking` names an
+        instance whose live lease may be taken over (it is known not to be speaking to
+        anyone: its call moved, or it is gone)."""
         return await self._swap(
-            record, status=DeliveryStatus.DELIVERING, attempted=True, lease=True
+            record, status=DeliveryStatus.DELIVERING, attempted=True, lease=True, breaking=breaking
         )
 
     async def _swap(
@@ -170,10 +176,12 @@ class Outbox:
         error: str = "",
         attempted: bool = False,
         lease: bool = False,
+        breaking: str = "",
     ) -> tuple[DeliveryRecord, bool]:
         current = record
         for _ in range(_SWAP_TRIES):
-            if self.leased_elsewhere(current) or (lease and current.status.final):
+            leased = self.leased_elsewhere(current) and current.lease_owner != breaking
+            if leased or (lease and current.status.final):
                 return current, False
             now = self.wall()
             updated = replace(

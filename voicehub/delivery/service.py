@@ -15,7 +15,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.clock import wait_or_sleep
@@ -39,11 +39,14 @@ from voicehub.delivery.room_queue import OFFER_AFTER, RoomQueue, queue_id
 if TYPE_CHECKING:
     from voicehub.core.runtime import Runtime
 
-__all__ = ["ActivityFeed", "DeliveryService"]
+__all__ = ["ActivityFeed", "DeliveryService", "LeaseBreaker"]
 
 log = logging.getLogger("voicehub.delivery")
 _TTL = "time to live passed"
 _OUTCOMES = frozenset(InjectOutcome)
+
+LeaseBreaker = Callable[[DeliveryRecord], Awaitable[bool]]
+"""Whether another instance's live lease on a record may be taken over now (see `Outbox`)."""
 
 
 class DeliveryService:
@@ -52,7 +55,8 @@ class DeliveryService:
     `retry_delay` spaces the attempts of an item whose injection raised (doubling each
     time), so a short outage of the voice stack does not use up `max_attempts` at once.
     `owner` and `lease` name this instance in delivery leases and say how long one lasts
-    without renewal (see `Outbox`).
+    without renewal (see `Outbox`). `lease_breaker`, when set, is asked about a record
+    another instance holds a lease on: True takes it over now instead of waiting it out.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class DeliveryService:
             hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall, owner=owner, lease=lease
         )
         self.retry_delay = retry_delay
+        self.lease_breaker: LeaseBreaker | None = None
         self._rooms: dict[str, RoomQueue] = {}
         self._started = False
 
@@ -318,6 +323,9 @@ class DeliveryService:
         claimed: list[DeliveryRecord] = []
         for record in live:  # the lease: no other instance speaks these meanwhile
             fresh, won = await self.outbox.claim(record)
+            if not won and await self._may_break(fresh):
+                log.info("delivery %s: taking over the lease of %s", fresh.id, fresh.lease_owner)
+                fresh, won = await self.outbox.claim(fresh, breaking=fresh.lease_owner)
             if won:
                 claimed.append(fresh)
                 queue.update(fresh)  # a cancelled injection leaves them `delivering`, never lost
@@ -340,6 +348,15 @@ class DeliveryService:
                 log.exception("injection failed in room %s", queue.room_id)
                 result, error = None, f"{type(exc).__name__}: {exc}"
         await self._settle(queue, claimed, None if error else result, error, strategy)
+
+    async def _may_break(self, record: DeliveryRecord) -> bool:
+        breaker = self.lease_breaker
+        return (
+            breaker is not None
+            and not record.status.final
+            and self.outbox.leased_elsewhere(record)
+            and await breaker(record)
+        )
 
     async def _settle(
         self,

@@ -5,13 +5,17 @@ desk's call orchestration by the `SessionFactory`. `CallLifecycle.run` takes a `
 from start to end:
 
 1. it becomes the conversation's live call here, replacing an older one (close 4409), so a
-   caller whose network dropped silently can come back at once;
+   caller whose network dropped silently can come back at once; its `CallRecord` in the
+   store names this instance (`CallBook`): a call live on another instance ends there, and
+   a call that instance lost goes on here (`voicehub.desks.call_resume`);
 2. the session starts on the call's transport (observers may wrap the transport first);
 3. task and delivery hooks of the hub are sent to the call as events (task events carry the
    parent room id; nested child rooms `d:c::task-1::task-1` belong to `d:c` too);
 4. when the call is over, delivery is detached and the session closed, but the room stays
    open: results that finish later are held and spoken when the same conversation calls
-   again. The room is unloaded from memory once its background workers are done.
+   again. The room is unloaded from memory once its background workers are done. The call
+   record says how it ended (`LiveCall.outcome`): hung up, handed over (this instance
+   stops: the next one goes on without a word), or lost (the caller may come back).
 
 `voicehub serve` (`voicehub.server.calls`) and each LiveKit job (`voicehub.workers.job`) run
 their calls through the lifecycle of their `ProcessRuntime`.
@@ -24,9 +28,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from voicehub.core.hooks import HookContext, HookTrigger
+from voicehub.core.store.base import CallState
+from voicehub.desks.call_book import CallBook, Takeover
+from voicehub.desks.call_resume import CallResume, pending_question
 from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
 from voicehub.voice.events import (
     CallSession,
@@ -46,12 +53,32 @@ if TYPE_CHECKING:
     from voicehub.hub import Hub
     from voicehub.voice.session import VoiceSession
 
-__all__ = ["CLOSE_WAIT", "CallLifecycle", "CallLine", "CallObserver", "LiveCall"]
+__all__ = [
+    "CLOSE_WAIT",
+    "CallLifecycle",
+    "CallLine",
+    "CallObserver",
+    "CallOutcome",
+    "LiveCall",
+]
 
 log = logging.getLogger("voicehub.calls")
 
 CLOSE_WAIT = 2.0
 """Seconds a client gets to complete the close handshake."""
+
+HANDOVER_REASON = "this server is restarting: reconnect to go on"
+
+CallOutcome = Literal["hung_up", "handed_over", "replaced", "lost"]
+"""How a call ended here: the caller hung up (or the call was ended on purpose), this
+instance handed it over (it stops), another connection took it, or the line was lost."""
+
+_STATE_AFTER: dict[CallOutcome, CallState | None] = {
+    "hung_up": CallState.ENDED,
+    "handed_over": CallState.HANDING_OVER,
+    "replaced": None,  # the new owner wrote the record
+    "lost": None,  # left live: the caller may come back, here or elsewhere
+}
 
 
 class CallLine(CallTransport, Protocol):
@@ -73,23 +100,41 @@ class CallObserver(Protocol):
 
 class LiveCall:
     """One connected call: its room, transport and (once started) session. `kind` names
-    the transport ("websocket", "twilio", "webrtc", "livekit")."""
+    the transport ("websocket", "twilio", "webrtc", "livekit"), `line` its ids a successor
+    needs (a Twilio call sid, a LiveKit room); `outcome` says how it ended (set by whoever
+    ends it; "lost" until then), `takeover` how it continued the conversation's last call."""
 
     def __init__(
-        self, desk: Desk, conversation: str, transport: CallLine, *, kind: str = "websocket"
+        self,
+        desk: Desk,
+        conversation: str,
+        transport: CallLine,
+        *,
+        kind: str = "websocket",
+        line: dict[str, str] | None = None,
     ) -> None:
         self.desk = desk
         self.conversation = conversation
         self.room_id = f"{desk.name}:{conversation}"
         self.transport = transport
         self.kind = kind
+        self.line = dict(line or {})
         self.session: VoiceSession | None = None
         self.started_at = time.time()
         self.finished = asyncio.Event()
+        self.outcome: CallOutcome = "lost"
+        self.takeover = Takeover("new")
 
-    def end(self, code: int, reason: str) -> None:
-        """Close the line after what is queued (the call's runner then cleans up)."""
+    def end(self, code: int, reason: str, outcome: CallOutcome | None = None) -> None:
+        """Close the line after what is queued (the call's runner then cleans up); the
+        first `outcome` given is the one recorded."""
+        if outcome is not None and self.outcome == "lost" and not self.finished.is_set():
+            self.outcome = outcome
         self.transport.close(code, reason)
+
+    def hang_up(self, reason: str = "hangup") -> None:
+        """The caller hung up (or the call is over on purpose): end it for good."""
+        self.end(CloseCode.NORMAL, reason, "hung_up")
 
     def send(self, event: ServerEvent) -> None:
         """Queue an event for the caller."""
@@ -99,13 +144,25 @@ class LiveCall:
 class CallLifecycle:
     """The calls of one process on its hub: start, replace, forward hub events, end."""
 
-    def __init__(self, hub: Hub, desks: dict[str, Desk], factory: SessionFactory) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        desks: dict[str, Desk],
+        factory: SessionFactory,
+        *,
+        book: CallBook | None = None,
+    ) -> None:
         self.hub = hub
         self.desks = desks
         self.factory = factory
+        self.book = (
+            book if book is not None else CallBook(hub.store, hub.instance_id, wall=hub.wall)
+        )
+        self.book.on_taken = self._taken_elsewhere
         self.calls: dict[str, LiveCall] = {}
         self.observers: list[CallObserver] = []
         self._releasing: set[asyncio.Task[None]] = set()
+        self._speaking: set[asyncio.Task[None]] = set()
         self._install_hooks()
 
     async def run(
@@ -120,16 +177,27 @@ class CallLifecycle:
                 assert call.session is not None
                 await until_over(call.session)
         finally:
-            call.end(CloseCode.NORMAL, "call ended")
+            call.end(CloseCode.NORMAL, "call ended")  # the outcome stays as set
             # shielded: a process shutting down while a call ends must still hold its results
             await asyncio.shield(self.clean_up(call))
 
     async def take_over(self, call: LiveCall) -> None:
-        """Make `call` the conversation's live call, ending an older one first."""
+        """Make `call` the conversation's live call, ending an older one first (here, or on
+        the instance its record names)."""
         while (previous := self.calls.get(call.room_id)) is not None:
-            previous.end(CloseCode.REPLACED, "replaced by a newer connection to this conversation")
+            previous.end(
+                CloseCode.REPLACED,
+                "replaced by a newer connection to this conversation",
+                "replaced",
+            )
             await previous.finished.wait()
         self.calls[call.room_id] = call
+        try:
+            call.takeover = await self.book.claim(
+                call.room_id, call.desk.name, call.conversation, call.kind, call.line
+            )
+        except Exception:  # the store is away: the caller is answered all the same
+            log.exception("room %s: could not record the call", call.room_id)
 
     async def start(self, call: LiveCall) -> bool:
         """Start the call's session (after `take_over`); False, the caller told why, when
@@ -145,23 +213,72 @@ class CallLifecycle:
                     title=desk.title,
                     resumed=resumed,
                     greeting=desk.greeting is not None and not resumed,
+                    continued=call.takeover.continuation,
                 )
             )
             transport: CallTransport = call.transport
             for observer in self.observers:
                 transport = observer.call_started(call, transport)
-            call.session = await self.factory.start(hub, desk, room_id, transport)
+            resume = await self._resume(call)
+            if resume is None:
+                call.session = await self.factory.start(hub, desk, room_id, transport)
+            else:
+                call.session = await self.factory.start(
+                    hub, desk, room_id, transport, resume=resume
+                )
+                if (words := resume.words()) is not None:
+                    self._say(call, words)
         except Exception as exc:
             log.exception("room %s: could not start the voice session", room_id)
             message = f"could not start the call: {type(exc).__name__}: {exc}"
             call.send(error_event(ProtocolViolation("session_failed", message)))
-            call.end(CloseCode.INTERNAL_ERROR, "could not start the call")
+            call.end(CloseCode.INTERNAL_ERROR, "could not start the call", "hung_up")
             return False
-        log.info("room %s: %s call started (resumed=%s)", room_id, call.kind, resumed)
+        log.info(
+            "room %s: %s call started (resumed=%s, %s)",
+            room_id,
+            call.kind,
+            resumed,
+            call.takeover.continuation,
+        )
         return True
 
+    async def _resume(self, call: LiveCall) -> CallResume | None:
+        """How the session resumes the conversation's last call (None: it does not)."""
+        takeover = call.takeover
+        if takeover.continuation == "new":
+            return None
+        question = None
+        if takeover.interrupted:
+            try:
+                question = await pending_question(self.hub.store, call.room_id)
+            except Exception:  # the question is a nicety; the call goes on without it
+                log.exception("room %s: could not read the pending question", call.room_id)
+        return CallResume(
+            takeover.continuation,
+            takeover.previous_owner,
+            question=question[1] if question else None,
+            question_id=question[0] if question else None,
+        )
+
+    def _say(self, call: LiveCall, words: str) -> None:
+        """Speak `words` on the call as soon as its session is live (in the background)."""
+        session = call.session
+        assert session is not None
+
+        async def say() -> None:
+            try:
+                await session.say(words)
+            except Exception as exc:  # the call ended first
+                log.info("room %s: could not say %r: %r", call.room_id, words, exc)
+
+        task = asyncio.create_task(say())
+        self._speaking.add(task)
+        task.add_done_callback(self._speaking.discard)
+
     async def clean_up(self, call: LiveCall) -> None:
-        """After the call: hold its results, close its session, unload its room."""
+        """After the call: hold its results, close its session, record how it ended,
+        unload its room."""
         try:
             if call.session is not None:
                 await self.hub.delivery.detach(call.room_id)
@@ -171,6 +288,10 @@ class CallLifecycle:
         finally:
             if self.calls.get(call.room_id) is call:
                 del self.calls[call.room_id]
+                try:
+                    await self.book.release(call.room_id, _STATE_AFTER[call.outcome])
+                except Exception:
+                    log.exception("room %s: could not record the end of the call", call.room_id)
             try:
                 await self.release(call.room_id)
             except Exception:
@@ -178,7 +299,7 @@ class CallLifecycle:
             call.finished.set()
             for observer in self.observers:
                 observer.call_ended(call)
-            log.info("room %s: call ended", call.room_id)
+            log.info("room %s: call ended (%s)", call.room_id, call.outcome)
 
     async def release(self, room_id: str) -> None:
         """Unload an ended call's room from memory (it stays open in the store for a
@@ -196,14 +317,30 @@ class CallLifecycle:
         self._releasing.add(task := asyncio.create_task(later()))
         task.add_done_callback(self._releasing.discard)
 
-    async def close_all(self, code: int = CloseCode.GOING_AWAY) -> None:
-        """End every call (shutdown); their results stay held in the store."""
+    def hand_over(self, call: LiveCall) -> None:
+        """End `call` here so that it goes on elsewhere: its record says so (the instance
+        that takes it up goes on without a word) and its line is closed the way that makes
+        the caller come back (a WebSocket client reconnects on 1012, Twilio follows the
+        TwiML's redirect)."""
+        call.end(CloseCode.SERVICE_RESTART, HANDOVER_REASON, "handed_over")
+
+    async def close_all(self) -> None:
+        """End every call (shutdown), handing each over: results stay held in the store,
+        and a caller who comes back (at once, to another instance) goes on seamlessly."""
         calls = list(self.calls.values())
         for call in calls:
-            call.end(code, "server shutting down")
+            self.hand_over(call)
         for call in calls:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(call.finished.wait(), CLOSE_WAIT + 3.0)
+        for task in list(self._speaking):
+            task.cancel()
+
+    def _taken_elsewhere(self, room_id: str) -> None:
+        call = self.calls.get(room_id)
+        if call is not None:
+            log.info("room %s: the call went on on another instance: ending it here", room_id)
+            call.end(CloseCode.REPLACED, "this call went on on another connection", "replaced")
 
     async def wait_for_background_work(self, room_ids: list[str], timeout: float) -> bool:
         """Wait (up to `timeout` s) for the workers and jobs of `room_ids`, so their results

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import cancel_and_wait
@@ -24,6 +24,7 @@ from voicehub.core.store.choice import describe_store, open_store
 from voicehub.core.store.number_key import load_number_key
 from voicehub.core.store.redis import RedisStore
 from voicehub.delivery.announcements import follow_announcements
+from voicehub.desks.call_book import CallBook, follow_calls
 from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.instance_rooms import start_heartbeat
 from voicehub.errors import VoicehubError
@@ -96,6 +97,19 @@ class ProcessRuntime:
     def instance_id(self) -> str:
         return self.hub.instance_id
 
+    async def peers_alive(self) -> bool:
+        """Whether another instance's heartbeat is live (one that can take calls over)."""
+        now = self.hub.wall()
+        instances = await self.store.list_instances()
+        return any(i.id != self.instance_id and i.expires_at > now for i in instances)
+
+    def on_instance_lost(self, callback: Callable[[str], Awaitable[None]]) -> None:
+        """Call `callback(instance_id)` for each instance found lost, after its tasks were
+        taken over (the server takes up its phone calls, the worker its LiveKit rooms)."""
+        if self._heartbeat is None:
+            raise VoicehubError("the process runtime is not started")
+        self._heartbeat.on_lost.append(callback)
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self, *, prepare: bool = True) -> None:
@@ -114,10 +128,16 @@ class ProcessRuntime:
             self._follow(follow_announcements(hub.delivery, store, hub.clock))
         if prepare:
             await self.factory.prepare(self.desks.values())
-        self._calls = CallLifecycle(hub, self.desks, self.factory)
+        book = CallBook(store, hub.instance_id, wall=hub.wall)
+        self._calls = CallLifecycle(hub, self.desks, self.factory, book=book)
+        # a result whose speaker lost its call (or died) is spoken here at once
+        hub.delivery.lease_breaker = book.lease_breakable
+        if isinstance(store, RedisStore):  # calls other instances take from this one
+            self._follow(follow_calls(book, store, hub.clock))
         self.number_key = await load_number_key(settings, store)
-        # takes over lost instances' work, from here on
+        # takes over lost instances' work, from here on; beating before the first call
         self._heartbeat = start_heartbeat(hub, self.desks, self._calls, settings)
+        await self._heartbeat.beat()
         log.info(
             "instance %s: desks %s on %s",
             hub.instance_id,

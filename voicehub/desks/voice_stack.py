@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from voicehub.errors import ConfigError
 
 if TYPE_CHECKING:
+    from voicehub.desks.call_resume import CallResume
     from voicehub.desks.desk import Desk
     from voicehub.hub import Hub
     from voicehub.voice.session import VoiceSession
@@ -42,11 +43,19 @@ class SessionFactory(Protocol):
         ...
 
     async def start(
-        self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
+        self,
+        hub: Hub,
+        desk: Desk,
+        room_id: str,
+        transport: CallTransport,
+        *,
+        resume: CallResume | None = None,
     ) -> VoiceSession:
         """Open (or reopen) room `room_id` for a call to `desk` and return its started
         session: the agent that has the conversation, with its tools, delivery attached,
-        the desk's greeting on a new conversation only."""
+        the desk's greeting on a new conversation only. `resume` is given when the call
+        continues one another instance (or this one) lost or handed over; the call
+        lifecycle speaks its words (`CallResume.words`) itself."""
         ...
 
 
@@ -97,9 +106,15 @@ class OfflineSessionFactory:
         await asyncio.to_thread(lambda: [model.prewarm() for model in models])
 
     async def start(
-        self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
+        self,
+        hub: Hub,
+        desk: Desk,
+        room_id: str,
+        transport: CallTransport,
+        *,
+        resume: CallResume | None = None,
     ) -> VoiceSession:
-        """Run `desk` on the call with the shared models."""
+        """Run `desk` on the call with the shared models (a resumed call: see the protocol)."""
         from voicehub.desks import deepgram_stack
         from voicehub.desks.call import start_desk_call
         from voicehub.desks.keys import missing_keys

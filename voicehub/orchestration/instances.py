@@ -9,7 +9,8 @@ Every `interval` seconds (on the hub clock) the instance writes its record with 
 expiry has passed is lost, and its unfinished tasks go to `TaskRecovery.take_over` (claims
 are fenced, so of several survivors sweeping at once exactly one acts on each task). The
 lost instance's record is then removed. On one SQLite instance the same sweep finds the tasks
-a crashed previous run of the server left behind.
+a crashed previous run of the server left behind. `on_lost` callbacks run for each lost
+instance first (the composition side takes up its calls there).
 
 `timeout` must leave room for a few missed beats: an instance that stalls longer than that
 (a long pause of the machine) is taken for lost, and its late results are dropped
@@ -22,7 +23,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import InstanceRecord
@@ -58,6 +59,7 @@ class InstanceHeartbeat:
         self.interval = interval
         self.timeout = timeout
         self.started_at = self.wall()
+        self.on_lost: list[Callable[[str], Awaitable[None]]] = []
         self._running: asyncio.Task[None] | None = None
 
     async def beat(self) -> None:
@@ -83,6 +85,12 @@ class InstanceHeartbeat:
         ]
         for instance_id in lost:
             await self.recovery.take_over(instance_id)
+            for callback in self.on_lost:
+                try:
+                    await callback(instance_id)
+                except Exception:  # its calls are tried again by whoever sweeps next
+                    log.exception("instance %s: taking up its calls failed", instance_id)
+                    return lost
             await self.hub.store.remove_instance(instance_id)
         return lost
 

@@ -55,6 +55,7 @@ from voicehub.server.probes import probe_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.twilio import PhoneLine, twilio_routes
+from voicehub.server.twilio_takeover import PhoneTakeover, redirector_from
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 
 if TYPE_CHECKING:
@@ -97,7 +98,13 @@ def create_app(
         board = Switchboard(runtime.calls, settings)
         metrics.watch(board)
         clock = phone_clock if phone_clock is not None else SystemClock()
-        app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), runtime.number_key)
+        # signed under the store's secret: any instance lets in a stream another one minted
+        tokens = StreamTokens(phone_clock, secret=runtime.number_key)
+        app.state.phone = line = PhoneLine(board, settings, tokens, runtime.number_key, clock=clock)
+        takeover = app.state.phone_takeover = _phone_takeover(runtime, line, clock)
+        if takeover is not None:
+            line.stream_ended = takeover.stream_ended
+            runtime.on_instance_lost(takeover.instance_lost)
         app.state.callbacks = callbacks = CallBacks(
             line, dialer_from(settings), clock, draining=lambda: drain.draining
         )
@@ -107,7 +114,7 @@ def create_app(
         app.state.loop_health = loop_health = LoopHealth(
             metrics.clock, observe=metrics.loop_lag.observe
         )
-        drain.watch(board, app.state.webrtc.close_all)
+        drain.watch(board, app.state.webrtc.close_all, peers=runtime.peers_alive)
         drain.refused = metrics.refused
         metrics.draining.set_function(lambda: float(drain.draining))
         app.state.switchboard = board  # last: /ready says ready from here on
@@ -122,9 +129,11 @@ def create_app(
             yield
         finally:
             await loop_health.aclose()
+            await board.close_all()  # handed over: callers who come back go on elsewhere
             await app.state.webrtc.close_all()
             await callbacks.aclose()
-            await board.close_all()
+            if takeover is not None:
+                await takeover.aclose()
             await runtime.aclose()  # undelivered results stay in the store
 
     routes = [
@@ -142,6 +151,21 @@ def create_app(
     )
     app.state.drain, app.state.token = drain, settings.token
     return app
+
+
+def _phone_takeover(runtime: ProcessRuntime, line: PhoneLine, clock: Clock) -> PhoneTakeover | None:
+    """Taking up phone calls no instance carries, when the REST API is set up."""
+    redirector = redirector_from(line.settings)
+    if redirector is None:
+        return None
+    return PhoneTakeover(
+        runtime.store,
+        runtime.instance_id,
+        redirector,
+        lambda desk: line.public(f"/twilio/{desk}/voice?resume=1"),
+        clock,
+        wall=runtime.hub.wall,
+    )
 
 
 async def index(request: Request) -> FileResponse:

@@ -163,7 +163,7 @@ class Switchboard:
             if await lifecycle.start(call):
                 reader = asyncio.create_task(read(websocket, call))
                 await asyncio.wait({reader, pump}, return_when=asyncio.FIRST_COMPLETED)
-            call.end(CloseCode.NORMAL, "call ended")
+            call.end(CloseCode.NORMAL, "call ended")  # the outcome stays as set
             with contextlib.suppress(Exception):  # the client may be gone already
                 await asyncio.wait_for(asyncio.shield(pump), CLOSE_WAIT)
         finally:
@@ -216,7 +216,7 @@ class Switchboard:
                     session.playout_confirmed(parsed.id)
                     continue
                 elif isinstance(parsed, Hangup):
-                    call.end(CloseCode.NORMAL, "hangup")
+                    call.hang_up()
                     return
                 else:
                     call.send(self.status(call))
@@ -225,7 +225,7 @@ class Switchboard:
                 continue
             call.send(error_event(problem))
             if problem.close_code is not None:
-                call.end(problem.close_code, problem.message)
+                call.end(problem.close_code, problem.message, "hung_up")
                 return
 
 

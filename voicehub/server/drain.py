@@ -1,15 +1,22 @@
-"""Draining: stop taking calls, let the live ones finish, then let the process exit.
+"""Draining: stop taking calls, hand the live ones over, then let the process exit.
 
 `voicehub serve` starts a drain on SIGTERM (what a load balancer's orchestrator sends):
 
 1. `/ready` answers 503 at once, so the balancer stops sending calls here;
 2. new calls are refused with a clear reason (`DrainGate`): a WebSocket call gets an
    error frame and close code 1013 (try again later), a WebRTC offer 503 with
-   Retry-After, a Twilio webhook TwiML that tells the caller and hangs up;
-3. live calls and their background tasks go on until they are over or `seconds` pass;
-   calls still live then are ended like at any shutdown (their results stay held in the
-   outbox, spoken when the conversation calls back, on any instance);
-4. `on_done` runs (the server then shuts down and the process exits 0).
+   Retry-After, a Twilio webhook TwiML that tells the caller and hangs up; a call coming
+   back (Twilio's redirect with `resume=1`) is not a new call and is let through;
+3. when another instance is alive (`peers`), each live call is handed over at its next
+   quiet moment (the caller and the agent silent, nothing being spoken; at most
+   `HANDOVER_WAIT` seconds after the drain began): its record says so and its line is
+   closed the way that brings the caller back through the balancer to another instance,
+   which goes on without a word (a WebSocket client reconnects on 1012, Twilio follows
+   the TwiML's redirect, WebRTC re-offers);
+4. background tasks go on until they are done or `seconds` pass (their results reach
+   the caller wherever the call went on); calls still live then (no other instance) are
+   handed over as at any shutdown, their results held in the outbox;
+5. `on_done` runs (the server then shuts down and the process exits 0).
 
 A second SIGTERM (or Ctrl-C) stops at once, as before.
 """
@@ -21,6 +28,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
 
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket
@@ -35,6 +43,7 @@ if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.core.events import Event
     from voicehub.server.calls import LiveCall, Switchboard
+    from voicehub.voice.activity import ActivitySnapshot
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["Drain", "DrainGate"]
@@ -42,6 +51,9 @@ __all__ = ["Drain", "DrainGate"]
 log = logging.getLogger("voicehub.server")
 
 REFUSAL = "this server is shutting down and takes no new calls; call again in a moment"
+HANDOVER_WAIT = 10.0
+"""Seconds a live call may keep the drain waiting for a quiet moment to be handed over."""
+_QUIET_POLL = 0.05  # seconds between looks for a quiet moment
 _TWIML_REFUSAL = (
     '<?xml version="1.0" encoding="UTF-8"?><Response><Say>Sorry, this line is being '
     "restarted. Please call again in a moment.</Say><Hangup/></Response>"
@@ -67,14 +79,23 @@ class Drain:
         self.refused: Callable[[str, str], None] = lambda entry, reason: None
         self._board: Switchboard | None = None
         self._hang_up: list[Callable[[], Awaitable[None]]] = []
+        self._peers: Callable[[], Awaitable[bool]] | None = None
+        self.handed_over = 0  # calls handed over to other instances
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
-    def watch(self, board: Switchboard, *hang_up: Callable[[], Awaitable[None]]) -> None:
+    def watch(
+        self,
+        board: Switchboard,
+        *hang_up: Callable[[], Awaitable[None]],
+        peers: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
         """Follow `board`'s calls and tasks; `hang_up` end the calls left at the deadline
-        (the switchboard's own `close_all` is always among them)."""
+        (after the switchboard's own `close_all`, which hands them over). `peers()` says
+        whether another instance is alive to take the calls over now."""
         self._board = board
-        self._hang_up = [*hang_up, board.close_all]
+        self._hang_up = [board.close_all, *hang_up]
+        self._peers = peers
         board.observers.append(self)
         board.hub.hooks.add(HookTrigger.ON_TASK_COMPLETED, self._task_completed, name="drain")
 
@@ -100,6 +121,7 @@ class Drain:
     async def _run(self, on_done: Callable[[], None] | None) -> None:
         deadline = self.clock.now() + self.seconds
         try:
+            await self._hand_over(deadline)
             while self.busy() and (left := deadline - self.clock.now()) > 0:
                 self._changed.clear()
                 await wait_or_sleep(self.clock, self._changed, left)
@@ -114,6 +136,31 @@ class Drain:
         finally:
             if on_done is not None:
                 on_done()
+
+    async def _hand_over(self, deadline: float) -> None:
+        """Hand each live call over at its next quiet moment, if an instance can take it."""
+        board = self._board
+        if board is None or not board.calls or self._peers is None:
+            return
+        try:
+            if not await self._peers():
+                log.info("draining: no other instance to hand the calls to")
+                return
+        except Exception:
+            log.exception("draining: could not tell whether other instances are alive")
+            return
+        latest = min(deadline, self.clock.now() + HANDOVER_WAIT)
+        while board.calls:
+            now = self.clock.now()
+            for call in list(board.calls.values()):
+                session = call.session
+                quiet = session is not None and _quiet(session.activity.snapshot())
+                if quiet or now >= latest:
+                    self.handed_over += 1
+                    board.lifecycle.hand_over(call)
+            if now >= latest:
+                return
+            await self.clock.sleep(_QUIET_POLL)
 
     # -- what it watches -----------------------------------------------------------------
 
@@ -159,5 +206,18 @@ class DrainGate:
         method = scope.get("method") if kind == "http" else "websocket"
         for entry, pattern, wanted in _ENTRIES:
             if method == wanted and pattern.fullmatch(path):
-                return entry
+                return None if _resumes(scope) else entry
         return None
+
+
+def _resumes(scope: Scope) -> bool:
+    """Whether the request brings back a call in progress (Twilio's redirect after its
+    stream closed): not a new call, so a draining instance answers it too."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return query.get("resume") == ["1"]
+
+
+def _quiet(snapshot: ActivitySnapshot) -> bool:
+    """A moment to hand a call over without the caller noticing: nobody speaks, nothing is
+    about to be said or still playing."""
+    return snapshot.is_idle

@@ -1,7 +1,7 @@
 """Phone calls through Twilio: the signed webhooks and the media stream endpoint.
 
-    POST /twilio/{desk}/voice    incoming call webhook -> TwiML <Connect><Stream>
-    POST /twilio/{desk}/status   call and stream status callbacks (logged)
+    POST /twilio/{desk}/voice    incoming call webhook -> TwiML <Connect><Stream>, <Redirect>
+    POST /twilio/{desk}/status   call and stream status callbacks
     WS   /twilio/{desk}/stream   the media stream (`voicehub.transports.twilio`)
 
 Every webhook must carry a valid `X-Twilio-Signature` for `public_url` + path (the URL
@@ -10,6 +10,16 @@ Twilio was given; behind a tunnel the request's own host is not it), checked wit
 signature gets 403 and nothing runs. The stream WebSocket is let in by a one-use token
 the voice webhook minted (`voicehub.server.stream_tokens`), carried back to us as a
 `<Parameter>` in the stream's `start` message.
+
+A call outlives the instance that answers it. The TwiML puts a `<Redirect>` to the voice
+webhook (`?resume=1`) after `<Connect><Stream>`: Twilio runs it when the stream's WebSocket
+closes without the caller hanging up (the instance died, or handed the call over while
+draining), and the instance the redirect reaches (any, behind the public URL) opens a new
+stream on itself: the conversation goes on where the call record and the room left it
+(`voicehub.desks.call_book`). A call that ended on purpose gets `<Hangup/>` instead. When
+the redirect does not come (the stream broke without Twilio noticing, or the instance died
+without closing it), the stream's status callback or a survivor's sweep redirects the call
+through the REST API (`voicehub.server.twilio_takeover`).
 
 By default a call's conversation is keyed to the caller's number (an HMAC under the
 store's secret, `voicehub.core.store.number_key`: the number is not stored and cannot be
@@ -24,7 +34,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
@@ -33,6 +43,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from voicehub.core.clock import Clock, SystemClock
 from voicehub.core.store.number_key import (
     caller_conversation,
     legacy_caller_conversation,
@@ -59,6 +70,7 @@ if TYPE_CHECKING:
     from voicehub.voice.session import VoiceSession
 
 __all__ = [
+    "HANGUP_TWIML",
     "PhoneLine",
     "caller_conversation",
     "legacy_caller_conversation",
@@ -76,6 +88,7 @@ _START_TIMEOUT = 10.0  # seconds Twilio gets to send `start` after connecting
 _SESSION_RATE = 16000
 _MAX_FORM_BYTES = 64_000  # Twilio's webhook forms are about 1 KB
 _MAX_PROBLEMS_BEFORE_START = 20  # frames dropped before `start` before we give up
+HANGUP_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>'
 
 
 @dataclass
@@ -88,6 +101,10 @@ class PhoneLine:
     number_key: bytes
     # Told the numbers of each incoming call (room id, caller, number called): call-backs.
     remember: Callable[[str, str, str], None] | None = None
+    clock: Clock = field(default_factory=SystemClock)  # keypad timing (virtual in tests)
+    # Told each stream that ended (desk, conversation, call sid, stream sid): it may leave
+    # a call nobody carries (`voicehub.server.twilio_takeover`).
+    stream_ended: Callable[[str, str, str, str], None] | None = None
 
     def public(self, path: str, scheme: str = "https") -> str:
         base = (self.settings.public_url or "").rstrip("/")
@@ -152,10 +169,20 @@ async def voice_webhook(request: Request) -> Response:
         conversation = await line.conversation_of(desk.name, params.get("From", ""))
     if conversation is None:
         conversation = "call-" + call_sid[-24:]
+    if request.query_params.get("resume") == "1":
+        # Twilio ran the <Redirect> after the stream (or a survivor redirected the call):
+        # the call goes on unless it ended on purpose.
+        record = await line.board.hub.store.get_call(f"{desk.name}:{conversation}")
+        if record is None or not record.state.open:
+            log.info("call %s: ended; hanging up after its stream", call_sid)
+            return Response(HANGUP_TWIML, media_type="application/xml")
+        log.info("call %s: taking it up (%s on %s)", call_sid, record.state, record.owner)
+    else:
+        if line.remember is not None and conversation.startswith("tel-"):
+            room_id = f"{desk.name}:{conversation}"
+            line.remember(room_id, params.get("From", ""), params.get("To", ""))
+        log.info("call %s to desk %s: conversation %s", call_sid, desk.name, conversation)
     token = line.tokens.mint(desk.name, conversation, call_sid)
-    if line.remember is not None and conversation.startswith("tel-"):
-        line.remember(f"{desk.name}:{conversation}", params.get("From", ""), params.get("To", ""))
-    log.info("call %s to desk %s: conversation %s", call_sid, desk.name, conversation)
     return Response(
         stream_twiml(line, desk.name, conversation, token), media_type="application/xml"
     )
@@ -171,22 +198,34 @@ def stream_twiml(line: PhoneLine, desk: str, conversation: str, token: str) -> s
     stream = connect.stream(
         url=line.public(f"/twilio/{desk}/stream", scheme="wss"),
         name=f"voicehub-{desk}",
-        status_callback=line.public(f"/twilio/{desk}/status"),
+        status_callback=line.public(f"/twilio/{desk}/status?conversation={conversation}"),
+        status_callback_method="POST",
     )
     stream.parameter(name="token", value=token)
     stream.parameter(name="conversation", value=conversation)
     response.append(connect)
+    # Run when the stream's socket closes without a hang-up: the call goes on elsewhere.
+    response.redirect(line.public(f"/twilio/{desk}/voice?resume=1"), method="POST")
     return str(response)
 
 
 async def status_callback(request: Request) -> Response:
-    """Call and stream status reports: logged (the stream's own `stop` ends the call)."""
+    """Call and stream status reports. A stream that stopped or broke may leave a call no
+    instance carries (when Twilio's redirect does not come): `stream_ended` follows it up."""
     signed = await signed_form(request)
     if isinstance(signed, Response):
         return signed
-    _, params = signed
+    line, params = signed
     status = params.get("CallStatus") or params.get("StreamEvent") or "?"
     log.info("twilio status for %s: %s", params.get("CallSid", "?"), status)
+    conversation = request.query_params.get("conversation", "")
+    call_sid = params.get("CallSid", "")
+    ended = params.get("StreamEvent") in ("stream-stopped", "stream-error")
+    if ended and line.stream_ended is not None and _SID.fullmatch(call_sid) and conversation:
+        if params.get("StreamError"):
+            log.warning("stream of call %s: %s", call_sid, params["StreamError"])
+        stream_sid = params.get("StreamSid", "")
+        line.stream_ended(request.path_params["desk"], conversation, call_sid, stream_sid)
     return Response(status_code=204)
 
 
@@ -214,7 +253,10 @@ async def media_stream(websocket: WebSocket) -> None:
         await _close(websocket, 1008, grant)
         return
     transport = TwilioMediaTransport(start.streamSid, sample_rate=_SESSION_RATE)
-    call = LiveCall(line.board.desks[grant.desk], grant.conversation, transport)
+    ids = {"call_sid": grant.call_sid, "stream_sid": start.streamSid}
+    call = LiveCall(
+        line.board.desks[grant.desk], grant.conversation, transport, kind="twilio", line=ids
+    )
     log.info("call %s: stream %s in room %s", grant.call_sid, start.streamSid, call.room_id)
     await line.board.run_socket_call(
         websocket, call, transport, _Feeder(reader, transport, line).run
@@ -244,7 +286,7 @@ class _Feeder:
         self, reader: StreamReader, transport: TwilioMediaTransport, line: PhoneLine
     ) -> None:
         self.reader, self.transport, self.line = reader, transport, line
-        self.clock = line.tokens.clock  # the phone side's clock (virtual in tests)
+        self.clock = line.clock  # the phone side's clock (virtual in tests)
 
     async def run(self, websocket: WebSocket, call: LiveCall) -> None:
         session = call.session
@@ -278,8 +320,8 @@ class _Feeder:
                 session.playout_confirmed(frame.mark.name)
             elif isinstance(frame, Dtmf):
                 keypad.press(frame.dtmf.digit)
-            elif isinstance(frame, Stop):
-                call.end(1000, "stream stopped")
+            elif isinstance(frame, Stop):  # the caller hung up
+                call.hang_up("stream stopped")
                 return
 
 

@@ -62,6 +62,7 @@ class Peer:
     transport: WebRTCTransport
     task: asyncio.Task[None] | None = None
     connected: asyncio.Event = field(default_factory=asyncio.Event)
+    call: LiveCall | None = None
 
 
 class WebRTCDesk:
@@ -136,7 +137,7 @@ class WebRTCDesk:
                 peer.connected.set()
 
         self.peers[peer_id] = peer
-        call = LiveCall(desk, conversation, transport)
+        call = peer.call = LiveCall(desk, conversation, transport, kind="webrtc")
         peer.task = asyncio.create_task(self._serve(peer, call))
         location = f"/desks/{desk_name}/webrtc/{peer_id}"
         log.info("room %s: WebRTC offer answered (peer %s)", call.room_id, peer_id)
@@ -157,6 +158,8 @@ class WebRTCDesk:
         peer = self.peers.get(request.path_params["peer"])
         if peer is None or peer.desk != request.path_params["desk"]:
             return _refuse(404, "no such WebRTC call here (it may have ended already)")
+        if peer.call is not None:
+            peer.call.hang_up()
         peer.transport.close(CloseCode.NORMAL, "hangup")
         return Response(status_code=200)
 
@@ -226,12 +229,12 @@ class WebRTCDesk:
             if isinstance(parsed, ProtocolViolation):
                 call.send(error_event(parsed))
                 if parsed.close_code is not None:
-                    transport.close(parsed.close_code, parsed.message)
+                    call.end(parsed.close_code, parsed.message, "hung_up")
                     return
             elif isinstance(parsed, Playout):
                 session.playout_confirmed(parsed.id)
             elif isinstance(parsed, Hangup):
-                transport.close(CloseCode.NORMAL, "hangup")
+                call.hang_up()
                 return
             else:
                 call.send(self.board.status(call))

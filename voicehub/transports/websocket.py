@@ -62,7 +62,8 @@ class CloseCode(IntEnum):
     GOING_AWAY = 1001
     MESSAGE_TOO_BIG = 1009
     INTERNAL_ERROR = 1011
-    TRY_AGAIN_LATER = 1013  # the server drains (shuts down): call another instance
+    SERVICE_RESTART = 1012  # the call goes on elsewhere: reconnect now, same conversation
+    TRY_AGAIN_LATER = 1013  # the server drains or is busy: call again (another instance)
     BAD_REQUEST = 4400
     UNAUTHORIZED = 4401
     UNKNOWN_DESK = 4404

@@ -90,6 +90,9 @@ class CallSession(WireModel):
     title: str
     resumed: bool
     greeting: bool  # the agent speaks first (new conversation on a desk with a greeting)
+    # how the call continues the conversation's last one: "new", "handover" (another
+    # instance handed it over), "failover" (another instance lost it), "reconnect"
+    continued: Literal["new", "handover", "failover", "reconnect"] = "new"
     sample_rate: int = SAMPLE_RATE
     frame_bytes: int = FRAME_BYTES
 

@@ -185,6 +185,8 @@ class DeskJob:
             ]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if not line.closed.is_set():  # the caller left the room (or their track)
+                    call.hang_up("the caller left")
             finally:
                 for task in waits:
                     task.cancel()

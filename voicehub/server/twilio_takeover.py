@@ -1,0 +1,161 @@
+"""Taking up a phone call no instance carries, through Twilio's REST API.
+
+Normally Twilio brings a call back by itself: when its media stream's socket closes without
+a hang-up it runs the TwiML's `<Redirect>` (see `voicehub.server.twilio`). Two cases need a
+push, each answered by redirecting the call with the REST API's call update (`Url`: the
+voice webhook with `resume=1`), after which Twilio drops what it was doing and fetches it:
+
+- a stream ended (its status callback says `stream-stopped` or `stream-error`) and, `grace`
+  seconds later, it is still the stream the call record names: no redirect came;
+- an instance was lost (its heartbeat expired) with Twilio calls still recorded as its own:
+  the machine died without closing their streams, so Twilio did not notice.
+
+Of several instances acting at once, one redirects: the call record is claimed first
+(compare-and-set), and the instance the call reaches then takes it up as a failover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from voicehub.core.store.base import CallRecord, CallState
+from voicehub.core.trusted import replace
+from voicehub.errors import MissingExtraError
+
+if TYPE_CHECKING:
+    from voicehub.core.clock import Clock
+    from voicehub.core.store.base import Store
+    from voicehub.server.settings import ServerSettings
+
+__all__ = ["CallRedirector", "PhoneTakeover", "TwilioRedirector", "redirector_from"]
+
+log = logging.getLogger("voicehub.twilio")
+
+REDIRECT_GRACE = 5.0
+"""Seconds Twilio gets to run the TwiML's `<Redirect>` after a stream ended, before the
+call is redirected through the REST API (a redirect takes well under a second)."""
+
+
+class CallRedirector(Protocol):
+    """Makes a live call fetch new TwiML from `url` (Twilio's call update)."""
+
+    async def redirect(self, call_sid: str, url: str) -> None:
+        """Raises when the API refuses (the call is over, say)."""
+        ...
+
+
+class TwilioRedirector:
+    """`CallRedirector` on the `twilio` package's REST client; `api_url` replaces Twilio's
+    own address (a proxy, or a fake Twilio in tests)."""
+
+    def __init__(self, account_sid: str, auth_token: str, *, api_url: str | None = None) -> None:
+        try:
+            from twilio.rest import Client
+        except ImportError:
+            raise MissingExtraError("twilio", "twilio") from None
+        self._client = Client(account_sid, auth_token)
+        if api_url is not None:
+            self._client.api.base_url = api_url.rstrip("/")
+
+    async def redirect(self, call_sid: str, url: str) -> None:
+        # The client is synchronous (requests); a thread keeps the event loop free.
+        calls = self._client.calls(call_sid)
+        await asyncio.to_thread(calls.update, url=url, method="POST")
+
+
+def redirector_from(settings: ServerSettings) -> CallRedirector | None:
+    """The REST redirector the settings allow, or None (then only Twilio's own redirect
+    brings calls back)."""
+    sid, token = settings.twilio_account_sid, settings.twilio_auth_token
+    if sid is None or token is None or settings.public_url is None:
+        return None
+    return TwilioRedirector(sid, token, api_url=settings.twilio_api_url)
+
+
+class PhoneTakeover:
+    """Redirects Twilio calls nobody carries to the voice webhook at `voice_url(desk)`.
+
+    `owner` is this instance (it claims a call record before redirecting it); `clock` times
+    the grace (virtual in tests)."""
+
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        redirector: CallRedirector,
+        voice_url: Callable[[str], str],
+        clock: Clock,
+        *,
+        wall: Callable[[], float],
+        grace: float = REDIRECT_GRACE,
+    ) -> None:
+        self.store = store
+        self.owner = owner
+        self.redirector = redirector
+        self.voice_url = voice_url
+        self.clock = clock
+        self.wall = wall
+        self.grace = grace
+        self.redirected: list[str] = []  # call sids, in order
+        self._jobs: set[asyncio.Task[None]] = set()
+
+    def stream_ended(self, desk: str, conversation: str, call_sid: str, stream_sid: str) -> None:
+        """A stream of the call ended (its status callback): follow it up in `grace` s."""
+        job = asyncio.create_task(self._follow_up(f"{desk}:{conversation}", stream_sid))
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+
+    async def instance_lost(self, instance_id: str) -> None:
+        """`instance_id` was lost (heartbeat sweep): take up its Twilio calls."""
+        for record in await self.store.list_calls(owner=instance_id):
+            if record.transport == "twilio":
+                await self.take_up(record)
+
+    async def take_up(self, record: CallRecord) -> bool:
+        """Claim `record`'s call and redirect it to the voice webhook; False if another
+        instance changed the record first. A call Twilio says is over is recorded ended."""
+        claimed = replace(
+            record,
+            owner=self.owner,
+            fence=record.fence + 1,
+            updated_at=self.wall(),
+            line={**record.line, "redirected_by": self.owner},
+        )
+        if not await self.store.swap_call(claimed, expected_fence=record.fence):
+            return False
+        call_sid = record.line.get("call_sid", "")
+        try:
+            await self.redirector.redirect(call_sid, self.voice_url(record.desk))
+        except Exception as exc:
+            log.info("call %s could not be redirected (%r): recorded ended", call_sid, exc)
+            ended = replace(claimed, state=CallState.ENDED, fence=claimed.fence + 1)
+            await self.store.swap_call(ended, expected_fence=claimed.fence)
+            return True
+        self.redirected.append(call_sid)
+        log.info("call %s (room %s) redirected to take it up", call_sid, record.room_id)
+        return True
+
+    async def wait(self) -> None:
+        """Until the follow-ups started so far are done (tests)."""
+        while self._jobs:
+            await asyncio.gather(*list(self._jobs), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        for job in list(self._jobs):
+            job.cancel()
+        await asyncio.gather(*self._jobs, return_exceptions=True)
+
+    async def _follow_up(self, room_id: str, stream_sid: str) -> None:
+        try:
+            await self.clock.sleep(self.grace)
+            record = await self.store.get_call(room_id)
+            if record is None or not record.state.open:
+                return  # hung up, or ended on purpose
+            if record.line.get("stream_sid") != stream_sid:
+                return  # a newer stream carries it: the redirect came
+            await self.take_up(record)
+        except Exception:
+            log.exception("room %s: could not follow up its ended stream", room_id)
