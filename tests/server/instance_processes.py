@@ -63,10 +63,20 @@ def write_channels(folder: Path, fake_openai_url: str | None = None) -> Path:
 class ServeProcess:
     """One `voicehub serve` instance named `name` (its instance id)."""
 
-    def __init__(self, name: str, redis_url: str, channels: Path, logs: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        redis_url: str,
+        channels: Path,
+        logs: Path,
+        *options: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.redis_url = redis_url
         self.channels = channels
+        self.options = options  # more `voicehub serve` flags
+        self.env = env or {}
         self.log_path = logs / f"serve-{name}.log"
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
@@ -84,10 +94,11 @@ class ServeProcess:
     def _spawn(self) -> subprocess.Popen[str]:
         command = [sys.executable, "-m", "voicehub.cli", "serve", "--port", "0"]
         command += ["--channels", str(self.channels), "--store", self.redis_url]
-        command += ["--log-level", "warning"]
+        command += ["--log-level", "warning", *self.options]
         env = {
             **os.environ,
             **TIMINGS,
+            **self.env,
             "HF_HUB_OFFLINE": "1",
             "VOICEHUB_TOKEN": "",
             "VOICEHUB_INSTANCE_ID": self.name,
@@ -107,6 +118,16 @@ class ServeProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=30)
+
+    def drain(self) -> None:
+        """SIGTERM: the instance drains (hands its calls over) and exits on its own."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
+    async def exited(self, timeout: float = 120.0) -> int:
+        """Wait (off the event loop) until the process has exited; its exit code."""
+        assert self.process is not None
+        return await asyncio.to_thread(self.process.wait, timeout)
 
     def stop(self) -> None:
         """Ctrl-C (the ordinary shutdown), SIGKILL if it will not stop."""

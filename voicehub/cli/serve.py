@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
 from voicehub.cli.hub_options import add_hub_options, hub_overrides
 
@@ -39,7 +40,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="run each call's Silero VAD on its own instead of batched with the other calls' "
         "(default: $VOICEHUB_BATCH_VAD, or batched)",
     )
-    serve.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+    serve.add_argument(
+        "--log-level",
+        help="log level of the server and, when given, of voicehub's own logs (default: "
+        "info for the server, warning for voicehub)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,10 +59,13 @@ def run(args: argparse.Namespace) -> int:
         public_url=args.public_url,
         prewarm=False if args.no_prewarm else None,
         batch_vad=False if args.no_batch_vad else None,
-        log_level=args.log_level,
+        log_level=args.log_level or "info",
         drain_seconds=args.drain_seconds,
         **hub_overrides(args),
     )
+
+    if args.log_level:
+        logging.getLogger("voicehub").setLevel(args.log_level.upper())
 
     def ready(url: str) -> None:
         print(f"voicehub: serving at {url} (Ctrl-C to stop, SIGTERM to drain)", flush=True)

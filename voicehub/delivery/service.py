@@ -176,6 +176,15 @@ class DeliveryService:
             queue.stamp(record, self.clock.now())
             await self._release(queue, record)
 
+    def speaking(self, room_id: str) -> bool:
+        """Whether this instance is speaking (or about to speak) a result into `room_id`:
+        it holds the lease on one."""
+        queue = self._rooms.get(room_id)
+        return queue is not None and any(
+            record.status is DeliveryStatus.DELIVERING and record.lease_owner == self.outbox.owner
+            for record, _ in queue.items.values()
+        )
+
     def pending(self, room_id: str) -> list[DeliveryRecord]:
         """Items of `room_id` not yet delivered (in memory)."""
         queue = self._rooms.get(room_id)

@@ -317,19 +317,27 @@ class CallLifecycle:
         self._releasing.add(task := asyncio.create_task(later()))
         task.add_done_callback(self._releasing.discard)
 
-    def hand_over(self, call: LiveCall) -> None:
-        """End `call` here so that it goes on elsewhere: its record says so (the instance
-        that takes it up goes on without a word) and its line is closed the way that makes
-        the caller come back (a WebSocket client reconnects on 1012, Twilio follows the
-        TwiML's redirect)."""
-        call.end(CloseCode.SERVICE_RESTART, HANDOVER_REASON, "handed_over")
+    async def hand_over(self, call: LiveCall) -> None:
+        """End `call` here so that it goes on elsewhere: its record says so first (the
+        instance that takes it up goes on without a word), then its line is closed the way
+        that makes the caller come back (a WebSocket client reconnects on 1012, Twilio
+        follows the TwiML's redirect)."""
+        if call.finished.is_set() or call.outcome != "lost":
+            return  # over, or ending already
+        call.outcome = "handed_over"
+        if self.calls.get(call.room_id) is call:
+            try:
+                await self.book.release(call.room_id, CallState.HANDING_OVER)
+            except Exception:  # the store is away: the caller comes back all the same
+                log.exception("room %s: could not record the hand-over", call.room_id)
+        call.end(CloseCode.SERVICE_RESTART, HANDOVER_REASON)
 
     async def close_all(self) -> None:
         """End every call (shutdown), handing each over: results stay held in the store,
         and a caller who comes back (at once, to another instance) goes on seamlessly."""
         calls = list(self.calls.values())
         for call in calls:
-            self.hand_over(call)
+            await self.hand_over(call)
         for call in calls:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(call.finished.wait(), CLOSE_WAIT + 3.0)

@@ -154,10 +154,14 @@ class Drain:
             now = self.clock.now()
             for call in list(board.calls.values()):
                 session = call.session
-                quiet = session is not None and _quiet(session.activity.snapshot())
+                quiet = (
+                    session is not None
+                    and _quiet(session.activity.snapshot())
+                    and not board.hub.delivery.speaking(call.room_id)
+                )
                 if quiet or now >= latest:
                     self.handed_over += 1
-                    board.lifecycle.hand_over(call)
+                    await board.lifecycle.hand_over(call)
             if now >= latest:
                 return
             await self.clock.sleep(_QUIET_POLL)
