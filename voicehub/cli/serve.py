@@ -33,6 +33,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="on SIGTERM, how long live calls may finish before they are ended, their "
         "results held (default 30; $VOICEHUB_DRAIN_SECONDS)",
     )
+    serve.add_argument(
+        "--max-load",
+        type=float,
+        help="refuse new calls busy above this load (1.0: the event loop 200 ms late, or all "
+        "the CPUs in use; default: no limit; $VOICEHUB_MAX_LOAD)",
+    )
+    serve.add_argument(
+        "--max-calls",
+        type=int,
+        help="refuse new calls busy beyond this many at once (default: no limit; "
+        "$VOICEHUB_MAX_CALLS)",
+    )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
     serve.add_argument(
         "--no-batch-vad",
@@ -61,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         batch_vad=False if args.no_batch_vad else None,
         log_level=args.log_level or "info",
         drain_seconds=args.drain_seconds,
+        max_load=args.max_load,
+        max_calls=args.max_calls,
         **hub_overrides(args),
     )
 

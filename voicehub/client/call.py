@@ -90,11 +90,12 @@ class CallOptions:
     webrtc: bool = False  # call over WebRTC (aiortc) instead of the WebSocket
     reconnect: Backoff | None = None  # come back to the conversation when the line drops
 
-    def url(self) -> str:
-        """The call's WebSocket URL."""
+    def url(self, *, resume: bool = False) -> str:
+        """The call's WebSocket URL (`resume`: coming back to a call in progress)."""
         base = urllib.parse.urlsplit(self.server)
         scheme = {"http": "ws", "https": "wss"}.get(base.scheme, base.scheme or "ws")
-        query = urllib.parse.urlencode({"conversation": self.conversation or ""})
+        fields = {"conversation": self.conversation or "", **({"resume": "1"} if resume else {})}
+        query = urllib.parse.urlencode(fields)
         path = f"{base.path.rstrip('/')}/desks/{urllib.parse.quote(self.desk)}/call"
         return urllib.parse.urlunsplit((scheme, base.netloc, path, query, ""))
 
@@ -146,7 +147,7 @@ class CallClient:
         self.report.resumed = session.resumed
         return session
 
-    async def _open_line(self) -> ClientConnection | WebRTCLink:
+    async def _open_line(self, *, resume: bool = False) -> ClientConnection | WebRTCLink:
         options = self.options
         if options.webrtc:
             from voicehub.client.webrtc import open_webrtc_link
@@ -157,7 +158,10 @@ class CallClient:
             )
         headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
         return await connect(
-            options.url(), additional_headers=headers, max_size=2**20, compression=None
+            options.url(resume=resume),
+            additional_headers=headers,
+            max_size=2**20,
+            compression=None,
         )
 
     async def close(self) -> None:
@@ -346,7 +350,7 @@ class CallClient:
         sessions = len(self.report.events_of(CallSession))
 
         async def open_line() -> str:
-            line = await self._open_line()
+            line = await self._open_line(resume=True)  # a call in progress: not refused busy
             self._ws = line
             async for message in line:  # up to the session event: the call is live then
                 if isinstance(message, str):

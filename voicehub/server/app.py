@@ -17,7 +17,9 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
 
 Shutdown ends the calls (their delivery detaches, so undelivered results are held in the
 store) and closes the hub; a restarted server speaks them when the conversation calls back.
-SIGTERM drains first (`voicehub.server.drain`): no new calls, live ones may finish.
+SIGTERM drains first (`voicehub.server.drain`): no new calls, live ones are handed over to
+another instance (or may finish). Above `max_load` (or `max_calls`) new calls are refused
+busy (`voicehub.server.entry_gate`, `voicehub.desks.admission`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from starlette.websockets import WebSocket
 
 from voicehub.core.clock import Clock, SystemClock
 from voicehub.core.store.choice import describe_store
+from voicehub.desks.admission import Admission, LoadMeter
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
@@ -48,7 +51,8 @@ from voicehub.errors import ConfigError
 from voicehub.server.api import api_routes
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
-from voicehub.server.drain import Drain, DrainGate
+from voicehub.server.drain import Drain
+from voicehub.server.entry_gate import Door, EntryGate
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
 from voicehub.server.probes import probe_routes
@@ -60,6 +64,9 @@ from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 
 if TYPE_CHECKING:
     import uvicorn
+
+    from voicehub.server.calls import LiveCall
+    from voicehub.voice.transport import CallTransport
 
 __all__ = ["WEB_DIR", "create_app", "serve", "uvicorn_config"]
 
@@ -87,6 +94,7 @@ def create_app(
         else OfflineSessionFactory(batch_vad=settings.batch_vad)
     )
     drain = Drain(SystemClock(), settings.drain_seconds)
+    door = Door(drain)  # new calls: refused while draining or busy (`EntryGate`)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -110,12 +118,18 @@ def create_app(
         )
         line.remember = callbacks.remember
         app.state.webrtc = WebRTCDesk(board)
-        # how late the loop wakes a timer: for /health (`voicehub soak`) and /metrics
-        app.state.loop_health = loop_health = LoopHealth(
-            metrics.clock, observe=metrics.loop_lag.observe
-        )
+        meter = LoadMeter(calls=lambda: len(board.calls), max_calls=settings.max_calls)
+        board.observers.append(_Starts(meter))
+        app.state.admission = door.admission = Admission(meter, settings.max_load)
+        door.refused = metrics.refused
+
+        def lagged(lag: float) -> None:
+            metrics.loop_lag.observe(lag)
+            meter.observe_lag(lag)
+
+        # how late the loop wakes a timer: for /health (`voicehub soak`), /metrics, the load
+        app.state.loop_health = loop_health = LoopHealth(metrics.clock, observe=lagged)
         drain.watch(board, app.state.webrtc.close_all, peers=runtime.peers_alive)
-        drain.refused = metrics.refused
         metrics.draining.set_function(lambda: float(drain.draining))
         app.state.switchboard = board  # last: /ready says ready from here on
         # Models and modules loaded at start live as long as the process: move them out of
@@ -146,11 +160,23 @@ def create_app(
         *twilio_routes(),
         *callback_routes(),
     ]
-    app = Starlette(
-        routes=routes, lifespan=lifespan, middleware=[Middleware(DrainGate, drain=drain)]
-    )
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(EntryGate, door=door)])
     app.state.drain, app.state.token = drain, settings.token
     return app
+
+
+class _Starts:
+    """Tells the load meter each call that started (admitted calls count until then)."""
+
+    def __init__(self, meter: LoadMeter) -> None:
+        self.meter = meter
+
+    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
+        self.meter.started()
+        return transport
+
+    def call_ended(self, call: LiveCall) -> None:
+        return None
 
 
 def _phone_takeover(runtime: ProcessRuntime, line: PhoneLine, clock: Clock) -> PhoneTakeover | None:
@@ -232,4 +258,16 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
         def _stop(self) -> None:
             self.should_exit = True
 
+    import os as _os  # DEBUG
+
+    if _os.environ.get("VOICEHUB_DEBUG_TASKS"):
+        import sys as _sys
+
+        def _dump(*_a: Any) -> None:
+            loop = Server.loop
+            for t in asyncio.all_tasks(loop) if loop else []:
+                print("TASK", t, file=_sys.stderr)
+                t.print_stack(file=_sys.stderr)
+
+        signal.signal(signal.SIGUSR2, _dump)
     Server(config).run()

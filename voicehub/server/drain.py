@@ -3,8 +3,8 @@
 `voicehub serve` starts a drain on SIGTERM (what a load balancer's orchestrator sends):
 
 1. `/ready` answers 503 at once, so the balancer stops sending calls here;
-2. new calls are refused with a clear reason (`DrainGate`): a WebSocket call gets an
-   error frame and close code 1013 (try again later), a WebRTC offer 503 with
+2. new calls are refused with a clear reason (`voicehub.server.entry_gate`): a WebSocket
+   call gets an error frame and close code 1013 (try again later), a WebRTC offer 503 with
    Retry-After, a Twilio webhook TwiML that tells the caller and hangs up; a call coming
    back (Twilio's redirect with `resume=1`) is not a new call and is let through;
 3. when another instance is alive (`peers`), each live call is handed over at its next
@@ -25,28 +25,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs
-
-from starlette.responses import PlainTextResponse, Response
-from starlette.websockets import WebSocket
 
 from voicehub.core.clock import wait_or_sleep
 from voicehub.core.hooks import HookContext, HookTrigger
-from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
-
     from voicehub.core.clock import Clock
     from voicehub.core.events import Event
     from voicehub.server.calls import LiveCall, Switchboard
     from voicehub.voice.activity import ActivitySnapshot
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["Drain", "DrainGate"]
+__all__ = ["REFUSAL", "Drain"]
 
 log = logging.getLogger("voicehub.server")
 
@@ -54,29 +46,15 @@ REFUSAL = "this server is shutting down and takes no new calls; call again in a 
 HANDOVER_WAIT = 10.0
 """Seconds a live call may keep the drain waiting for a quiet moment to be handed over."""
 _QUIET_POLL = 0.05  # seconds between looks for a quiet moment
-_TWIML_REFUSAL = (
-    '<?xml version="1.0" encoding="UTF-8"?><Response><Say>Sorry, this line is being '
-    "restarted. Please call again in a moment.</Say><Hangup/></Response>"
-)
-
-# The entry points of incoming calls: (entry, path, HTTP method or "websocket"). A Twilio
-# media stream is not one (its call was answered before the drain), nor a call-back this
-# server placed itself.
-_ENTRIES = (
-    ("websocket", re.compile(r"/desks/[^/]+/call"), "websocket"),
-    ("webrtc", re.compile(r"/desks/[^/]+/webrtc"), "POST"),
-    ("twilio", re.compile(r"/twilio/[^/]+/voice"), "POST"),
-)
 
 
 class Drain:
-    """The drain state of one app: started once, watched by `/ready` and `DrainGate`."""
+    """The drain state of one app: started once, watched by `/ready` and the entry gate."""
 
     def __init__(self, clock: Clock, seconds: float) -> None:
         self.clock = clock
         self.seconds = seconds
         self.draining = False
-        self.refused: Callable[[str, str], None] = lambda entry, reason: None
         self._board: Switchboard | None = None
         self._hang_up: list[Callable[[], Awaitable[None]]] = []
         self._peers: Callable[[], Awaitable[bool]] | None = None
@@ -176,49 +154,6 @@ class Drain:
 
     async def _task_completed(self, event: Event, context: HookContext) -> None:
         self._changed.set()
-
-
-class DrainGate:
-    """ASGI middleware: while draining, refuse requests that would start a call."""
-
-    def __init__(self, app: ASGIApp, drain: Drain) -> None:
-        self.app = app
-        self.drain = drain
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        entry = self._entry(scope) if self.drain.draining else None
-        if entry is None:
-            await self.app(scope, receive, send)
-            return
-        self.drain.refused(entry, "draining")
-        if scope["type"] == "websocket":
-            socket = WebSocket(scope, receive, send)
-            await socket.accept()
-            await socket.send_text(error_event(ProtocolViolation("draining", REFUSAL)).to_wire())
-            await socket.close(CloseCode.TRY_AGAIN_LATER, REFUSAL)
-            return
-        response: Response
-        if entry == "twilio":
-            response = Response(_TWIML_REFUSAL, media_type="application/xml")
-        else:
-            response = PlainTextResponse(REFUSAL, status_code=503, headers={"Retry-After": "5"})
-        await response(scope, receive, send)
-
-    @staticmethod
-    def _entry(scope: Scope) -> str | None:
-        kind, path = scope["type"], scope.get("path", "")
-        method = scope.get("method") if kind == "http" else "websocket"
-        for entry, pattern, wanted in _ENTRIES:
-            if method == wanted and pattern.fullmatch(path):
-                return None if _resumes(scope) else entry
-        return None
-
-
-def _resumes(scope: Scope) -> bool:
-    """Whether the request brings back a call in progress (Twilio's redirect after its
-    stream closed): not a new call, so a draining instance answers it too."""
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-    return query.get("resume") == ["1"]
 
 
 def _quiet(snapshot: ActivitySnapshot) -> bool:

@@ -2,7 +2,8 @@
 
     GET /ready     200 {"status": "ready", ...} when this instance should get calls; else
                    503 {"status": "not_ready", "reason": ..., "checks": {...}}: still
-                   starting, draining (SIGTERM), or the store does not answer
+                   starting, draining (SIGTERM), busy (above its load or call limit, see
+                   `voicehub.desks.admission`), or the store does not answer
     GET /metrics   the Prometheus text format (see `voicehub.server.metrics`)
 
 `/ready` needs no token (balancers probe without one) but tells the details of a failing
@@ -45,6 +46,13 @@ async def ready(request: Request) -> JSONResponse:
         if state.drain.draining:
             reason = "draining"
         checks["draining"] = state.drain.draining
+        admission = getattr(state, "admission", None)
+        if admission is not None:
+            busy = admission.busy()
+            checks["load"] = admission.meter.shares()
+            if busy is not None:
+                reason = reason or "busy"
+                checks["busy"] = busy
         try:
             await asyncio.wait_for(board.hub.store.get_room("voicehub:ready"), STORE_PROBE_SECONDS)
             checks["store"] = "ok"

@@ -42,6 +42,7 @@ _VARIABLES = {
     "number_key": "VOICEHUB_NUMBER_KEY",
     "drain_seconds": "VOICEHUB_DRAIN_SECONDS",
     "batch_vad": "VOICEHUB_BATCH_VAD",
+    "max_calls": "VOICEHUB_MAX_CALLS",
     **RUNTIME_VARIABLES,
 }
 
@@ -85,6 +86,8 @@ class ServerSettings(RuntimeSettings):
     webrtc_silence_timeout: float = Field(default=10.0, gt=0)
     log_level: str = "info"
     drain_seconds: float = Field(default=30.0, ge=0)
+    # Calls at once before new ones are refused busy (None: as many as the load allows).
+    max_calls: int | None = Field(default=None, ge=1)
     # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
     # proxy the request's host is not it), the account's auth token that signs webhooks,
     # and the account sid for call-backs. See `voicehub.server.twilio`.

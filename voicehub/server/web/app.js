@@ -3,6 +3,7 @@
 // timeline; open a past conversation's timeline from the store. Protocols:
 // voicehub/transports/websocket.py and voicehub/server/webrtc.py.
 
+import { Reconnect, announcedClose } from "./reconnect.js";
 import { LiveTimeline, Timeline, storedTimeline } from "./timeline.js";
 import { startWebRTC, webrtcSupported } from "./webrtc.js";
 
@@ -60,7 +61,7 @@ $("dial").addEventListener("submit", (event) => {
 });
 ui.hangup.addEventListener("click", () => {
   if (call?.rtc) call.rtc.hangup();
-  else if (call?.socket.readyState === WebSocket.OPEN) call.socket.send(JSON.stringify({ type: "hangup" }));
+  else if (call?.socket?.readyState === WebSocket.OPEN) call.socket.send(JSON.stringify({ type: "hangup" }));
   endCall();
 });
 if (!webrtcSupported()) {
@@ -101,44 +102,91 @@ async function startCall() {
 
   const live = new LiveTimeline(timeline);
   localStorage.setItem("voicehub.transport", ui.transport.value);
+  const reconnect = new Reconnect();
   if (ui.transport.value === "webrtc") {
-    call = { kind: "webrtc", rtc: null, context, stream, node, live };
+    call = { kind: "webrtc", rtc: null, context, stream, node, live, reconnect, closeCode: null };
     node.port.onmessage = ({ data }) => {
       ui.level.style.width = `${Math.round(Math.min(1, data.peak * 2) * 100)}%`;
     };
     setStatus(`Calling ${desk} over WebRTC...`);
-    const rtc = await startWebRTC({
-      desk, conversation, token, stream, player: ui.agentAudio,
-      onEvent,
-      onEnd: (reason) => {
-        setStatus(`Call ended (${reason}).`);
-        endCall();
-      },
-    });
-    if (call?.live === live) call.rtc = rtc;
-    else rtc.close("hung up");
+    await offerWebRTC(call, desk, conversation, false);
     return;
   }
+  call = { kind: "websocket", socket: null, context, stream, node, player: new Player(context, null), live, reconnect };
+  const current = call;
+  node.port.onmessage = ({ data }) => {
+    ui.level.style.width = `${Math.round(Math.min(1, data.peak * 2) * 100)}%`;
+    if (current.socket?.readyState === WebSocket.OPEN) current.socket.send(data.frame);
+  };
+  openSocket(current, desk, conversation, false);
+}
+
+// The call's WebSocket; opened again (same conversation, `resume=1`) when it drops.
+function openSocket(current, desk, conversation, resume) {
   const query = new URLSearchParams({ conversation });
   if (token) query.set("token", token);
+  if (resume) query.set("resume", "1");
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const socket = new WebSocket(`${scheme}://${location.host}/desks/${encodeURIComponent(desk)}/call?${query}`);
   socket.binaryType = "arraybuffer";
-  call = { kind: "websocket", socket, context, stream, node, player: new Player(context, socket), live };
-
-  node.port.onmessage = ({ data }) => {
-    ui.level.style.width = `${Math.round(Math.min(1, data.peak * 2) * 100)}%`;
-    if (socket.readyState === WebSocket.OPEN) socket.send(data.frame);
-  };
+  current.socket = socket;
+  current.player.clear();
+  current.player.socket = socket;
   socket.onopen = () => setStatus(`Connected to ${desk}; speak when you are ready.`);
   socket.onmessage = ({ data }) => {
-    if (data instanceof ArrayBuffer) call?.player.enqueue(data);
+    if (data instanceof ArrayBuffer) current.player.enqueue(data);
     else onEvent(JSON.parse(data));
   };
   socket.onclose = ({ code, reason }) => {
-    setStatus(`Call ended (${code}${reason ? `: ${reason}` : ""}).`);
-    endCall();
+    if (call !== current) { // hung up
+      if (call === null) setStatus(`Call ended (${code}${reason ? `: ${reason}` : ""}).`);
+      return;
+    }
+    const wait = current.reconnect.wanted(code) ? current.reconnect.next(code) : null;
+    if (wait === null) {
+      setStatus(`Call ended (${code}${reason ? `: ${reason}` : ""}).`);
+      endCall();
+      return;
+    }
+    setStatus(`The line dropped (${code}); reconnecting to the conversation...`);
+    setTimeout(() => { if (call === current) openSocket(current, desk, conversation, true); }, wait);
   };
+}
+
+// A WebRTC call: offered again (same conversation, `resume=1`) when the server hands it over
+// or the connection fails.
+async function offerWebRTC(current, desk, conversation, resume) {
+  current.closeCode = null;
+  const rtc = await startWebRTC({
+    desk, conversation, token, resume, stream: current.stream, player: ui.agentAudio,
+    onEvent: (event) => {
+      current.closeCode = announcedClose(event) ?? current.closeCode;
+      onEvent(event);
+    },
+    onEnd: (reason, failed) => {
+      if (call !== current) { // hung up
+        if (call === null) setStatus(`Call ended (${reason}).`);
+        return;
+      }
+      const code = current.closeCode ?? (failed ? 1006 : 1000);
+      const wait = current.reconnect.wanted(code) ? current.reconnect.next(code) : null;
+      if (wait === null) {
+        setStatus(`Call ended (${reason}).`);
+        endCall();
+        return;
+      }
+      setStatus(`The line dropped (${reason}); reconnecting to the conversation...`);
+      setTimeout(() => {
+        if (call !== current) return;
+        offerWebRTC(current, desk, conversation, true).catch((error) => {
+          setStatus(`Could not reconnect: ${error}`);
+          endCall();
+        });
+      }, wait);
+    },
+  });
+  if (call === current) current.rtc = rtc;
+  else rtc.close("hung up");
 }
 
 function endCall() {
@@ -187,9 +235,10 @@ class Player {
   mark(id) {
     // Everything queued so far ends at `cursor`: ack then, not when the bytes arrived.
     const wait = Math.max(0, this.cursor - this.context.currentTime) * 1000;
+    const socket = this.socket; // an ack belongs to the line its mark came on
     const timer = setTimeout(() => {
       this.marks.delete(id);
-      if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify({ type: "playout", id }));
+      if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "playout", id }));
     }, wait);
     this.marks.set(id, timer);
   }
@@ -210,6 +259,7 @@ function onEvent(event) {
   call?.live.onEvent(event);
   switch (event.type) {
     case "session":
+      call?.reconnect.reset();
       setStatus(`${event.title}: ${event.resumed ? "conversation resumed" : "new conversation"} (${event.room_id}).`);
       break;
     case "speech_mark": (call?.rtc ?? call?.player)?.mark(event.id); break;

@@ -12,7 +12,8 @@ export function webrtcSupported() {
   return typeof RTCPeerConnection === "function" && "createDataChannel" in RTCPeerConnection.prototype;
 }
 
-export async function startWebRTC({ desk, conversation, token, stream, player, onEvent, onEnd }) {
+// `onEnd(reason, failed)`: `failed` when the connection broke (the server may have died).
+export async function startWebRTC({ desk, conversation, token, resume, stream, player, onEvent, onEnd }) {
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
   const pc = new RTCPeerConnection({ iceServers: [] });
   const channel = pc.createDataChannel("voicehub");
@@ -48,25 +49,28 @@ export async function startWebRTC({ desk, conversation, token, stream, player, o
       }
       call.close("hung up");
     },
-    close(reason) {
+    close(reason, failed = false) {
       if (call.ended) return;
       call.ended = true;
       call.clearAudio();
       pc.close();
       player.srcObject = null;
-      onEnd(reason);
+      onEnd(reason, failed);
     },
   };
   channel.onmessage = ({ data }) => onEvent(JSON.parse(data));
   channel.onclose = () => call.close("the server ended the call");
   pc.onconnectionstatechange = () => {
-    if (pc.connectionState === "failed") call.close("the connection failed");
+    if (pc.connectionState === "failed" || pc.connectionState === "disconnected") {
+      call.close(`the connection ${pc.connectionState}`, true);
+    }
   };
 
   await pc.setLocalDescription(await pc.createOffer());
   await gathered(pc);
   const query = new URLSearchParams({ conversation });
   if (token) query.set("token", token);
+  if (resume) query.set("resume", "1"); // a call in progress: never refused busy
   const response = await fetch(`/desks/${encodeURIComponent(desk)}/webrtc?${query}`, {
     method: "POST",
     headers: { "Content-Type": "application/sdp", ...headers },

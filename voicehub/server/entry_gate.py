@@ -1,0 +1,121 @@
+"""The door of new calls: refused while the server drains (`voicehub.server.drain`) or is
+too loaded to answer one more (`voicehub.desks.admission`), each in its transport's words.
+
+| entry | draining | busy |
+|---|---|---|
+| WebSocket call | error `draining`, close 1013 | error `busy`, close 1013 |
+| WebRTC offer | 503, Retry-After: 5 | 503, Retry-After: 2 |
+| Twilio voice webhook | TwiML: a spoken "call again", hang up | TwiML `<Reject reason="busy"/>` |
+
+1013 means "try again later": the `voicehub call` client and the console page come back
+after a backoff, through the balancer, to another instance. A request that brings back a
+call in progress (`?resume=1`: Twilio's redirect after a stream closed, a client's
+reconnect) is not a new call: it always goes through, so an admitted call is always
+answered to its end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
+
+from starlette.responses import PlainTextResponse, Response
+from starlette.websockets import WebSocket
+
+from voicehub.server.drain import REFUSAL
+from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from voicehub.desks.admission import Admission
+    from voicehub.server.drain import Drain
+
+__all__ = ["BUSY", "Door", "EntryGate"]
+
+BUSY = "this server is busy; call again in a moment"
+_TWIML_DRAINING = (
+    '<?xml version="1.0" encoding="UTF-8"?><Response><Say>Sorry, this line is being '
+    "restarted. Please call again in a moment.</Say><Hangup/></Response>"
+)
+_TWIML_BUSY = '<?xml version="1.0" encoding="UTF-8"?><Response><Reject reason="busy"/></Response>'
+
+# The entry points of new calls: (entry, path, HTTP method or "websocket"). A Twilio media
+# stream is not one (its call was answered by the webhook), nor a call-back this server
+# placed itself.
+_ENTRIES = (
+    ("websocket", re.compile(r"/desks/[^/]+/call"), "websocket"),
+    ("webrtc", re.compile(r"/desks/[^/]+/webrtc"), "POST"),
+    ("twilio", re.compile(r"/twilio/[^/]+/voice"), "POST"),
+)
+
+
+@dataclass
+class Door:
+    """What the gate asks: the drain, the admission (set once the server has started;
+    None: no limit) and where refusals are counted (`refused(entry, reason)`)."""
+
+    drain: Drain
+    admission: Admission | None = None
+    refused: Callable[[str, str], None] = field(default=lambda entry, reason: None)
+
+
+class EntryGate:
+    """ASGI middleware: refuse requests that would start a call while draining or busy."""
+
+    def __init__(self, app: ASGIApp, door: Door) -> None:
+        self.app = app
+        self.door = door
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        entry = _entry(scope)
+        if entry is None:
+            await self.app(scope, receive, send)
+            return
+        door = self.door
+        if door.drain.draining:
+            await self._refuse(entry, "draining", REFUSAL, scope, receive, send)
+            return
+        busy = door.admission.admit() if door.admission is not None else None
+        if busy is not None:
+            await self._refuse(entry, "busy", f"{BUSY} ({busy})", scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    async def _refuse(
+        self, entry: str, reason: str, message: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        self.door.refused(entry, reason)
+        if scope["type"] == "websocket":
+            socket = WebSocket(scope, receive, send)
+            await socket.accept()
+            await socket.send_text(error_event(ProtocolViolation(reason, message)).to_wire())
+            await socket.close(CloseCode.TRY_AGAIN_LATER, message[:120])
+            return
+        response: Response
+        if entry == "twilio":
+            twiml = _TWIML_DRAINING if reason == "draining" else _TWIML_BUSY
+            response = Response(twiml, media_type="application/xml")
+        else:
+            after = "5" if reason == "draining" else "2"
+            response = PlainTextResponse(message, status_code=503, headers={"Retry-After": after})
+        await response(scope, receive, send)
+
+
+def _entry(scope: Scope) -> str | None:
+    """Which entry of a new call `scope` is (None: not one, or a call coming back)."""
+    kind, path = scope["type"], scope.get("path", "")
+    method = scope.get("method") if kind == "http" else "websocket"
+    for entry, pattern, wanted in _ENTRIES:
+        if method == wanted and pattern.fullmatch(path):
+            return None if _resumes(scope) else entry
+    return None
+
+
+def _resumes(scope: Scope) -> bool:
+    """Whether the request brings back a call in progress (`?resume=1`)."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return query.get("resume") == ["1"]
