@@ -146,9 +146,11 @@ class DeskJob:
         load: CallLoad,
         *,
         number_key: bytes,
+        line: dict[str, str] | None = None,
     ) -> None:
         self.calls, self.hub, self.desk, self.room = calls, calls.hub, desk, room
         self.load = load
+        self.line = dict(line or {})  # the job's ids (room, agent, metadata) for call records
         self.number_key = number_key  # the store's secret behind caller-number ids
         self.room_ids: list[str] = []  # the conversations served, in order
         self.session: VoiceSession | None = None
@@ -168,7 +170,8 @@ class DeskJob:
         self.room_ids.append(f"{self.desk.name}:{conversation}")
         audio = await self.room.open_audio(caller)
         line = RoomLine(audio.transport)
-        call = LiveCall(self.desk, conversation, line, kind="livekit")
+        ids = {**self.line, "identity": caller.identity}
+        call = LiveCall(self.desk, conversation, line, kind="livekit", line=ids)
         counted = False
 
         async def until_over(session: VoiceSession) -> None:

@@ -8,7 +8,10 @@ hub on the store, SQLite or the Redis `serve` shares; its heartbeat, recovery of
 instances' work, announcements and call lifecycle), the desk's voice stack, and a `DeskJob`
 serving the room's callers. When the job ends (the room closed, or LiveKit ended it), the
 call ends, background workers get `shutdown_grace` seconds to finish into the outbox, and
-the runtime closes; held results wait in the store for the caller's return.
+the runtime closes; held results wait in the store for the caller's return. A job that
+dies with its caller still in the room is taken up: a sweeping instance (another job, or
+the worker's own `standby_runtime`) dispatches the agent to the room again
+(`voicehub.workers.redispatch`) and takes the job's tasks over.
 
 The entrypoint and the request handler are picklable objects: livekit-agents hands them to
 each job process it starts.
@@ -19,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import cancel_and_wait
@@ -32,6 +36,7 @@ from voicehub.voice.providers import vendor_import
 from voicehub.workers.dispatch import DispatchError, choose_desk
 from voicehub.workers.job import CallRoom, DeskJob
 from voicehub.workers.load import CallLoad
+from voicehub.workers.redispatch import LINE_AGENT, LINE_METADATA, LINE_ROOM, RoomRedispatch
 from voicehub.workers.settings import WorkerSettings
 
 with vendor_import("livekit-agents"):
@@ -119,7 +124,15 @@ class DeskEntrypoint:
 
             await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
             room = LiveKitCallRoom(ctx)
-        desk_job = DeskJob(runtime.calls, desk, room, self.load, number_key=runtime.number_key)
+        redispatch_lost_rooms(runtime, self.settings)
+        line = {
+            LINE_ROOM: job.room.name,
+            LINE_AGENT: self.settings.registered_name,
+            LINE_METADATA: job.metadata,
+        }
+        desk_job = DeskJob(
+            runtime.calls, desk, room, self.load, number_key=runtime.number_key, line=line
+        )
         runner = asyncio.create_task(desk_job.run(), name=f"voicehub-desk-{name}")
 
         async def shut_down(reason: str) -> None:
@@ -131,6 +144,39 @@ class DeskEntrypoint:
 
         ctx.add_shutdown_callback(shut_down)
         log.info("job %s: desk %s in room %s", job.id, name, job.room.name)
+
+
+def redispatch_lost_rooms(runtime: ProcessRuntime, settings: WorkerSettings) -> None:
+    """When `runtime`'s sweep finds an instance lost, dispatch an agent again to the rooms
+    of its LiveKit calls whose caller stayed (`voicehub.workers.redispatch`)."""
+    if not (settings.url and settings.api_key and settings.api_secret):
+        return
+    redispatch = RoomRedispatch(
+        runtime.store,
+        runtime.instance_id,
+        url=settings.url,
+        api_key=settings.api_key,
+        api_secret=settings.api_secret,
+        wall=runtime.hub.wall,
+    )
+    runtime.on_instance_lost(redispatch.instance_lost)
+
+
+@contextlib.asynccontextmanager
+async def standby_runtime(settings: WorkerSettings) -> AsyncIterator[ProcessRuntime]:
+    """The worker process's own runtime, beside livekit's worker: it serves no call, but
+    its sweeps take over the work of lost instances (a job process that died, with no other
+    job left to notice) and dispatch agents back to their rooms."""
+    folder = load_desk_folder(settings.channels_dir)
+    desks = {name: build_desk(folder[name]) for name in served_desks(settings)}
+    instance = f"{settings.instance_id or 'worker'}-{uuid.uuid4().hex[:8]}"
+    runtime = ProcessRuntime(settings, desks, OfflineSessionFactory(), instance_id=instance)
+    await runtime.start(prepare=False)
+    try:
+        redispatch_lost_rooms(runtime, settings)
+        yield runtime
+    finally:
+        await runtime.aclose()
 
 
 def build_server(
@@ -188,10 +234,11 @@ def run_worker(settings: WorkerSettings, *, ready: Callable[[str], None] | None 
     server.on("worker_registered", registered)
 
     async def main() -> None:
-        try:
-            await server.run(devmode=False)
-        finally:
-            await server.aclose()
+        async with standby_runtime(settings):
+            try:
+                await server.run(devmode=False)
+            finally:
+                await server.aclose()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
