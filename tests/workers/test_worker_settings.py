@@ -63,3 +63,15 @@ def test_voicehub_worker_without_a_livekit_server_says_what_to_set(
     code = main(["worker", "--channels", str(CHANNELS), "--store", "redis://127.0.0.1:9/0"])
     assert code == 2
     assert "set LIVEKIT_URL, LIVEKIT_API_KEY, LIVEKIT_API_SECRET" in capsys.readouterr().err
+
+
+def test_the_load_is_the_calls_or_the_cpu_whichever_is_higher() -> None:
+    from voicehub.workers.load import CallLoad
+
+    cpu = [0.2]
+    load = CallLoad(4, cpu=lambda: cpu[0])
+    load.call_started()
+    assert load.load() == 0.25
+    cpu[0] = 0.9
+    assert load.load() == 0.9
+    assert CallLoad(4).load() == 0.0  # calls only without a CPU probe

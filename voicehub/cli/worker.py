@@ -25,6 +25,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     worker.add_argument(
         "--capacity", type=int, help="calls at once before reporting full (default 8)"
     )
+    worker.add_argument(
+        "--max-load",
+        type=float,
+        help="report the worker full above this load (its calls against --capacity, or the "
+        "machine's CPU, 0..1; default: calls only; $VOICEHUB_MAX_LOAD)",
+    )
     worker.add_argument("--url", help="LiveKit server URL (default $LIVEKIT_URL)")
     worker.add_argument("--http-port", type=int, help="health check port (default 8081)")
 
@@ -39,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         desk=args.desk,
         agent_name=args.agent_name,
         capacity=args.capacity,
+        max_load=args.max_load,
         url=args.url,
         http_port=args.http_port,
         **hub_overrides(args),

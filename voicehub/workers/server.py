@@ -35,7 +35,7 @@ from voicehub.errors import ConfigError
 from voicehub.voice.providers import vendor_import
 from voicehub.workers.dispatch import DispatchError, choose_desk
 from voicehub.workers.job import CallRoom, DeskJob
-from voicehub.workers.load import CallLoad
+from voicehub.workers.load import CallLoad, machine_cpu
 from voicehub.workers.redispatch import LINE_AGENT, LINE_METADATA, LINE_ROOM, RoomRedispatch
 from voicehub.workers.settings import WorkerSettings
 
@@ -196,13 +196,14 @@ def build_server(
     if not desks:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
     executor_type = agents.JobExecutorType(executor)
-    load = CallLoad(settings.capacity, context=_mp_context(executor_type))
+    cpu = machine_cpu if settings.max_load is not None else None
+    load = CallLoad(settings.capacity, context=_mp_context(executor_type), cpu=cpu)
     entrypoint = DeskEntrypoint(settings, desks, load, session_factory=session_factory, room=room)
     options = agents.WorkerOptions(
         entrypoint_fnc=entrypoint,
         request_fnc=DeskRequest(desks),
         load_fnc=load.load,
-        load_threshold=load.threshold(),
+        load_threshold=min(load.threshold(), settings.max_load or 1.0),
         agent_name=settings.registered_name,
         job_executor_type=executor_type,
         num_idle_processes=num_idle_processes,
