@@ -102,7 +102,6 @@ class ServeProcess:
             "HF_HUB_OFFLINE": "1",
             "VOICEHUB_TOKEN": "",
             "VOICEHUB_INSTANCE_ID": self.name,
-            "VOICEHUB_DEBUG_TASKS": "1",
             FAKE_KEY_ENV: FAKE_KEY,
         }
         with self.log_path.open("a") as log:
@@ -128,12 +127,7 @@ class ServeProcess:
     async def exited(self, timeout: float = 120.0) -> int:
         """Wait (off the event loop) until the process has exited; its exit code."""
         assert self.process is not None
-        try:
-            return await asyncio.to_thread(self.process.wait, timeout)
-        except subprocess.TimeoutExpired:  # DEBUG: what is it waiting for?
-            self.process.send_signal(signal.SIGUSR2)
-            await asyncio.sleep(3)
-            raise
+        return await asyncio.to_thread(self.process.wait, timeout)
 
     def stop(self) -> None:
         """Ctrl-C (the ordinary shutdown), SIGKILL if it will not stop."""

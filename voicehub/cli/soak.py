@@ -38,6 +38,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     soak.add_argument("--desk", default="research", help="desk to call (default research)")
     soak.add_argument("--seed", type=int, default=1, help="seed of the callers' coins")
     soak.add_argument("--url", help="a running server instead of starting one")
+    soak.add_argument(
+        "--max-calls",
+        type=int,
+        help="the started server's call limit (serve --max-calls): soak it at twice that to "
+        "see every admitted call answered and the rest refused busy",
+    )
     soak.add_argument("--token", help="access token (default $VOICEHUB_TOKEN)")
     soak.add_argument("--channels", type=Path, help="desk files of the started server")
     soak.add_argument(
@@ -94,6 +100,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             settle_timeout=args.settle_timeout,
             turn_timeout=args.turn_timeout,
             sample_every=args.sample_every,
+            max_calls=args.max_calls,
         )
     except ValueError as exc:
         raise VoicehubError(str(exc)) from None

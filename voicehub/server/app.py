@@ -258,16 +258,4 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
         def _stop(self) -> None:
             self.should_exit = True
 
-    import os as _os  # DEBUG
-
-    if _os.environ.get("VOICEHUB_DEBUG_TASKS"):
-        import sys as _sys
-
-        def _dump(*_a: Any) -> None:
-            loop = Server.loop
-            for t in asyncio.all_tasks(loop) if loop else []:
-                print("TASK", t, file=_sys.stderr)
-                t.print_stack(file=_sys.stderr)
-
-        signal.signal(signal.SIGUSR2, _dump)
     Server(config).run()

@@ -32,6 +32,7 @@ class CallLog:
     talkover_ms: list[float] = field(default_factory=list)
     yield_ms: list[float] = field(default_factory=list)
     error: str = ""
+    refused_busy: bool = False  # the server was at its limit: not admitted, not a failure
 
 
 @dataclass
@@ -39,6 +40,7 @@ class SoakTally:
     """The run's accounting (see `account`)."""
 
     calls: int = 0
+    refused_busy: int = 0  # calls the server refused busy (every admitted one must be answered)
     failed_calls: int = 0
     unanswered_calls: int = 0  # the caller spoke and heard no reply at all
     call_seconds: float = 0.0
@@ -71,6 +73,7 @@ def account(
     heard: Counter[str] = Counter()
     for log in logs:
         tally.calls += 1
+        tally.refused_busy += log.refused_busy
         tally.failed_calls += bool(log.error)
         if log.error:
             tally.failures[log.error] += 1

@@ -37,7 +37,8 @@ from voicehub.client.soak.accounting import CallLog
 from voicehub.client.soak.deliveries import undelivered
 from voicehub.client.soak.options import SoakOptions
 from voicehub.client.soak.talkover import overlap_of
-from voicehub.voice.events import SAMPLE_RATE, DeliveryAttempt, DeliveryOutcome
+from voicehub.errors import VoicehubError
+from voicehub.voice.events import SAMPLE_RATE, CallError, DeliveryAttempt, DeliveryOutcome
 
 __all__ = ["CallerLines", "SoakCaller", "say_within_call"]
 
@@ -112,7 +113,13 @@ class SoakCaller:
         )
         stage = "connect"
         try:
-            await client.connect()
+            try:
+                await client.connect()
+            except VoicehubError:
+                if not _refused_busy(client.report):
+                    raise
+                entry.refused_busy = True  # at its limit: an answer, not a failure
+                return
             stage = "greeting"
             await client.wait_for_turn()
             stage = "conversation"
@@ -183,6 +190,12 @@ async def say_within_call(client: CallClient, pcm16: bytes, label: str) -> None:
     if saying.cancelled():
         raise ConnectionError(f"could not finish saying {label!r}: the call ended or stalled")
     saying.result()  # its own error, if any
+
+
+def _refused_busy(report: CallReport) -> bool:
+    """Whether the server refused the call because it is at its limit (1013, `busy`)."""
+    errors = report.events_of(CallError)
+    return report.close_code == 1013 and any(e.code == "busy" for e in errors)
 
 
 def _unanswered(report: CallReport) -> bool:

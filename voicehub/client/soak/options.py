@@ -40,6 +40,7 @@ class SoakOptions:
     collect_attempts: int = 3  # tries of the last call that collects held results
     sample_every: float = 5.0  # seconds between samples of the server's RSS and loop lag
     playout_speed: float = 1.0  # the callers' virtual speakers (1.0: real time)
+    max_calls: int | None = None  # the started server's call limit (`serve --max-calls`)
 
     def __post_init__(self) -> None:
         if self.calls < 1:

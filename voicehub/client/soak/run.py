@@ -48,7 +48,8 @@ async def run_soak(
     with contextlib.ExitStack() as stack:
         if folder is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
-        process = None if options.url else ServerProcess(folder, channels)
+        limit = ["--max-calls", str(options.max_calls)] if options.max_calls else []
+        process = None if options.url else ServerProcess(folder, channels, limit)
         try:
             server = options.url.rstrip("/") if options.url else await _start(process)
             return await _soak(options, server, process, words)

@@ -30,9 +30,12 @@ _READY = re.compile(r"serving at (\S+)")
 class ServerProcess:
     """`voicehub serve --port 0` in a subprocess; `url` once it listens."""
 
-    def __init__(self, folder: Path, channels: Path | None = None) -> None:
+    def __init__(
+        self, folder: Path, channels: Path | None = None, options: list[str] | None = None
+    ) -> None:
         self.folder = folder
         self.channels = channels
+        self.options = list(options or [])  # more `voicehub serve` flags
         self.url = ""
         self._process: Process | None = None
 
@@ -45,6 +48,7 @@ class ServerProcess:
         command += ["--db", str(self.folder / "soak.db"), "--log-level", "warning"]
         if self.channels is not None:
             command += ["--channels", str(self.channels)]
+        command += self.options
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
         with (self.folder / "server.log").open("w") as log_file:
             self._process = process = await asyncio.create_subprocess_exec(
