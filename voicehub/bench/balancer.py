@@ -6,9 +6,9 @@ deployment has one (the fail-over bench and tests reach the instances through it
 
 Each new connection goes to the next instance, round robin, among those whose `/ready`
 answered 200 at the last check (every `interval` seconds); one that refuses the connection
-is skipped for the next. Bytes are piped both ways until either side closes, so when an
-instance dies its callers' connections drop, as behind a real balancer, and a draining
-instance (503) gets no new connections.
+is skipped for the next; with none ready the connection is closed (a client tries again).
+Bytes are piped both ways until either side closes, so when an instance dies its callers'
+connections drop, as behind a real balancer, and a draining instance (503) gets none.
 """
 
 from __future__ import annotations
@@ -66,14 +66,18 @@ class Balancer:
         self.ready.append(False)
 
     async def check(self) -> None:
-        """Ask every instance's `/ready` now."""
-        async with httpx.AsyncClient(timeout=1.0) as client:
+        """Ask every instance's `/ready` now. An answer decides; no connection means down;
+        a slow answer (a loaded machine) leaves the instance as it was."""
+        backends = list(self.backends)
+        async with httpx.AsyncClient(timeout=2.0) as client:
             answers = await asyncio.gather(
-                *(client.get(f"http://{b.netloc}/ready") for b in self.backends),
+                *(client.get(f"http://{b.netloc}/ready") for b in backends),
                 return_exceptions=True,
             )
+        if backends != self.backends:
+            return  # changed meanwhile: the next check sees the new list
         self.ready = [
-            isinstance(answer, httpx.Response) and answer.status_code == 200 for answer in answers
+            _ready_after(answer, was) for answer, was in zip(answers, self.ready, strict=True)
         ]
 
     async def _check_forever(self) -> None:
@@ -87,7 +91,7 @@ class Balancer:
         count = len(self.backends)
         start, self._next = self._next, (self._next + 1) % max(count, 1)
         turn = [(start + i) % count for i in range(count)]
-        return [i for i in turn if self.ready[i]] or turn
+        return [i for i in turn if self.ready[i]]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for index in self._order():
@@ -107,6 +111,14 @@ class Balancer:
                 self._pipes.discard(pipe)
             return
         writer.close()  # no instance answers
+
+
+def _ready_after(answer: httpx.Response | BaseException, was: bool) -> bool:
+    if isinstance(answer, httpx.Response):
+        return answer.status_code == 200
+    if isinstance(answer, httpx.ConnectError):
+        return False
+    return was  # a timeout: no news
 
 
 async def _pipe_both_ways(

@@ -20,6 +20,7 @@ def _sections() -> dict[str, Section]:
         delegation,
         delivery,
         delivery_talkover,
+        failover,
         memory,
         phone,
         realtime,
@@ -38,6 +39,7 @@ def _sections() -> dict[str, Section]:
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
         "memory": memory.run,
+        "failover": failover.run,
     }
 
 
