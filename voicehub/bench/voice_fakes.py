@@ -58,8 +58,8 @@ _LANGUAGE = LanguageCode("en-US")
 
 
 def session_options(close_timeout: float) -> dict[str, Any]:
-    """The `AgentSession` options `LiveKitVoiceSession` uses by default, so the bare
-    session does the same work per frame (VAD turns, no end-of-turn model)."""
+    """The bare `AgentSession`'s options: VAD turns and endpointing as voicehub's engine
+    takes them by default, so both do the same work per frame (no end-of-turn model)."""
     return {
         "turn_handling": {
             "turn_detection": "vad",  # unset would load the 240 MB end-of-turn model
@@ -321,17 +321,17 @@ class SinkAudioOutput(io.AudioOutput):
 
 
 class VoicehubCall:
-    """One call on voicehub's `LiveKitVoiceSession`, in a new room, over a
-    `LoopbackTransport`; `options` go to the session (providers, endpointing)."""
+    """One call on voicehub's `PipelineVoiceSession`, in a new room, over a
+    `LoopbackTransport`; `options` go to the session (providers, `options`)."""
 
     def __init__(
         self, hub: Hub, room_id: str, agent: DeskAgent, *, keep_events: bool = False, **options: Any
     ) -> None:
-        from voicehub.voice.livekit_session import LiveKitVoiceSession
+        from voicehub.voice.engine.session import PipelineVoiceSession
 
         self.hub, self.room_id = hub, room_id
         self.transport = LoopbackTransport(keep_events=keep_events)
-        self.session = LiveKitVoiceSession(hub, room_id, agent, self.transport, **options)
+        self.session = PipelineVoiceSession(hub, room_id, agent, self.transport, **options)
         self.transport.session = self.session
 
     async def start(self) -> None:

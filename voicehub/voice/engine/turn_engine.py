@@ -194,10 +194,11 @@ class TurnEngine:
         if turn is None:
             if not text:
                 return []
-            # words the VAD did not hear as speech (a late final): a turn of their own
+            # words ahead of the VAD's start (an interim) or that it never heard as speech (a
+            # late final): a turn of their own, settled by a final or `final_timeout`
             turn = self._turn = self._new_turn()
             turn.speaking = False
-            turn.awaiting_final = False
+            turn.awaiting_final = not final
             turn.speech_ended_at = turn.quiet_since = now
             decisions: list[Decision] = [CallerTurnStarted(turn.id)]
         else:

@@ -1,4 +1,4 @@
-"""The livekit pipeline session with the real offline stack.
+"""The pipeline session (voicehub's engine) with the real offline stack.
 
 The caller's words are synthesized by Piper and pushed as 20 ms frames faster than real
 time; Silero (or WebRTC) VAD and PocketSphinx hear them, a scripted agent answers, Piper
@@ -31,7 +31,7 @@ from voicehub.hub import Hub
 from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import AgentState, Transcript
-from voicehub.voice.livekit_session import LiveKitVoiceSession
+from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
 from voicehub.voice.providers.offline import (
     PiperTTS,
     PocketSphinxSTT,
@@ -67,7 +67,7 @@ def models() -> dict[str, Any]:
     # library keeps state between utterances (other tests compare two eSpeak renderings)
     robot = PiperTTS(sample_rate=RATE)
     vads = {"silero": load_vad("silero"), "webrtc": load_vad("webrtc")}
-    # the server's Silero: batched across calls, its events fed straight to livekit
+    # the server's Silero: batched across calls
     vads["batched"] = BatchedSileroVAD(vads["silero"])
     return {"stt": stt, "vad": vads["silero"], **vads, "piper": piper, "robot": robot}
 
@@ -172,7 +172,7 @@ for _name in (
 class Call:
     def __init__(self, hub: Hub, models: dict[str, Any], calls: Calls) -> None:
         self.hub, self.models, self.calls = hub, models, calls
-        self.sessions: list[LiveKitVoiceSession] = []
+        self.sessions: list[PipelineVoiceSession] = []
 
     async def start(
         self,
@@ -182,10 +182,10 @@ class Call:
         tts: str = "piper",
         vad: str = "silero",
         **options: Any,
-    ) -> tuple[LiveKitVoiceSession, FakeTransport, RecordingActivity]:
+    ) -> tuple[PipelineVoiceSession, FakeTransport, RecordingActivity]:
         transport = FakeTransport(RATE, ack=ack)
         activity = RecordingActivity(self.hub.clock)
-        session = LiveKitVoiceSession(
+        session = PipelineVoiceSession(
             self.hub,
             ROOM,
             agent,
@@ -212,7 +212,7 @@ async def call(models: dict[str, Any]) -> AsyncIterator[Call]:
             await session.aclose()
 
 
-async def speak(session: LiveKitVoiceSession, pcm16: bytes, silence: float = 0.8) -> None:
+async def speak(session: PipelineVoiceSession, pcm16: bytes, silence: float = 0.8) -> None:
     """The caller says `pcm16`, then stays silent; pushed faster than real time."""
     audio = pcm16 + bytes(2 * int(RATE * silence))
     for start in range(0, len(audio), FRAME):
@@ -284,9 +284,9 @@ async def test_caller_asks_agent_calls_tool_and_answers(
     names = [name for name, _, _ in activity.log]
     for earlier, later in [
         ("user_speech_started", "user_speech_stopped"),
-        ("user_speech_stopped", "reply_queued"),
-        ("reply_queued", "agent_thinking_started"),
-        ("agent_thinking_started", "agent_speech_started"),
+        ("user_speech_stopped", "agent_thinking_started"),
+        ("agent_thinking_started", "reply_queued"),
+        ("reply_queued", "agent_speech_started"),
         ("agent_speech_started", "agent_speech_finished"),
         ("agent_speech_finished", "playout_confirmed"),
     ]:
@@ -377,7 +377,7 @@ async def test_caller_barges_in_while_the_agent_speaks(
 async def test_inject_immediate_cuts_the_agent_and_generate_mode(call: Call) -> None:
     research, _ = call.calls.tools()
     session, transport, activity = await call.start(
-        desk_agent(research), ack="immediate", delivery_mode="generate"
+        desk_agent(research), ack="immediate", options=EngineOptions(delivery_mode="generate")
     )
     transport.ack_mode = "manual"
     talking = asyncio.create_task(session.say(LONG))
@@ -424,12 +424,12 @@ async def test_update_agent_switches_instructions_tools_and_voice(call: Call) ->
 
     await session.update_agent(booking_agent(book))
 
-    current = session.agent_session.current_agent
-    assert current.instructions == "You are the booking desk."
-    assert [t.id for t in current.tools] == ["book"]
-    assert current.tts is robot
+    agent, tools, _, voice = session.reply_agent()
+    assert agent.instructions == "You are the booking desk."
+    assert [t.name for t in (*agent.tools, *tools)] == ["book"]
+    assert voice is robot
     assert session.agent.id == "booking"
-    spoken = [m.text_content for m in current.chat_ctx.messages() if m.role == "assistant"]
+    spoken = [m.content for m in session.history.messages() if m.role == "assistant"]
     assert spoken == ["Welcome to the research desk."]  # the history came along
 
     assert await session.generate_reply("please confirm the booking") is InjectOutcome.FINISHED
@@ -441,7 +441,7 @@ async def test_update_agent_switches_instructions_tools_and_voice(call: Call) ->
 
 async def test_a_tool_can_hand_the_call_over(call: Call) -> None:
     _, book = call.calls.tools()
-    sessions: list[LiveKitVoiceSession] = []
+    sessions: list[PipelineVoiceSession] = []
 
     @tool
     async def transfer() -> str:
@@ -456,8 +456,7 @@ async def test_a_tool_can_hand_the_call_over(call: Call) -> None:
     outcome = await asyncio.wait_for(session.generate_reply("please transfer me"), 20)
     assert outcome is InjectOutcome.FINISHED
     assert session.agent.id == "booking"
-    await asyncio.wait_for(session.agent_session.current_agent.entered.wait(), 20)  # type: ignore[attr-defined]
-    assert session.agent_session.current_agent.instructions == "You are the booking desk."
+    assert session.reply_agent()[0].instructions == "You are the booking desk."
 
 
 async def test_close_is_quick_and_final(call: Call) -> None:
@@ -480,10 +479,9 @@ def test_configuration_errors_name_the_fix(models: dict[str, Any]) -> None:
     transport = FakeTransport(RATE)
     options: dict[str, Any] = {"stt": models["stt"], "vad": models["vad"], "tts": models["piper"]}
     with pytest.raises(ConfigError, match="no llm"):
-        LiveKitVoiceSession(hub, ROOM, Agent(id="mute"), transport, **options)
+        PipelineVoiceSession(hub, ROOM, Agent(id="mute"), transport, **options)
     with pytest.raises(ConfigError, match="known voices: none"):
-        LiveKitVoiceSession(hub, ROOM, booking_agent(Calls().tools()[1]), transport, **options)
+        PipelineVoiceSession(hub, ROOM, booking_agent(Calls().tools()[1]), transport, **options)
     with pytest.raises(ConfigError, match="delivery_mode"):
-        agent = desk_agent(Calls().tools()[0])
         mode: Any = "sing"
-        LiveKitVoiceSession(hub, ROOM, agent, transport, delivery_mode=mode, **options)
+        EngineOptions(delivery_mode=mode)
