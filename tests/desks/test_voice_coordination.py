@@ -55,7 +55,7 @@ async def test_the_front_desk_routes_research_by_voice_and_the_result_is_spoken(
         watch = DeliveryWatch(hub)
         call = await call_desk(hub, desk, "frontdesk:voice-1")
         await call.agent_said("What do you need?")
-        assert [tool.id for tool in call.session.agent_session.current_agent.tools] == [
+        assert [tool.name for tool in call.session.tools] == [
             "list_agents",
             "list_workflows",
             "delegate",

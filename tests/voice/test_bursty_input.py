@@ -38,7 +38,7 @@ from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import AgentState, Transcript, UserState
-from voicehub.voice.livekit_session import LiveKitVoiceSession
+from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.providers.offline import synthesize
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -107,7 +107,7 @@ async def heard(
     turn is over (or after 60 s)."""
     transport = FakeTransport(RATE, ack="immediate")
     session = await factory.start(hub, desk, room_id, transport)
-    assert isinstance(session, LiveKitVoiceSession)
+    assert isinstance(session, PipelineVoiceSession)
     transport.session = session
 
     def agent_lines() -> list[str]:
@@ -148,7 +148,7 @@ async def heard(
 
 
 async def caller(
-    session: LiveKitVoiceSession, pcm: bytes, speak: asyncio.Event, *, burst: bool
+    session: PipelineVoiceSession, pcm: bytes, speak: asyncio.Event, *, burst: bool
 ) -> None:
     """The caller's open microphone: silence in 100 ms messages on the caller's clock
     (absolute deadlines: the caller's pace, not a wait for behaviour); once `speak` is

@@ -65,6 +65,7 @@ class Reply:
     instructions: str | None = None
     kind: AgentSpeech = "reply"
     interruptible: bool = True
+    agent_id: str = ""  # the agent answering (set when the reply starts)
     task: asyncio.Task[None] | None = None
     speeches: list[Speech] = field(default_factory=list)
     in_tools: bool = False
@@ -134,6 +135,7 @@ class ReplyRun:
         reply.started_at = host.now()
         agent, extra_tools, context, voice = host.reply_agent()
         assert agent.llm is not None
+        reply.agent_id = agent.id
         observed = _ObservedLLM(agent.llm, self._on_chunk, self._on_step_end)
         messages = host.history.messages()
         if reply.instructions is not None:
@@ -208,7 +210,12 @@ class _StepSpeech:
             run._voice, self._texts(), host.sample_rate, first_audio=self._first_audio
         )
         self.speech = Speech(
-            host.new_speech_id(), reply.kind, "", audio, interruptible=reply.interruptible
+            host.new_speech_id(),
+            reply.kind,
+            "",
+            audio,
+            interruptible=reply.interruptible,
+            agent_id=reply.agent_id,
         )
         reply.speeches.append(self.speech)
         host.play(self.speech)

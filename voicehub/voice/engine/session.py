@@ -19,6 +19,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -176,6 +177,28 @@ class PipelineVoiceSession:
     def sample_rate(self) -> int:
         return self.transport.sample_rate
 
+    @property
+    def stt(self) -> Any:
+        """The call's recognizer (a livekit `stt.STT`)."""
+        return self._stt
+
+    @property
+    def tts(self) -> Any:
+        """The call's default voice (a livekit `tts.TTS`)."""
+        return self._tts
+
+    @property
+    def voice(self) -> Any:
+        """The TTS of the agent on the call (its own voice, or the call's default)."""
+        return self._agent_voice
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools of the agent on the call: its own, then the call's (a later one wins a
+        name clash, as in the agent runner)."""
+        by_name = {t.name: t for t in (*self.agent.tools, *self._extra_tools)}
+        return list(by_name.values())
+
     async def start(self) -> None:
         """Open the VAD and recognizer streams, attach delivery, speak the greeting."""
         if self._started or self._closed:
@@ -193,6 +216,12 @@ class PipelineVoiceSession:
             task = follow_events(stream, sink, self._stream_failed(name), name)
             if task is not None:
                 self._keep(task)
+        for plugin in {id(p): p for p in (self._stt, self._tts, *self._voices.values())}.values():
+            if hasattr(plugin, "on"):  # livekit plugins report their faults as events
+                plugin.on("error", self._provider_error)
+                self._on_close.append(
+                    lambda plugin=plugin: plugin.off("error", self._provider_error)
+                )
         self.player.start()
         self._keep(asyncio.create_task(self._run_replies(), name="voicehub-replies"))
         self._keep(asyncio.create_task(self._run_ticks(), name="voicehub-turn-ticks"))
@@ -261,7 +290,14 @@ class PipelineVoiceSession:
         """Speak `text` verbatim; returns once played out or interrupted."""
         self._running()
         audio = synthesized_pcm(self._agent_voice, one_text(text), self.sample_rate)
-        speech = Speech(self._new_speech_id(), "say", text, audio, interruptible=allow_interrupt)
+        speech = Speech(
+            self._new_speech_id(),
+            "say",
+            text,
+            audio,
+            interruptible=allow_interrupt,
+            agent_id=self.agent.id,
+        )
         self.player.play(speech)
         end = await speech.wait()
         return _say_outcome(end, speech.error, self.room_id)
@@ -347,6 +383,14 @@ class PipelineVoiceSession:
         self.activity.caller_voiced()
         if self.player.current is not None and self.player.current.kind == "delivery":
             self._apply(self.engine.voiced(self._now()))
+
+    def _provider_error(self, error: Any) -> None:
+        """A plugin's "error" event (livekit's `STTError`, `TTSError`): a retry, a fallback."""
+        kind = str(getattr(error, "type", "error"))  # "stt_error", "tts_error"
+        detail = str(getattr(error, "error", error))
+        self.records.provider_error(
+            kind, detail, recoverable=bool(getattr(error, "recoverable", False))
+        )
 
     def _stream_failed(self, name: str) -> Callable[[BaseException], None]:
         def failed(error: BaseException) -> None:
@@ -532,7 +576,7 @@ class PipelineVoiceSession:
             self.engine.reply_used_tools()
 
     def tool_ran(self, reply: Reply, call: ToolCall, result: ToolResult) -> None:
-        self.records.tool_ran(self.agent.id, call, result)
+        self.records.tool_ran(reply.agent_id or self.agent.id, call, result)
 
     def now(self) -> float:
         return self._now()
@@ -540,7 +584,7 @@ class PipelineVoiceSession:
     # -- speech hooks ---------------------------------------------------------------------
 
     async def _play_result(self, text: str, audio: AsyncIterator[bytes]) -> Speech:
-        speech = Speech(self._new_speech_id(), "delivery", text, audio)
+        speech = Speech(self._new_speech_id(), "delivery", text, audio, agent_id=self.agent.id)
         self.player.play(speech)
         await speech.wait()
         return speech
@@ -569,7 +613,8 @@ class PipelineVoiceSession:
             heard = speech.heard_text()
             interrupted = speech.end is SpeechEnd.INTERRUPTED
             if heard:
-                self.records.agent_said(self.agent.id, heard, interrupted=interrupted)
+                who = speech.agent_id or self.agent.id
+                self.records.agent_said(who, heard, interrupted=interrupted)
             reply = self._reply
             in_reply = reply is not None and speech in reply.speeches
             if heard and not in_reply:  # a reply's words are in the history already

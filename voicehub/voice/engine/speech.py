@@ -36,8 +36,10 @@ class Speech:
         audio: AsyncIterator[bytes],
         *,
         interruptible: bool = True,
+        agent_id: str = "",
     ) -> None:
         self.id, self.kind, self.text = speech_id, kind, text
+        self.agent_id = agent_id  # whose words these are (the room's record says so)
         self.audio = audio
         self.interruptible = interruptible
         self.end: SpeechEnd | None = None
