@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from voicehub.cli.subcommands import Subcommands
 from voicehub.errors import VoicehubError
 
 
@@ -24,7 +25,7 @@ class _Line(argparse.Action):
         namespace.lines = lines
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `call` to an `add_subparsers()` object."""
     call = commands.add_parser(
         "call",

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from voicehub.cli.subcommands import Subcommands
 from voicehub.desks.keys import missing_keys
 from voicehub.errors import VoicehubError
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `channels` to an `add_subparsers()` object."""
     channels = commands.add_parser(
         "channels",

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 
 from voicehub.cli.hub_options import add_hub_options, hub_overrides
+from voicehub.cli.subcommands import Subcommands
 
 _TRY = "voicehub call research --say 'could you research heat pumps for me please'"
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `serve` to an `add_subparsers()` object."""
     serve = commands.add_parser(
         "serve",

@@ -219,9 +219,7 @@ class PipelineVoiceSession:
         for plugin in {id(p): p for p in (self._stt, self._tts, *self._voices.values())}.values():
             if hasattr(plugin, "on"):  # livekit plugins report their faults as events
                 plugin.on("error", self._provider_error)
-                self._on_close.append(
-                    lambda plugin=plugin: plugin.off("error", self._provider_error)
-                )
+                self._on_close.append(functools.partial(plugin.off, "error", self._provider_error))
         self.player.start()
         self._keep(asyncio.create_task(self._run_replies(), name="voicehub-replies"))
         self._keep(asyncio.create_task(self._run_ticks(), name="voicehub-turn-ticks"))
