@@ -68,10 +68,13 @@ def defined_names(trees: list[ast.Module]) -> set[str]:
                 names.add(node.arg)
             elif isinstance(node, ast.alias):
                 names.add(node.asname or node.name.split(".")[0])
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                # `__slots__ = ("_x", ...)`, `setattr(self, "_x", ...)` on our own objects
-                if _private(node.value) and node.value.isidentifier():
-                    names.add(node.value)
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and _private(node.value)
+                and node.value.isidentifier()
+            ):  # `__slots__ = ("_x", ...)`, `setattr(self, "_x", ...)` on our own objects
+                names.add(node.value)
     return {name for name in names if _private(name)}
 
 
@@ -83,9 +86,14 @@ def _dependency_roots(tree: ast.Module) -> set[str]:
             for alias in node.names:
                 if not _own_module(alias.name):
                     roots.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if not _own_module(node.module) and node.module != "__future__":
-                roots.update(alias.asname or alias.name for alias in node.names)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and not _own_module(node.module)
+            and node.module != "__future__"
+        ):
+            roots.update(alias.asname or alias.name for alias in node.names)
     return roots
 
 
@@ -129,9 +137,13 @@ def violations(source: str, path: str, own: set[str]) -> Iterator[Violation]:
             target, name = node.args[0], node.args[1]
             if node.func.id in ("setattr", "delattr") and _root(target) in roots:
                 yield Violation(path, line, f"{node.func.id} on {_root(target)} (a dependency)")
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                if _private(name.value) and name.value not in own | PLUGIN_AUTHOR_MEMBERS:
-                    yield Violation(path, line, f"{node.func.id}(..., {name.value!r})")
+            if (
+                isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+                and _private(name.value)
+                and name.value not in own | PLUGIN_AUTHOR_MEMBERS
+            ):
+                yield Violation(path, line, f"{node.func.id}(..., {name.value!r})")
 
 
 def _modules() -> list[tuple[str, str]]:
@@ -149,7 +161,7 @@ def test_no_module_reads_or_patches_a_dependencys_private_names() -> None:
 
 
 def test_the_check_catches_planted_private_access() -> None:
-    planted = '''
+    planted = """
 from livekit.agents.voice import agent_activity
 from livekit.agents.voice.agent_session import _text_only
 import livekit.agents._exceptions
@@ -162,7 +174,7 @@ def patch(shared, session):
     model = silero.VAD(session=shared._onnx_session)
     activity = session._activity
     return getattr(session, "_recorded_events"), model, activity
-'''
+"""
     own = {"_mine"}
     found = {v.what for v in violations(planted, "planted.py", own)}
     assert found >= {
@@ -175,5 +187,5 @@ def patch(shared, session):
         "reads ._activity, which voicehub never defines",
         "getattr(..., '_recorded_events')",
     }, found
-    clean = "class S:\n    def __init__(self):\n        self._mine = 1\n    def f(self):\n        return self._mine\n"
+    clean = "class S:\n    def f(self):\n        self._mine = 1\n        return self._mine\n"
     assert not list(violations(clean, "clean.py", own))

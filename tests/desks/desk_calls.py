@@ -17,8 +17,8 @@ from voicehub.desks.call import start_desk_call
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.events import Transcript
 from voicehub.voice.engine.session import PipelineVoiceSession
+from voicehub.voice.events import Transcript
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 
 RATE = 16000

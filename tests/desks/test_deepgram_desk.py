@@ -17,11 +17,11 @@ from tests.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
 from voicehub.desks import deepgram_stack
 from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.loading import load_desk_file
-from voicehub.voice.engine.session import EngineOptions
-from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.voice.engine.session import EngineOptions
+from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
 
 WORDS = "please research solar panels"

@@ -37,8 +37,8 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.events import AgentState, Transcript, UserState
 from voicehub.voice.engine.session import PipelineVoiceSession
+from voicehub.voice.events import AgentState, Transcript, UserState
 from voicehub.voice.providers.offline import synthesize
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

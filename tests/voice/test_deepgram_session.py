@@ -22,8 +22,8 @@ from tests.voice.test_pipeline_session import LONG, Calls, desk_agent, said, spe
 from voicehub.core.events import EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.hub import Hub
-from voicehub.voice.events import ProviderError
 from voicehub.voice.engine.session import PipelineVoiceSession
+from voicehub.voice.events import ProviderError
 from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, DeepgramTTS
 from voicehub.voice.providers.offline import load_vad
 

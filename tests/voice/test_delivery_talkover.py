@@ -33,8 +33,8 @@ from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD, WaitForIdle
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.engine.session import PipelineVoiceSession
+from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 
 RATE = 16000

@@ -1,4 +1,6 @@
-"""The pipeline session (voicehub's engine) with the real offline stack.
+"""The pipeline session (voicehub's engine) with the real offline stack: what only this engine
+has (its VADs, its activity sequence, its voices and configuration errors). What every engine
+does is in the contract suite (`tests/voice/contract`).
 
 The caller's words are synthesized by Piper and pushed as 20 ms frames faster than real
 time; Silero (or WebRTC) VAD and PocketSphinx hear them, a scripted agent answers, Piper
@@ -10,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -24,14 +25,13 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool, ToolContext, tool
 from voicehub.core.clock import Clock
 from voicehub.core.events import Event, EventKind
-from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.delivery.injector import InjectOutcome
-from voicehub.errors import ConfigError, VoicehubError
+from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.events import AgentState, Transcript
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
+from voicehub.voice.events import AgentState, Transcript
 from voicehub.voice.providers.offline import (
     PiperTTS,
     PocketSphinxSTT,
@@ -315,105 +315,6 @@ async def test_caller_asks_agent_calls_tool_and_answers(
     assert 0 < latency < 10
 
 
-async def test_say_finishes_only_after_playout_is_confirmed(call: Call) -> None:
-    research, _ = call.calls.tools()
-    session, transport, activity = await call.start(desk_agent(research))
-
-    speaking = asyncio.create_task(session.say("Your report is ready."))
-    await transport.wait_for(lambda: len(transport.marks) == 1)
-    snapshot = activity.snapshot()
-    assert snapshot.playout_pending and not snapshot.agent_speaking and not snapshot.is_idle
-    done, _ = await asyncio.wait({speaking}, timeout=0.5)
-    assert not done, "say() returned before the transport confirmed playout"
-
-    transport.ack()
-    assert await asyncio.wait_for(speaking, 10) is InjectOutcome.FINISHED
-    assert (await until(activity, lambda s: s.is_idle)).is_idle
-    await said(transport, "Your report is ready.")
-    history = await call.hub.history(ROOM)
-    assert [e.text for e in events(history, EventKind.TRANSCRIPT)] == ["Your report is ready."]
-
-
-async def test_confirmation_on_a_clock_and_late_or_unknown_marks(call: Call) -> None:
-    research, _ = call.calls.tools()
-    session, transport, activity = await call.start(desk_agent(research), ack="clock")
-    transport.ack_delay = 0.05
-    assert await session.say("One.") is InjectOutcome.FINISHED
-    assert transport.acked == transport.marks
-    session.playout_confirmed("no-such-mark")  # ignored
-    session.playout_confirmed(transport.marks[0])  # a duplicate: ignored
-    assert activity.snapshot().is_idle
-
-
-@pytest.mark.parametrize("vad", ["silero", "batched"])
-async def test_caller_barges_in_while_the_agent_speaks(
-    call: Call, caller_speech: bytes, vad: str
-) -> None:
-    research, _ = call.calls.tools()
-    session, transport, activity = await call.start(desk_agent(research), vad=vad)
-
-    speaking = asyncio.create_task(session.say(LONG))
-    await transport.wait_for(lambda: len(transport.marks) == 1)  # handed over, not yet heard
-    await speak(session, caller_speech)
-
-    assert await asyncio.wait_for(speaking, 20) is InjectOutcome.INTERRUPTED
-    assert transport.clears >= 1
-    [cut] = transport.marks[:1]
-    assert (cut, True) in activity.calls("agent_speech_finished")
-    session.playout_confirmed(cut)  # a late confirmation of cut audio changes nothing
-    assert cut not in [args[0] for args in activity.calls("playout_confirmed")]
-    # the caller's words still get their answer
-    await transport.wait_for(lambda: len(transport.marks) >= 2)
-    transport.ack()
-    await transport.wait_for(lambda: len(transport.marks) >= 3)
-    transport.ack()
-    assert call.calls.research
-    await said(transport, "Let me look into that.")
-    history = await call.hub.history(ROOM)
-    first = events(history, EventKind.TRANSCRIPT, "assistant")[0]
-    assert first.metadata["interrupted"] is True
-
-
-async def test_inject_immediate_cuts_the_agent_and_generate_mode(call: Call) -> None:
-    research, _ = call.calls.tools()
-    session, transport, activity = await call.start(
-        desk_agent(research), ack="immediate", options=EngineOptions(delivery_mode="generate")
-    )
-    transport.ack_mode = "manual"
-    talking = asyncio.create_task(session.say(LONG))
-    await transport.wait_for(lambda: len(transport.marks) == 1)
-    transport.ack_mode = "immediate"
-    outcome = await session.inject(
-        "the solar report is ready", allow_interrupt=True, metadata={"delivery_ids": ["d1"]}
-    )
-    assert outcome is InjectOutcome.FINISHED
-    assert await talking is InjectOutcome.INTERRUPTED
-    await said(transport, "News:")
-    history = await call.hub.history(ROOM)
-    spoken = [e.text for e in events(history, EventKind.TRANSCRIPT, "assistant")]
-    assert spoken[-1] == "News: the solar report is ready"
-    assert activity.snapshot().is_idle
-
-
-async def test_delivery_service_speaks_a_result_into_the_call(call: Call) -> None:
-    research, _ = call.calls.tools()
-    outcomes: asyncio.Queue[str] = asyncio.Queue()
-
-    @call.hub.hook(HookTrigger.AFTER_DELIVER)
-    async def observe(event: Event, ctx: HookContext) -> None:
-        outcomes.put_nowait(event.metadata["outcome"])
-
-    greeting = "Welcome to the research desk."
-    _, transport, _ = await call.start(desk_agent(research), ack="immediate", greeting=greeting)
-    await said(transport, greeting)
-    await call.hub.deliver(ROOM, "Your solar report is ready.", strategy="immediate")
-    assert await asyncio.wait_for(outcomes.get(), 20) == "delivered"
-    assert transport.marks and transport.acked == transport.marks
-    await said(transport, "Your solar report is ready.")
-    spoken = [e.text for e in events(await call.hub.history(ROOM), EventKind.TRANSCRIPT)]
-    assert spoken == [greeting, "Your solar report is ready."]
-
-
 async def test_update_agent_switches_instructions_tools_and_voice(call: Call) -> None:
     research, book = call.calls.tools()
     robot = call.models["robot"]
@@ -437,41 +338,6 @@ async def test_update_agent_switches_instructions_tools_and_voice(call: Call) ->
     await said(transport, "booked for noon")
     history = await call.hub.history(ROOM)
     assert [e.metadata["tool"] for e in events(history, EventKind.TOOL_CALL)] == ["book"]
-
-
-async def test_a_tool_can_hand_the_call_over(call: Call) -> None:
-    _, book = call.calls.tools()
-    sessions: list[PipelineVoiceSession] = []
-
-    @tool
-    async def transfer() -> str:
-        """Transfer the caller to the booking desk."""
-        await sessions[0].update_agent(booking_agent(book))  # must not wait on itself
-        return "transferring you now"
-
-    rules = [{"match": ["transfer"], "on": "instruction", "tool": "transfer"}]
-    front = Agent(id="front", llm=ScriptedLLM(rules), tools=(transfer,))
-    session, _, _ = await call.start(front, ack="immediate", voices={"robot": call.models["robot"]})
-    sessions.append(session)
-    outcome = await asyncio.wait_for(session.generate_reply("please transfer me"), 20)
-    assert outcome is InjectOutcome.FINISHED
-    assert session.agent.id == "booking"
-    assert session.reply_agent()[0].instructions == "You are the booking desk."
-
-
-async def test_close_is_quick_and_final(call: Call) -> None:
-    research, _ = call.calls.tools()
-    session, transport, activity = await call.start(desk_agent(research))
-    speaking = asyncio.create_task(session.say(LONG))
-    await transport.wait_for(lambda: len(transport.marks) == 1)
-    started = time.perf_counter()
-    await session.aclose()
-    assert time.perf_counter() - started < 1.5
-    assert await asyncio.wait_for(speaking, 5) is InjectOutcome.INTERRUPTED
-    assert not activity.snapshot().session_live
-    with pytest.raises(VoicehubError, match="not running"):
-        await session.say("hello?")
-    await session.aclose()  # idempotent
 
 
 def test_configuration_errors_name_the_fix(models: dict[str, Any]) -> None:
