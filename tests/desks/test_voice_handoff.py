@@ -74,8 +74,10 @@ async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
             ("triage", "handler"),
             ("handler", "resolver"),
         ]
-        heard = [e.text for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"]
-        assert "broken" in heard[0] and "fixed" in heard[1]
+        heard = " ".join(
+            e.text for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"
+        )  # one turn each, or (on a loaded machine) a turn split by a late VAD and joined
+        assert heard.index("broken") < heard.index("fixed")
         # Each handoff call, and the line said while leaving, is recorded under the agent
         # that made it, not the one it handed to.
         calls = [e for e in history if e.kind is EventKind.TOOL_CALL]

@@ -76,7 +76,7 @@ def outcome_of(speech_end: SpeechEnd, error: BaseException | None = None) -> Inj
         return InjectOutcome.DEFERRED
     if speech_end is SpeechEnd.INTERRUPTED:
         return InjectOutcome.INTERRUPTED
-    raise VoicehubError(f"speech of a result failed: {error}") from error
+    raise VoicehubError(f"speech failed: {error}") from error
 
 
 @dataclass
