@@ -93,6 +93,9 @@ class CallerTurns:
             self._vad_heard = float(event.timestamp)  # audio seconds analysed
             return
         if event.type == lk_vad.VADEventType.START_OF_SPEECH:
+            started = getattr(self.recognizer, "speech_started", None)
+            if started is not None:  # an utterance recognizer keeps audio from here on
+                started()
             self.activity.user_speech_started()
             self.records.user_state("speaking")
             self.apply(self.engine.speech_started(now))

@@ -42,6 +42,7 @@ from voicehub.voice.engine.results import PrerenderBudget, ResultSpeaker, outcom
 from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
+from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -99,7 +100,7 @@ class PipelineVoiceSession:
         turn = self.options.turn
         if turn.mode == "model" and end_of_turn is None:
             raise ConfigError("turn mode 'model' needs an end-of-turn model (end_of_turn=...)")
-        flushes = bool(getattr(stt.capabilities, "manual_flush", False))
+        flushes = finalizes_on_flush(stt)
         if turn.flush_finalizes != flushes:
             turn = dataclasses.replace(turn, flush_finalizes=flushes)
         self.engine = TurnEngine(turn)
@@ -196,7 +197,7 @@ class PipelineVoiceSession:
         await self.history.load(self.hub.store, self.room_id)
         self.records.start()
         vad_stream = self._vad.stream()
-        stt_stream = self._stt.stream()
+        stt_stream = recognizer_stream(self._stt)
         self._streams = [vad_stream, stt_stream]
         self.caller.streams = [vad_stream, stt_stream]
         self.turns.recognizer, self.turns.vad = stt_stream, vad_stream
