@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Never
 
 from voicehub.voice.providers import vendor_import
@@ -118,11 +119,20 @@ class _FakeSTTStream(InlineRecognizeStream):
         super().__init__(stt=stt, conn_options=conn_options)
         self._text = stt.text
         self._heard = False
+        self._sink: Callable[[stt.SpeechEvent], None] | None = None
+
+    def deliver_to(self, sink: Callable[[stt.SpeechEvent], None]) -> None:
+        """`DirectEvents`, as voicehub's own recognizers: finals go straight to `sink`."""
+        self._sink = sink
 
     def _take(self, item: InputItem) -> bool:
         if isinstance(item, self._FlushSentinel):
-            # always answer a flush: AgentSession waits for a final after one
-            self._event_ch.send_nowait(_final(self._text if self._heard else ""))
+            # always answer a flush: a session waits for a final after one
+            final = _final(self._text if self._heard else "")
+            if self._sink is not None:
+                self._sink(final)
+            else:
+                self._event_ch.send_nowait(final)
             self._heard = False
         else:
             self._heard = True
