@@ -119,7 +119,7 @@ class _FakeSTTStream(InlineRecognizeStream):
         super().__init__(stt=stt, conn_options=conn_options)
         self._text = stt.text
         self._heard = False
-        self._sink: Callable[[stt.SpeechEvent], None] | None = None
+        self._sink: Callable[[Any], None] | None = None
 
     def deliver_to(self, sink: Callable[[stt.SpeechEvent], None]) -> None:
         """`DirectEvents`, as voicehub's own recognizers: finals go straight to `sink`."""
