@@ -48,8 +48,7 @@ FRAME = frame_bytes(RATE)
 BURST = 50 * FRAME  # the fast client's message: one second of audio
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 LINES = ("could you research heat pumps for me please", "please research solar panels")
-# Per line. More repeats find nothing more: the loss needs a loaded server (a quiet one
-# passes without the gate), and `waits > 0` pins the gate on every burst, loaded or not.
+# Per line; all the burst calls run at once (concurrent callers, the batcher shared).
 BURST_CALLS = 2
 
 
@@ -183,20 +182,29 @@ async def loaded(factory: OfflineSessionFactory) -> AsyncIterator[None]:
 async def test_burst_input_is_heard_like_paced_input(
     hub: Hub, factory: OfflineSessionFactory, desk: Desk, speech: dict[str, bytes]
 ) -> None:
+    paced: dict[str, Heard] = {}
     for number, line in enumerate(LINES):
-        paced = await heard(hub, factory, desk, f"paced-{number}", speech[line], burst=False)
+        heard_paced = await heard(hub, factory, desk, f"paced-{number}", speech[line], burst=False)
         topic = line.split("research ")[1].removesuffix(" for me please")
-        assert len(paced.finals) == 1 and topic in paced.finals[0], paced
-        assert paced.answer is not None and topic in paced.answer, paced
-        assert paced.results == 1, paced
-        for attempt in range(BURST_CALLS):
-            async with loaded(factory):
-                burst = await heard(
-                    hub, factory, desk, f"burst-{number}-{attempt}", speech[line], burst=True
-                )
-            assert (burst.finals, burst.answer, burst.results) == (
-                paced.finals,
-                paced.answer,
-                paced.results,
-            ), (line, attempt)
-            assert burst.turns == paced.turns == 1  # one caller turn, however it arrived
+        assert len(heard_paced.finals) == 1 and topic in heard_paced.finals[0], heard_paced
+        assert heard_paced.answer is not None and topic in heard_paced.answer, heard_paced
+        assert heard_paced.results == 1, heard_paced
+        paced[line] = heard_paced
+    # then every line in bursts, by concurrent callers on a busy server
+    callers = [
+        (line, f"burst-{number}-{attempt}")
+        for number, line in enumerate(LINES)
+        for attempt in range(BURST_CALLS)
+    ]
+    async with loaded(factory):
+        bursts = await asyncio.gather(
+            *(heard(hub, factory, desk, room, speech[line], burst=True) for line, room in callers)
+        )
+    for (line, room), burst in zip(callers, bursts, strict=True):
+        expected = paced[line]
+        assert (burst.finals, burst.answer, burst.results) == (
+            expected.finals,
+            expected.answer,
+            expected.results,
+        ), (line, room)
+        assert burst.turns == expected.turns == 1  # one caller turn, however it arrived

@@ -47,7 +47,7 @@ log = logging.getLogger("voicehub.voice")
 
 VAD_LAG_ALLOWED = 0.1  # seconds of caller audio the VAD may not have analysed yet
 VAD_CATCH_UP = 0.02  # how soon to look again while it catches up
-VAD_WAIT_LIMIT = 3.0  # the longest turn decisions wait for a VAD that lags
+VAD_STALL_LIMIT = 5.0  # a lagging VAD that analyses nothing for this long holds no turn
 
 
 class CallerTurns:
@@ -78,7 +78,8 @@ class CallerTurns:
         self.recognizer: Any = None  # the STT stream, flushed at the VAD's end of speech
         self.vad: Any = None  # the VAD stream (how far it has analysed, when it says)
         self._vad_heard = 0.0  # audio time of its latest inference event
-        self._vad_waited = 0.0  # how long ticks have waited for it, in a row
+        # what the VAD had analysed, and when that was last seen to grow (from the start)
+        self._vad_seen = (0.0, clock.now())
         self._floor = asyncio.Event()  # set while the caller does not hold the floor
         self._floor.set()
         self._wake = asyncio.Event()
@@ -144,25 +145,27 @@ class CallerTurns:
                     woken.cancel()
                 if self._wake.is_set():
                     continue  # an input moved the engine on: ask it again
-            if self._vad_behind() and self._vad_waited < VAD_WAIT_LIMIT:
+            if self._vad_behind():
                 # a burst (or a loaded machine): the VAD has not yet heard the audio after
                 # the pause; a turn must not end on a silence nobody has analysed yet
                 await self.clock.sleep(VAD_CATCH_UP)
-                self._vad_waited += VAD_CATCH_UP
                 continue
-            self._vad_waited = 0.0
             self.apply(self.engine.tick(self.clock.now()))
 
     def _vad_behind(self) -> bool:
         """Whether the caller audio pushed runs ahead of what the VAD analysed: a VAD stream
         of ours says how far it got (`analysed_seconds`), livekit's say it with every
-        inference event's audio time. Ticks wait for it at most `VAD_WAIT_LIMIT` in a row
-        (a VAD that says neither must not hold turns for ever)."""
+        inference event's audio time. Ticks wait for it while it makes progress; one that
+        stalls `VAD_STALL_LIMIT` seconds (or never says) holds no turn."""
         analysed = getattr(self.vad, "analysed_seconds", self._vad_heard)
         caller = self.caller
         if not isinstance(analysed, float | int) or caller is None:
             return False
-        return caller.seconds - float(analysed) > VAD_LAG_ALLOWED
+        now = self.clock.now()
+        if float(analysed) > self._vad_seen[0]:
+            self._vad_seen = (float(analysed), now)
+        stalled = now - self._vad_seen[1] > VAD_STALL_LIMIT
+        return caller.seconds - float(analysed) > VAD_LAG_ALLOWED and not stalled
 
     def aclose(self) -> None:
         for task in list(self._tasks):
