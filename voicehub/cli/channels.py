@@ -18,16 +18,26 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="list the desks and check their files",
         description="Load and build every desk file; print each desk, or what is wrong.",
     )
-    channels.add_argument("--dir", type=Path, default=Path("channels"), help="desk folder")
+    channels.add_argument(
+        "--channels",
+        type=Path,
+        default=Path("channels"),
+        help="folder of desk files (default channels), as for serve and worker",
+    )
+    # the flag's old name, kept working: one name (--channels) everywhere
+    channels.add_argument("--dir", type=Path, dest="old_dir", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Load and build every desk file in --dir; 1 when any has a problem."""
+    """Load and build every desk file in --channels; 1 when any has a problem."""
     from voicehub.desks.desk import build_desk
     from voicehub.desks.loading import load_desk_file
 
     out = out or sys.stdout
-    folder: Path = args.dir
+    folder: Path = args.channels
+    if args.old_dir is not None:
+        print("voicehub channels: --dir is deprecated; use --channels", file=sys.stderr)
+        folder = args.old_dir
     if not folder.is_dir():
         raise VoicehubError(f"{folder}: no such desk folder")
     files = sorted(folder.glob("*.toml"))

@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+from pathlib import Path
 
 from voicehub.cli.hub_options import add_hub_options, hub_overrides
 
-_TRY = "voicehub call research --say 'could you research heat pumps for me please'"
+_TRY = "call research --say 'could you research heat pumps for me please'"
+
+
+def command_name() -> str:
+    """How to type `voicehub` in this shell: plain when it is on PATH, else its path
+    (`make run` runs `.venv/bin/voicehub`, which a fresh shell does not find)."""
+    invoked = Path(sys.argv[0])
+    if invoked.name != "voicehub":  # `python -m voicehub.cli`
+        return f"{_typed(Path(sys.executable), 'python')} -m voicehub.cli"
+    return _typed(invoked, "voicehub")
+
+
+def _typed(program: Path, name: str) -> str:
+    found = shutil.which(name)
+    if found is not None and Path(found).absolute() == program.absolute():
+        return name
+    try:
+        return str(program.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(program)
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     def ready(url: str) -> None:
         print(f"voicehub: serving at {url} (Ctrl-C to stop, SIGTERM to drain)", flush=True)
-        print(f"voicehub: open it in a browser, or try: {_TRY}", flush=True)
+        print(f"voicehub: open it in a browser, or try: {command_name()} {_TRY}", flush=True)
 
     try:
         serve(settings, ready=ready)
