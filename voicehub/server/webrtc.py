@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import OrderedDict
 import logging
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
