@@ -24,6 +24,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=Path("channels"),
         help="folder of desk files (default channels), as for serve and worker",
     )
+    channels.add_argument(
+        "--schema",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the JSON Schema of a desk file to FILE (or stdout) and stop; desk files "
+        "name it in their first line, `#:schema ./desk.schema.json`, for TOML editors",
+    )
     # the flag's old name, kept working: one name (--channels) everywhere
     channels.add_argument("--dir", type=Path, dest="old_dir", help=argparse.SUPPRESS)
 
@@ -34,6 +42,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from voicehub.desks.loading import load_desk_file
 
     out = out or sys.stdout
+    if args.schema is not None:
+        return _write_schema(args.schema, out)
     folder: Path = args.channels
     if args.old_dir is not None:
         print("voicehub channels: --dir is deprecated; use --channels", file=sys.stderr)
@@ -61,6 +71,21 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             print(f"      {line}", file=out)
     print(f"{len(names)} desk(s) ok, {problems} with errors", file=out)
     return 1 if problems else 0
+
+
+def _write_schema(target: str, out: TextIO) -> int:
+    from voicehub.desks.schema import schema_text
+
+    if target == "-":
+        out.write(schema_text())
+        return 0
+    path = Path(target)
+    try:
+        path.write_text(schema_text())
+    except OSError as exc:
+        raise VoicehubError(f"{path}: cannot write the schema: {exc}") from None
+    print(f"wrote the desk-file schema to {path}", file=out)
+    return 0
 
 
 def _describe_desk(desk: Any) -> list[str]:
