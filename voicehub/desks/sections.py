@@ -157,8 +157,8 @@ class VoiceConfig(StrictModel):
     speech-to-speech model (`engine = "openai-realtime"`, set up in `[voice.realtime]`)."""
 
     engine: Literal["pipeline", "openai-realtime"] = "pipeline"
-    """`pipeline`: VAD, speech recognition, the agents' model and speech synthesis; `openai-
-    realtime`: one speech-to-speech model (`[voice.realtime]`)."""
+    """`pipeline`: VAD, speech recognition, the agents' model and speech synthesis;
+    `openai-realtime`: one speech-to-speech model (`[voice.realtime]`)."""
     vad: Literal["silero", "webrtc"] = "silero"
     """Voice activity detection: Silero (default) or WebRTC's."""
     stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "pocketsphinx"
@@ -277,7 +277,9 @@ class LLMConfig(StrictModel):
 
 
 class RuleConfig(ScriptedRule):
-    """A scripted rule as written in a desk file, with errors pinned to their field."""
+    """One rule of the scripted model: when the words match (`match` or `regex`), it says a
+    line, calls a tool, or both; the first matching rule answers. (As a desk file holds
+    it: errors are pinned to their field.)"""
 
     @model_validator(mode="before")
     @classmethod
