@@ -56,6 +56,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
     serve.add_argument(
+        "--reload",
+        action="store_true",
+        help="watch the desk folder: a changed desk file serves the next call (live calls "
+        "keep theirs); a broken one is reported and its last good version keeps serving",
+    )
+    serve.add_argument(
         "--no-batch-vad",
         action="store_true",
         help="run each call's Silero VAD on its own instead of batched with the other calls' "
@@ -78,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         batch_vad=False if args.no_batch_vad else None,
         log_level=args.log_level,
         drain_seconds=args.drain_seconds,
+        reload_desks=True if args.reload else None,
         **hub_overrides(args),
     )
 
