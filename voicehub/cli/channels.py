@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from voicehub.desks.keys import missing_keys
+from voicehub.desks.locate import with_lines
 from voicehub.errors import VoicehubError
 
 
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             desk = build_desk(load_desk_file(path))
         except VoicehubError as exc:
             problems += 1
-            print(f"ERROR {path}\n      {str(exc).replace(chr(10), chr(10) + '      ')}", file=out)
+            message = with_lines(path.read_text(encoding="utf-8", errors="replace"), str(exc))
+            print(f"ERROR {path}\n      {message.replace(chr(10), chr(10) + '      ')}", file=out)
             continue
         if desk.name in names:
             problems += 1
