@@ -428,6 +428,7 @@ def _delivery_fields(event: Event) -> dict[str, Any]:
         "kind": meta.get("kind"),
         "text": event.text,
         "room_id": event.room_id,
+        "topic": meta.get("task") if isinstance(meta.get("task"), str) else None,
     }
 
 
