@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from voicehub.cli.command_name import command_name
 from voicehub.errors import VoicehubError
 
 if TYPE_CHECKING:
@@ -139,9 +140,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     print(file=out)
     print(format_summary(report), file=out)
     print(f"agent audio: {target}", file=out)
-    print(
-        f"call back: voicehub call {args.desk} --conversation {report.conversation} ...", file=out
-    )
+    again = f"{command_name()} call {args.desk} --conversation {report.conversation}"
+    print(f"call back: {again} ...", file=out)
     return _ended(ending)
 
 

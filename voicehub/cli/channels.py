@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             desk = build_desk(load_desk_file(path))
         except VoicehubError as exc:
             problems += 1
-            message = with_lines(path.read_text(encoding="utf-8", errors="replace"), str(exc))
+            message = with_lines(str(exc))
             print(f"ERROR {path}\n      {message.replace(chr(10), chr(10) + '      ')}", file=out)
             continue
         if desk.name in names:

@@ -3,32 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import shutil
-import sys
-from pathlib import Path
 
+from voicehub.cli.command_name import command_name
 from voicehub.cli.hub_options import add_hub_options, hub_overrides
 
 _TRY = "call research --say 'could you research heat pumps for me please'"
-
-
-def command_name() -> str:
-    """How to type `voicehub` in this shell: plain when it is on PATH, else its path
-    (`make run` runs `.venv/bin/voicehub`, which a fresh shell does not find)."""
-    invoked = Path(sys.argv[0])
-    if invoked.name != "voicehub":  # `python -m voicehub.cli`
-        return f"{_typed(Path(sys.executable), 'python')} -m voicehub.cli"
-    return _typed(invoked, "voicehub")
-
-
-def _typed(program: Path, name: str) -> str:
-    found = shutil.which(name)
-    if found is not None and Path(found).absolute() == program.absolute():
-        return name
-    try:
-        return str(program.absolute().relative_to(Path.cwd()))
-    except ValueError:
-        return str(program)
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"voicehub: open it in a browser, or try: {command_name()} {_TRY}", flush=True)
 
     try:
-        serve(settings, ready=ready)
-    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
-        print("voicehub: stopped; undelivered results stay in the store", flush=True)
-        return 0
-    print("voicehub: drained and stopped; undelivered results stay in the store", flush=True)
+        drained = serve(settings, ready=ready)
+    except KeyboardInterrupt:  # uvicorn may re-raise Ctrl-C after its graceful shutdown
+        drained = False
+    stopped = "drained and stopped" if drained else "stopped"
+    print(f"voicehub: {stopped}; undelivered results stay in the store", flush=True)
     return 0

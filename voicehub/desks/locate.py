@@ -11,6 +11,7 @@ reported at its table's header), else None. Keys inside inline tables and arrays
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 __all__ = ["line_of", "with_lines"]
 
@@ -49,18 +50,30 @@ def line_of(text: str, path: str) -> int | None:
     return best[1] if best is not None and best[0] > 0 else None
 
 
-def with_lines(text: str, message: str) -> str:
+def with_lines(message: str) -> str:
     """Each `file: field.path: message` line of an error with the field's line number
-    (`file:42: field.path: message`), where it can be found."""
+    (`file:42: field.path: message`), where it can be found. Each line's own file is read:
+    a desk's error may name another file (a desk that a `[manager]` reaches)."""
     lines = []
+    texts: dict[str, str | None] = {}
     for entry in message.splitlines():
         found = re.match(r"^(.+?\.toml): ([\w\[\].\-]+): (.*)$", entry)
-        number = line_of(text, found.group(2)) if found else None
+        if found is not None and found.group(1) not in texts:
+            texts[found.group(1)] = _read(found.group(1))
+        text = texts.get(found.group(1)) if found is not None else None
+        number = line_of(text, found.group(2)) if found is not None and text else None
         if found is None or number is None:
             lines.append(entry)
         else:
             lines.append(f"{found.group(1)}:{number}: {found.group(2)}: {found.group(3)}")
     return "\n".join(lines)
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _steps(path: str) -> list[Step]:

@@ -202,8 +202,9 @@ def uvicorn_config(app: Starlette, settings: ServerSettings) -> uvicorn.Config:
     )
 
 
-def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> None:
-    """Run the server until interrupted (refuses a public address without a token).
+def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> bool:
+    """Run the server until interrupted (refuses a public address without a token); True
+    when it stopped by draining (SIGTERM), False when it stopped at once (Ctrl-C).
 
     `ready` is called with the server's URL once it accepts connections (with the port
     the system chose when `settings.port` is 0).
@@ -239,3 +240,4 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
             self.should_exit = True
 
     Server(config).run()
+    return drain.draining

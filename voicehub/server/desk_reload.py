@@ -167,7 +167,7 @@ def _scan(folder: Path, serving: list[Desk]) -> _Scan:
         try:
             desk = _build(path)
         except ConfigError as exc:
-            scan.broken[str(path)] = _located(path, str(exc))
+            scan.broken[str(path)] = with_lines(str(exc))
             continue
         if desk.name in scan.built:
             scan.broken[str(path)] = (
@@ -188,14 +188,6 @@ def _build(path: Path) -> Desk:
     from voicehub.desks.loading import load_desk_file
 
     return build_desk(load_desk_file(path))
-
-
-def _located(path: Path, message: str) -> str:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return message
-    return with_lines(text, message)
 
 
 def _support_digest(folder: Path) -> str:
