@@ -138,6 +138,11 @@ class VoiceConfig(StrictModel):
     stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "pocketsphinx"
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
     stt_fallback: Literal["pocketsphinx"] | None = None
+    # Turn-taking of the pipeline (docs/turn-taking.md): "model" asks the end-of-turn model
+    # (Smart Turn) whether the caller has finished, and falls back to "vad" (silence alone)
+    # with a warning where it cannot load; no turn waits past `max_turn_silence` seconds.
+    turn: Literal["model", "vad"] = "model"
+    max_turn_silence: float = Field(default=2.0, ge=0.7, le=10.0, allow_inf_nan=False)
     deepgram: DeepgramConfig | None = None
     realtime: RealtimeConfig | None = None
 
@@ -145,6 +150,14 @@ class VoiceConfig(StrictModel):
     def _fits_engine(self) -> VoiceConfig:
         if self.engine == "pipeline" and self.realtime is not None:
             raise field_error("realtime", "only used with engine = 'openai-realtime'")
+        if self.engine == "openai-realtime":
+            for name in ("turn", "max_turn_silence"):
+                if name in self.model_fields_set:
+                    raise field_error(
+                        name,
+                        "the realtime model takes its own turns: set turn_detection in "
+                        "[voice.realtime]",
+                    )
         return self
 
     @property
