@@ -270,6 +270,7 @@ class RuleConfig(ScriptedRule):
         groups = set(re.compile(self.regex).groupindex) if self.regex else set()
         spoken = groups | {"message", "last_user"}
         templates = [("say", self.say, spoken), ("reply", self.reply, _REPLY_NAMES)]
+        templates.append(("ask", self.ask, {"message", "last_user"}))
         templates += [(path, v, spoken) for path, v in _strings(self.arguments, "arguments")]
         for path, template, known in templates:
             for name in _PLACEHOLDER.findall(template) if isinstance(template, str) else ():
