@@ -148,13 +148,15 @@ class ScriptedLLM:
         # reaches a tool's arguments or the agent's words.
         plain = without_punctuation(text)
         half = self.half_request(plain, available)
-        if half is not None and self.rules[half[0]].ask is not None:
-            ask = self.rules[half[0]].ask or ""
-            return [TextDelta(text=render(ask, {"message": text, "last_user": last_user}))]
         skip = {half[0]} if half is not None else set()
         found = self._first_match(text, plain, on, available, tool_choice, skip)
+        if half is not None and not self._is_request(text, plain, available, skip):
+            ask = self.rules[half[0]].ask
+            if ask is not None:
+                return [TextDelta(text=render(ask, {"message": text, "last_user": last_user}))]
         previous = previous_user_turn(messages)
-        if previous is not None and (found is None or self._catch_all(found[0])):
+        if previous is not None and (found is None or "*" in self.rules[found[0]].match):
+            # only words no rule takes on their own: "hi" or "never mind" are not subjects
             # "could you research" earlier, "heat pumps" now: one request
             pending = self.half_request(without_punctuation(previous), available)
             if pending is not None:
@@ -191,13 +193,24 @@ class ScriptedLLM:
 
     def awaits_more(self, text: str) -> bool:
         """Whether a caller turn saying `text` is a half request that waits for its
-        subject ("could you research", `half_request`), with every rule's tool offered:
-        the turn policy waits on it (`voicehub.voice.turns.words.ends_open`)."""
+        subject ("could you research", `half_request`) and no request of its own ("any
+        news on my research" is one), with every rule's tool offered: the turn policy
+        waits on it (`voicehub.voice.turns.words.ends_open`)."""
         offered = {rule.tool for rule in self.rules if rule.tool is not None}
-        return self.half_request(without_punctuation(text), offered) is not None
+        plain = without_punctuation(text)
+        half = self.half_request(plain, offered)
+        if half is None:
+            return False
+        return not self._is_request(plain, plain, offered, {half[0]})
 
-    def _catch_all(self, index: int) -> bool:
-        return "*" in self.rules[index].match
+    def _is_request(self, text: str, plain: str, available: set[str], skip: set[int]) -> bool:
+        """Whether a rule calling an offered tool (not a catch-all) matches the turn."""
+        others = {
+            index
+            for index, rule in enumerate(self.rules)
+            if rule.tool is None or rule.tool not in available or "*" in rule.match
+        }
+        return self._first_match(text, plain, "user", available, "auto", skip | others) is not None
 
     def _first_match(
         self,

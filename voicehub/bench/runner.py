@@ -23,6 +23,7 @@ def _sections() -> dict[str, Section]:
         memory,
         phone,
         realtime,
+        turns,
         voice,
         webrtc,
     )
@@ -38,6 +39,7 @@ def _sections() -> dict[str, Section]:
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
         "memory": memory.run,
+        "turns": turns.run,
     }
 
 

@@ -22,6 +22,8 @@ OPEN_ENDINGS = frozenset(
         "a", "an", "the", "my", "your", "our", "their",
         # prepositions ("on", "in", "by" end phrasal verbs: "go on", "log in", "stand by")
         "about", "into", "onto", "of", "for", "to", "with", "at", "from",
+        # a verb still waiting for what it says ("my internet is", "the line has")
+        "is", "are", "was", "has",
         # conjunctions
         "and", "or", "but", "because", "if", "than",
         # fillers: the caller is thinking
