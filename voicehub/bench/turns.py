@@ -5,11 +5,14 @@ Every item of the evaluation set (`voicehub.bench.turns_eval`) is one call to an
 desk, through a `SessionFactory` (the session under test: today's pipeline session by
 default; `VOICEHUB_TURNS_SESSION=module:callable` names a callable returning another, and
 `measure` takes one), with the desk's scripted agent and offline STT, the caller's audio
-paced in real time (`voicehub.bench.turns_call`). Several calls run at once.
+paced in real time (`voicehub.bench.turns_call`). Several calls run at once
+(`VOICEHUB_TURNS_CONCURRENT`, 3 by default): the figures are wall-clock timings, so a
+busy machine shifts them.
 
 - `false_cutoff_rate`: requests with a pause of up to 1.0 s inside them that were split
-  (two caller turns in the room) or answered before their last word (the agent started a
-  reply, thinking or speaking, while the caller had words left); `false_cutoff_rate_1_2`
+  (two caller turns in the room) or answered before their last word (agent audio played
+  while the caller had words left; `replies_started_early` counts replies begun, heard or
+  not); `false_cutoff_rate_1_2`
   for the 1.2 s pauses; broken down by pause, by where the pause falls and by voice.
   `tool_reached`: the request's tool was called with its topic (this one also counts what
   the recogniser misheard).
@@ -54,7 +57,7 @@ from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.voice.events import ToolCall
 
 CHANNELS = Path("channels")
-CONCURRENT = 4  # calls at once
+CONCURRENT = int(os.environ.get("VOICEHUB_TURNS_CONCURRENT", "3"))  # calls at once
 QUESTION = ("research", "what is a heat pump")  # a long answer, for talking over it
 RESEARCH = ("research", "could you research heat pumps for me please")  # then a delivery
 OVERLAP_AFTER = 1.2  # seconds into the agent's speech the caller's sound starts
@@ -151,7 +154,10 @@ def _request_of(item: PausedRequest | CompleteRequest) -> Callable[[BenchCall], 
         turns = [e for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"]
         transport = call.transport
         thinking = transport.thinking_times()
-        early = [t for t in [*thinking, *transport.segments] if said.first <= t < said.last]
+        # heard early: agent audio played before the last word (a reply begun and cancelled
+        # before any of it played is no cut-off: the caller never heard it)
+        early = [t for t in transport.segments if said.first <= t < said.last]
+        started = [t for t in thinking if said.first <= t < said.last]
         answer = [t - said.last for t in thinking if t >= said.last]
         audio = [t - said.last for t in transport.segments if t >= said.last]
         tools = [e for _, e in transport.events if isinstance(e, ToolCall)]
@@ -160,6 +166,7 @@ def _request_of(item: PausedRequest | CompleteRequest) -> Callable[[BenchCall], 
             "caller_turns": len(turns),
             "cut_off": bool(early) or len(turns) > 1,
             "answered_early": bool(early),
+            "reply_started_early": bool(started),
             "eot_s": answer[0] if answer else None,
             "reply_s": audio[0] if audio else None,
             "tool_reached": reached if item.tool else None,
@@ -271,6 +278,7 @@ def _score(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "spliced": sum(1 for row in paused if row["spliced"]),
         "cutoff_by_pause": _by(paused, "pause", "cut_off"),
         "cutoff_by_position": _by(target, "position", "cut_off"),
+        "replies_started_early": _rate(target, "reply_started_early"),
         "tool_reached": _rate(paused, "tool_reached"),
         "eot_delay_ms": {k: v for k, v in summary_ms(eot).items() if k in ("median", "p95")},
         "reply_ms": {"median": _median_ms(complete, "reply_s")},

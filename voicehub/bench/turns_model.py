@@ -8,7 +8,8 @@ requests from whole ones on the evaluation set, and what the turn policy would m
   gets a higher probability than the first half of a paused one, both followed by 0.2 s of
   silence (what the model hears when it is asked); 0.5 is chance.
 - `policy_with_known_words`: the pure policy (`voicehub.voice.turns.policy`) on this set,
-  the words before each pause known exactly (the recogniser's part left out): its false
+  the words before each pause known exactly (the recogniser's part left out) and read as
+  the desk reads them (`voicehub.desks.turns.desk_words_open`): its false
   cut-off rate (pauses up to 1.0 s) and end-of-turn delay on complete requests, in mode
   "model" and in mode "vad" (silence alone, for comparison).
 """
@@ -17,10 +18,8 @@ from __future__ import annotations
 
 import statistics
 import time
-import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,9 +33,6 @@ from voicehub.voice.turns.policy import (
     WakeAt,
     decide,
 )
-from voicehub.voice.turns.words import ends_open
-
-CHANNELS = Path("channels")
 
 
 def _floats(pcm16: bytes) -> np.ndarray:
@@ -64,14 +60,6 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
         return float("nan")
     pos, neg = np.asarray(positives)[:, None], np.asarray(negatives)[None, :]
     return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
-
-
-def _front_llm(desk: str) -> Any:
-    from voicehub.agents.scripted import ScriptedLLM
-
-    with (CHANNELS / f"{desk}.toml").open("rb") as file:
-        scripted = tomllib.load(file)["agents"][0]["scripted"]
-    return ScriptedLLM(scripted["rules"], fallback=scripted.get("fallback", ""))
 
 
 def _commit_time(
@@ -127,8 +115,10 @@ def model_figures(
     p_whole = model.probabilities(wholes)
     p_complete = model.probabilities(completes)
     latency = statistics.median(wall)
+    from voicehub.desks.turns import desk_words_open
+
     names = {item.desk for item in paused} | {item.desk for item in complete}
-    llms = {name: _front_llm(name) for name in names}
+    words_open = {name: desk_words_open(desks[name]) for name in names}
     policy: dict[str, Any] = {}
     for mode in ("model", "vad"):
         chosen = TurnSettings(mode)
@@ -137,12 +127,12 @@ def model_figures(
         for item, p in zip(paused, p_cut, strict=True):
             if item.pause > 1.0:
                 continue
-            words_open = ends_open(item.before, llms[item.desk].awaits_more)
-            early = bool(_commit_time(chosen, words_open, p, latency) < item.pause)
+            is_open = words_open[item.desk](item.before)
+            early = bool(_commit_time(chosen, is_open, p, latency) < item.pause)
             cut_off.append(early)
             per_voice[item.voice].append(early)
         delays = [
-            _commit_time(chosen, ends_open(item.words, llms[item.desk].awaits_more), p, latency)
+            _commit_time(chosen, words_open[item.desk](item.words), p, latency)
             for item, p in zip(complete, p_complete, strict=True)
         ]
         policy[mode] = {

@@ -11,9 +11,9 @@ so; the turn policy (`voicehub.voice.turns.policy`) waits on it up to its ceilin
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
-__all__ = ["OPEN_ENDINGS", "ends_open", "spoken_words"]
+__all__ = ["OPEN_ENDINGS", "ends_inside", "ends_open", "spoken_words"]
 
 # Words after which an English request is not over.
 OPEN_ENDINGS = frozenset(
@@ -46,11 +46,16 @@ def spoken_words(text: str) -> list[str]:
     return [word.strip("'") for word in _WORD.findall(text.lower()) if word.strip("'")]
 
 
-def ends_open(text: str, awaits_more: Callable[[str], bool] | None = None) -> bool:
+def ends_open(
+    text: str,
+    awaits_more: Callable[[str], bool] | None = None,
+    phrases: Iterable[str] = (),
+) -> bool:
     """Whether `text`, a caller's words so far, stops mid-request: its last word is one no
-    request ends on (`OPEN_ENDINGS`), it ends on "could you" and the like, or the desk says
-    it waits for more (`awaits_more`, e.g. `ScriptedLLM.awaits_more`). Empty text is not
-    open: there is nothing to wait for."""
+    request ends on (`OPEN_ENDINGS`), it ends on "could you" and the like, it stops inside
+    one of `phrases` (a desk's topics, `ends_inside`), or the desk says it waits for more
+    (`awaits_more`, e.g. `ScriptedLLM.awaits_more`). Empty text is not open: there is
+    nothing to wait for."""
     words = spoken_words(text)
     if not words:
         return False
@@ -58,4 +63,18 @@ def ends_open(text: str, awaits_more: Callable[[str], bool] | None = None) -> bo
         return True
     if len(words) >= 2 and (words[-2], words[-1]) in _OPEN_PAIRS:
         return True
+    if ends_inside(words, phrases):
+        return True
     return awaits_more is not None and awaits_more(" ".join(words))
+
+
+def ends_inside(words: Sequence[str], phrases: Iterable[str]) -> bool:
+    """Whether `words` (`spoken_words`) end partway through one of `phrases`: their last
+    words are the start of a phrase of more words ("... heat" of "heat pumps"), and do
+    not finish it."""
+    for phrase in phrases:
+        wanted = spoken_words(phrase)
+        for size in range(1, len(wanted)):
+            if len(words) >= size and list(words[-size:]) == wanted[:size]:
+                return True
+    return False
