@@ -22,7 +22,9 @@ PROBE = "zebra crossings"
 """Stands in for a subject when testing whether words wait for one (any words do)."""
 
 # Between words, not inside a number ("7:30", "1,000", "3.5") or a word ("don't").
-_PUNCTUATION = re.compile(r"[;!?\"\u2026]+|[,:](?!\d)|(?<!\d)[,:]|\.(?!\d)|(?<!\w)'|'(?!\w)|\s-+\s")
+_PUNCTUATION = re.compile(
+    r"[;!?\"\u2026]+|[,:](?!\d)|(?<!\d)[,:]|\.(?!\d)|(?<!\w)'|'(?!\w)|(?<!\w)-+|-+(?!\w)"
+)
 _FILLERS = frozenset(
     {"um", "umm", "uh", "uhh", "er", "erm", "hmm", "please", "now", "then", "the", "a", "an"}
     | {"some", "about"}

@@ -42,11 +42,13 @@ class BurstSound:
 
     loud_seconds: float  # from its first to its last loud frame
     voiced_share: float  # share of its loud frames that are voiced (periodic)
+    longest_loud_seconds: float = 0.0  # its longest stretch of loud frames without a break
 
     @property
     def is_noise(self) -> bool:
-        """Too short for a word, or short and mostly unvoiced: noise, not speech."""
-        if self.loud_seconds < MIN_WORD_SECONDS:
+        """Only blips too short for a word (a knock, a click), or short and mostly
+        unvoiced: noise, not speech."""
+        if self.longest_loud_seconds < MIN_WORD_SECONDS:
             return True
         return self.loud_seconds <= MAX_NOISE_SECONDS and self.voiced_share < _MIN_VOICED_SHARE
 
@@ -64,12 +66,16 @@ def listen_to_burst(samples: npt.NDArray[np.generic], sample_rate: int) -> Burst
     energy = (frames * frames).sum(axis=1)
     peak = float(energy.max())
     if peak <= 0.0:
-        return BurstSound(0.0, 0.0)
+        return BurstSound(0.0, 0.0, 0.0)
     loud = energy >= peak * 10 ** (-_LOUD_DB / 10)
     indices = np.flatnonzero(loud)
     loud_seconds = float((indices[-1] - indices[0]) * hop + frame) / sample_rate
     periodicity = _periodicity(frames[loud], sample_rate)
-    return BurstSound(loud_seconds, float(np.mean(periodicity >= _VOICED)))
+    # runs of consecutive loud frames: the longest, as a stretch of audio
+    breaks = np.flatnonzero(np.diff(indices) > 1)
+    run_frames = np.diff(np.concatenate([[-1], breaks, [len(indices) - 1]]))
+    longest = float((int(run_frames.max()) - 1) * hop + frame) / sample_rate
+    return BurstSound(loud_seconds, float(np.mean(periodicity >= _VOICED)), longest)
 
 
 def is_noise_burst(samples: npt.NDArray[np.generic], sample_rate: int) -> bool:

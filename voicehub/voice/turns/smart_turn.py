@@ -38,6 +38,7 @@ __all__ = [
     "BatchStats",
     "SmartTurnModel",
     "TurnModelError",
+    "check_model_file",
     "model_file",
     "shared_turn_model",
     "turn_model_unavailable",
@@ -74,7 +75,13 @@ def model_file() -> Path:
             f"{MODEL_PACKAGE} {distribution.version} is installed; voicehub checks the "
             f"Smart Turn model of version {MODEL_PACKAGE_VERSION}: {reinstall}"
         )
-    path = Path(str(distribution.locate_file(MODEL_PATH)))
+    return check_model_file(Path(str(distribution.locate_file(MODEL_PATH))))
+
+
+def check_model_file(path: Path) -> Path:
+    """`path`, once it is known to hold the pinned Smart Turn model (TurnModelError naming
+    the file when it is missing or differs from the pinned hash)."""
+    reinstall = f"pip install --force-reinstall '{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}'"
     if not path.is_file():
         raise TurnModelError(f"the Smart Turn model file {path} is missing: {reinstall}")
     if _sha256(path) != MODEL_SHA256:
@@ -141,9 +148,10 @@ class SmartTurnModel:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="smart-turn")
 
     @classmethod
-    def load(cls, *, tick: float = 0.01) -> SmartTurnModel:
-        """Load the checked model file (TurnModelError when it cannot be used)."""
-        path = model_file()
+    def load(cls, path: Path | None = None, *, tick: float = 0.01) -> SmartTurnModel:
+        """Load the model file (the pinned wheel's by default), checked against its hash
+        (TurnModelError when it cannot be used)."""
+        path = model_file() if path is None else check_model_file(path)
         with vendor_import("onnxruntime"):
             import onnxruntime as ort
 
