@@ -90,17 +90,16 @@ def test_decisions_depend_only_on_their_arguments_and_respect_the_ceiling(
 ) -> None:
     evidence = TurnEvidence(ended, words_open, asked, probability)
     now = ended + silence
-    silence = now - ended  # as the policy sees it, after rounding
     decision: TurnDecision = decide(evidence, settings, now)
     assert decide(evidence, settings, now) == decision  # deterministic: no hidden state
-    if silence >= settings.max_silence:
+    if now >= ended + settings.max_silence:
         assert isinstance(decision, Commit)  # nobody waits past the ceiling
     if isinstance(decision, WakeAt):
         assert now < decision.time <= ended + settings.max_silence
     if settings.mode == "vad":
-        assert isinstance(decision, Commit) == (silence >= settings.vad_silence)
+        assert isinstance(decision, Commit) == (now >= ended + settings.vad_silence)
         assert not isinstance(decision, AskModel)
-    early = isinstance(decision, Commit) and silence < settings.max_silence
+    early = isinstance(decision, Commit) and now < ended + settings.max_silence
     if early and settings.mode == "model":
         # before the ceiling only the model commits, and only with words that are not open
         assert isinstance(decision, Commit)

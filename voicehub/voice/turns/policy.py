@@ -136,20 +136,19 @@ def decide(evidence: TurnEvidence, settings: TurnSettings, now: float) -> TurnDe
     ended = evidence.speech_ended_at
     if ended is None:
         return Listen()
-    silence = now - ended
+    # Deadlines, compared with `now` as they are returned: a WakeAt time is never `now`
+    # or earlier (float rounding of `now - ended` could make it so, and a driver loop).
     if settings.mode == "vad":
-        if silence >= settings.vad_silence:
-            return Commit("silence")
-        return WakeAt(ended + settings.vad_silence)
+        silence_over = ended + settings.vad_silence
+        return Commit("silence") if now >= silence_over else WakeAt(silence_over)
     ceiling = ended + settings.max_silence
-    if silence >= settings.max_silence:
+    if now >= ceiling:
         return Commit("ceiling")
     if evidence.words_open:
         return WakeAt(ceiling)  # "could you research": only more words or the ceiling
     if not evidence.asked:
-        if silence >= settings.model_silence:
-            return AskModel()
-        return WakeAt(ended + settings.model_silence)
+        ask_at = ended + settings.model_silence
+        return AskModel() if now >= ask_at else WakeAt(ask_at)
     if evidence.probability is None or evidence.probability < settings.threshold:
         return WakeAt(ceiling)  # the answer is on its way, or the utterance sounds unfinished
     if evidence.words_open is None:
