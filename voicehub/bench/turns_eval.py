@@ -10,8 +10,9 @@ polite tail ("heat pumps | for me please"). The voice says the phrasing with a c
 the pause: 0.3 to 1.2 s, in turn over the phrasings. A voice that leaves no gap at the
 comma says the two halves apart, spliced (counted in `spliced`).
 
-Voices: Piper (the joe voice), eSpeak NG (en-us), and Debian's flite voices slt, awb and
-rms when the `flite` program is installed (`make bench` installs it). Noises are made
+Voices: those of the phone bench (`phone_eval.voices`): Piper (the joe voice), eSpeak NG
+(en-us), and Debian's flite voices slt, awb and rms when the `flite` program is installed
+(`make bench` installs it). Noises are made
 here, from seeded random numbers: a cough, a knock, a burst of static. Every clip is
 synthesized once and cached as a WAV file (eSpeak NG says a sentence differently after
 others: the cache keeps each round hearing the same audio).
@@ -22,20 +23,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import shutil
-import subprocess
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from voicehub.voice.audio import read_wav, resample_pcm16, write_wav
+from voicehub.bench.phone_eval import voices
+from voicehub.voice.audio import read_wav, write_wav
 
 RATE = 16000
 PAUSES = (0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.2)
-FLITE_VOICES = ("slt", "awb", "rms")
 _CACHE_VERSION = "1"
 
 WORKERS, LOOP = "delegate_workers", "delegate_loop"
@@ -125,37 +123,6 @@ def cache_dir() -> Path:
     folder = Path(chosen) if chosen else Path(tempfile.gettempdir()) / "voicehub-bench-turns"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def voices() -> dict[str, Callable[[str], bytes]]:
-    """Name -> text to 16 kHz PCM16, for every voice available here."""
-    from voicehub.voice.providers.offline import synthesize
-
-    found: dict[str, Callable[[str], bytes]] = {
-        "piper": lambda text: synthesize(text, voice="piper", sample_rate=RATE),
-        "espeak": lambda text: synthesize(text, voice="espeak", sample_rate=RATE),
-    }
-    flite = shutil.which("flite")
-    if flite is not None:
-        for name in FLITE_VOICES:
-            found[f"flite-{name}"] = _flite(flite, name)
-    return found
-
-
-def _flite(program: str, voice: str) -> Callable[[str], bytes]:
-    def speak(text: str) -> bytes:
-        with tempfile.TemporaryDirectory() as tmp:
-            target = Path(tmp) / "speech.wav"
-            subprocess.run(
-                [program, "-voice", voice, "-t", text, "-o", str(target)],
-                check=True,
-                capture_output=True,
-                timeout=60,
-            )
-            audio = read_wav(target)
-        return resample_pcm16(audio.pcm16, audio.sample_rate, RATE)
-
-    return speak
 
 
 def spoken(voice: str, text: str) -> bytes:
