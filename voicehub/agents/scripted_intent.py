@@ -21,10 +21,10 @@ __all__ = ["PROBE", "continuation", "filler_cuts", "previous_user_turn", "withou
 PROBE = "zebra crossings"
 """Stands in for a subject when testing whether words wait for one (any words do)."""
 
-# Between words, not inside a number ("7:30", "1,000", "3.5") or a word ("don't").
-_PUNCTUATION = re.compile(
-    r"[;!?\"\u2026]+|[,:](?!\d)|(?<!\d)[,:]|\.(?!\d)|(?<!\w)'|'(?!\w)|(?<!\w)-+|-+(?!\w)"
-)
+# What a recogniser writes between words: a comma, point or colon before a space or the
+# end, other marks anywhere. Inside a number ("7:30", "1,000", "3.5"), a word ("don't",
+# "uh-huh") or an id ("call::task-9") punctuation is content, and stays.
+_PUNCTUATION = re.compile(r"[;!?\"\u2026]+|[,.:]+(?=\s|$)|(?<!\w)'|'(?!\w)|(?<!\w)-+|-+(?!\w)")
 _FILLERS = frozenset(
     {"um", "umm", "uh", "uhh", "er", "erm", "hmm", "please", "now", "then", "the", "a", "an"}
     | {"some", "about"}
@@ -33,8 +33,8 @@ _FILLER_PAIRS = frozenset({("for", "me"), ("for", "us")})
 
 
 def without_punctuation(text: str) -> str:
-    """`text` with punctuation between words turned into spaces (apostrophes inside words,
-    and the points, commas and colons inside numbers, stay): "Please find out about, wind
+    """`text` with punctuation between words turned into spaces (inside numbers, words and
+    ids it stays): "Please find out about, wind
     turbines." -> "Please find out about wind turbines"."""
     return " ".join(_PUNCTUATION.sub(" ", text).split())
 
