@@ -25,6 +25,7 @@ def _sections() -> dict[str, Section]:
         memory,
         phone,
         realtime,
+        turns,
         voice,
         webrtc,
     )
@@ -40,6 +41,7 @@ def _sections() -> dict[str, Section]:
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
         "memory": memory.run,
+        "turns": turns.run,
     }
 
 
