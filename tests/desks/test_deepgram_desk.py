@@ -21,7 +21,7 @@ from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.voice.engine.session import EngineOptions
-from voicehub.voice.engine.turn_engine import TurnSettings
+from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
 from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
 
 WORDS = "please research solar panels"
@@ -130,7 +130,7 @@ async def test_research_by_voice_on_the_cloud_desk(
         deepgram.transcripts.append(WORDS)
         desk = cloud_desk(tmp_path, deepgram.url)
         factory = OfflineSessionFactory(
-            options=EngineOptions(turn=TurnSettings(endpointing_delay=0.2))
+            options=EngineOptions(turn=TurnSettings(policy=TurnPolicy("vad", vad_silence=0.55)))
         )
         await factory.prepare([desk])
         async with Hub() as hub:

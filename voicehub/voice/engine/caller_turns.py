@@ -116,10 +116,10 @@ class CallerTurns:
         self.apply(self.engine.transcript(text, final=final, now=self.clock.now()))
 
     def voiced(self) -> None:
-        """A speech-like caller frame (before the VAD: a result yields to it at once)."""
+        """A speech-like caller frame (before the VAD: a result pauses for it at once)."""
         self.activity.caller_voiced()
         current = self.player.current
-        if current is not None and current.kind == "delivery":
+        if current is not None and current.kind == "delivery" and current.audio_started:
             self.apply(self.engine.voiced(self.clock.now()))
 
     def typed(self, text: str) -> None:
@@ -214,22 +214,34 @@ class CallerTurns:
             self.activity.user_speech_stopped()
             self.activity.user_turn_awaiting_answer(False)
             self.records.user_state("listening")
+            self.replies.drop_prepared()
+        elif isinstance(decision, d.PrepareReply):
+            self.replies.prepare(decision.turn, decision.text)
+        elif isinstance(decision, d.DropPreparedReply):
+            self.replies.drop_prepared()
+        elif isinstance(decision, d.PauseAgent):
+            self.player.pause()
+        elif isinstance(decision, d.ResumeAgent):
+            self.player.resume()
         elif isinstance(decision, d.InterruptAgent):
-            cut = self.player.interrupt(kinds=("reply", "say"))
+            cut = self.player.interrupt()
             reply = self.replies.current
             if cut is not None and reply is not None and cut in reply.speeches:
                 self.replies.stop(reply)
-        elif isinstance(decision, d.YieldDelivery):
-            self.player.interrupt(kinds=("delivery",))
 
     def _committed(self, turn: d.CallerTurnCommitted) -> None:
         self.activity.user_speech_stopped()
         own = turn.text if turn.continues is None else self._own_text(turn)
         self.records.caller_turn(own, spoken=turn.spoken)
         replies_open = self._reply_gate is None or self._reply_gate()
-        if self.results.take_answer(own, spoken=turn.spoken) or not replies_open:
+        taken = self.results.take_answer(own, spoken=turn.spoken)
+        if taken or not replies_open or not turn.answer:
+            self.replies.drop_prepared()
             self.activity.user_turn_awaiting_answer(False)  # no reply comes
             return
+        if turn.prepared and self.replies.commit_prepared(turn):
+            return
+        self.replies.drop_prepared()
         continued = None
         if turn.continues is not None:
             continued = next((r for r in self.replies.pending() if r.turn == turn.continues), None)

@@ -43,6 +43,7 @@ from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
+from voicehub.voice.turns.words import ends_open
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -62,7 +63,8 @@ class PipelineVoiceSession:
 
     `stt`, `tts` and `vad` are livekit plugins; `voices` maps an agent's `voice` name to a
     TTS. While `reply_gate()` is False, caller turns get no reply, only a room transcript
-    (ask_user by voice). `end_of_turn` is the end-of-turn model for `turn.mode == "model"`;
+    (ask_user by voice). `end_of_turn` is the end-of-turn model for `turn.mode == "model"`,
+    `words_open(text)` whether a caller's words stop mid-request (the desk's half requests);
     `turn_observer` receives every answered turn's latency.
     """
 
@@ -82,6 +84,7 @@ class PipelineVoiceSession:
         reply_gate: Callable[[], bool] | None = None,
         options: EngineOptions | None = None,
         end_of_turn: EndOfTurnModel | None = None,
+        words_open: Callable[[str], bool] | None = None,
         turn_observer: TurnObserver | None = None,
         prerender_budget: PrerenderBudget | None = None,
         activity: VoiceActivity | None = None,
@@ -103,7 +106,7 @@ class PipelineVoiceSession:
         flushes = finalizes_on_flush(stt)
         if turn.flush_finalizes != flushes:
             turn = dataclasses.replace(turn, flush_finalizes=flushes)
-        self.engine = TurnEngine(turn)
+        self.engine = TurnEngine(turn, words_open=words_open or ends_open)
         self.history = CallHistory(self.options.history_messages)
         self.records = CallRecords(hub, room_id, transport)
         self.player = SpeechPlayer(
