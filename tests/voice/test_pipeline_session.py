@@ -325,7 +325,7 @@ async def test_update_agent_switches_instructions_tools_and_voice(call: Call) ->
 
     await session.update_agent(booking_agent(book))
 
-    agent, tools, _, voice = session.reply_agent()
+    agent, tools, _, voice = session.replies.reply_agent()
     assert agent.instructions == "You are the booking desk."
     assert [t.name for t in (*agent.tools, *tools)] == ["book"]
     assert voice is robot

@@ -256,6 +256,10 @@ class TurnEngine:
             turn.awaiting_final = not final
             turn.speech_ended_at = turn.quiet_since = now
             decisions.append(CallerTurnStarted(turn.id))
+            if self._speech in ("reply", "say") and self._interruptible and self._overlap is None:
+                # words over the agent's own speech that the VAD did not hear: judged as
+                # words (a result yields only to the caller's live voice, or their turn)
+                turn.over_agent = self._overlap = _Overlap(started_at=now, last_voiced=now)
         if final:
             if text:
                 turn.finals.append(text)
