@@ -284,8 +284,9 @@ async def test_caller_asks_agent_calls_tool_and_answers(
     names = [name for name, _, _ in activity.log]
     for earlier, later in [
         ("user_speech_started", "user_speech_stopped"),
-        ("user_speech_stopped", "agent_thinking_started"),
-        ("agent_thinking_started", "reply_queued"),
+        ("user_speech_stopped", "agent_thinking_started"),  # the reply may be prepared
+        ("user_speech_stopped", "reply_queued"),  # (queued) before the turn committed
+        ("agent_thinking_started", "agent_speech_started"),
         ("reply_queued", "agent_speech_started"),
         ("agent_speech_started", "agent_speech_finished"),
         ("agent_speech_finished", "playout_confirmed"),

@@ -109,7 +109,7 @@ class CallReplies:
         self.committed[turn.turn] = turn
         self.activity.agent_thinking_started()
         self.activity.user_turn_awaiting_answer(False)
-        if self.player.current is None:
+        if not any(speech.audio_started for speech in reply.speeches):
             self.records.agent_state("thinking")
         if reply is self.current:
             self.engine.reply_started(turn.turn, turn.text)
