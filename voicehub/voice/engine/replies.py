@@ -186,7 +186,8 @@ class CallReplies:
                 self._report(reply)
             self.current = None
             self.activity.agent_thinking_finished()
-            if self.player.current is None:
+            playing = self.player.current
+            if (playing is None or playing.done) and not self.player.queued:
                 self.records.agent_state("listening")
             reply.done.set()
 

@@ -398,10 +398,19 @@ class PipelineVoiceSession:
                 self.history.add(ChatMessage(role="assistant", content=heard))
         if speech.end is SpeechEnd.FAILED and speech.error is not None:
             self.records.provider_error("tts_error", str(speech.error), recoverable=True)
-        if self.replies.current is None and not self.player.queued:
+        if self._reply_over() and not self.player.queued:
             self.records.agent_state("listening")
 
     # -- internals ------------------------------------------------------------------------
+
+    def _reply_over(self) -> bool:
+        """Whether no reply runs or will speak again (its model and tools are done and its
+        speeches ended): the agent is listening."""
+        reply = self.replies.current
+        if reply is None:
+            return True
+        running = reply.task is None or not reply.task.done()
+        return not running and all(speech.done for speech in reply.speeches)
 
     def _voice_of(self, agent: Agent) -> Any:
         """The TTS `agent` speaks with (ConfigError: no model, or a voice this call lacks)."""
