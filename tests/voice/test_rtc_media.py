@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -36,7 +38,7 @@ def test_agent_audio_is_opus_at_the_session_rate_and_sounds_like_it() -> None:
     assert all(p is not None for p in packets)
     # RTP time goes on the 48 kHz clock, 960 a packet, as aiortc packs our 16 kHz pts
     stamps = [OpusEncoder().pack(p)[1] for p in packets[:3]]  # type: ignore[arg-type]
-    assert [b - a for a, b in zip(stamps, stamps[1:], strict=False)] == [960, 960]
+    assert [b - a for a, b in itertools.pairwise(stamps)] == [960, 960]
     heard = _decoded(packets).astype(np.float64)
     sent = resample(np.frombuffer(pcm, dtype="<i2"), 16000, 48000).astype(np.float64)
     # the codec's delay is a few ms: the best alignment is close to the original

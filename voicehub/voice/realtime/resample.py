@@ -38,7 +38,7 @@ class PcmResampler:
         except ImportError:
             self._numpy = Resampler(from_rate, to_rate)
 
-    def push(self, pcm16: bytes | bytearray) -> bytes:
+    def push(self, pcm16: bytes | bytearray | memoryview) -> bytes:
         """Resample one chunk (read, never kept: a bytearray may be reused at once); the
         output may lag the input by a few samples."""
         if self.passthrough:
