@@ -100,3 +100,39 @@ async def test_a_phone_call_is_relayed_as_mulaw_both_ways(server: FakeRealtimeSe
         await session.aclose()
     transport.close()
     await pump
+
+
+async def test_a_24_khz_browser_call_is_relayed_without_resampling(
+    server: FakeRealtimeServer,
+) -> None:
+    """The model's own rate: the caller's PCM goes up as it came, the model's comes down."""
+    from tests.fakes.memory_transport import FakeTransport
+
+    transport = FakeTransport(24000, ack="immediate")
+    client = AsyncOpenAI(api_key="test-key", base_url=server.base_url)
+    async with Hub() as hub:
+        await hub.create_room("call-2", orchestration=None)
+        session = RealtimeVoiceSession(
+            hub,
+            "call-2",
+            Agent(id="desk", instructions="You answer the browser."),
+            transport,
+            client=client,
+            settings=RealtimeSettings(silence_ms=300, transcription_model=None),
+            attach_delivery=False,
+        )
+        await session.start()
+        [update] = server.of_type("session.update")
+        assert update["session"]["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}
+        caller = synthesize("could you help me please", "piper", 24000) + bytes(48000)
+        caller = caller[: len(caller) // 960 * 960]
+        for at in range(0, len(caller), 960):
+            await session.push_audio(caller[at : at + 960])
+        reply = await server.speech("Hello, how can I help?")
+        await transport.wait_for(lambda: len(transport.audio) >= len(reply))
+        appended = b"".join(
+            base64.b64decode(e["audio"]) for e in server.of_type("input_audio_buffer.append")
+        )
+        assert caller.startswith(appended) and len(appended) >= len(caller) - 2 * 2880
+        assert bytes(transport.audio[: len(reply)]) == reply  # byte for byte
+        await session.aclose()
