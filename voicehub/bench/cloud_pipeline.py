@@ -169,7 +169,11 @@ async def calls_per_core(
 
 
 async def cpu_per_frame(
-    count: int, measure: float, rounds: int, steps: list[int] | None = None
+    count: int,
+    measure: float,
+    rounds: int,
+    steps: list[int] | None = None,
+    provider_seconds: float = 6.0,
 ) -> dict[str, Any]:
     """Both stacks, alternated `rounds` times (the machine may be shared); medians. Then the
     providers alone, and the pinned ramp over `steps` calls (none: skipped)."""
@@ -206,7 +210,7 @@ async def cpu_per_frame(
         from voicehub.bench.deepgram_providers import measure as providers
 
         alone = await providers(
-            fake, pattern, REPLY_TEXT, count=count * 2, seconds=measure, rounds=rounds
+            fake, pattern, REPLY_TEXT, count=count * 2, seconds=provider_seconds, rounds=rounds
         )
         ramp = await calls_per_core(fake, pattern, steps, measure, server.pid or 0) if steps else {}
     finally:
@@ -274,7 +278,9 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     try:
         latency = await v2v(2 if quick else 8)
         if quick:
-            cpu = await cpu_per_frame(count=4, measure=4.0, rounds=1, steps=[10])
+            cpu = await cpu_per_frame(
+                count=4, measure=4.0, rounds=1, steps=[4], provider_seconds=2.0
+            )
         else:
             steps = [25, 50, 75, 100, 125, 150, 200]
             cpu = await cpu_per_frame(count=6, measure=6.0, rounds=3, steps=steps)

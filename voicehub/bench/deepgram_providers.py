@@ -90,7 +90,8 @@ async def _stt_window(
         window = await pace(calls, pattern, 1.0, measure, seed=count)
     finally:
         await asyncio.gather(*(call.aclose() for call in calls))
-    if not all(call.finals for call in calls):
+    whole_turn = 1.0 + measure >= len(pattern) * 0.02 + 1.0  # every call had one in the run
+    if whole_turn and not all(call.finals for call in calls):
         raise RuntimeError("deepgram_providers: a listen stream heard no final transcript")
     return window
 
