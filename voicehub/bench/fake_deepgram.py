@@ -101,6 +101,8 @@ class FakeDeepgram:
         self.handshakes: list[tuple[str, int]] = []  # (path, status)
         self.extensions: list[str] = []  # each handshake's Sec-WebSocket-Extensions offer
         self.keep_audio = False  # record each listen socket's audio (tests; costs memory)
+        # known lines (`fake_deepgram_listen.line_keys`): heard by their audio, not in order
+        self.lines: dict[bytes, str] | None = None
         self._synthesize = synthesize
         self._chunk_seconds = chunk_seconds
         self._ws: Server | None = None
@@ -186,7 +188,7 @@ class FakeDeepgram:
             session.audio = bytearray()
         self.listens.append(session)
         await self._notify()
-        state = ListenState(session.params, self.transcripts)
+        state = ListenState(session.params, self.transcripts, self.lines)
         drop_after, self.drop_listen_after = self.drop_listen_after, None
 
         delay = self.listen_delay

@@ -36,6 +36,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     soak.add_argument("--calls", type=int, default=4, help="callers at once (default 4)")
     soak.add_argument("--minutes", type=float, default=1.0, help="how long (default 1)")
     soak.add_argument("--desk", default="research", help="desk to call (default research)")
+    soak.add_argument(
+        "--stack",
+        choices=("offline", "cloud"),
+        default="offline",
+        help="offline: the desk as its file says; cloud: the desk on Deepgram against the "
+        "fake Deepgram in its own process (its CPU is reported)",
+    )
     soak.add_argument("--seed", type=int, default=1, help="seed of the callers' coins")
     soak.add_argument("--url", help="a running server instead of starting one")
     soak.add_argument("--token", help="access token (default $VOICEHUB_TOKEN)")
@@ -94,6 +101,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             settle_timeout=args.settle_timeout,
             turn_timeout=args.turn_timeout,
             sample_every=args.sample_every,
+            stack=args.stack,
         )
     except ValueError as exc:
         raise VoicehubError(str(exc)) from None

@@ -14,10 +14,12 @@ import httpx
 
 from voicehub.client.soak.accounting import CallLog, SoakTally, account
 from voicehub.client.soak.caller import CallerLines, SoakCaller
+from voicehub.client.soak.cloud_stack import CloudStack
 from voicehub.client.soak.deliveries import stored_deliveries, wait_for_no_calls
 from voicehub.client.soak.options import SoakOptions
 from voicehub.client.soak.server_process import HealthSample, HealthSampler, ServerProcess
 from voicehub.errors import VoicehubError
+from voicehub.server.settings import ServerSettings
 
 __all__ = ["SoakResult", "run_soak", "stored_deliveries"]
 
@@ -33,6 +35,7 @@ class SoakResult:
     samples: list[HealthSample] = field(default_factory=list)
     logs: list[CallLog] = field(default_factory=list)
     stuck_calls: int = 0  # live on the server 2 minutes after every caller hung up
+    provider_cpu_seconds: float | None = None  # the fake Deepgram's CPU (--stack cloud)
 
 
 async def run_soak(
@@ -48,13 +51,26 @@ async def run_soak(
     with contextlib.ExitStack() as stack:
         if folder is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
-        process = None if options.url else ServerProcess(folder, channels)
+        cloud = CloudStack(folder) if options.stack == "cloud" else None
+        process = None
         try:
+            environment: dict[str, str] = {}
+            if cloud is not None:
+                source = channels or ServerSettings().channels_dir
+                channels = await cloud.start(words.all(), source, options.desk)
+                environment = cloud.environment
+            if not options.url:
+                process = ServerProcess(folder, channels, environment)
             server = options.url.rstrip("/") if options.url else await _start(process)
-            return await _soak(options, server, process, words)
+            result = await _soak(options, server, process, words)
+            if cloud is not None:
+                result.provider_cpu_seconds = cloud.cpu_seconds()
+            return result
         finally:
             if process is not None:
                 await process.stop()
+            if cloud is not None:
+                await cloud.stop()
 
 
 async def _check_server(server: str, desk: str) -> None:
