@@ -13,9 +13,9 @@ import pytest
 
 from tests.e2e_helpers import running_server
 from voicehub.bench.fake_deepgram_listen import ListenParams, ListenState, line_keys
+from voicehub.bench.soak_cloud import KEY_ENV, CloudStack, PrerenderedSpeech, on_deepgram
 from voicehub.client.soak import SoakOptions, run_soak, soak_json
 from voicehub.client.soak.caller import CallerLines
-from voicehub.client.soak.cloud_stack import KEY_ENV, CloudStack, PrerenderedSpeech, on_deepgram
 from voicehub.desks.desk import load_desks
 from voicehub.errors import VoicehubError
 from voicehub.server.settings import ServerSettings

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from voicehub.errors import VoicehubError
 
@@ -108,7 +108,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
-        result = asyncio.run(run_soak(options, folder=args.keep, channels=args.channels))
+        if options.stack == "cloud":
+            result = asyncio.run(_cloud_soak(options, args.keep, args.channels))
+        else:
+            result = asyncio.run(run_soak(options, folder=args.keep, channels=args.channels))
     except OSError as exc:
         raise VoicehubError(f"cannot reach the server: {exc}") from None
     print(format_soak(result), file=out)
@@ -116,3 +119,31 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         args.json.write_text(json.dumps(soak_json(result), indent=2) + "\n")
         print(f"wrote {args.json}", file=out)
     return 1 if result.tally.results_lost or result.tally.results_spoken_twice else 0
+
+
+async def _cloud_soak(options: Any, keep: Path | None, channels: Path | None) -> Any:
+    """The soak on the desk moved to Deepgram, against the fake Deepgram's own process."""
+    import tempfile
+
+    from voicehub.bench.soak_cloud import CloudStack
+    from voicehub.client.soak import run_soak
+    from voicehub.client.soak.caller import CallerLines
+    from voicehub.server.settings import ServerSettings
+
+    lines = await asyncio.to_thread(CallerLines.synthesize)
+    with tempfile.TemporaryDirectory(prefix="soak-cloud-") as scratch:
+        stack = CloudStack(keep or Path(scratch))
+        try:
+            source = channels or ServerSettings().channels_dir
+            desks = await stack.start(lines.all(), source, options.desk)
+            result = await run_soak(
+                options,
+                folder=keep,
+                channels=desks,
+                lines=lines,
+                server_environment=stack.environment,
+            )
+            result.provider_cpu_seconds = stack.cpu_seconds()
+            return result
+        finally:
+            await stack.stop()

@@ -14,12 +14,10 @@ import httpx
 
 from voicehub.client.soak.accounting import CallLog, SoakTally, account
 from voicehub.client.soak.caller import CallerLines, SoakCaller
-from voicehub.client.soak.cloud_stack import CloudStack
 from voicehub.client.soak.deliveries import stored_deliveries, wait_for_no_calls
 from voicehub.client.soak.options import SoakOptions
 from voicehub.client.soak.server_process import HealthSample, HealthSampler, ServerProcess
 from voicehub.errors import VoicehubError
-from voicehub.server.settings import ServerSettings
 
 __all__ = ["SoakResult", "run_soak", "stored_deliveries"]
 
@@ -44,33 +42,22 @@ async def run_soak(
     folder: Path | None = None,
     channels: Path | None = None,
     lines: CallerLines | None = None,
+    server_environment: dict[str, str] | None = None,
 ) -> SoakResult:
     """Run `options`; `folder` keeps the started server's store and log (a temporary
-    folder by default), `lines` the callers' synthesized words (made once if not given)."""
+    folder by default), `lines` the callers' synthesized words (made once if not given),
+    `server_environment` variables the started server gets on top of this process's."""
     words = lines if lines is not None else await asyncio.to_thread(CallerLines.synthesize)
     with contextlib.ExitStack() as stack:
         if folder is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
-        cloud = CloudStack(folder) if options.stack == "cloud" else None
-        process = None
+        process = None if options.url else ServerProcess(folder, channels, server_environment)
         try:
-            environment: dict[str, str] = {}
-            if cloud is not None:
-                source = channels or ServerSettings().channels_dir
-                channels = await cloud.start(words.all(), source, options.desk)
-                environment = cloud.environment
-            if not options.url:
-                process = ServerProcess(folder, channels, environment)
             server = options.url.rstrip("/") if options.url else await _start(process)
-            result = await _soak(options, server, process, words)
-            if cloud is not None:
-                result.provider_cpu_seconds = cloud.cpu_seconds()
-            return result
+            return await _soak(options, server, process, words)
         finally:
             if process is not None:
                 await process.stop()
-            if cloud is not None:
-                await cloud.stop()
 
 
 async def _check_server(server: str, desk: str) -> None:

@@ -1,5 +1,7 @@
 """`voicehub soak --stack cloud`: the soak's desk on Deepgram, against the fake Deepgram.
 
+(In `bench`: it runs the fake, which lives here; the command composes it with the soak.)
+
 The fake (`voicehub.bench.fake_deepgram`) runs in a process of its own, so its CPU is
 neither the server's nor the callers'; it is measured and reported. It hears the callers'
 lines by their audio (`fake_deepgram_listen.line_keys`: the soak process sends it the very
