@@ -28,7 +28,14 @@ from voicehub.voice.audio import FRAME_MS, int16_to_pcm16
 from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.realtime.resample import PcmResampler
 
-__all__ = ["OPUS_COMPLEXITY", "OpusPackets", "PcmDecoder", "import_aiortc", "paced_track"]
+__all__ = [
+    "BROWSER_COMPLEXITY",
+    "OPUS_COMPLEXITY",
+    "OpusPackets",
+    "PcmDecoder",
+    "import_aiortc",
+    "paced_track",
+]
 
 OPUS_COMPLEXITY = 1
 """libopus complexity (0-10) of agent audio. One 20 ms frame of speech at 16 kHz mono cost,
@@ -39,6 +46,7 @@ setting spends its bits less cleverly (a little less quality at the same bitrate
 # soxr's low quality for the caller's audio: 6 ms of delay where its high quality adds 21
 # (before VAD and STT, on every turn), for a passband that still holds telephone speech
 _CALLER_QUALITY = "LQ"
+BROWSER_COMPLEXITY = 10  # a browser's microphone: libopus' default (the synthetic caller's)
 OPUS_BITRATE = 32000  # mono wideband speech; aiortc's own encoder spends 96 kb/s on stereo
 
 _MAX_LATE = 0.5  # seconds behind schedule before the pacer gives up catching up
@@ -119,15 +127,16 @@ def paced_track(
     *,
     on_marks: Callable[[tuple[str, ...]], None],
     on_audio: Callable[[], None] | None = None,
+    complexity: int = OPUS_COMPLEXITY,
 ) -> Any:
     """An aiortc `MediaStreamTrack` (kind "audio") playing `queue` in real time, as Opus
-    packets (`OpusPackets`).
+    packets (`OpusPackets` at `complexity`).
 
     `on_marks` gets the marks whose audio has just been handed to the encoder; `on_audio`
     is called for each frame that carried queued audio (not silence).
     """
     aiortc = import_aiortc()
-    packets = OpusPackets(queue.sample_rate)
+    packets = OpusPackets(queue.sample_rate, complexity)
 
     track_base: Any = aiortc.MediaStreamTrack
 
