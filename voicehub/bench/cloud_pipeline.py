@@ -3,7 +3,7 @@ and Deepgram TTS (Aura, streaming) against the fake Deepgram on loopback
 (`voicehub.bench.fake_deepgram`), side by side with the offline stack in the same run.
 
 - ``us_per_frame``: process CPU per 20 ms caller frame per call, paced calls on one event
-  loop (`voice_load.pace`), each call a `LiveKitVoiceSession` with its own `DeepgramSTT`
+  loop (`voice_load.pace`), each call a pipeline session (`voice.engine`) with its own `DeepgramSTT`
   (listen socket), `DeepgramTTS` (speak socket), WebRTC's VAD and a scripted agent. The fake
   Deepgram runs in a child process, so its work (energy segmentation, Piper rendering the
   replies, its sockets) is not counted: what is timed is voicehub, livekit-agents, the

@@ -1,6 +1,6 @@
 """The `realtime` section: CPU per 20 ms frame per call of the realtime relay
 (`RealtimeVoiceSession` through the real `openai` SDK to a loopback model in another
-process), side by side with the pipeline session (`LiveKitVoiceSession`) in the same run,
+process), side by side with the pipeline session (`voice.engine`) in the same run,
 and how many relayed calls one core carries with the loop's lag p99 under 20 ms.
 
 Each frame crosses the relay both ways: caller audio up (its speech evidence, then
