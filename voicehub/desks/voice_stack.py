@@ -121,12 +121,14 @@ class OfflineSessionFactory:
         if deepgram_stack.uses_deepgram(desk):
             if desk.name in self._refused:
                 raise DeepgramAuthError(f"cannot start a call: {self._refused[desk.name]}")
-            rate = transport.sample_rate
+            from voicehub.voice.transport import wire_audio_of
+
+            rate, wire = transport.sample_rate, wire_audio_of(transport)
             if voice.stt == "deepgram":
                 fallback = stt if voice.stt_fallback == "pocketsphinx" else None
-                stt = deepgram_stack.new_stt(desk, rate, fallback=fallback)
+                stt = deepgram_stack.new_stt(desk, rate, fallback=fallback, wire=wire)
             if voice.tts == "deepgram":
-                tts = deepgram_stack.new_tts(desk, rate)
+                tts = deepgram_stack.new_tts(desk, rate, wire=wire)
         session = await start_desk_call(
             hub,
             desk,

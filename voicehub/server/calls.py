@@ -32,12 +32,13 @@ from voicehub.transports.websocket import (
     CloseCode,
     ProtocolViolation,
     WebSocketTransport,
+    call_rate,
     check_audio_message,
     error_event,
     parse_text_message,
 )
+from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
-    SAMPLE_RATE,
     CallSession,
     CallStatus,
     DeliveryAttempt,
@@ -169,7 +170,11 @@ class Switchboard:
             )
             await _refuse(websocket, CloseCode.BAD_REQUEST, "bad_conversation", message)
             return
-        line = WebSocketTransport(sample_rate=SAMPLE_RATE)
+        rate = call_rate(query.get("rate"))
+        if isinstance(rate, ProtocolViolation):
+            await _refuse(websocket, CloseCode.BAD_REQUEST, rate.code, rate.message)
+            return
+        line = WebSocketTransport(sample_rate=rate)
         await self.run_socket_call(websocket, LiveCall(desk, conversation, line), line, self._read)
 
     async def run_socket_call(
@@ -235,6 +240,8 @@ class Switchboard:
                     title=desk.title,
                     resumed=resumed,
                     greeting=desk.greeting is not None and not resumed,
+                    sample_rate=call.transport.sample_rate,
+                    frame_bytes=frame_bytes(call.transport.sample_rate),
                 )
             )
             transport: CallTransport = call.transport
@@ -264,7 +271,11 @@ class Switchboard:
             text: str | None = message.get("text")
             problem: ProtocolViolation | None
             if data is not None:
-                problem = check_audio_message(len(data), max_bytes=settings.max_audio_bytes)
+                problem = check_audio_message(
+                    len(data),
+                    max_bytes=settings.max_audio_bytes,
+                    sample_rate=call.transport.sample_rate,
+                )
                 if problem is None:
                     await session.push_audio(data)
                     continue

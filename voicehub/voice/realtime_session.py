@@ -1,7 +1,9 @@
 """The realtime `VoiceSession`: a lean relay to a speech-to-speech model (OpenAI Realtime).
 
-Caller audio goes to `input_audio_buffer.append` in batches at 24 kHz
-(`realtime.audio_batch`), and each frame's speech evidence to `VoiceActivity`, where a
+Caller audio goes to `input_audio_buffer.append` in batches at 24 kHz, or as G.711 mu-law
+on a phone line (`realtime.audio_batch`; the model's audio then comes back as mu-law and
+goes to the transport untouched: `voice.transport.plays_mulaw`), and each frame's speech
+evidence to `VoiceActivity`, where a
 delivery's last check before its first audio frame reads it (`realtime.model_events`).
 The model's audio goes to the transport with speech marks (`realtime.playout`). The
 model's server or semantic VAD drives turns; its events drive `VoiceActivity`
@@ -39,6 +41,7 @@ from voicehub.voice.realtime.resample import PcmResampler
 from voicehub.voice.realtime.responses import SpeakRequest
 from voicehub.voice.realtime.tool_runs import in_tool
 from voicehub.voice.speech_evidence import SpeechEvidence
+from voicehub.voice.transport import plays_mulaw
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -96,9 +99,14 @@ class RealtimeVoiceSession:
         self.events = ModelEvents(self, mark_every_ms, answer_timeout)
         self._link = ModelLink(client, self.settings.model, hub.clock, self.events, backoff=backoff)
         self.events.link = self._link
-        self._batcher = AudioBatcher(transport.sample_rate)
+        # a phone line: mu-law both ways, never decoded or resampled for the model
+        self._wire = transport if plays_mulaw(transport) else None
+        self.mulaw = self._wire is not None
+        self._batcher = AudioBatcher(transport.sample_rate, mulaw=self.mulaw)
         self._evidence = SpeechEvidence(transport.sample_rate)
-        self._down = PcmResampler(MODEL_RATE, transport.sample_rate)
+        self._down = None if self.mulaw else PcmResampler(MODEL_RATE, transport.sample_rate)
+        # bytes of model audio per ms: mu-law at 8 kHz, or PCM16 at 24 kHz
+        self.model_bytes_per_ms = 8 if self.mulaw else 2 * MODEL_RATE // 1000
         self._ids = itertools.count(1)
         self._recap = ""  # the call so far, for a restored model session
         self._auto_reply = True
@@ -171,9 +179,16 @@ class RealtimeVoiceSession:
         """The transport played everything up to mark `speech_id`."""
         self.events.playout_confirmed(speech_id)
 
-    def downsample(self, model_audio: bytes) -> bytes:
-        """Model audio (24 kHz) at the transport's rate."""
-        return self._down.push(model_audio)
+    async def play(self, model_audio: bytes) -> None:
+        """Model audio to the transport: mu-law as it came (a phone line), else 24 kHz
+        PCM16 resampled to the transport's rate."""
+        if self._wire is not None:
+            await self._wire.send_wire_audio(model_audio)
+            return
+        assert self._down is not None
+        pcm = self._down.push(model_audio)
+        if pcm:
+            await self.transport.send_audio(pcm)
 
     def hearing_caller(self, in_turn: bool) -> None:
         """The model hears the caller (or stopped): pauses flush the audio batch at once."""
@@ -291,6 +306,7 @@ class RealtimeVoiceSession:
             voice=self.voice,
             instructions=with_recap(self.agent.instructions, self._recap),
             auto_reply=self._auto_reply,
+            mulaw=self.mulaw,
         )
         await self.update_session(config)
 

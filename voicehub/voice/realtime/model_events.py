@@ -28,7 +28,6 @@ from voicehub.core.events import EventKind
 from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.errors import VoicehubError
 from voicehub.voice.events import Transcript, UserState
-from voicehub.voice.realtime.config import MODEL_RATE
 from voicehub.voice.realtime.connection import ModelConnectionLost
 from voicehub.voice.realtime.playout import Playout, Speech
 from voicehub.voice.realtime.responses import ModelResponse, SpeakRequest
@@ -211,7 +210,7 @@ class ModelEvents:
         model_audio = binascii.a2b_base64(event["delta"], strict_mode=True)
         if response is None or not model_audio:
             return
-        ms = len(model_audio) / 2 / MODEL_RATE * 1000
+        ms = len(model_audio) / self.session.model_bytes_per_ms
         speech, new, mark = self.playout.audio(str(event["item_id"]), response.id, ms)
         if speech.cut:
             return  # cancelled: its late audio must not play
@@ -226,9 +225,7 @@ class ModelEvents:
             if not self.tool_runs.running:  # a tool asking aloud still counts as thinking
                 self.activity.agent_thinking_finished()
             self.session.agent_state("speaking")
-        pcm = self.session.downsample(model_audio)
-        if pcm:
-            await transport.send_audio(pcm)
+        await self.session.play(model_audio)
         if mark is not None:
             await transport.mark(mark)
 
