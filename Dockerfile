@@ -22,7 +22,7 @@ COPY channels ./channels
 # DL3013 (pin versions in pip) is about packages named by the command: this installs the
 # project itself, whose dependencies pyproject.toml pins where it matters.
 # hadolint ignore=DL3013
-RUN pip install ".[voice,server,openai,twilio,webrtc,livekit]" \
+RUN pip install ".[voice,server,openai,twilio,webrtc,livekit,otel]" \
     && voicehub channels --channels /app/channels
 
 # numeric, so the runtime can tell it is not root without reading /etc/passwd

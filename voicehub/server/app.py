@@ -45,6 +45,7 @@ from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.server.api import api_routes
+from voicehub.server.call_telemetry import CallTelemetry
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.drain import Drain, DrainGate
@@ -57,6 +58,7 @@ from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.twilio import PhoneLine, twilio_routes
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
+from voicehub.telemetry.setup import tracing_from_env
 
 if TYPE_CHECKING:
     import uvicorn
@@ -87,6 +89,7 @@ def create_app(
         else OfflineSessionFactory(batch_vad=settings.batch_vad)
     )
     drain = Drain(SystemClock(), settings.drain_seconds)
+    tracing = tracing_from_env()  # OTEL_* variables; a bad value fails here, naming it
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -104,6 +107,7 @@ def create_app(
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         metrics.watch(board)
+        telemetry = CallTelemetry.start(hub, board, factory, metrics, tracing)
         heartbeat = start_heartbeat(hub, loaded, board, settings)  # takes over lost instances' work
         clock = phone_clock if phone_clock is not None else SystemClock()
         number_key = await load_number_key(settings, store)  # the store itself, not timed
@@ -139,6 +143,7 @@ def create_app(
             await callbacks.aclose()
             await board.close_all()
             await hub.aclose()  # undelivered results stay in the store
+            await telemetry.aclose()
             for desk in loaded.values():
                 await desk.aclose()
 
