@@ -13,7 +13,9 @@ and a span per turn), through the factory's `turn_observers`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from typing import TYPE_CHECKING
 
 from voicehub.server.call_meter import transport_name
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["CallTelemetry"]
 
 log = logging.getLogger("voicehub.server")
-_SHUTDOWN_WAIT = 5.0  # seconds the last export may take at shutdown (a collector away)
+_SHUTDOWN_WAIT = 3.0  # seconds the last export may take at shutdown (a collector away)
 
 
 class CallTelemetry:
@@ -75,11 +77,25 @@ class CallTelemetry:
         return telemetry
 
     async def aclose(self) -> None:
-        """Export what is left (waiting at most a few seconds for the collector)."""
+        """Export what is left, waiting at most a few seconds for the collector. The export
+        runs on a daemon thread of its own: the loop's executor would hold the process' exit
+        until a collector that does not answer timed out."""
         if self.tracing is None:
             return
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def shut_down() -> None:
+            try:
+                assert self.tracing is not None
+                self.tracing.shutdown()
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+
+        threading.Thread(target=shut_down, name="voicehub-trace-shutdown", daemon=True).start()
         try:
-            await asyncio.wait_for(asyncio.to_thread(self.tracing.shutdown), _SHUTDOWN_WAIT)
+            await asyncio.wait_for(done, _SHUTDOWN_WAIT)
         except TimeoutError:
             log.warning("tracing: the collector did not take the last spans in time")
 
