@@ -23,6 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "transports": {"core", "voice"},
     "hub": {"core", "agents", "delivery", "orchestration"},
     "client": {"core", "voice"},
+    # `voicehub test`: scenarios played by the synthetic caller against a served desk.
+    "scenarios": {"core", "voice", "client", "desks", "server"},
     # Traces and turn metrics: the composition side's observers of calls.
     "telemetry": {"core", "agents", "delivery", "voice", "hub"},
     # The composition side: it may know every layer below it.

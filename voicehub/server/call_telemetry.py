@@ -83,7 +83,11 @@ class CallTelemetry:
         if self.tracing is None:
             return
         loop = asyncio.get_running_loop()
-        done = loop.create_future()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def finished() -> None:
+            if not done.done():
+                done.set_result(None)
 
         def shut_down() -> None:
             try:
@@ -91,7 +95,7 @@ class CallTelemetry:
                 self.tracing.shutdown()
             finally:
                 with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                    loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                    loop.call_soon_threadsafe(finished)
 
         threading.Thread(target=shut_down, name="voicehub-trace-shutdown", daemon=True).start()
         try:

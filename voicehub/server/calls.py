@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.auth import presented_token, token_problem
+from voicehub.server.keypad import Keypad
 from voicehub.server.memory_trim import MemoryTrimmer
 from voicehub.transports.websocket import (
     CloseCode,
@@ -38,11 +39,13 @@ from voicehub.transports.websocket import (
 )
 from voicehub.voice.events import (
     SAMPLE_RATE,
+    CallerText,
     CallSession,
     CallStatus,
     DeliveryAttempt,
     DeliveryOutcome,
     Hangup,
+    KeypadPress,
     Playout,
     ServerEvent,
     TaskFinished,
@@ -250,6 +253,15 @@ class Switchboard:
     async def _read(self, websocket: WebSocket, call: LiveCall) -> None:
         session = call.session
         assert session is not None
+        keypad = Keypad(session, call.desk.config.phone, self.hub.store, self.hub.clock)
+        try:
+            await self._read_messages(websocket, call, session, keypad)
+        finally:
+            await keypad.aclose()
+
+    async def _read_messages(
+        self, websocket: WebSocket, call: LiveCall, session: VoiceSession, keypad: Keypad
+    ) -> None:
         settings = self.settings
         while True:
             message = await websocket.receive()
@@ -273,6 +285,13 @@ class Switchboard:
                 elif isinstance(parsed, Hangup):
                     call.end(CloseCode.NORMAL, "hangup")
                     return
+                elif isinstance(parsed, CallerText):
+                    await session.push_text(parsed.text)
+                    continue
+                elif isinstance(parsed, KeypadPress):
+                    for key in parsed.digits:
+                        keypad.press(key)
+                    continue
                 else:
                     call.send(self.status(call))
                     continue
