@@ -35,6 +35,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--token", default=os.environ.get("VOICEHUB_TOKEN"), help="its access token"
     )
     parser.add_argument("-k", "--only", help="run the scenarios whose name matches this glob")
+    parser.add_argument(
+        "--desks", type=Path, help="the desk folder (default: the one beside each scenarios/)"
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, help="scenarios run at once (default 1)"
+    )
     parser.add_argument("--junit", type=Path, help="also write the results as JUnit XML here")
 
 
@@ -45,7 +51,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from voicehub.scenarios.suite import load_suite, run_suite
 
     out = out or sys.stdout
-    load_suite(args.paths)  # every file checked before the first call
+    load_suite(args.paths, args.desks)  # every file checked before the first call
     judging = judge_from_env()
 
     def show(result: Any) -> None:
@@ -59,6 +65,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             only=args.only,
             judge_settings=judging,
             progress=show,
+            jobs=args.jobs,
+            desk_folder=args.desks,
         )
     )
     if not results:

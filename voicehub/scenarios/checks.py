@@ -89,15 +89,20 @@ def _step_failures(run: ScenarioRun, window: StepWindow) -> Iterator[Failure]:
     )
     reply = step.expect_reply
     if reply is not None:
+        heard = _short(said) if said else "silence"
         if reply.contains is not None and reply.contains.casefold() not in said.casefold():
-            yield Failure(where, f"a reply containing {reply.contains!r}", repr(said) or "silence")
+            yield Failure(where, f"a reply containing {reply.contains!r}", heard)
         if reply.matches is not None and re.search(reply.matches, said, re.IGNORECASE) is None:
-            yield Failure(where, f"a reply matching /{reply.matches}/", repr(said) or "silence")
+            yield Failure(where, f"a reply matching /{reply.matches}/", heard)
     if step.expect_handoff is not None:
         targets = [_arguments(c).get("target") for c in calls if c.name == "handoff_conversation"]
         if step.expect_handoff not in targets:
             got = f"handoff to {', '.join(map(str, targets))}" if targets else "no handoff"
             yield Failure(where, f"a handoff to {step.expect_handoff!r}", got)
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def _arguments(call: ToolCall) -> dict[str, Any]:

@@ -7,6 +7,7 @@ Every file is loaded and checked before the first call, so a broken file fails a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fnmatch
 import os
@@ -19,6 +20,7 @@ from voicehub.errors import ConfigError
 from voicehub.scenarios.checks import Failure, check_run
 from voicehub.scenarios.judge import SKIPPED_NOTE, JudgeSettings, judge
 from voicehub.scenarios.loading import ScenarioSource, find_scenario_files, load_scenarios
+from voicehub.scenarios.model import Scenario
 from voicehub.scenarios.runner import ScenarioRun, Target, run_scenario
 
 __all__ = ["ScenarioResult", "load_suite", "run_suite"]
@@ -48,12 +50,13 @@ class _Folder:
     sources: list[ScenarioSource]
 
 
-def load_suite(targets: Sequence[Path]) -> dict[Path, _Folder]:
-    """Every scenario file of `targets`, checked against the desks beside it, by desk
-    folder. ConfigError lists every problem of every file."""
+def load_suite(targets: Sequence[Path], desk_folder: Path | None = None) -> dict[Path, _Folder]:
+    """Every scenario file of `targets`, checked against the desks beside it (or in
+    `desk_folder`), by desk folder. ConfigError lists every problem of every file."""
     folders: dict[Path, _Folder] = {}
     problems: list[str] = []
-    for path, desk_folder in find_scenario_files(targets):
+    for path, beside in find_scenario_files(targets):
+        desk_folder = desk_folder or beside
         if desk_folder not in folders:
             folders[desk_folder] = _Folder(load_desks(desk_folder), [])
         folder = folders[desk_folder]
@@ -74,11 +77,29 @@ async def run_suite(
     only: str | None = None,
     judge_settings: JudgeSettings | None = None,
     progress: Callable[[ScenarioResult], None] | None = None,
+    jobs: int = 1,
+    desk_folder: Path | None = None,
 ) -> list[ScenarioResult]:
-    """Run the scenarios of `targets` (those whose name matches the glob `only`)."""
-    folders = load_suite(targets)
+    """Run the scenarios of `targets` (those whose name matches the glob `only`), `jobs`
+    at a time (each is a conversation of its own), in file order in the results."""
+    folders = load_suite(targets, desk_folder)
     results: list[ScenarioResult] = []
-    for desk_folder, folder in folders.items():
+    slots = asyncio.Semaphore(max(1, jobs))
+
+    async def one(source: ScenarioSource, scenario: Scenario, target: Target) -> ScenarioResult:
+        missing = [name for name in scenario.requires_env if not os.environ.get(name)]
+        if missing:
+            result = ScenarioResult(source.path, source.file.desk, scenario.name)
+            result.skipped = f"needs {', '.join(missing)} (requires_env)"
+        else:
+            async with slots:
+                run = await run_scenario(scenario, source.file.desk, target)
+            result = await _result(source, run, judge_settings)
+        if progress is not None:
+            progress(result)
+        return result
+
+    for folder_path, folder in folders.items():
         chosen = [
             (source, scenario)
             for source in folder.sources
@@ -87,19 +108,9 @@ async def run_suite(
         ]
         if not chosen:
             continue
-        async with _server(desk_folder, url) as base:
+        async with _server(folder_path, url) as base:
             target = Target(base, token)
-            for source, scenario in chosen:
-                missing = [name for name in scenario.requires_env if not os.environ.get(name)]
-                if missing:
-                    result = ScenarioResult(source.path, source.file.desk, scenario.name)
-                    result.skipped = f"needs {', '.join(missing)} (requires_env)"
-                else:
-                    run = await run_scenario(scenario, source.file.desk, target)
-                    result = await _result(source, run, judge_settings)
-                results.append(result)
-                if progress is not None:
-                    progress(result)
+            results += await asyncio.gather(*(one(s, sc, target) for s, sc in chosen))
     return results
 
 
