@@ -13,7 +13,6 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-
 from tests.fakes.openai_chat import FakeOpenAIServer, Reply
 from voicehub.cli import main
 from voicehub.desks.desk import load_desks
