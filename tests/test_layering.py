@@ -25,6 +25,8 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"core", "voice"},
     # `voicehub test`: scenarios played by the synthetic caller against a served desk.
     "scenarios": {"core", "voice", "client", "desks", "server"},
+    # Call recordings: the tape, the taps around a call's transport and session, the files.
+    "recordings": {"core", "agents", "delivery", "voice"},
     # Traces and turn metrics: the composition side's observers of calls.
     "telemetry": {"core", "agents", "delivery", "voice", "hub"},
     # The composition side: it may know every layer below it.
@@ -40,6 +42,7 @@ ALLOWED: dict[str, set[str]] = {
         "hub",
         "desks",
         "telemetry",
+        "recordings",
     },
     # The LiveKit worker: desks on calls in LiveKit rooms, composed like the server.
     "workers": {
@@ -53,6 +56,7 @@ ALLOWED: dict[str, set[str]] = {
         "hub",
         "desks",
         "telemetry",
+        "recordings",
     },
     # The bench drives the real server too (delivery_talkover: calls over its WebSocket).
     "bench": {
@@ -67,6 +71,7 @@ ALLOWED: dict[str, set[str]] = {
         "desks",
         "server",
         "telemetry",
+        "recordings",
     },
     "cli": {"*"},
     "__init__": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},

@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from voicehub.desks.coordination_checks import coordination_problems
 from voicehub.desks.coordination_sections import BlackboardConfig, ManagerConfig
 from voicehub.desks.phone import PhoneConfig
+from voicehub.desks.record import RecordConfig
 from voicehub.desks.sections import (
     AgentConfig,
     AskUserConfig,
@@ -51,6 +52,7 @@ class DeskConfig(StrictModel):
     phone: PhoneConfig = Field(default_factory=PhoneConfig)
     manager: ManagerConfig | None = None
     blackboard: BlackboardConfig | None = None
+    record: RecordConfig = Field(default_factory=RecordConfig)
     _source: Path | None = PrivateAttr(default=None)
 
     @property

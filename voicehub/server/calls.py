@@ -68,6 +68,7 @@ __all__ = [
     "CallLine",
     "CallObserver",
     "LiveCall",
+    "SessionTap",
     "SocketLine",
     "Switchboard",
 ]
@@ -102,6 +103,13 @@ class CallObserver(Protocol):
     def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport: ...
 
     def call_ended(self, call: LiveCall) -> None: ...
+
+
+class SessionTap(Protocol):
+    """Sees each call's session as it starts (recordings): returns the session the server
+    feeds the caller's audio to, `session` itself or a wrapper of it."""
+
+    def session_started(self, call: LiveCall, session: VoiceSession) -> VoiceSession: ...
 
 
 class LiveCall:
@@ -143,6 +151,7 @@ class Switchboard:
         self.calls: dict[str, LiveCall] = {}
         self.memory = MemoryTrimmer()
         self.observers: list[CallObserver] = []
+        self.session_taps: list[SessionTap] = []
         self._install_hooks()
 
     # -- the WebSocket endpoint ------------------------------------------------------------
@@ -240,7 +249,10 @@ class Switchboard:
             transport: CallTransport = call.transport
             for observer in self.observers:
                 transport = observer.call_started(call, transport)
-            call.session = await self.factory.start(hub, desk, room_id, transport)
+            session = await self.factory.start(hub, desk, room_id, transport)
+            for tap in self.session_taps:
+                session = tap.session_started(call, session)
+            call.session = session
         except Exception as exc:
             log.exception("room %s: could not start the voice session", room_id)
             message = f"could not start the call: {type(exc).__name__}: {exc}"
