@@ -169,3 +169,51 @@ async def test_a_desk_without_record_keeps_nothing(server: RunningServer) -> Non
     listed = await server.get("/api/rooms/drafting%3Aplain/recordings", params={"token": TOKEN})
     assert listed.json()["recordings"] == []
     assert not server.app.state.recordings.folder.root.exists()
+
+
+async def test_the_console_plays_a_past_conversation_along_its_timeline(
+    server: RunningServer,
+) -> None:
+    from playwright.async_api import async_playwright, expect
+
+    from tests.server.test_browser import CHROMIUM, require_chromium
+
+    require_chromium()
+    url = f"{server.ws_url}/desks/research/call?conversation=replay&token={TOKEN}"
+    async with connect(url) as ws:
+        await play_out(ws, until="speech_mark")
+        await hang_up(server, ws, "research:replay")
+    problems: list[str] = []
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required"],
+        )
+        try:
+            page = await browser.new_page()
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            await page.goto(f"{server.url}/?token={TOKEN}")
+            await page.select_option("#past", "research:replay")
+            await page.click("#show-past")
+            player = page.locator("#recordings audio")
+            await expect(player).to_have_count(1)
+            src = await player.get_attribute("src")
+            assert src is not None and src.endswith(f".wav?token={TOKEN}")
+            # the recording loads, and seeking moves the playhead over the timeline
+            await page.evaluate(
+                """async () => {
+                    const audio = document.querySelector("#recordings audio");
+                    audio.preload = "auto"; audio.load();
+                    await new Promise((ok) => audio.addEventListener("loadedmetadata", ok));
+                    audio.currentTime = 0.2;
+                }"""
+            )
+            head = page.locator("#timeline .playhead")
+            await expect(head).to_have_count(1)
+            assert (
+                float((await head.get_attribute("style") or "").split("left:")[1].split("px")[0])
+                > 0
+            )
+        finally:
+            await browser.close()
+    assert not problems

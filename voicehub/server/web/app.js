@@ -4,6 +4,7 @@
 // voicehub/transports/websocket.py and voicehub/server/webrtc.py.
 
 import { LiveTimeline, Timeline, storedTimeline } from "./timeline.js";
+import { showRecordings } from "./recordings.js";
 import { startWebRTC, webrtcSupported } from "./webrtc.js";
 
 const RATE = 16000;
@@ -290,5 +291,7 @@ async function showPast(roomId) {
     fetch(`${base}/events?limit=1000`, { headers: apiHeaders() }).then((r) => r.json()),
   ]);
   storedTimeline(timeline, detail.room, stored.events, detail.tasks, detail.deliveries);
+  const box = $("recordings");
+  showRecordings({ box, timeline, room: detail.room, events: stored.events, token });
   setStatus(`Timeline of ${roomId}, from the store (speech start times estimated).`);
 }
