@@ -21,6 +21,7 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         memory,
+        observability,
         phone,
         realtime,
         voice,
@@ -38,6 +39,7 @@ def _sections() -> dict[str, Section]:
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
         "memory": memory.run,
+        "observability": observability.run,
     }
 
 

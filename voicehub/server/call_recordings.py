@@ -91,27 +91,30 @@ class CallRecordings:
             "desk": desk.name,
             "conversation": call.conversation,
         }
-        stereo = tape.stereo() if record.audio else None
         transcript = tape.transcript(**about) if record.transcript else None
         now = self.hub.clock.now()
         prune = now - self._pruned.get(desk.name, -_PRUNE_EVERY) >= _PRUNE_EVERY
         if prune:
             self._pruned[desk.name] = now
         try:
-            stem = await asyncio.to_thread(
-                self.folder.save,
-                call.room_id,
-                tape.started_wall,
-                stereo=stereo,
-                sample_rate=tape.sample_rate,
-                transcript=transcript,
-            )
+            stem = await asyncio.to_thread(self._save, call.room_id, tape, transcript)
             if prune:
                 await asyncio.to_thread(self.folder.prune, desk.name, record.keep_days)
         except OSError:
             log.exception("room %s: could not write the call's recording", call.room_id)
             return
         log.info("room %s: recorded as %s", call.room_id, stem)
+
+    def _save(self, room_id: str, tape: CallTape, transcript: str | None) -> str:
+        """In a worker thread: the interleave of a long call takes milliseconds."""
+        stereo = tape.stereo() if tape.record_audio else None
+        return self.folder.save(
+            room_id,
+            tape.started_wall,
+            stereo=stereo,
+            sample_rate=tape.sample_rate,
+            transcript=transcript,
+        )
 
     # -- background work (hub hooks) ------------------------------------------------------
 
