@@ -142,9 +142,11 @@ class OfflineSessionFactory:
 
         if desk.config.voice.engine == "openai-realtime":
             from voicehub.desks.realtime_call import start_realtime_call
+            from voicehub.voice.realtime_session import RealtimeVoiceSession
 
+            # start_realtime_call hands its options to the session
             observing = turn_observer_option(
-                self.turn_observers, start_realtime_call, desk, room_id, transport
+                self.turn_observers, RealtimeVoiceSession, desk, room_id, transport
             )
             return await start_realtime_call(hub, desk, room_id, transport, **observing)
 
