@@ -30,7 +30,7 @@ from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.voice_stack import SessionFactory
 from voicehub.server.app import create_app
 from voicehub.server.calls import Switchboard
-from voicehub.server.in_loop import serving_in_loop
+from voicehub.server.in_loop import LoopServer, serving_in_loop
 from voicehub.server.settings import ServerSettings
 
 CHANNELS = Path(__file__).resolve().parents[1] / "channels"
@@ -44,6 +44,9 @@ def brief_research_desk() -> Desk:
     assert _SECOND_READING in text, "analyst-b's reply changed: update brief_research_desk"
     text = text.replace(_SECOND_READING, 'reply = "I checked our notes as well."')
     return build_desk(DeskConfig.model_validate(tomllib.loads(text)), base_dir=CHANNELS)
+
+
+_Server = LoopServer  # uvicorn that says when it listens (the fakes serve on it too)
 
 
 @dataclass

@@ -91,7 +91,7 @@ async def test_the_example_scenarios_pass_and_a_failing_one_shows_what_differed(
         f'{step}: expected tool delegate_workers {{"task": "heat pumps"}}; '
         'got delegate_workers {"task": "wind turbines"}'
     ) in out
-    assert f"{step}: expected a reply containing 'bananas'; got 'Sure, I'll have my" in out
+    assert f"{step}: expected a reply containing 'bananas'; got \"Sure, I'll have my" in out
 
     # the judge read the research call's timeline with the rubric
     [request] = judged

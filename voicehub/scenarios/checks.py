@@ -102,7 +102,7 @@ def _step_failures(run: ScenarioRun, window: StepWindow) -> Iterator[Failure]:
 
 
 def _short(text: str, limit: int = 160) -> str:
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    return '"{}"'.format(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def _arguments(call: ToolCall) -> dict[str, Any]:

@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 
     from voicehub.server.settings import ServerSettings
 
-__all__ = ["serving_in_loop"]
+__all__ = ["LoopServer", "serving_in_loop"]
 
 
-class _Server(uvicorn.Server):
+class LoopServer(uvicorn.Server):
     """uvicorn that says when it listens, and leaves the process' signals alone."""
 
     def __init__(self, config: uvicorn.Config) -> None:
@@ -41,7 +41,7 @@ class _Server(uvicorn.Server):
 async def serving_in_loop(app: Starlette, settings: ServerSettings) -> AsyncIterator[int]:
     """Serve `app` on 127.0.0.1 at a free port (yielded) until the block ends."""
     settings = settings.model_copy(update={"host": "127.0.0.1", "port": 0})
-    server = _Server(uvicorn_config(app, settings))
+    server = LoopServer(uvicorn_config(app, settings))
     serving = asyncio.create_task(server.serve())
     listening = asyncio.create_task(server.listening.wait())
     await asyncio.wait({serving, listening}, return_when=asyncio.FIRST_COMPLETED)
