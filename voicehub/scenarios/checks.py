@@ -3,9 +3,9 @@ saying what was expected and what happened instead.
 
 - A step's `expect_reply` and `expect_handoff` look at its window: from the step until the
   next step on the same call (or the call's end); a reply is what the agent said (its
-  final transcripts). `expect_tool` looks from the step to the end of the call: a tool is
-  reported when it finishes (`tool_call` events), and some finish turns later (`ask_user`
-  once its questions are answered).
+  final transcripts). `expect_tool` looks from the step to the end of the call, and in the
+  room's stored events from the step on: a tool is reported when it finishes, some finish
+  turns later (`ask_user`, once its questions are answered) or after a hang-up.
 - `delivered_once`: every result stored for the conversation was delivered, and each was
   heard delivered exactly once over all the scenario's calls (a hang-up in between too).
 - `held_until_call_back`: a result was spoken on a call-back, never attempted before it.
@@ -78,11 +78,19 @@ def _step_failures(run: ScenarioRun, window: StepWindow) -> Iterator[Failure]:
     step = window.step
     where = f"step {window.index + 1} ({step.describe()})"
     events = list(_in_window(run, window))
-    later = [e for e in _in_window(run, window, to_call_end=True) if isinstance(e, ToolCall)]
+    later = [
+        (c.name, c.arguments)
+        for c in _in_window(run, window, to_call_end=True)
+        if isinstance(c, ToolCall)
+    ]
+    # the room's record too: a tool that finished after the caller hung up is no wire event
+    later += [(name, args) for at, name, args in run.stored_tools if at >= window.wall_start]
     for expected in step.tools:
-        if not any(_tool_matches(expected, call) for call in later):
-            got = "; ".join(f"{c.name} {c.arguments}" for c in later) or "no tool call"
-            yield Failure(where, f"tool {_describe_tool(expected)}", got)
+        if not any(_tool_matches(expected, name, args) for name, args in later):
+            seen = dict.fromkeys(f"{name} {args}" for name, args in later)
+            yield Failure(
+                where, f"tool {_describe_tool(expected)}", "; ".join(seen) or "no tool call"
+            )
     calls = [e for e in events if isinstance(e, ToolCall)]
     said = " ".join(
         e.text for e in events if isinstance(e, Transcript) and e.role == "assistant" and e.final
@@ -95,7 +103,9 @@ def _step_failures(run: ScenarioRun, window: StepWindow) -> Iterator[Failure]:
         if reply.matches is not None and re.search(reply.matches, said, re.IGNORECASE) is None:
             yield Failure(where, f"a reply matching /{reply.matches}/", heard)
     if step.expect_handoff is not None:
-        targets = [_arguments(c).get("target") for c in calls if c.name == "handoff_conversation"]
+        targets = [
+            _arguments(c.arguments).get("target") for c in calls if c.name == "handoff_conversation"
+        ]
         if step.expect_handoff not in targets:
             got = f"handoff to {', '.join(map(str, targets))}" if targets else "no handoff"
             yield Failure(where, f"a handoff to {step.expect_handoff!r}", got)
@@ -105,9 +115,9 @@ def _short(text: str, limit: int = 160) -> str:
     return '"{}"'.format(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
-def _arguments(call: ToolCall) -> dict[str, Any]:
+def _arguments(arguments: str) -> dict[str, Any]:
     try:
-        parsed = json.loads(call.arguments or "{}")
+        parsed = json.loads(arguments or "{}")
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
@@ -119,10 +129,10 @@ def _same(expected: Any, actual: Any) -> bool:
     return bool(expected == actual)
 
 
-def _tool_matches(expected: ToolExpectation, call: ToolCall) -> bool:
-    if call.name != expected.name:
+def _tool_matches(expected: ToolExpectation, name: str, arguments: str) -> bool:
+    if name != expected.name:
         return False
-    actual = _arguments(call)
+    actual = _arguments(arguments)
     return all(_same(value, actual.get(key)) for key, value in expected.arguments.items())
 
 

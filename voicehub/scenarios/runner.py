@@ -63,6 +63,7 @@ class StepWindow:
     call: int
     start: float
     end: float = float("inf")
+    wall_start: float = 0.0  # epoch seconds, to compare with the store's records
 
 
 @dataclass
@@ -75,6 +76,8 @@ class ScenarioRun:
     reports: list[CallReport] = field(default_factory=list)
     windows: list[StepWindow] = field(default_factory=list)
     deliveries: list[dict[str, Any]] = field(default_factory=list)
+    # the tool calls stored in the conversation's room: (epoch seconds, name, arguments)
+    stored_tools: list[tuple[float, str, str]] = field(default_factory=list)
     settled: bool = True
     seconds: float = 0.0
     error: str | None = None
@@ -116,13 +119,19 @@ async def run_scenario(scenario: Scenario, desk: str, target: Target) -> Scenari
         )
     except Exception as exc:  # a refused call, a broken connection: reported, not raised
         run.error = f"{type(exc).__name__}: {exc}"
+    room_id = f"{desk}:{conversation}"
     try:
-        found = await asyncio.to_thread(
-            target.get_json, "/api/deliveries", room=f"{desk}:{conversation}"
-        )
+        found = await asyncio.to_thread(target.get_json, "/api/deliveries", room=room_id)
         run.deliveries = list(found.get("deliveries", []))
+        path = f"/api/rooms/{urllib.parse.quote(room_id, safe='')}/events"
+        stored = await asyncio.to_thread(target.get_json, path, limit="1000")
+        run.stored_tools = [
+            (float(e["created_at"]), str(e["metadata"].get("tool")), str(e["text"]))
+            for e in stored.get("events", [])
+            if e.get("kind") == "tool_call"
+        ]
     except Exception as exc:
-        run.error = run.error or f"could not read the conversation's deliveries: {exc}"
+        run.error = run.error or f"could not read the conversation from the server: {exc}"
     run.seconds = time.perf_counter() - started
     return run
 
@@ -144,9 +153,11 @@ async def _play(run: ScenarioRun, target: Target) -> None:
     for index, step in enumerate(scenario.steps):
         if step.pause:
             await asyncio.sleep(step.pause)  # the caller's pause, in real time
+        dialled = time.time()
         if step.call_back:
             if call is not None:
                 await _hang_up(run, call)
+            dialled = time.time()
             call = await _dial(run, options)
         if call is None:
             raise RuntimeError(
@@ -157,7 +168,11 @@ async def _play(run: ScenarioRun, target: Target) -> None:
             await asyncio.sleep(step.barge_in)
         # a call-back's window opens with the call: a held result may be its first words
         window = StepWindow(
-            index, step, len(run.reports) - 1, 0.0 if step.call_back else call.now()
+            index,
+            step,
+            len(run.reports) - 1,
+            0.0 if step.call_back else call.now(),
+            wall_start=dialled if step.call_back else time.time(),
         )
         _close_windows(run, window.call, window.start)
         run.windows.append(window)
