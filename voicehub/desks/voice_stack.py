@@ -84,16 +84,16 @@ def turn_observer_option(
 
 
 class OfflineSessionFactory:
-    """Pipeline sessions (livekit `AgentSession`) on the embedded offline stack, or Deepgram,
+    """Pipeline sessions (voicehub's engine) on the embedded offline stack, or Deepgram,
     as each desk's `[voice]` table names, through `voicehub.desks.call.start_desk_call`.
-    `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance).
+    `session_options` go to `PipelineVoiceSession` (`options`, for instance).
 
     `batch_vad`: every call's Silero VAD runs its inferences batched with the other calls'
     (one ONNX run per 20 ms tick, `silero_batch`); False gives each call its own inferences.
     """
 
     def __init__(self, *, batch_vad: bool = True, **session_options: Any) -> None:
-        from voicehub.voice.delivery_speech import PrerenderBudget
+        from voicehub.voice.engine.results import PrerenderBudget
 
         self.session_options = session_options
         self.batch_vad = batch_vad
@@ -138,6 +138,7 @@ class OfflineSessionFactory:
         from voicehub.desks import deepgram_stack
         from voicehub.desks.call import start_desk_call
         from voicehub.desks.keys import missing_keys
+        from voicehub.voice.engine.session import PipelineVoiceSession
         from voicehub.voice.providers.deepgram import DeepgramAuthError
 
         if desk.config.voice.engine == "openai-realtime":
@@ -176,11 +177,14 @@ class OfflineSessionFactory:
             tts=tts,
             vad=self.call_vad(voice.vad),
             voices={name: _new_tts(name) for name in _agent_voices(desk)},
-            **turn_observer_option(self.turn_observers, start_desk_call, desk, room_id, transport),
+            # start_desk_call hands its options to the engine's session
+            **turn_observer_option(
+                self.turn_observers, PipelineVoiceSession, desk, room_id, transport
+            ),
             **{"prerender_budget": self.prerender_budget, **self.session_options},
         )
         if voice.tts == "deepgram":  # this call's own plugin: its speak socket ends with it
-            deepgram_stack.close_with(session.agent_session, tts)
+            deepgram_stack.close_with(session, tts)
         return session
 
     # The objects `prepare` warms up: loading them loads the models every call then shares.

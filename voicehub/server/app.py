@@ -51,6 +51,7 @@ from voicehub.server.call_recordings import CallRecordings
 from voicehub.server.call_telemetry import CallTelemetry
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
+from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain, DrainGate
 from voicehub.server.instances import start_heartbeat
 from voicehub.server.loop_health import LoopHealth
@@ -132,6 +133,7 @@ def create_app(
         drain.watch(board, app.state.webrtc.close_all)
         drain.refused = metrics.refused
         metrics.draining.set_function(lambda: float(drain.draining))
+        app.state.reloader = reloader = _desk_reloader(settings, loaded, factory)
         app.state.switchboard = board  # last: /ready says ready from here on
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
@@ -143,6 +145,8 @@ def create_app(
         try:
             yield
         finally:
+            if reloader is not None:
+                await reloader.aclose()
             await heartbeat.stop()
             if announcements is not None:
                 announcements.cancel()
@@ -174,6 +178,17 @@ def create_app(
     return app
 
 
+def _desk_reloader(
+    settings: ServerSettings, desks: dict[str, Desk], factory: SessionFactory
+) -> DeskReloader | None:
+    """With `--reload`: watch the desk folder, swapping changed desks into `desks`."""
+    if not settings.reload_desks:
+        return None
+    reloader = DeskReloader(settings.channels_dir, desks, prepare=factory.prepare)
+    reloader.start()
+    return reloader
+
+
 async def index(request: Request) -> FileResponse:
     """The console page."""
     return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-cache"})
@@ -202,8 +217,9 @@ def uvicorn_config(app: Starlette, settings: ServerSettings) -> uvicorn.Config:
     )
 
 
-def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> None:
-    """Run the server until interrupted (refuses a public address without a token).
+def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> bool:
+    """Run the server until interrupted (refuses a public address without a token); True
+    when it stopped by draining (SIGTERM), False when it stopped at once (Ctrl-C).
 
     `ready` is called with the server's URL once it accepts connections (with the port
     the system chose when `settings.port` is 0).
@@ -239,3 +255,4 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
             self.should_exit = True
 
     Server(config).run()
+    return drain.draining

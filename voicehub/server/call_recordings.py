@@ -67,6 +67,9 @@ class CallRecordings:
             return session
         return RecordedSession(session, taped[1])
 
+    def call_accepted(self, call: LiveCall) -> None:
+        pass
+
     def call_ended(self, call: LiveCall) -> None:
         taped = self._tapes.get(call.room_id)
         if taped is None or taped[0] is not call:

@@ -116,6 +116,9 @@ class CallTelemetry:
             self.spans.call_started(call.room_id, attributes)
         return transport
 
+    def call_accepted(self, call: LiveCall) -> None:
+        pass
+
     def call_ended(self, call: LiveCall) -> None:
         if self.spans is not None:
             self.spans.call_ended(call.room_id)
