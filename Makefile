@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,realtime,twilio,redis,webrtc,deepgram,console]'
+	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,realtime,twilio,redis,webrtc,deepgram,console,otel]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)

@@ -23,6 +23,7 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         memory,
+        observability,
         phone,
         realtime,
         turns,
@@ -42,6 +43,7 @@ def _sections() -> dict[str, Section]:
         "cloud_pipeline": cloud_pipeline.run,
         "memory": memory.run,
         "turns": turns.run,
+        "observability": observability.run,
     }
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.auth import presented_token, token_problem
+from voicehub.server.keypad import Keypad
 from voicehub.server.memory_trim import MemoryTrimmer
 from voicehub.transports.websocket import (
     CloseCode,
@@ -39,11 +40,13 @@ from voicehub.transports.websocket import (
 )
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
+    CallerText,
     CallSession,
     CallStatus,
     DeliveryAttempt,
     DeliveryOutcome,
     Hangup,
+    KeypadPress,
     Playout,
     ServerEvent,
     TaskFinished,
@@ -66,6 +69,7 @@ __all__ = [
     "CallLine",
     "CallObserver",
     "LiveCall",
+    "SessionTap",
     "SocketLine",
     "Switchboard",
 ]
@@ -103,6 +107,13 @@ class CallObserver(Protocol):
         """The call's session started (a call whose desk cannot start never gets here)."""
 
     def call_ended(self, call: LiveCall) -> None: ...
+
+
+class SessionTap(Protocol):
+    """Sees each call's session as it starts (recordings): returns the session the server
+    feeds the caller's audio to, `session` itself or a wrapper of it."""
+
+    def session_started(self, call: LiveCall, session: VoiceSession) -> VoiceSession: ...
 
 
 class LiveCall:
@@ -144,6 +155,7 @@ class Switchboard:
         self.calls: dict[str, LiveCall] = {}
         self.memory = MemoryTrimmer()
         self.observers: list[CallObserver] = []
+        self.session_taps: list[SessionTap] = []
         self._install_hooks()
 
     # -- the WebSocket endpoint ------------------------------------------------------------
@@ -247,7 +259,10 @@ class Switchboard:
             transport: CallTransport = call.transport
             for observer in self.observers:
                 transport = observer.call_started(call, transport)
-            call.session = await self.factory.start(hub, desk, room_id, transport)
+            session = await self.factory.start(hub, desk, room_id, transport)
+            for tap in self.session_taps:
+                session = tap.session_started(call, session)
+            call.session = session
             for observer in self.observers:
                 observer.call_accepted(call)
         except Exception as exc:
@@ -262,6 +277,15 @@ class Switchboard:
     async def _read(self, websocket: WebSocket, call: LiveCall) -> None:
         session = call.session
         assert session is not None
+        keypad = Keypad(session, call.desk.config.phone, self.hub.store, self.hub.clock)
+        try:
+            await self._read_messages(websocket, call, session, keypad)
+        finally:
+            await keypad.aclose()
+
+    async def _read_messages(
+        self, websocket: WebSocket, call: LiveCall, session: VoiceSession, keypad: Keypad
+    ) -> None:
         settings = self.settings
         while True:
             message = await websocket.receive()
@@ -289,6 +313,13 @@ class Switchboard:
                 elif isinstance(parsed, Hangup):
                     call.end(CloseCode.NORMAL, "hangup")
                     return
+                elif isinstance(parsed, CallerText):
+                    await session.push_text(parsed.text)
+                    continue
+                elif isinstance(parsed, KeypadPress):
+                    for key in parsed.digits:
+                        keypad.press(key)
+                    continue
                 else:
                     call.send(self.status(call))
                     continue

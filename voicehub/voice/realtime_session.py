@@ -46,6 +46,7 @@ from voicehub.voice.transport import plays_mulaw
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
     from voicehub.agents.tools import Tool
+    from voicehub.voice.engine.latency import TurnObserver
     from voicehub.voice.session import CallRuntime
     from voicehub.voice.transport import CallTransport
 
@@ -66,6 +67,9 @@ class RealtimeVoiceSession:
     repeat it) or through the model ("generate": the result as a `settings.injection_role`
     item, then a response). `mark_every_ms` is the playout granularity a barge-in truncates
     at. `backoff` says how a dropped model connection is retried (on the hub's clock).
+    `turn_observer` hears each answered caller turn's voice-to-voice (the model's end of
+    the caller's speech to the answer's first audio sent; the model measures no other
+    stage for us).
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class RealtimeVoiceSession:
         attach_delivery: bool = True,
         activity: VoiceActivity | None = None,
         backoff: Backoff | None = None,
+        turn_observer: TurnObserver | None = None,
     ) -> None:
         if delivery_mode not in ("say", "generate"):
             raise ConfigError(f"delivery_mode {delivery_mode!r}: expected 'say' or 'generate'")
@@ -95,6 +100,7 @@ class RealtimeVoiceSession:
         self.agent, self._extra_tools = agent, tuple(extra_tools)
         self.voice = agent_voice(agent, self.settings)
         self._attach_delivery = attach_delivery
+        self.turn_observer = turn_observer
         self.recorder = CallRecorder(hub, room_id, transport, lambda: self.agent.id)
         self.events = ModelEvents(self, mark_every_ms, answer_timeout)
         self._link = ModelLink(client, self.settings.model, hub.clock, self.events, backoff=backoff)

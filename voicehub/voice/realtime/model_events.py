@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from voicehub.core.events import EventKind
 from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.errors import VoicehubError
+from voicehub.voice.engine.latency import TurnLatency
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.realtime.connection import ModelConnectionLost
 from voicehub.voice.realtime.playout import Playout, Speech
@@ -67,6 +68,8 @@ class ModelEvents:
         self.tool_runs = ToolRuns(session.hub, session.room_id, session.recorder)
         self.tool_rounds: set[str] = set()  # event ids of response.create after tools
         self.spoken = False
+        self._speech_ended_at: float | None = None  # the caller's turn awaiting its answer
+        self._turns = 0
         self.link_up = True  # false from a drop until the restored session is configured
         self._answer_timer: asyncio.Task[None] | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
@@ -172,12 +175,14 @@ class ModelEvents:
         self.recorder.report(str(code or error.get("type") or "error"), message)
 
     async def _on_speech_started(self, event: dict[str, Any]) -> None:
+        self._speech_ended_at = None
         self.activity.user_speech_started()
         self.session.hearing_caller(True)
         self.recorder.send_client(UserState(state="speaking"))
         await self.cut()
 
     async def _on_speech_stopped(self, event: dict[str, Any]) -> None:
+        self._speech_ended_at = self.session.hub.clock.now()
         self.session.hearing_caller(False)
         self._await_answer()
         self.activity.user_speech_stopped()
@@ -221,6 +226,7 @@ class ModelEvents:
                 await self._withhold(response, speech)
                 return
             self.spoken = True
+            self._turn_answered()
             self.activity.agent_speech_started(speech.item_id)  # first: never idle between
             if not self.tool_runs.running:  # a tool asking aloud still counts as thinking
                 self.activity.agent_thinking_finished()
@@ -228,6 +234,18 @@ class ModelEvents:
         await self.session.play(model_audio)
         if mark is not None:
             await transport.mark(mark)
+
+    def _turn_answered(self) -> None:
+        """The first audio after the caller's speech ended: the turn's voice-to-voice."""
+        ended, observer = self._speech_ended_at, self.session.turn_observer
+        if ended is None or observer is None:
+            return
+        self._speech_ended_at = None
+        self._turns += 1
+        now = self.session.hub.clock.now()
+        observer.turn_measured(
+            TurnLatency(self.session.room_id, self._turns, ended, voice_to_voice=now - ended)
+        )
 
     async def _on_audio_done(self, event: dict[str, Any]) -> None:
         item_id = str(event["item_id"])
