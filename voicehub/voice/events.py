@@ -215,6 +215,7 @@ class DeliveryAttempt(WireModel):
     kind: str | None  # what produced the result, from the delivery's metadata, if said
     text: str
     room_id: str
+    topic: str | None = None  # the task the result answers ("heat pumps"), if known
 
 
 class DeliveryOutcome(WireModel):
@@ -227,6 +228,7 @@ class DeliveryOutcome(WireModel):
     kind: str | None
     text: str
     room_id: str
+    topic: str | None = None
     outcome: str | None
     final: bool | None  # no further attempt will follow
     error: str | None
