@@ -72,9 +72,9 @@ class ScriptedRule(BaseModel):
     tool: str | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
     reply: str | None = None
-    # Said when the caller names the request but not its subject ("could you research"):
-    # a rule whose regex takes the subject in a named group; the next turn supplies it.
     ask: str | None = None
+    """Said when the caller names the request but not its subject ("could you research"):
+    for a rule whose regex takes the subject in a named group; the next turn supplies it."""
 
     @model_validator(mode="after")
     def _check(self) -> ScriptedRule:

@@ -169,11 +169,11 @@ class VoiceConfig(StrictModel):
     stt_fallback: Literal["pocketsphinx"] | None = None
     """With `stt = "deepgram"`: the offline recognizer to use while Deepgram stays unreachable."""
     turn: Literal["model", "vad"] = "model"
-    """When a caller's turn ends (docs/turn-taking.md): `model` asks the end-of-turn model
-    (Smart Turn) whether the caller has finished, falling back to `vad` (silence alone) with
-    a warning where it cannot load."""
+    """When the caller's turn ends (docs/turn-taking.md): `model` asks the end-of-turn model
+    (Smart Turn) whether they have finished, and weighs their words; where it cannot load it
+    falls back to `vad` (silence alone), with a warning."""
     max_turn_silence: float = Field(default=2.0, ge=0.7, le=10.0, allow_inf_nan=False)
-    """The longest silence a caller's turn waits through (seconds) before it is answered."""
+    """Seconds of silence after which any turn ends, finished or not (0.7 to 10)."""
     deepgram: DeepgramConfig | None = None
     """Deepgram's settings, with `stt` or `tts = "deepgram"`: `[voice.deepgram]`."""
     realtime: RealtimeConfig | None = None

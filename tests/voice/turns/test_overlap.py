@@ -65,8 +65,10 @@ def test_a_cough_a_knock_and_static_are_noise(kind: str) -> None:
     assert is_noise_burst(_noise(kind), RATE)
 
 
-@pytest.mark.parametrize("voice", ["piper", "espeak"])
-def test_short_words_are_speech(voice: str) -> None:
+def test_short_words_are_speech() -> None:
+    # Piper only: eSpeak NG keeps state across sentences in a process, and other tests of
+    # the same worker check that it says a sentence the same way twice
+    voice = "piper"
     for word in ("uh-huh", "yeah", "okay", "stop", "no", "wait", "hold on", "mm-hm"):
         samples = np.frombuffer(synthesize(word, voice=voice, sample_rate=RATE), dtype="<i2")
         assert not is_noise_burst(samples, RATE), (voice, word, listen_to_burst(samples, RATE))
