@@ -24,8 +24,12 @@ class RecordConfig(StrictModel):
     """What to keep of each call to the desk."""
 
     audio: bool = False
+    """Record each call's audio as a stereo WAV: the caller left, the agent (results too)
+    right, served under the REST view with the access token."""
     transcript: bool = False
+    """Keep each call's transcript as JSON, with timings, tool calls, tasks and deliveries."""
     keep_days: float = Field(default=30.0, ge=0)
+    """Days a recording is kept before it is deleted (0: kept until deleted by hand)."""
 
     @property
     def enabled(self) -> bool:
