@@ -90,7 +90,10 @@ async def start_desk_call(
     turns = desk_turn_setup(desk)
     options: dict[str, Any] = {
         "options": EngineOptions(
-            delivery_mode=desk.delivery_mode, turn=TurnSettings(policy=turns.settings)
+            delivery_mode=desk.delivery_mode,
+            turn=TurnSettings(policy=turns.settings),
+            idle_prompt_after=desk.config.voice.idle_prompt_after,
+            idle_hang_up_after=desk.config.voice.idle_hang_up_after,
         ),
         "end_of_turn": turns.model,
         "words_open": desk_words_open(desk),

@@ -174,6 +174,12 @@ class VoiceConfig(StrictModel):
     falls back to `vad` (silence alone), with a warning."""
     max_turn_silence: float = Field(default=2.0, ge=0.7, le=10.0, allow_inf_nan=False)
     """Seconds of silence after which any turn ends, finished or not (0.7 to 10)."""
+    idle_prompt_after: float = Field(default=30.0, ge=0.0, allow_inf_nan=False)
+    """Seconds of silence on both sides after which the agent checks in on the caller,
+    naming the work still running ("I'm still working on heat pumps"); 0: never."""
+    idle_hang_up_after: float = Field(default=300.0, ge=0.0, allow_inf_nan=False)
+    """Seconds without a word from the caller after which the agent says goodbye and ends the
+    call (results not spoken yet stay held for the next call); 0: never."""
     deepgram: DeepgramConfig | None = None
     """Deepgram's settings, with `stt` or `tts = "deepgram"`: `[voice.deepgram]`."""
     realtime: RealtimeConfig | None = None

@@ -215,6 +215,10 @@ class WebSocketTransport:
         """`send_event` for synchronous callers (hooks, the reader loop)."""
         self._put(event.to_wire())
 
+    async def hang_up(self, reason: str) -> None:
+        """The agent ends the call: what is queued goes out, then the socket closes."""
+        self.close(CloseCode.NORMAL, reason)
+
     def close(self, code: int = CloseCode.NORMAL, reason: str = "") -> None:
         """Send what is queued, then close the socket with `code` (reason cut to 123 bytes)."""
         if self._closing:

@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.tools import Tool
+from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
 from voicehub.voice.engine.caller_turns import CallerTurns
 from voicehub.voice.engine.history import CallHistory
+from voicehub.voice.engine.idle import CallIdle
 from voicehub.voice.engine.latency import TurnObserver
 from voicehub.voice.engine.listening import CallerAudio, follow_events
 from voicehub.voice.engine.options import EngineOptions
@@ -222,6 +224,16 @@ class PipelineVoiceSession:
         self.activity.session_attached()
         if self.greeting:
             self._keep(asyncio.create_task(self.say(self.greeting)))
+        idle = CallIdle(
+            self.activity,
+            self.hub.clock,
+            prompt_after=self.options.idle_prompt_after,
+            hang_up_after=self.options.idle_hang_up_after,
+            pending=self._pending_topics,
+            say=self.say,
+            end_call=self.end_call,
+        )
+        self._keep(asyncio.create_task(idle.run(), name="voicehub-idle-caller"))
         if self._attach_delivery:
             await self.hub.delivery.attach(self.room_id, self, self.activity)
 
@@ -328,6 +340,24 @@ class PipelineVoiceSession:
     def discard(self, delivery_id: str) -> None:
         """The result is settled: drop its pre-rendered speech."""
         self.results.discard(delivery_id)
+
+    async def end_call(self, reason: str) -> None:
+        """End the call from the agent's side: the transport hangs up (where it can) and
+        the session closes; the room and held results stay, as after any hang-up."""
+        hang_up = getattr(self.transport, "hang_up", None)
+        if callable(hang_up):
+            try:
+                await hang_up(reason)
+            except Exception:
+                log.exception("room %s: the transport could not hang up", self.room_id)
+        await self.aclose()
+
+    async def _pending_topics(self) -> list[str]:
+        """What is still being worked on for this caller (the inputs of running tasks)."""
+        tasks = await self.hub.store.list_tasks(
+            parent_room_id=self.room_id, statuses=[TaskStatus.QUEUED, TaskStatus.RUNNING]
+        )
+        return [task.input for task in tasks if task.input]
 
     async def interrupt(self) -> None:
         """Stop the agent's current speech and reply (a running tool finishes first)."""
