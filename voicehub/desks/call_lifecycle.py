@@ -35,6 +35,7 @@ from voicehub.core.store.base import CallState
 from voicehub.desks.call_book import CallBook, Takeover
 from voicehub.desks.call_resume import CallResume, pending_question
 from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
+from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
     CallSession,
     CallStatus,
@@ -60,6 +61,7 @@ __all__ = [
     "CallObserver",
     "CallOutcome",
     "LiveCall",
+    "SessionTap",
 ]
 
 log = logging.getLogger("voicehub.calls")
@@ -95,7 +97,17 @@ class CallObserver(Protocol):
 
     def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport: ...
 
+    def call_accepted(self, call: LiveCall) -> None:
+        """The call's session started (a call whose desk cannot start never gets here)."""
+
     def call_ended(self, call: LiveCall) -> None: ...
+
+
+class SessionTap(Protocol):
+    """Sees each call's session as it starts (recordings): returns the session the process
+    feeds the caller's audio to, `session` itself or a wrapper of it."""
+
+    def session_started(self, call: LiveCall, session: VoiceSession) -> VoiceSession: ...
 
 
 class LiveCall:
@@ -161,6 +173,7 @@ class CallLifecycle:
         self.book.on_taken = self._taken_elsewhere
         self.calls: dict[str, LiveCall] = {}
         self.observers: list[CallObserver] = []
+        self.session_taps: list[SessionTap] = []
         self._releasing: set[asyncio.Task[None]] = set()
         self._speaking: set[asyncio.Task[None]] = set()
         self._install_hooks()
@@ -214,6 +227,8 @@ class CallLifecycle:
                     resumed=resumed,
                     greeting=desk.greeting is not None and not resumed,
                     continued=call.takeover.continuation,
+                    sample_rate=call.transport.sample_rate,
+                    frame_bytes=frame_bytes(call.transport.sample_rate),
                 )
             )
             transport: CallTransport = call.transport
@@ -221,13 +236,16 @@ class CallLifecycle:
                 transport = observer.call_started(call, transport)
             resume = await self._resume(call)
             if resume is None:
-                call.session = await self.factory.start(hub, desk, room_id, transport)
+                session = await self.factory.start(hub, desk, room_id, transport)
             else:
-                call.session = await self.factory.start(
-                    hub, desk, room_id, transport, resume=resume
-                )
-                if (words := resume.words()) is not None:
-                    self._say(call, words)
+                session = await self.factory.start(hub, desk, room_id, transport, resume=resume)
+            for tap in self.session_taps:
+                session = tap.session_started(call, session)
+            call.session = session
+            for observer in self.observers:
+                observer.call_accepted(call)
+            if resume is not None and (words := resume.words()) is not None:
+                self._say(call, words)
         except Exception as exc:
             log.exception("room %s: could not start the voice session", room_id)
             message = f"could not start the call: {type(exc).__name__}: {exc}"
@@ -460,4 +478,5 @@ def _delivery_fields(event: Event) -> dict[str, Any]:
         "kind": meta.get("kind"),
         "text": event.text,
         "room_id": event.room_id,
+        "topic": meta.get("task") if isinstance(meta.get("task"), str) else None,
     }

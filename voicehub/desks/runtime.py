@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import cancel_and_wait
@@ -54,7 +54,7 @@ class ProcessRuntime:
     def __init__(
         self,
         settings: RuntimeSettings,
-        desks: Mapping[str, Desk],
+        desks: dict[str, Desk],
         factory: SessionFactory,
         *,
         wrap_store: Callable[[Store], Store] | None = None,
@@ -62,7 +62,7 @@ class ProcessRuntime:
     ) -> None:
         self.settings = settings
         self._instance_id = instance_id or settings.instance_id
-        self.desks = dict(desks)
+        self.desks = desks  # shared: the server's desk reloader swaps changed desks in
         self.factory = factory
         self._wrap_store = wrap_store
         self._store: Store | None = None

@@ -12,6 +12,7 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     WS   /desks/{desk}/call         a call (protocol: `voicehub.transports.websocket`)
     POST /desks/{desk}/webrtc       a WebRTC call (signaling: `voicehub.server.webrtc`)
     GET  /health, /api/...          see `voicehub.server.api`
+    GET  /api/rooms/{id}/recordings desks with [record] (see `voicehub.server.recording_api`)
     GET  /ready, /metrics           readiness and Prometheus (see `voicehub.server.probes`)
     POST /twilio/{desk}/voice       phone calls (see `voicehub.server.twilio`)
 
@@ -48,19 +49,25 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
+from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.api import api_routes
+from voicehub.server.call_recordings import CallRecordings
+from voicehub.server.call_telemetry import CallTelemetry
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
+from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain
 from voicehub.server.entry_gate import Door, EntryGate
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
 from voicehub.server.probes import probe_routes
+from voicehub.server.recording_api import recording_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.twilio import PhoneLine, twilio_routes
 from voicehub.server.twilio_takeover import PhoneTakeover, redirector_from
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
+from voicehub.telemetry.setup import tracing_from_env
 
 if TYPE_CHECKING:
     import uvicorn
@@ -95,6 +102,7 @@ def create_app(
     )
     drain = Drain(SystemClock(), settings.drain_seconds)
     door = Door(drain)  # new calls: refused while draining or busy (`EntryGate`)
+    tracing = tracing_from_env()  # OTEL_* variables; a bad value fails here, naming it
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -105,6 +113,12 @@ def create_app(
         await runtime.start(prepare=settings.prewarm)
         board = Switchboard(runtime.calls, settings)
         metrics.watch(board)
+        hub = runtime.hub
+        telemetry = CallTelemetry.start(hub, board, factory, metrics, tracing)
+        folder = RecordingFolder(settings.recordings_folder)
+        app.state.recordings = recordings = CallRecordings(hub, folder)  # desks with [record]
+        board.observers.append(recordings)
+        board.session_taps.append(recordings)
         clock = phone_clock if phone_clock is not None else SystemClock()
         # signed under the store's secret: any instance lets in a stream another one minted
         tokens = StreamTokens(phone_clock, secret=runtime.number_key)
@@ -130,6 +144,7 @@ def create_app(
         # how late the loop wakes a timer: for /health (`voicehub soak`), /metrics, the load
         app.state.loop_health = loop_health = LoopHealth(metrics.clock, observe=lagged)
         drain.watch(board, app.state.webrtc.close_all, peers=runtime.peers_alive)
+        app.state.reloader = reloader = _desk_reloader(settings, loaded, factory)
         metrics.draining.set_function(lambda: float(drain.draining))
         app.state.switchboard = board  # last: /ready says ready from here on
         # Models and modules loaded at start live as long as the process: move them out of
@@ -142,13 +157,17 @@ def create_app(
         try:
             yield
         finally:
+            if reloader is not None:
+                await reloader.aclose()
             await loop_health.aclose()
             await board.close_all()  # handed over: callers who come back go on elsewhere
             await app.state.webrtc.close_all()
             await callbacks.aclose()
             if takeover is not None:
                 await takeover.aclose()
+            await recordings.aclose()
             await runtime.aclose()  # undelivered results stay in the store
+            await telemetry.aclose()
 
     routes = [
         Route("/", index),
@@ -156,6 +175,7 @@ def create_app(
         WebSocketRoute("/desks/{desk}/call", call),
         *webrtc_routes(),
         *api_routes(),
+        *recording_routes(),
         *probe_routes(),
         *twilio_routes(),
         *callback_routes(),
@@ -175,8 +195,22 @@ class _Starts:
         self.meter.started()
         return transport
 
+    def call_accepted(self, call: LiveCall) -> None:
+        return None
+
     def call_ended(self, call: LiveCall) -> None:
         return None
+
+
+def _desk_reloader(
+    settings: ServerSettings, desks: dict[str, Desk], factory: SessionFactory
+) -> DeskReloader | None:
+    """With `--reload`: watch the desk folder, swapping changed desks into `desks`."""
+    if not settings.reload_desks:
+        return None
+    reloader = DeskReloader(settings.channels_dir, desks, prepare=factory.prepare)
+    reloader.start()
+    return reloader
 
 
 def _phone_takeover(runtime: ProcessRuntime, line: PhoneLine, clock: Clock) -> PhoneTakeover | None:
@@ -222,8 +256,9 @@ def uvicorn_config(app: Starlette, settings: ServerSettings) -> uvicorn.Config:
     )
 
 
-def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> None:
-    """Run the server until interrupted (refuses a public address without a token).
+def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> bool:
+    """Run the server until interrupted (refuses a public address without a token); True
+    when it stopped by draining (SIGTERM), False when it stopped at once (Ctrl-C).
 
     `ready` is called with the server's URL once it accepts connections (with the port
     the system chose when `settings.port` is 0).
@@ -259,3 +294,4 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
             self.should_exit = True
 
     Server(config).run()
+    return drain.draining

@@ -24,18 +24,21 @@ from voicehub.desks.call_lifecycle import (
     CallLine,
     CallObserver,
     LiveCall,
+    SessionTap,
 )
 from voicehub.server.auth import presented_token, token_problem
+from voicehub.server.keypad import Keypad
 from voicehub.server.memory_trim import MemoryTrimmer
 from voicehub.transports.websocket import (
     CloseCode,
     ProtocolViolation,
     WebSocketTransport,
+    call_rate,
     check_audio_message,
     error_event,
     parse_text_message,
 )
-from voicehub.voice.events import SAMPLE_RATE, CallStatus, Hangup, Playout
+from voicehub.voice.events import CallerText, CallStatus, Hangup, KeypadPress, Playout
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
@@ -53,6 +56,7 @@ __all__ = [
     "CallLine",
     "CallObserver",
     "LiveCall",
+    "SessionTap",
     "SocketLine",
     "Switchboard",
 ]
@@ -79,6 +83,9 @@ class _TrimAfterCalls:
 
     def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
         return transport
+
+    def call_accepted(self, call: LiveCall) -> None:
+        return None
 
     def call_ended(self, call: LiveCall) -> None:
         self.memory.call_ended()
@@ -118,6 +125,10 @@ class Switchboard:
     def observers(self) -> list[CallObserver]:
         return self.lifecycle.observers
 
+    @property
+    def session_taps(self) -> list[SessionTap]:
+        return self.lifecycle.session_taps
+
     def status(self, call: LiveCall) -> CallStatus:
         """What the conversation is waiting for: activity, tasks, jobs and deliveries."""
         return self.lifecycle.status(call)
@@ -146,7 +157,11 @@ class Switchboard:
             )
             await _refuse(websocket, CloseCode.BAD_REQUEST, "bad_conversation", message)
             return
-        line = WebSocketTransport(sample_rate=SAMPLE_RATE)
+        rate = call_rate(query.get("rate"))
+        if isinstance(rate, ProtocolViolation):
+            await _refuse(websocket, CloseCode.BAD_REQUEST, rate.code, rate.message)
+            return
+        line = WebSocketTransport(sample_rate=rate)
         await self.run_socket_call(websocket, LiveCall(desk, conversation, line), line, self._read)
 
     async def run_socket_call(
@@ -195,6 +210,15 @@ class Switchboard:
     async def _read(self, websocket: WebSocket, call: LiveCall) -> None:
         session = call.session
         assert session is not None
+        keypad = Keypad(session, call.desk.config.phone, self.hub.store, self.hub.clock)
+        try:
+            await self._read_messages(websocket, call, session, keypad)
+        finally:
+            await keypad.aclose()
+
+    async def _read_messages(
+        self, websocket: WebSocket, call: LiveCall, session: VoiceSession, keypad: Keypad
+    ) -> None:
         settings = self.settings
         while True:
             message = await websocket.receive()
@@ -204,7 +228,11 @@ class Switchboard:
             text: str | None = message.get("text")
             problem: ProtocolViolation | None
             if data is not None:
-                problem = check_audio_message(len(data), max_bytes=settings.max_audio_bytes)
+                problem = check_audio_message(
+                    len(data),
+                    max_bytes=settings.max_audio_bytes,
+                    sample_rate=call.transport.sample_rate,
+                )
                 if problem is None:
                     await session.push_audio(data)
                     continue
@@ -218,6 +246,13 @@ class Switchboard:
                 elif isinstance(parsed, Hangup):
                     call.hang_up()
                     return
+                elif isinstance(parsed, CallerText):
+                    await session.push_text(parsed.text)
+                    continue
+                elif isinstance(parsed, KeypadPress):
+                    for key in parsed.digits:
+                        keypad.press(key)
+                    continue
                 else:
                     call.send(self.status(call))
                     continue

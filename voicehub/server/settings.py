@@ -43,6 +43,7 @@ _VARIABLES = {
     "drain_seconds": "VOICEHUB_DRAIN_SECONDS",
     "batch_vad": "VOICEHUB_BATCH_VAD",
     "max_calls": "VOICEHUB_MAX_CALLS",
+    "recordings_dir": "VOICEHUB_RECORDINGS",
     **RUNTIME_VARIABLES,
 }
 
@@ -88,6 +89,9 @@ class ServerSettings(RuntimeSettings):
     drain_seconds: float = Field(default=30.0, ge=0)
     # Calls at once before new ones are refused busy (None: as many as the load allows).
     max_calls: int | None = Field(default=None, ge=1)
+    # `serve --reload`: watch the desk folder; changed desks serve new calls
+    # (`voicehub.server.desk_reload`).
+    reload_desks: bool = False
     # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
     # proxy the request's host is not it), the account's auth token that signs webhooks,
     # and the account sid for call-backs. See `voicehub.server.twilio`.
@@ -96,6 +100,13 @@ class ServerSettings(RuntimeSettings):
     twilio_account_sid: str | None = None
     # Where the REST API for call-backs lives: Twilio's own unless set (a proxy, a fake).
     twilio_api_url: str | None = Field(default=None, pattern=r"^https?://[^/?#\s]+/?$")
+    # Where the recordings of desks with `[record]` go (default: `recordings/` beside the
+    # SQLite file); several instances need a shared folder to serve each other's.
+    recordings_dir: Path | None = None
+
+    @property
+    def recordings_folder(self) -> Path:
+        return self.recordings_dir or self.db_path.parent / "recordings"
 
     @field_validator("token")
     @classmethod

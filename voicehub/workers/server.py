@@ -22,8 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import cancel_and_wait
@@ -38,6 +41,7 @@ from voicehub.workers.job import CallRoom, DeskJob
 from voicehub.workers.load import CallLoad, machine_cpu
 from voicehub.workers.redispatch import LINE_AGENT, LINE_METADATA, LINE_ROOM, RoomRedispatch
 from voicehub.workers.settings import WorkerSettings
+from voicehub.workers.telemetry import JobTelemetry
 
 with vendor_import("livekit-agents"):
     from livekit import agents
@@ -114,7 +118,11 @@ class DeskEntrypoint:
         # each job process is an instance of its own (its heartbeat, its leases)
         instance = f"{self.settings.instance_id or 'worker'}-{job.id}"[:64]
         runtime = ProcessRuntime(self.settings, {name: desk}, factory, instance_id=instance)
-        await runtime.start()
+        await runtime.start(prepare=False)
+        telemetry = JobTelemetry(runtime.hub)  # turn histograms; traces when OTEL_* ask
+        if isinstance(factory, OfflineSessionFactory):
+            factory.turn_observers = telemetry
+        await factory.prepare([desk])
         if self._room is not None:
             room = self._room(ctx)
         else:
@@ -196,6 +204,7 @@ def build_server(
     if not desks:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
     executor_type = agents.JobExecutorType(executor)
+    metrics = metrics_options(settings)
     cpu = machine_cpu if settings.max_load is not None else None
     load = CallLoad(settings.capacity, context=_mp_context(executor_type), cpu=cpu)
     entrypoint = DeskEntrypoint(settings, desks, load, session_factory=session_factory, room=room)
@@ -212,8 +221,21 @@ def build_server(
         api_key=settings.api_key,
         api_secret=settings.api_secret,
         port=settings.http_port,
+        **metrics,
     )
     return agents.AgentServer.from_server_options(options), load
+
+
+def metrics_options(settings: WorkerSettings) -> dict[str, Any]:
+    """The `WorkerOptions` of livekit's Prometheus endpoint in multiprocess mode: each job
+    process writes its figures (the per-turn histograms) to files in one folder, the
+    endpoint sums them."""
+    if settings.metrics_port is None:
+        return {}
+    folder = settings.metrics_dir or Path(tempfile.mkdtemp(prefix="voicehub-worker-metrics-"))
+    # set before any job process starts (and imports prometheus_client): they inherit it
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    return {"prometheus_port": settings.metrics_port, "prometheus_multiproc_dir": str(folder)}
 
 
 def _mp_context(executor: Any) -> Any:

@@ -31,10 +31,15 @@ class ServerProcess:
     """`voicehub serve --port 0` in a subprocess; `url` once it listens."""
 
     def __init__(
-        self, folder: Path, channels: Path | None = None, options: list[str] | None = None
+        self,
+        folder: Path,
+        channels: Path | None = None,
+        environment: dict[str, str] | None = None,
+        options: list[str] | None = None,
     ) -> None:
         self.folder = folder
         self.channels = channels
+        self.environment = dict(environment or {})
         self.options = list(options or [])  # more `voicehub serve` flags
         self.url = ""
         self._process: Process | None = None
@@ -49,7 +54,12 @@ class ServerProcess:
         if self.channels is not None:
             command += ["--channels", str(self.channels)]
         command += self.options
-        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        environment = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            **self.environment,
+        }
         with (self.folder / "server.log").open("w") as log_file:
             self._process = process = await asyncio.create_subprocess_exec(
                 sys.executable, *command, stdout=PIPE, stderr=log_file, env=environment
