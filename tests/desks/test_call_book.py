@@ -137,3 +137,12 @@ async def test_a_lease_is_taken_over_at_once_when_its_holder_is_known_dead_and_e
     assert await b.book.lease_breakable(record) is True
     await store.remove_instance("a")
     assert await b.book.lease_breakable(record) is True
+
+
+def test_the_lifecycle_ends_lines_with_the_websocket_close_codes() -> None:
+    from voicehub.desks.call_lifecycle import CloseCode as LineEnd
+    from voicehub.transports.websocket import CloseCode
+
+    assert {code.name: int(code) for code in LineEnd} == {
+        code.name: int(CloseCode[code.name]) for code in LineEnd
+    }

@@ -63,6 +63,12 @@ def add_parser(commands: Subcommands) -> None:
         action="store_true",
         help="call over WebRTC (Opus, aiortc; needs the webrtc extra) instead of the WebSocket",
     )
+    call.add_argument(
+        "--no-reconnect",
+        action="store_true",
+        help="end when the line drops, instead of coming back to the conversation (through "
+        "the same address, with backoff) as a browser does when its server dies or drains",
+    )
     call.add_argument("--out", type=Path, help="WAV file for the agent's audio")
     phone = call.add_argument_group(
         "phone (--twilio)",
@@ -96,6 +102,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Place the call; its exit code says how it ended (`voicehub.client.endings`)."""
     from voicehub.client.call import CallOptions, caller_audio, place_call
     from voicehub.client.endings import CallRefused, ending_of, interrupted, refusal
+    from voicehub.client.reconnect import Backoff
     from voicehub.client.report import format_summary, format_timeline
     from voicehub.voice.audio import write_wav
     from voicehub.voice.events import SAMPLE_RATE
@@ -119,6 +126,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         realtime=not args.fast,
         playout_speed=math.inf if args.fast else 1.0,
         webrtc=args.webrtc,
+        reconnect=None if args.no_reconnect else Backoff(),
     )
     # a polite caller waits for the agent's turn, but never longer than the whole call may take
     options.turn_timeout = min(options.turn_timeout, args.timeout)

@@ -4,9 +4,10 @@ The caller signs the voice webhook with the auth token for the server's public U
 Twilio does), reads the TwiML, opens the `<Connect><Stream>` it names (reached on the local
 server: `public_url` stands for a tunnel ending at `server`), then speaks each line as 8 kHz
 mu-law in 20 ms frames, plays the agent's audio on a virtual speaker and echoes each mark
-once it has played. It waits for the agent after each line and, at the end, until the
-conversation settles: the agent quiet, and the server's REST view showing no running task
-and no result left to speak in the room.
+once it has played; when a stream closes without a hang-up it follows the TwiML's
+`<Redirect>` as Twilio does (the call goes on on another instance). It waits for the agent
+after each line and, at the end, until the conversation settles: the agent quiet, and the
+server's REST view showing no running task and no result left to speak in the room.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from voicehub.client.twilio import PhoneLineClient, TwilioCaller
+from voicehub.client.twilio_call import TwilioCall
 from voicehub.core.clock import SystemClock
 from voicehub.errors import VoicehubError
 
@@ -50,6 +52,7 @@ class PhoneCallReport:
     agent_audio: bytes = b""  # PCM16, 8 kHz, as played
     problems: list[str] = field(default_factory=list)
     settled: bool = False
+    streams: int = 1  # media streams the call ran on (more after a fail-over or hand-over)
 
 
 async def place_phone_call(
@@ -61,20 +64,28 @@ async def place_phone_call(
     """Ring the desk, say `lines` ((label, PCM16 at 16 kHz)) one after another, wait for the
     conversation to settle (at most `settle_timeout` seconds), hang up."""
     caller = TwilioCaller(options.server, options.public_url, options.auth_token)
-    answer = await caller.incoming_call(options.desk, options.caller)
-    report = PhoneCallReport(room_id=f"{options.desk}:{answer.parameters.get('conversation')}")
-    async with caller.stream(answer, playout_speed=options.playout_speed) as phone:
-        await _agent_turn(phone, options.quiet, 0)  # the greeting (none when resuming)
+    # Twilio's side of the call: it follows the TwiML's redirect when a stream's instance
+    # goes away, so the call goes on on another (`voicehub.client.twilio_call`).
+    call = TwilioCall(caller, playout_speed=options.playout_speed)
+    await call.dial(options.desk, options.caller)
+    conversation = call.line.answer.parameters.get("conversation")
+    report = PhoneCallReport(room_id=f"{options.desk}:{conversation}")
+    try:
+        await _agent_turn(call.line, options.quiet, 0)  # the greeting (none when resuming)
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
-            frames = phone.media_frames()
-            await phone.say(audio)
-            await _agent_turn(phone, options.quiet, frames)
+            frames = call.line.media_frames()
+            await call.say(audio)
+            await _agent_turn(call.line, options.quiet, frames)
         try:
-            await asyncio.wait_for(_settle(options, report.room_id, phone), settle_timeout)
+            await asyncio.wait_for(_settle(options, report.room_id, call), settle_timeout)
             report.settled = True
         except TimeoutError:
             report.settled = False
+    finally:
+        await call.hang_up()
+    phone = call.line
+    report.streams = len(call.legs)
     # The phone's clock is the system's monotonic one, as `started` is.
     report.marks = [(at - report.started, name) for name, at in phone.played.marks]
     report.clears, report.problems = phone.clears, list(phone.problems)
@@ -89,7 +100,7 @@ async def _agent_turn(phone: PhoneLineClient, quiet: float, after: int) -> None:
         await phone.wait_quiet(quiet, after=after, timeout=20.0)
 
 
-async def _settle(options: PhoneCallOptions, room_id: str, phone: PhoneLineClient) -> None:
+async def _settle(options: PhoneCallOptions, room_id: str, call: TwilioCall) -> None:
     headers = {"Authorization": f"Bearer {options.api_token}"} if options.api_token else {}
     async with httpx.AsyncClient(base_url=options.server, headers=headers, timeout=10) as api:
         while True:
@@ -98,6 +109,7 @@ async def _settle(options: PhoneCallOptions, room_id: str, phone: PhoneLineClien
             busy = any(t.get("status") == "running" for t in tasks) or any(
                 d.get("status") in _UNSETTLED for d in results
             )
+            phone = call.line  # the stream carrying the call now
             if not busy and phone.clock.now() - phone.last_audio_at >= options.quiet:
                 return
             await SystemClock().sleep(0.25)  # polling the server's REST view

@@ -3,13 +3,13 @@ the console page does (`server/web/app.js`).
 
 The line may drop because the instance serving the call died, was drained (it hands the
 call over: close 1012, reconnect now), is busy or draining (1013, try again later), or the
-network broke. The client reconnects to the address it called (a load balancer in
-production, which sends it to a live instance) with the same conversation id, after a
-backoff (`Backoff`: 0.1 s doubling to 2 s, with jitter; at once on a hand-over), for up to
-`give_up_after` seconds. The instance it reaches takes the call up (`CallSession.continued`
+network broke (no close frame: 1006). The client reconnects to the address it called (a load
+balancer in production, which sends it to a live instance) with the same conversation id,
+after a backoff (`Backoff`: 0.1 s doubling to 2 s, with jitter; at once on a hand-over), for
+up to `give_up_after` seconds. The instance it reaches takes the call up (`CallSession.continued`
 says how) and the conversation goes on. It does not reconnect after its own hang-up, nor
-when the server ended the call or refused it for good (bad token, unknown desk, replaced by
-a newer connection, a session that could not start).
+when the server ended the call or refused it for good (it went away: 1001; bad token,
+unknown desk, replaced by a newer connection, a session that could not start).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ __all__ = ["RECONNECT_CODES", "Backoff", "Reconnection", "Reconnector"]
 
 log = logging.getLogger("voicehub.client")
 
-RECONNECT_CODES = frozenset({1001, 1006, 1012, 1013})
-"""Close codes after which the call goes on: going away, abnormal (no close frame: the
-server died or the network broke), service restart (handed over), try again later."""
+RECONNECT_CODES = frozenset({1006, 1012, 1013})
+"""Close codes after which the call goes on: abnormal (no close frame: the server died or
+the network broke), service restart (handed over), try again later (busy or draining). A
+server going away (1001) ended the call on purpose: its results are held for a call-back."""
 _AT_ONCE = 1012  # handed over: another instance is ready for the call now
 
 

@@ -28,15 +28,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.core.store.base import CallState
 from voicehub.desks.call_book import CallBook, Takeover
 from voicehub.desks.call_resume import CallResume, pending_question
-from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
+    CallError,
     CallSession,
     CallStatus,
     DeliveryAttempt,
@@ -60,6 +61,7 @@ __all__ = [
     "CallLine",
     "CallObserver",
     "CallOutcome",
+    "CloseCode",
     "LiveCall",
     "SessionTap",
 ]
@@ -68,6 +70,18 @@ log = logging.getLogger("voicehub.calls")
 
 CLOSE_WAIT = 2.0
 """Seconds a client gets to complete the close handshake."""
+
+
+class CloseCode(IntEnum):
+    """How the lifecycle ends a line: the WebSocket close codes of
+    `voicehub.transports.websocket.CloseCode`, which every transport maps to its own way of
+    hanging up (Twilio closes its stream, WebRTC announces the code, LiveKit leaves)."""
+
+    NORMAL = 1000
+    INTERNAL_ERROR = 1011
+    SERVICE_RESTART = 1012  # handed over: the caller comes back to the conversation now
+    REPLACED = 4409
+
 
 HANDOVER_REASON = "this server is restarting: reconnect to go on"
 
@@ -249,7 +263,7 @@ class CallLifecycle:
         except Exception as exc:
             log.exception("room %s: could not start the voice session", room_id)
             message = f"could not start the call: {type(exc).__name__}: {exc}"
-            call.send(error_event(ProtocolViolation("session_failed", message)))
+            call.send(CallError(code="session_failed", message=message))
             call.end(CloseCode.INTERNAL_ERROR, "could not start the call", "hung_up")
             return False
         log.info(

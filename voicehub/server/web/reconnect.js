@@ -1,12 +1,11 @@
 // Coming back to the same conversation when the call's line drops, as `voicehub call` does
 // (voicehub/client/reconnect.py): the instance serving the call died (no close frame: 1006),
-// handed the call over while draining (1012: at once), is busy or draining (1013), or went
-// away (1001). The page reconnects to the address it called (a load balancer in production)
+// handed the call over while draining (1012: at once), or is busy or draining (1013). The page reconnects to the address it called (a load balancer in production)
 // with the same conversation and `resume=1` (a call in progress is never refused busy), after
 // a backoff of 0.1 s doubling to 2 s, with jitter, for up to 30 s. Not after a hang-up, nor
 // when the server ended or refused the call for good.
 
-const RECONNECT_CODES = new Set([1001, 1006, 1012, 1013]);
+const RECONNECT_CODES = new Set([1006, 1012, 1013]);
 const AT_ONCE = 1012;
 
 export class Reconnect {
