@@ -1,7 +1,7 @@
 """Two `voicehub serve` processes on one Redis, called over real sockets with synthesized
 speech (the WebSocket client of `voicehub call`): a result is heard once, whichever
-instance the caller reaches, when an instance is killed mid-speech or mid-task, when both
-race for it, and across a Redis restart (AOF on).
+instance the caller reaches, when an instance is killed mid-speech or mid-task, when two
+connections race for the conversation, and across a Redis restart (AOF on).
 
 Each test starts its own pair of instances (their ids unique) on a Redis of this module,
 emptied first. Waits are on what can be observed (call events, API records), bounded by
@@ -179,7 +179,7 @@ async def test_a_killed_while_speaking_the_caller_hears_the_result_once_through_
         assert (done["status"], done["attempts"]) == ("delivered", 2)
 
 
-async def test_both_instances_racing_for_one_held_result_speak_it_once(
+async def test_two_connections_racing_for_one_conversation_leave_one_call_and_speak_it_once(
     redis_server: RedisServer, tmp_path: Path, speech: bytes
 ) -> None:
     conversation, room = "two-race", "research:two-race"
@@ -191,18 +191,21 @@ async def test_both_instances_racing_for_one_held_result_speak_it_once(
             return found if found and found[0]["status"] == "held" else []
 
         [waiting] = await eventually(held, what="the result held")
-        # Forced: the same conversation is live on both instances at once.
+        # The same conversation called on both instances at once: the call record lets one
+        # call live; the other connection is replaced (4409), wherever it was.
         on_a, on_b = CallClient(options(a, conversation)), CallClient(options(b, conversation))
-        await asyncio.gather(on_a.connect(), on_b.connect())
+        await asyncio.gather(on_a.connect(), on_b.connect(), return_exceptions=True)
         try:
-            await on_a.wait_for(lambda: bool(delivered(on_a.report) + delivered(on_b.report)), 90)
-            await asyncio.gather(on_a.settle(60), on_b.settle(60))
+            await on_a.wait_for(lambda: on_a.closed or on_b.closed, 30)
+            [winner] = [c for c in (on_a, on_b) if not c.closed]
+            [loser] = [c for c in (on_a, on_b) if c.closed]
+            await winner.wait_for(lambda: bool(delivered(winner.report)), 90)
+            await winner.settle(60)
         finally:
             await asyncio.gather(on_a.hangup(), on_b.hangup())
-        [winner] = [c.report for c in (on_a, on_b) if delivered(c.report)]
-        [loser] = [c.report for c in (on_a, on_b) if not delivered(c.report)]
-        await check_heard_once(winner, waiting["id"])
-        assert loser.events_of(DeliveryOutcome) == [] and loser.segments == []
+        await check_heard_once(winner.report, waiting["id"])
+        assert loser.report.close_code == 4409
+        assert loser.report.events_of(DeliveryOutcome) == [] and loser.report.segments == []
         [done] = await deliveries(b, room)
         assert (done["status"], done["attempts"]) == ("delivered", 1)
 

@@ -150,6 +150,7 @@ class LiveCall:
         self.finished = asyncio.Event()
         self.outcome: CallOutcome = "lost"
         self.takeover = Takeover("new")
+        self.saying: asyncio.Task[None] | None = None  # what the lifecycle says on the call
 
     def end(self, code: int, reason: str, outcome: CallOutcome | None = None) -> None:
         """Close the line after what is queued (the call's runner then cleans up); the
@@ -304,7 +305,7 @@ class CallLifecycle:
             except Exception as exc:  # the call ended first
                 log.info("room %s: could not say %r: %r", call.room_id, words, exc)
 
-        task = asyncio.create_task(say())
+        task = call.saying = asyncio.create_task(say())
         self._speaking.add(task)
         task.add_done_callback(self._speaking.discard)
 

@@ -134,6 +134,7 @@ class Drain:
                 session = call.session
                 quiet = (
                     session is not None
+                    and (call.saying is None or call.saying.done())  # an apology, say
                     and _quiet(session.activity.snapshot())
                     and not board.hub.delivery.speaking(call.room_id)
                 )
