@@ -146,3 +146,32 @@ def test_the_lifecycle_ends_lines_with_the_websocket_close_codes() -> None:
     assert {code.name: int(code) for code in LineEnd} == {
         code.name: int(CloseCode[code.name]) for code in LineEnd
     }
+
+
+async def test_the_question_a_lost_call_was_asked_is_pending_until_answered() -> None:
+    from voicehub.core.events import Event, EventKind
+    from voicehub.desks.call_resume import APOLOGY, CallResume, pending_question
+
+    store = MemoryStore()
+    seq = iter(range(1, 100))
+
+    async def post(
+        text: str, role: str, kind: EventKind = EventKind.MESSAGE, **meta: object
+    ) -> Event:
+        event = Event(room_id=ROOM, seq=next(seq), text=text, role=role, kind=kind, metadata=meta)
+        await store.append_event(event)
+        return event
+
+    await post("Research heat pumps", "user", EventKind.TRANSCRIPT)
+    question = await post("Which city?", "assistant", ask_user=True, spoken=True)
+    await post("Which city?", "assistant", EventKind.TRANSCRIPT)  # as it was spoken
+    assert await pending_question(store, ROOM) == (question.id, "Which city?")
+    resume = CallResume("failover", "a", question="Which city?", question_id=question.id)
+    assert resume.words() == f"{APOLOGY} Which city?"
+    assert CallResume("handover", "a", question="Which city?").words() is None
+
+    await post("Leeds", "user", EventKind.TRANSCRIPT, _answer_to=question.id)
+    assert await pending_question(store, ROOM) is None  # answered
+    await post("Is that all?", "assistant", ask_user=True)
+    await post("Here is what I found.", "assistant")
+    assert await pending_question(store, ROOM) is None  # the agent went on since
