@@ -211,17 +211,79 @@ def test_missing_packages_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_each_call_gets_its_own_vad_object_on_the_shared_model() -> None:
-    from livekit.plugins import silero
-
     from voicehub.voice.providers.offline import load_vad
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroVAD
     from voicehub.voice.providers.offline.vad import WebRtcVAD, vad_for_call
 
     shared = load_vad("silero")
-    assert isinstance(shared, silero.VAD)
+    assert isinstance(shared, SileroVAD)
     mine = vad_for_call(shared)
-    assert isinstance(mine, silero.VAD) and mine is not shared
-    assert mine._onnx_session is shared._onnx_session  # one model, loaded once
+    assert isinstance(mine, SileroVAD) and mine is not shared
+    assert mine.silero_model is shared.silero_model  # one model, loaded once
+    batched = BatchedSileroVAD(shared)
+    theirs = vad_for_call(batched)
+    assert isinstance(theirs, BatchedSileroVAD) and theirs.batcher is batched.batcher
     webrtc = WebRtcVAD(mode=2, min_silence_duration=0.5)
     copy = vad_for_call(webrtc)
     assert isinstance(copy, WebRtcVAD) and copy is not webrtc
     assert (copy.mode, copy.min_silence_duration) == (2, 0.5)
+
+
+def _event_key(event: Any) -> tuple[Any, ...]:
+    return (
+        event.type,
+        event.samples_index,
+        event.timestamp,
+        event.speech_duration,
+        event.silence_duration,
+        event.probability,
+        event.speaking,
+        event.raw_accumulated_silence,
+        event.raw_accumulated_speech,
+        [(f.sample_rate, f.data.tobytes()) for f in event.frames],
+    )
+
+
+async def test_silero_decides_exactly_as_livekits_silero_plugin() -> None:
+    """With the silence gate off, every event equals livekit-plugins-silero's, field for
+    field and sample for sample: its options, its model file, its rules."""
+    from livekit.plugins import silero
+
+    from voicehub.voice.providers.offline.silero_batch import SileroVAD
+    from voicehub.voice.providers.offline.silero_model import SileroOptions
+
+    options = {"min_speech_duration": 0.06, "min_silence_duration": 0.35}
+    theirs = silero.VAD.load(**options, prefix_padding_duration=0.3, max_buffered_speech=1.0)
+    ours = SileroVAD.load(
+        SileroOptions(
+            **options, prefix_padding_duration=0.3, max_buffered_speech=1.0, silent_peak_dbfs=None
+        )
+    )
+    # two utterances (the second outlasts the 1 s speech buffer), 5 s of silence between
+    pcm, _ = padded_speech(16000)
+    pcm = pcm + bytes(2 * 16000 * 5) + pcm
+    expected = await vad_events(theirs, pcm, 16000)
+    got = await vad_events(ours, pcm, 16000)
+    assert [e.type.value for e in boundaries(got)] == ["start_of_speech", "end_of_speech"] * 2
+    assert [_event_key(e) for e in got] == [_event_key(e) for e in expected]
+
+
+async def test_silero_resampled_input_decides_as_livekits_plugin() -> None:
+    """8 kHz input on the 16 kHz model: livekit's resampler dithers (its output differs
+    from run to run by a sample's unit), so the probabilities differ slightly; the speech
+    segments and the audio every event carries are the same."""
+    from livekit.plugins import silero
+
+    pcm, _ = padded_speech(8000)
+    theirs = silero.VAD.load(
+        min_speech_duration=0.06, min_silence_duration=0.35, prefix_padding_duration=0.3
+    )
+    expected = await vad_events(theirs, pcm, 8000)
+    got = await vad_events(shared_vad("silero"), pcm, 8000)
+    assert [(e.type, e.samples_index) for e in boundaries(got)] == [
+        (e.type, e.samples_index) for e in boundaries(expected)
+    ]
+    assert len(got) == len(expected)
+    assert [e.frames[0].data.tobytes() for e in boundaries(got)] == [
+        e.frames[0].data.tobytes() for e in boundaries(expected)
+    ]

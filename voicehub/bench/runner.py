@@ -23,6 +23,7 @@ def _sections() -> dict[str, Section]:
         memory,
         phone,
         realtime,
+        vad_batch,
         voice,
         webrtc,
     )
@@ -32,6 +33,7 @@ def _sections() -> dict[str, Section]:
         "delivery": delivery.run,
         "delivery_talkover": delivery_talkover.run,
         "voice": voice.run,
+        "vad": vad_batch.run,
         "audio": audio.run,
         "phone": phone.run,
         "webrtc": webrtc.run,

@@ -14,41 +14,26 @@ livekit-agents (pinned, 1.8.9) has no public hook for this: the channels are
 `AudioRecognition._vad_ch` and `_STTPipeline._audio_ch`, the streams `_vad_stream` and
 `_recognize_stream`; a livekit that renames them leaves the frames on livekit's path
 (`DirectFeed.wired` says which).
-
-The other way, a batched Silero stream (`BatchedSileroStream`) decides its windows in the
-batcher's callback; its events then go straight into livekit's handler
-(`vad_events_to`: `AudioRecognition._on_vad_event`, a coroutine that awaits nothing, run
-to its end) instead of waking livekit's VAD task for each. And it is told when its quiet
-windows' INFERENCE_DONE events would be ignored (`quiet_events_unread`), so it does not
-build them: most windows of a call are quiet, and each event costs a frame and a handler
-run for nothing. Both are wired for livekit-agents 1.8.9 only (`QUIET_EVENTS_LIVEKIT`);
-on another version the events travel livekit's own way.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from voicehub.voice.providers import vendor_import
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
-    from livekit.agents import __version__ as livekit_version
-    from livekit.agents import stt, vad
+    from livekit.agents import stt
     from livekit.agents.utils import aio
 
-__all__ = ["DirectChan", "DirectFeed", "quiet_events_unread", "vad_events_to"]
+__all__ = ["DirectChan", "DirectFeed"]
 
 log = logging.getLogger("voicehub.voice")
 
 _LOOK_AGAIN = 25  # frames (0.5 s) between looks at channels already replaced
-
-# what `quiet_events_unread` and `vad_events_to` know of livekit's VAD event handling is
-# this version's
-QUIET_EVENTS_LIVEKIT = "1.8.9"
 
 T = TypeVar("T")
 
@@ -125,11 +110,6 @@ class DirectFeed:
                 setattr(owner, channel_attr, DirectChan(push(owner)))
                 self.wired[name] += 1
                 self.wired_at[name] = self.frames
-                if name == "vad" and livekit_version == QUIET_EVENTS_LIVEKIT:
-                    stream = recognition._vad_stream
-                    if hasattr(stream, "quiet_unread"):  # batched Silero's
-                        stream.quiet_unread = quiet_events_unread(activity, recognition)
-                        stream.deliver = vad_events_to(recognition)
         self._look_at = self.frames + (_LOOK_AGAIN if wired == 2 else 1)
 
 
@@ -164,60 +144,3 @@ def _stt_push(pipeline: Any) -> Callable[[Any], bool]:
         return True
 
     return push
-
-
-def quiet_events_unread(activity: Any, recognition: Any) -> Callable[[], bool]:
-    """Whether livekit (1.8.9) would ignore a quiet window's INFERENCE_DONE right now.
-
-    A quiet event says: not speaking, no speech duration, no speech accumulating. Its
-    handlers (`AudioRecognition._on_vad_event`, `AgentActivity.on_vad_inference_done`) then
-    interrupt the agent only if the interruption's minimum duration is 0, set the user's
-    silence event (a no-op once set), and ask the turn detector for a prediction only if
-    there is one and recognition thinks the user speaks (an STT start of speech). Outside
-    those cases the event changes nothing, so it need not exist."""
-    session = activity._session
-
-    def unread() -> bool:
-        return (
-            activity._user_silence_event.is_set()
-            and (recognition._turn_detector_stream is None or not recognition._speaking)
-            and session.options.interruption["min_duration"] > 0
-        )
-
-    return unread
-
-
-def vad_events_to(recognition: Any) -> Callable[[vad.VADEvent], None]:
-    """A VAD stream's events straight into livekit's (1.8.9) handler, as its VAD task
-    would hand them over, without waking that task for each. The handler is a coroutine
-    that awaits nothing: it runs to its end here."""
-    handle = recognition._on_vad_event
-
-    def deliver(event: vad.VADEvent) -> None:
-        try:
-            _run_now(handle(event))
-        except Exception:  # logged by livekit's wrapper; other calls' windows go on
-            log.debug("livekit's VAD event handler failed", exc_info=True)
-
-    return deliver
-
-
-def _run_now(coro: Coroutine[Any, Any, Any]) -> None:
-    try:
-        awaited = coro.send(None)
-    except StopIteration:
-        return
-    # it suspended (a livekit whose handler awaits): a task finishes it
-    asyncio.get_running_loop().create_task(_finish(coro, awaited))
-
-
-async def _finish(coro: Coroutine[Any, Any, Any], awaited: Any) -> None:
-    while True:
-        if awaited is None:  # a bare yield: one loop turn
-            await asyncio.sleep(0)
-        else:
-            await asyncio.wait([awaited])
-        try:
-            awaited = coro.send(None)
-        except StopIteration:
-            return
