@@ -142,20 +142,6 @@ async def test_server_calls_get_batched_vads_deciding_as_per_call_vads(calls: in
         assert batcher.windows / batcher.batches > 1.5
 
 
-def test_the_smoothing_is_livekits_exp_filter_exactly() -> None:
-    import random
-
-    from livekit.agents.utils import ExpFilter
-
-    from voicehub.voice.providers.offline.silero_windows import Smoothing
-
-    theirs, ours = ExpFilter(alpha=0.35), Smoothing(alpha=0.35)
-    rng = random.Random(7)
-    for _ in range(500):
-        raw = rng.random()
-        assert ours.apply(raw) == theirs.apply(exp=1.0, sample=raw)  # bit for bit
-
-
 async def test_each_stream_has_its_own_row_of_model_state_reused_once_it_is_gone() -> None:
     import gc
 

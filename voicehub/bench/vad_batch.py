@@ -71,85 +71,89 @@ def caller_frames(speech: bytes, count: int) -> list[list[Any]]:
     return [[silence] * (i % 13) + body for i in range(count)]
 
 
-async def _run(vads: list[Any], audio: list[list[Any]], direct: bool) -> tuple[float, int]:
-    """CPU seconds to run every stream over its frames, and the frames pushed."""
+async def _run(vads: list[Any], audio: list[list[Any]], direct: bool) -> tuple[float, float]:
+    """CPU seconds to push every stream's frames, then to decide the rest."""
     streams = [vad.stream() for vad in vads]
-    events = 0
-
-    def sink(_event: Any) -> None:
-        nonlocal events
-        events += 1
-
     if direct:
         for stream in streams:
-            stream.deliver_to(sink, inferences="none")
-    frames = sum(map(len, audio))
+            stream.deliver_to(_ignore, inferences="none")
     started = time.process_time()
     for stream, call in zip(streams, audio, strict=True):
         for frame in call:
             stream.push_frame(frame)
         stream.end_input()
+    pushed = time.process_time()
 
     async def drain(stream: Any) -> None:
         async for _ in stream:  # with a sink: no events, only the end
             pass
 
     await asyncio.gather(*(drain(stream) for stream in streams))
-    cpu = time.process_time() - started
+    ended = time.process_time()
     await asyncio.gather(*(stream.aclose() for stream in streams))
-    return cpu, frames
+    return pushed - started, ended - pushed
 
 
-def _variant(name: str, model: _TimedModel, webrtc: Any) -> tuple[list[Any], bool]:
+def _ignore(_event: Any) -> None:
+    pass
+
+
+def _variant(name: str, model: _TimedModel, webrtc: Any) -> tuple[Any, bool]:
+    """The shared VAD of variant `name`, and whether its events go to a callback."""
     options = SileroOptions(min_speech_duration=0.06, min_silence_duration=0.35)
-    if name == "per_call":
-        return [SileroVAD(model, options)], False
-    if name == "webrtc":
-        return [webrtc], True
     if name == "batched_engine_ungated":
-        options = SileroOptions(
-            min_speech_duration=0.06, min_silence_duration=0.35, silent_peak_dbfs=None
-        )
-    return [BatchedSileroVAD(SileroVAD(model, options))], name != "batched_iterator"
+        options.silent_peak_dbfs = None  # every window through the model
+    if name == "per_call":
+        return SileroVAD(model, options), False
+    if name == "webrtc":
+        return webrtc, True
+    return BatchedSileroVAD(SileroVAD(model, options)), name != "batched_iterator"
 
 
 async def vad_cost(count: int = 200, rounds: int = 3) -> dict[str, Any]:
-    """Each variant's CPU us per frame over `count` concurrent calls (median of `rounds`,
-    the variants interleaved), the model's share, and the windows the gate skipped."""
+    """Each variant's CPU us per 20 ms frame over `count` concurrent calls (medians of
+    `rounds`, the variants interleaved): in all (`us_per_frame`), pushing frames (cutting
+    windows), in the model, and the rest (batches, decisions, events: Python); and the
+    share of windows the silence gate decided without the model."""
     # all audio is pushed at once: "slower than realtime" warnings are expected
     logging.getLogger("voicehub.voice").setLevel(logging.ERROR)
     speech = await asyncio.to_thread(synthesize, CALLER_TEXT, "piper", RATE)
     audio = caller_frames(speech, count)
+    frames = sum(map(len, audio))
     model = await asyncio.to_thread(_TimedModel)
     webrtc = load_vad("webrtc")
-    totals: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    models: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    parts: dict[str, dict[str, list[float]]] = {name: {} for name in VARIANTS}
     skipped: dict[str, float] = {}
     batches: dict[str, float] = {}
     for _ in range(rounds):
         for name in VARIANTS:
-            (shared,), direct = _variant(name, model, webrtc)
-            vads = [vad_for_call(shared) for _ in range(count)]
+            shared, direct = _variant(name, model, webrtc)
             model.model_cpu = 0.0
-            cpu, frames = await _run(vads, audio, direct)
-            totals[name].append(cpu / frames * 1e6)
-            models[name].append(model.model_cpu / frames * 1e6)
+            push, rest = await _run([vad_for_call(shared) for _ in range(count)], audio, direct)
+            figures = {
+                "us_per_frame": push + rest,
+                "push_us": push,
+                "model_us": model.model_cpu,
+                "rest_us": rest - model.model_cpu,
+            }
+            for key, seconds in figures.items():
+                parts[name].setdefault(key, []).append(seconds / frames * 1e6)
             if isinstance(shared, BatchedSileroVAD):
                 batcher = shared.batcher
                 skipped[name] = round(batcher.skipped / (batcher.windows + batcher.skipped), 3)
                 batches[name] = round(batcher.windows / max(batcher.batches, 1), 1)
     speech_s = len(speech) / 2 / RATE
     return {
-        "vad_us_per_frame": {name: round(statistics.median(v), 1) for name, v in totals.items()},
-        "vad_model_us_per_frame": {
-            name: round(statistics.median(v), 1) for name, v in models.items() if name != "webrtc"
+        "vad_cost": {
+            name: {key: round(statistics.median(values), 1) for key, values in figures.items()}
+            for name, figures in parts.items()
         },
         "vad_windows_skipped": skipped,
         "vad_cost_setup": {
             "calls": count,
             "rounds_interleaved": rounds,
             "mean_batch": batches,
-            "caller": f"twice ({speech_s:.2f} s of speech, {PAUSE_S} s silence)",
+            "caller": f"twice ({speech_s:.2f} s of speech, {PAUSE_S} s of digital silence)",
             "cpus": len(os.sched_getaffinity(0)),
             "tick_s": 0.02,
         },

@@ -102,7 +102,7 @@ class SileroBatcher:
         self._free.append(slot)
 
     def ready(self, stream: SileroDetector) -> None:
-        """`stream` has a window to infer (`stream.window()`); it gets `decide` or `fail`."""
+        """`stream` has a window to infer (`stream.window`); it gets `decide` or `fail`."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # windows and timer of a loop that ended died with it
             self._loop, self._waiting, self._timer = loop, [], None
@@ -130,7 +130,7 @@ class SileroBatcher:
         count = len(batch)
         # the rows are built here, on the loop: a stream's state changes only on the loop
         slots = np.fromiter((stream.slot for stream in batch), dtype=np.intp, count=count)
-        windows = [stream.window() for stream in batch]
+        windows = [stream.window for stream in batch]
         samples = np.concatenate(windows).reshape(count, self.window_size)
         gates = np.fromiter((stream.gate for stream in batch), dtype=np.int32, count=count)
         quiet = (samples.max(axis=1) <= gates) & (samples.min(axis=1) >= -gates)

@@ -25,7 +25,6 @@ import numpy as np
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline.silero_windows import (
     PendingSamples,
-    Smoothing,
     SpeechBuffer,
     Window,
 )
@@ -44,9 +43,11 @@ __all__ = ["SileroDetector", "SileroStream"]
 log = logging.getLogger("voicehub.voice")
 
 _FLUSH = None  # in the window queue: the boundary of a flush
+_NO_WINDOW = np.zeros(0, dtype=np.int16)
 SLOW_INFERENCE = 0.2  # s: a window decided this late is "slower than realtime" (livekit's)
 _WARN_EVERY = 5.0  # s: at most one such warning per stream in this time
 _BUFFER_START_S = 4  # s of speech the speech buffer holds before it grows
+_KEEP = 0.35**1.0  # livekit's smoothing: ExpFilter(alpha=0.35), applied with exp=1.0
 
 
 class SileroStream(InlineVADStream):
@@ -56,6 +57,12 @@ class SileroStream(InlineVADStream):
     def __init__(self, owner: vad.VAD, options: SileroOptions, batcher: SileroBatcher) -> None:
         super().__init__(owner)
         self.detector = SileroDetector(self, options, batcher)
+
+    def push_frame(self, frame: rtc.AudioFrame) -> None:
+        """Cut the frame's complete windows and queue them (no task is woken)."""
+        if self.input_ended or self.closed or self.finished.done():
+            self.check_open()
+        self.detector.push(frame)
 
     def process_frame(self, frame: rtc.AudioFrame) -> None:
         """Cut the frame's complete windows and queue them."""
@@ -95,6 +102,7 @@ class SileroDetector:
         self.live = True  # whether the batcher should still decide this stream's windows
         self.in_flight = False  # the first queued window is in a batch
         self.gate = -1  # the peak under which the window in flight is silent (-1: none is)
+        self.window = _NO_WINDOW  # the window in flight: int16 samples at the model's rate
         self._queue: deque[Window | None] = deque()
         self._ended = False
         self._input_rate = 0
@@ -112,31 +120,34 @@ class SileroDetector:
 
     def push(self, frame: rtc.AudioFrame) -> None:
         """Queue the frame's complete windows for inference."""
-        if not self._input_rate:
-            self._start(frame.sample_rate)
-        elif frame.sample_rate != self._input_rate:
-            log.error("a frame with another sample rate was already pushed")
-            return
+        rate = frame.sample_rate
+        if rate != self._input_rate:
+            if self._input_rate:
+                log.error("a frame with another sample rate was already pushed")
+                return
+            self._start(rate)
         source = self._input
-        source.append(frame.data)
-        model = source
-        if self._resampler is not None:
+        source.buf += frame.data
+        size = self.window_size
+        if self._resampler is None:
+            if len(source.buf) < 2 * size:
+                return
+            now = time.perf_counter()
+            while len(source.buf) >= 2 * size:
+                window = source.take(size)
+                self._queue.append(Window(window, window, now))
+        else:
             model = self._model_input
             for out in self._resampler.push(frame):
-                model.append(out.data)
-        size, queue = self.window_size, self._queue
-        if model.size < size:
-            return
-        now = time.perf_counter()
-        while model.size >= size:
-            if model is source:
-                chunk = window = source.take(size)
-            else:
+                model.buf += out.data
+            if model.size < size:
+                return
+            now = time.perf_counter()
+            while model.size >= size:
                 to_copy = size * self._ratio + self._fract
                 copied = int(to_copy)
                 self._fract = to_copy - copied
-                chunk, window = source.take(copied), model.take(size)
-            queue.append(Window(window, chunk, now))
+                self._queue.append(Window(model.take(size), source.take(copied), now))
         if not self.in_flight:
             self._next()
 
@@ -164,12 +175,6 @@ class SileroDetector:
 
     # -- the batcher's side -----------------------------------------------------------------
 
-    def window(self) -> np.ndarray:
-        """The window to infer now (the first queued): int16 samples at the model's rate."""
-        head = self._queue[0]
-        assert head is not None
-        return head.data
-
     def decide(self, probability: float) -> None:
         """The first queued window's raw probability: livekit's decisions, then the next
         window (the batcher updated the model's context and state)."""
@@ -195,6 +200,9 @@ class SileroDetector:
             queue.popleft()
             self._reset()
         if queue:
+            head = queue[0]
+            assert head is not None
+            self.window = head.data
             # out of speech, with none accumulating, a plainly silent window may skip the model
             self.gate = -1 if self._speaking or self._speech_run else self.silent_peak
             self.in_flight = True
@@ -229,7 +237,7 @@ class SileroDetector:
 
     def _reset(self) -> None:
         self.batcher.clear(self.slot)
-        self._filter = Smoothing(alpha=0.35)
+        self._filtered: float | None = None  # livekit's ExpFilter(alpha=0.35) value
         self._speech.clear()
         self._speaking = False
         self._speech_duration = self._silence_duration = 0.0
@@ -239,30 +247,35 @@ class SileroDetector:
         self._extra_time = 0.0
 
     def _decide(self, window: Window, raw: float) -> None:
-        p = self._filter.apply(raw)
+        """livekit's Silero rules for one window's raw probability, in livekit's order."""
+        # livekit's ExpFilter(alpha=0.35) with exp=1: the same arithmetic, inline
+        prev = self._filtered
+        p = self._filtered = raw if prev is None else _KEEP * prev + (1 - _KEEP) * raw
         duration = self.window_duration
         self._sample += self.window_size
         self._timestamp += duration
-        chunk = window.input
-        if not self._speech.append(chunk) and not self._speech.full:
-            self._speech.full = True
+        chunk, speech = window.input, self._speech
+        if not speech.append(chunk) and not speech.full:
+            speech.full = True
             log.warning(
                 "max_buffered_speech reached, ignoring further data for the current speech input"
             )
         elapsed = time.perf_counter() - window.queued_at
-        self._extra_time = max(0.0, self._extra_time + elapsed - duration)
+        extra = self._extra_time + elapsed - duration
+        self._extra_time = extra if extra > 0.0 else 0.0
         if elapsed > SLOW_INFERENCE and window.queued_at > self._warned_at + _WARN_EVERY:
             # livekit warns at every late window: on an overloaded loop, that is one more
             # write to stderr per window of every call, when it can least afford it
             self._warned_at = window.queued_at
             log.warning("VAD inference is slower than realtime", extra={"delay": self._extra_time})
-        if self._speaking:
+        speaking = self._speaking
+        if speaking:
             self._speech_duration += duration
         else:
             self._silence_duration += duration
         stream = self.stream
         if stream.speech_inferences and (
-            stream.quiet_inferences or self._speaking or self._speech_run or self._speech_duration
+            stream.quiet_inferences or speaking or self._speech_run or self._speech_duration
         ):
             stream.send(
                 vad.VADEvent(
@@ -274,21 +287,21 @@ class SileroDetector:
                     probability=p,
                     inference_duration=elapsed,
                     frames=[_frame(chunk, self._input_rate)],
-                    speaking=self._speaking,
+                    speaking=speaking,
                     raw_accumulated_silence=self._silence_run,
                     raw_accumulated_speech=self._speech_run,
                 )
             )
-        stream.count_inference(elapsed)
-        self._apply(p, duration)
-
-    def _apply(self, p: float, duration: float) -> None:
-        """livekit's speech/silence rules for one window's filtered probability."""
+        if stream.sink is not None:  # the iterator's events are counted by livekit's task
+            stream.inference_time += elapsed
+            stream.inferences += 1
+            if stream.inferences >= stream.report_every:
+                stream.report_inferences()
         options = self.options
-        if p >= options.activation_threshold or (self._speaking and p > options.deactivation):
+        if p >= options.activation_threshold or (speaking and p > options.deactivation):
             self._speech_run += duration
             self._silence_run = 0.0
-            if not self._speaking and self._speech_run >= options.min_speech_duration:
+            if not speaking and self._speech_run >= options.min_speech_duration:
                 self._speaking = True
                 self._silence_duration = 0.0
                 self._speech_duration = self._speech_run
@@ -296,15 +309,15 @@ class SileroDetector:
             return
         self._silence_run += duration
         self._speech_run = 0.0
-        if not self._speaking:
-            self._rewind()
+        if not speaking:
+            speech.keep_last(self._prefix_padding)  # the pre-roll of the next speech
         elif self._silence_run >= options.min_silence_duration:
             self._speaking = False
             self._silence_duration = self._silence_run
-            speech = max(0.0, self._speech_duration - self._silence_run)
-            self._boundary(vad.VADEventType.END_OF_SPEECH, speech)
+            ended = self._speech_duration - self._silence_run
+            self._boundary(vad.VADEventType.END_OF_SPEECH, ended if ended > 0.0 else 0.0)
             self._speech_duration = 0.0
-            self._rewind()
+            speech.keep_last(self._prefix_padding)
 
     def _boundary(self, kind: vad.VADEventType, speech_duration: float) -> None:
         self.stream.send(
@@ -318,10 +331,6 @@ class SileroDetector:
                 speaking=self._speaking,
             )
         )
-
-    def _rewind(self) -> None:
-        # keep only the prefix padding: the pre-roll of the next speech
-        self._speech.keep_last(self._prefix_padding)
 
 
 def _frame(samples: np.ndarray, rate: int) -> rtc.AudioFrame:

@@ -1,11 +1,11 @@
-"""The pieces of a Silero stream: samples waiting for a window, a cut window, livekit's
-smoothing of the model's probabilities, and the speech buffer its events carry."""
+"""The pieces of a Silero stream: samples waiting for a window, a cut window, and the
+speech buffer its events carry."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["INT16_MAX", "WINDOW", "PendingSamples", "Smoothing", "SpeechBuffer", "Window"]
+__all__ = ["INT16_MAX", "WINDOW", "PendingSamples", "SpeechBuffer", "Window"]
 
 INT16_MAX = np.iinfo(np.int16).max  # livekit scales samples to the model by this
 WINDOW = {16000: (512, 64), 8000: (256, 32)}  # model rate: samples per window, of context
@@ -22,22 +22,6 @@ class Window:
         self.data = data
         self.input = input_  # int16, the input rate: what the window's events carry
         self.queued_at = queued_at
-
-
-class Smoothing:
-    """livekit's `ExpFilter(alpha=0.35)` as its Silero stream applies it (exp 1, no
-    bounds): the same arithmetic, without the filter's eight `is_given` checks a window."""
-
-    __slots__ = ("_alpha", "value")
-
-    def __init__(self, alpha: float) -> None:
-        self._alpha = alpha**1.0
-        self.value: float | None = None
-
-    def apply(self, sample: float) -> float:
-        a, filtered = self._alpha, self.value
-        self.value = sample if filtered is None else a * filtered + (1 - a) * sample
-        return self.value
 
 
 class PendingSamples:

@@ -1,8 +1,10 @@
-"""Offline VAD for livekit-agents: :func:`load_vad` (Silero or WebRTC) and :class:`WebRtcVAD`.
+"""Offline VAD for livekit-agents: :func:`load_vad` (Silero or WebRTC), :func:`vad_for_call`
+and :class:`WebRtcVAD`.
 
-Silero is the accurate default (about 50 us of CPU per 20 ms frame, robust in noise).
-WebRTC's GMM detector costs about 2 us per frame but raises false alarms in noise; it is
-the choice when many calls share a core.
+Silero is the accurate default, robust in noise: `SileroVAD` (one model run per window per
+call) or `BatchedSileroVAD` (runs batched across calls), both deciding as livekit's Silero
+plugin. WebRTC's GMM detector costs a few us per frame but raises false alarms in noise; it
+is the choice when many calls share a core. See docs/vad.md.
 """
 
 from __future__ import annotations

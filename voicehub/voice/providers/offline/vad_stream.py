@@ -59,6 +59,7 @@ class InlineVADStream(vad.VADStream):
         # resolved when the events end: livekit's task (`_main_task`) waits on it
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.inferences = 0  # since the last metrics report
+        self.report_every = 1 / owner.capabilities.update_interval  # as livekit's task
         self.inference_time = 0.0
         self.last_activity = time.perf_counter()
         self.metrics_label = f"{type(owner).__module__}.{type(owner).__name__}"
@@ -155,21 +156,23 @@ class InlineVADStream(vad.VADStream):
             return
         self.inference_time += duration
         self.inferences += 1
-        if self.inferences >= 1 / self.owner.capabilities.update_interval:
-            self.owner.emit(
-                "metrics_collected",
-                VADMetrics(
-                    timestamp=time.time(),
-                    idle_time=time.perf_counter() - self.last_activity,
-                    inference_duration_total=self.inference_time,
-                    inference_count=self.inferences,
-                    label=self.metrics_label,
-                    metadata=Metadata(
-                        model_name=self.owner.model, model_provider=self.owner.provider
-                    ),
-                ),
-            )
-            self.inferences, self.inference_time = 0, 0.0
+        if self.inferences >= self.report_every:
+            self.report_inferences()
+
+    def report_inferences(self) -> None:
+        """Emit livekit's metrics for the inferences counted, as its metrics task does."""
+        self.owner.emit(
+            "metrics_collected",
+            VADMetrics(
+                timestamp=time.time(),
+                idle_time=time.perf_counter() - self.last_activity,
+                inference_duration_total=self.inference_time,
+                inference_count=self.inferences,
+                label=self.metrics_label,
+                metadata=Metadata(model_name=self.owner.model, model_provider=self.owner.provider),
+            ),
+        )
+        self.inferences, self.inference_time = 0, 0.0
 
     def finish(self, error: BaseException | None = None) -> None:
         """End the events (with `error`: the iterator raises it)."""
