@@ -67,7 +67,9 @@ async def test_batched_segments_equal_per_call_segments(calls: int) -> None:
 
 
 async def test_batched_streams_resample_as_livekit_does() -> None:
-    """8 kHz calls (a phone line) on the 16 kHz model: resampled, then decided the same."""
+    """8 kHz calls (a phone line) on the 16 kHz model: resampled, then decided the same
+    (to a window: livekit's resampler dithers, differently from run to run)."""
+    from tests.voice.test_offline_vad import assert_same_segments_near
     from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
 
     shared = shared_vad("silero")
@@ -77,11 +79,8 @@ async def test_batched_streams_resample_as_livekit_does() -> None:
     together = await asyncio.gather(
         *(vad_events(batched_vad.for_call(), pcm, 8000) for pcm in audio)
     )
-    for index, (one, many) in enumerate(zip(alone, together, strict=True)):
-        assert segments(many) == segments(one), index
-        assert [e.frames[0].data.tobytes() for e in many] == [
-            e.frames[0].data.tobytes() for e in one
-        ], index  # the same caller audio in every event
+    for one, many, pcm in zip(alone, together, audio, strict=True):
+        assert_same_segments_near(many, one, pcm)
 
 
 async def test_a_flush_is_a_boundary_in_audio_order() -> None:
