@@ -210,6 +210,28 @@ def test_missing_packages_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         offline.load_vad  # noqa: B018  (the lazy import is what fails)
 
 
+def test_a_missing_silero_model_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    from voicehub.errors import VoicehubError
+    from voicehub.voice.providers.offline.silero_model import SileroModel
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(MissingExtraError, match=r"onnxruntime .*voicehub\[voice\]"):
+        SileroModel()
+    monkeypatch.undo()
+
+    def no_distribution(name: str) -> None:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "files", no_distribution)
+    with pytest.raises(MissingExtraError, match=r"livekit-plugins-silero .*voicehub\[voice\]"):
+        SileroModel()
+    monkeypatch.setattr(metadata, "files", lambda name: [])
+    with pytest.raises(VoicehubError, match=r"installed without its silero_vad\.onnx"):
+        SileroModel()
+
+
 def test_each_call_gets_its_own_vad_object_on_the_shared_model() -> None:
     from voicehub.voice.providers.offline import load_vad
     from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroVAD
