@@ -62,14 +62,18 @@ async def delivered(stream: Any, pcm: bytes, **options: Any) -> tuple[list[Any],
     """Events `stream` hands to a sink (with `options`), and what its iterator still gives."""
     got: list[Any] = []
     stream.deliver_to(got.append, **options)
+    return got, await fed(stream, pcm)
+
+
+async def fed(stream: Any, pcm: bytes) -> list[Any]:
+    """All of `pcm` pushed into `stream` (a VAD's or an STT's), and its events, read."""
     for frame in frames(pcm, RATE):
         stream.push_frame(frame)
     stream.end_input()
-    try:
-        leftovers = await asyncio.wait_for(_drain(stream), timeout=60)
+    try:  # the timeout only guards against a hang; all audio is already pushed
+        return await asyncio.wait_for(_drain(stream), timeout=60)
     finally:
         await stream.aclose()
-    return got, leftovers
 
 
 async def _drain(stream: Any) -> list[Any]:
@@ -267,14 +271,7 @@ async def test_livekits_stream_adapter_recognizes_each_utterance(kind: str) -> N
         e for e in boundaries(await vad_events(vad, pcm, RATE)) if e.type.name == "END_OF_SPEECH"
     ]
     transcriber = _Transcriber()
-    stream = stt.StreamAdapter(stt=transcriber.stt, vad=vad).stream()
-    for frame in frames(pcm, RATE):
-        stream.push_frame(frame)
-    stream.end_input()
-    try:
-        events = await asyncio.wait_for(_drain(stream), timeout=60)
-    finally:
-        await stream.aclose()
+    events = await fed(stt.StreamAdapter(stt=transcriber.stt, vad=vad).stream(), pcm)
     finals = [e for e in events if e.type == stt.SpeechEventType.FINAL_TRANSCRIPT]
     assert len(finals) == 2
     _, spoken = padded_speech(RATE)
