@@ -134,6 +134,35 @@ async def test_webrtc_events_reach_the_sink_inside_push_frame() -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
+async def test_analysed_seconds_say_how_far_the_events_got(kind: str) -> None:
+    """With no INFERENCE_DONE, `analysed_seconds` still says how much of the pushed audio is
+    decided: at each boundary, up to the boundary's window; at the end, all of it (the
+    last partial window dropped by the end counts)."""
+    stream = make_vad(kind).stream()
+    assert stream.analysed_seconds == 0.0
+    at_boundaries: list[tuple[float, float]] = []
+    stream.deliver_to(
+        lambda e: at_boundaries.append((stream.analysed_seconds, e.samples_index / RATE)),
+        inferences="none",
+    )
+    pushed = 0.0
+    for frame in frames(two_utterances(), RATE):
+        stream.push_frame(frame)
+        pushed += frame.duration
+    if kind == "webrtc":  # decided inside push_frame
+        assert stream.analysed_seconds == pytest.approx(pushed)
+    else:  # the windows wait for their batches: none is decided yet
+        assert stream.analysed_seconds == 0.0
+    stream.end_input()
+    await asyncio.wait_for(_drain(stream), timeout=60)
+    assert len(at_boundaries) == 4
+    for analysed, boundary in at_boundaries:
+        assert analysed == pytest.approx(boundary)
+    assert stream.analysed_seconds == pytest.approx(pushed)
+    await stream.aclose()
+
+
+@pytest.mark.parametrize("kind", KINDS)
 async def test_metrics_are_reported_with_a_sink_too(kind: str) -> None:
     """livekit's metrics (one report per second of windows) also come when the sink gets
     no INFERENCE_DONE at all."""

@@ -42,7 +42,6 @@ __all__ = ["SileroDetector", "SileroStream"]
 
 log = logging.getLogger("voicehub.voice")
 
-_FLUSH = None  # in the window queue: the boundary of a flush
 _NO_WINDOW = np.zeros(0, dtype=np.int16)
 SLOW_INFERENCE = 0.2  # s: a window decided this late is "slower than realtime" (livekit's)
 _WARN_EVERY = 5.0  # s: at most one such warning per stream in this time
@@ -103,7 +102,8 @@ class SileroDetector:
         self.in_flight = False  # the first queued window is in a batch
         self.gate = -1  # the peak under which the window in flight is silent (-1: none is)
         self.window = _NO_WINDOW  # the window in flight: int16 samples at the model's rate
-        self._queue: deque[Window | None] = deque()
+        # windows to decide, in audio order, and flushes: the input samples each dropped
+        self._queue: deque[Window | int] = deque()
         self._ended = False
         self._input_rate = 0
         self._ratio = 1.0
@@ -153,7 +153,7 @@ class SileroDetector:
 
     def flush(self) -> None:
         """A hard segment boundary, after the windows already cut."""
-        self._queue.append(_FLUSH)
+        self._queue.append(self._input.size)  # dropped: nothing will decide them
         self._input.clear()
         self._model_input.clear()
         self._fract = 0.0
@@ -182,7 +182,7 @@ class SileroDetector:
         if not self.live:
             return
         head = self._queue.popleft()
-        assert head is not None
+        assert isinstance(head, Window)
         self._decide(head, probability)
         self._next()
 
@@ -196,12 +196,12 @@ class SileroDetector:
 
     def _next(self) -> None:
         queue = self._queue
-        while queue and queue[0] is None:
-            queue.popleft()
+        while queue and not isinstance(queue[0], Window):
+            self.stream.analysed_samples += queue.popleft()  # a flush, in audio order
             self._reset()
         if queue:
             head = queue[0]
-            assert head is not None
+            assert isinstance(head, Window)
             self.window = head.data
             # out of speech, with none accumulating, a plainly silent window may skip the model
             self.gate = -1 if self._speaking or self._speech_run else self.silent_peak
@@ -217,7 +217,7 @@ class SileroDetector:
 
     def _start(self, rate: int) -> None:
         options = self.options
-        self._input_rate = rate
+        self._input_rate = self.stream.input_rate = rate
         self._ratio = rate / options.sample_rate
         self._prefix_padding = int(options.prefix_padding_duration * rate)
         # livekit allocates the whole limit (60 s: 1.9 MB a call at 16 kHz); most
@@ -254,7 +254,8 @@ class SileroDetector:
         duration = self.window_duration
         self._sample += self.window_size
         self._timestamp += duration
-        chunk, speech = window.input, self._speech
+        chunk, speech, stream = window.input, self._speech, self.stream
+        stream.analysed_samples += len(chunk)
         if not speech.append(chunk) and not speech.full:
             speech.full = True
             log.warning(
@@ -273,7 +274,6 @@ class SileroDetector:
             self._speech_duration += duration
         else:
             self._silence_duration += duration
-        stream = self.stream
         if stream.speech_inferences and (
             stream.quiet_inferences or speaking or self._speech_run or self._speech_duration
         ):

@@ -166,6 +166,8 @@ class WebRtcVADStream(InlineVADStream):
     def process_frame(self, frame: rtc.AudioFrame) -> None:
         """Decide the frame (re-framed to 20 ms, resampled when WebRTC cannot take its rate)."""
         segmenter, splitter = self.segmenter, self.splitter
+        self.input_rate = frame.sample_rate
+        self.analysed_samples += frame.samples_per_channel  # decided before this returns
         if segmenter is None or splitter is None:
             rate = frame.sample_rate if frame.sample_rate in _WEBRTC_RATES else 16000
             segmenter = self.segmenter = self.settings.new_segmenter(rate)

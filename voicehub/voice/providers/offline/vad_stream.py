@@ -15,7 +15,9 @@ hands each event on at once:
   window): "all" (livekit's stream), "speech" (not those of quiet windows: out of speech,
   none accumulating) or "none" (START_OF_SPEECH and END_OF_SPEECH only).
 
-Either way the iterator ends when the stream does (after `end_input`, once every window
+`analysed_seconds` says how much of the pushed audio is decided, so a consumer that takes
+no INFERENCE_DONE still knows how far the VAD got. Either way the iterator ends when the
+stream does (after `end_input`, once every window
 is decided, or at `aclose`) and raises the error that ended it, if one did. livekit's
 metrics (`metrics_collected`, about one a second) are emitted in both modes.
 """
@@ -58,6 +60,8 @@ class InlineVADStream(vad.VADStream):
         self.closed = False
         # resolved when the events end: livekit's task (`_main_task`) waits on it
         self.finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.input_rate = 0  # of the frames pushed (known at the first)
+        self.analysed_samples = 0  # input samples decided, or dropped by a flush
         self.inferences = 0  # since the last metrics report
         self.report_every = 1 / owner.capabilities.update_interval  # as livekit's task
         self.inference_time = 0.0
@@ -99,7 +103,8 @@ class InlineVADStream(vad.VADStream):
         "all": one per analysed window, as livekit's stream. "speech": not those of quiet
         windows (not speaking, no speech accumulating, none in the segment). "none": only
         START_OF_SPEECH and END_OF_SPEECH (with its speech frames). A consumer that reads
-        speech boundaries only (and keeps its own per-frame evidence) passes "none".
+        speech boundaries only (and keeps its own per-frame evidence) passes "none", and
+        reads how far the VAD got in `analysed_seconds`.
 
         A sink that raises is logged; the stream goes on. The iterator still ends when the
         stream does (raising the error that ended it, if one did): iterate it to learn that.
@@ -109,6 +114,13 @@ class InlineVADStream(vad.VADStream):
         self.sink = sink
         self.speech_inferences = inferences != "none"
         self.quiet_inferences = inferences == "all"
+
+    @property
+    def analysed_seconds(self) -> float:
+        """Seconds of the audio pushed that are decided (a flush counts what it dropped):
+        how far the events have got, for a consumer that takes no INFERENCE_DONE. Audio
+        short of a whole window (32 ms for Silero) waits for the next frame."""
+        return self.analysed_samples / self.input_rate if self.input_rate else 0.0
 
     async def _main_task(self) -> None:
         # livekit's per-stream task: here it only waits for the end (its return closes the
