@@ -196,8 +196,9 @@ class SileroDetector:
 
     def _next(self) -> None:
         queue = self._queue
-        while queue and not isinstance(queue[0], Window):
-            self.stream.analysed_samples += queue.popleft()  # a flush, in audio order
+        while queue and not isinstance(dropped := queue[0], Window):
+            queue.popleft()  # a flush, in audio order
+            self.stream.analysed_samples += dropped
             self._reset()
         if queue:
             head = queue[0]
