@@ -27,6 +27,7 @@ def _sections() -> dict[str, Section]:
         phone,
         realtime,
         turns,
+        vad_batch,
         voice,
         webrtc,
     )
@@ -36,6 +37,7 @@ def _sections() -> dict[str, Section]:
         "delivery": delivery.run,
         "delivery_talkover": delivery_talkover.run,
         "voice": voice.run,
+        "vad": vad_batch.run,
         "audio": audio.run,
         "phone": phone.run,
         "webrtc": webrtc.run,
