@@ -24,10 +24,16 @@ from voicehub.desks.sections import (
     VoiceConfig,
     field_error,
 )
+from voicehub.desks.transfer import TransferConfig
 from voicehub.orchestration.board_state import BOARD_TOOLS
 from voicehub.orchestration.manager_tools import PRE_RUN_TOOLS
 from voicehub.orchestration.planner import ANALYSIS_TOOL, THOUGHT_TOOL
-from voicehub.tools.registry import BUILTIN_TOOLS, needs_knowledge_message
+from voicehub.tools.registry import (
+    BUILTIN_TOOLS,
+    NEEDS_TRANSFER,
+    needs_knowledge_message,
+    with_companions,
+)
 
 REPORT_TOOL = "start_report"
 
@@ -49,6 +55,7 @@ class DeskConfig(StrictModel):
     swarm: SwarmConfig | None = None
     ask_user: AskUserConfig | None = None
     phone: PhoneConfig = Field(default_factory=PhoneConfig)
+    transfer: TransferConfig | None = None
     manager: ManagerConfig | None = None
     blackboard: BlackboardConfig | None = None
     _source: Path | None = PrivateAttr(default=None)
@@ -235,9 +242,11 @@ def _tool_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
         for j, name in enumerate(agent.tools):
             if BUILTIN_TOOLS[name].needs_knowledge and desk.knowledge is None:
                 yield f"agents[{i}].tools[{j}]", needs_knowledge_message(name)
+            if BUILTIN_TOOLS[name].needs_transfer and desk.transfer is None:
+                yield f"agents[{i}].tools[{j}]", NEEDS_TRANSFER
         if agent.scripted is None:
             continue
-        offered = [*agent.tools, *desk.orchestration_tools(agent.id)]
+        offered = [*with_companions(agent.tools), *desk.orchestration_tools(agent.id)]
         for j, rule in enumerate(agent.scripted.rules):
             if rule.tool is not None and rule.tool not in offered:
                 has = ", ".join(offered) or "no tools"

@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError
 
 from voicehub.agents.scripted import ScriptedRule
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
+from voicehub.desks.durations import Duration
 from voicehub.tools.registry import BUILTIN_TOOLS, unknown_tool_message
 
 DEFAULT_FALLBACK = "Sorry, I can't help with that yet."
@@ -172,12 +173,19 @@ class VoiceConfig(StrictModel):
 
 
 class DeliveryConfig(StrictModel):
-    """When and how background results are spoken into the call."""
+    """When and how background results are spoken into the call, and what becomes of a
+    result nobody collects: after `hold_for` (held, the caller gone), the `fallback` sends
+    it by SMS to the caller's number, POSTs it to `webhook`, or ("none") lets it expire
+    (`voicehub.delivery.followup`)."""
 
     strategy: Literal["immediate", "wait_for_idle", "queued"] = "wait_for_idle"
     buffer: Seconds | None = None
     max_wait: Seconds | None = None
     mode: Literal["say", "generate"] = "say"
+    hold_for: Duration | None = None
+    fallback: Literal["sms", "webhook", "none"] = "none"
+    webhook: str | None = None
+    webhook_secret_env: str = Field(default="VOICEHUB_WEBHOOK_SECRET", min_length=1)
 
     @model_validator(mode="after")
     def _fits_strategy(self) -> DeliveryConfig:
@@ -185,6 +193,25 @@ class DeliveryConfig(StrictModel):
             raise field_error("buffer", "strategy 'immediate' speaks at once: remove buffer")
         if self.strategy != "wait_for_idle" and self.max_wait is not None:
             raise field_error("max_wait", "only strategy 'wait_for_idle' takes max_wait")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_fallback(self) -> DeliveryConfig:
+        if self.fallback != "none" and self.hold_for is None:
+            raise field_error(
+                "fallback", f'fallback {self.fallback!r} needs hold_for (such as "24h")'
+            )
+        if self.fallback == "webhook" and self.webhook is None:
+            raise field_error("webhook", "fallback 'webhook' needs the URL to POST results to")
+        if self.webhook is not None:
+            if self.fallback != "webhook":
+                raise field_error("webhook", "only used with fallback = 'webhook'")
+            if not re.fullmatch(r"https://[^/?#\s]+(/\S*)?", self.webhook):
+                raise field_error(
+                    "webhook",
+                    f"{self.webhook!r} is not an https URL: results carry what callers asked "
+                    "for, so they are only sent encrypted (https://...)",
+                )
         return self
 
     def to_strategy(self) -> DeliveryStrategy:
