@@ -42,6 +42,7 @@ from voicehub.voice.events import (
     CallError,
     CallSession,
     CallStatus,
+    CallTransferred,
     ClearAudio,
     ClientMessage,
     DeliveryAttempt,
@@ -351,6 +352,7 @@ class CallClient:
                 | DeliveryOutcome()
                 | CallError()
                 | ProviderError()
+                | CallTransferred()
             ):
                 pass  # recorded for the report and the waits above; nothing to play or ack
             case _:

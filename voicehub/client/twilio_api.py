@@ -175,7 +175,7 @@ class TwilioAccount:
             if call.stream is phone:  # the caller hung up (not a redirect)
                 await call.end()
 
-        self._spawn(until_hung_up())
+        self.spawn(until_hung_up())
         return call
 
     # -- the REST API: calls ---------------------------------------------------------------
@@ -195,7 +195,7 @@ class TwilioAccount:
         call = Call(self, to=form["To"], from_=form["From"], direction="outbound-api", form=form)
         self._add(call)
         callee = self.callees.popleft() if self.callees else self.default_callee
-        self._spawn(self._place(call, callee))
+        self.spawn(self._place(call, callee))
         return JSONResponse(call.resource(), status_code=201)
 
     async def _call(self, request: Request) -> JSONResponse:
@@ -214,11 +214,11 @@ class TwilioAccount:
         self.updates.append((call.sid, form))
         status = form.get("Status")
         if status in ("completed", "canceled"):
-            self._spawn(call.end(status))
+            self.spawn(call.end(status))
         elif form.get("Twiml"):
             call.run(form["Twiml"])
         elif form.get("Url"):
-            self._spawn(self._redirect(call, form["Url"]))
+            self.spawn(self._redirect(call, form["Url"]))
         else:
             return self._refuse(400, 21205, "Url, Twiml or Status is required")
         self._touch()
@@ -303,7 +303,7 @@ class TwilioAccount:
             await leg.end(callee)
             parent.history.append(f"dial: {to} {callee}")
             return callee
-        leg.status = "in-progress"
+        leg.status, parent.bridged = "in-progress", True
         parent.history.append(f"dial: {to} answered: bridged")
         waits = {asyncio.create_task(leg.ended.wait()), asyncio.create_task(parent.ended.wait())}
         try:
@@ -322,11 +322,13 @@ class TwilioAccount:
             conference = self.conferences[name] = Conference(name)
         start = element.get("startConferenceOnEnter", "true") == "true"
         end = element.get("endConferenceOnExit", "false") == "true"
-        events = set(element.get("statusCallbackEvent", "").split())
-        callback = element.get("statusCallback")
+        if conference.callback is None and element.get("statusCallback"):
+            conference.callback = element.get("statusCallback")
+            conference.events = frozenset(element.get("statusCallbackEvent", "").split())
 
         async def tell(event: str, **extra: str) -> None:
-            if callback and event.split("-")[-1] in events:
+            callback = conference.callback
+            if callback and event.split("-")[-1] in conference.events:
                 params = {
                     "AccountSid": self.account_sid,
                     "ConferenceSid": conference.sid,
@@ -517,7 +519,8 @@ class TwilioAccount:
     def _touch(self) -> None:
         self.changed.set()
 
-    def _spawn(self, job: Any) -> None:
+    def spawn(self, job: Any) -> None:
+        """Run `job` in the background until it ends or the account closes."""
         task = asyncio.create_task(job)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

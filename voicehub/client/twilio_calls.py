@@ -6,8 +6,9 @@ or `digits`: `Call.digits`), `<Pause length>`, `<Hangup/>`, `<Redirect>`, `<Conn
 (a media stream to the server, `PhoneLineClient`; it runs until either side closes it),
 `<Dial>` with a number, `<Number>`, `<Sip>` (a leg to a callee: bridged when answered, the
 `action` URL told `DialCallStatus` otherwise) or `<Conference>` (`startConferenceOnEnter`,
-`endConferenceOnExit`, `waitUrl` and the conference's status callbacks: `conference-start`,
-`participant-join`, `participant-leave`, `conference-end`). A redirect (calls update with
+`endConferenceOnExit`, `waitUrl` and the conference's status callbacks, to the first
+participant's `statusCallback`: `conference-start`, `participant-join`, `participant-leave`,
+`conference-end`). A redirect (calls update with
 `Twiml` or `Url`) stops the verb running, closing a live stream Twilio's way (`stop`, then
 the socket closes), and runs the new TwiML. When the TwiML runs out, the call is over.
 """
@@ -47,6 +48,9 @@ class Conference:
     participants: dict[str, dict[str, Any]] = field(default_factory=dict)  # call sid -> flags
     joined: list[str] = field(default_factory=list)  # every call sid that ever joined
     ended_by: str = ""
+    # Events go to the statusCallback of the first participant that gave one (as Twilio).
+    callback: str | None = None
+    events: frozenset[str] = frozenset()
     created: float = field(default_factory=time.time)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -108,6 +112,7 @@ class Call:
         self.digits: list[str] = []  # <Play digits>
         self.played: list[str] = []  # <Play> URLs (hold music, recordings)
         self.conference: str | None = None
+        self.bridged = False  # a <Dial> leg of this call was answered
         self.history: list[str] = []  # what the call did, for reports
         self.ended = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
@@ -252,7 +257,15 @@ class Call:
         else:
             nouns = [n for n in dial if n.tag in ("Number", "Sip")]
             to = (nouns[0].text if nouns else dial.text) or ""
-            status = await self.account.dial_leg(self, to.strip(), timeout)
+            try:
+                status = await self.account.dial_leg(self, to.strip(), timeout)
+            except asyncio.CancelledError:
+                # Hung up during the dial: Twilio still requests the action (its TwiML unused).
+                action = dial.get("action")
+                if action is not None and self.status in ENDED:
+                    ended = "completed" if self.bridged else "canceled"
+                    self.account.spawn(self.account.fetch_twiml(self, action, DialCallStatus=ended))
+                raise
         action = dial.get("action")
         if action is None or self.status in ENDED:
             return None

@@ -45,7 +45,6 @@ from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.server.api import api_routes
-from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.drain import Drain, DrainGate
 from voicehub.server.instances import start_heartbeat
@@ -55,6 +54,7 @@ from voicehub.server.probes import probe_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
+from voicehub.server.telephony import Telephony, telephony_routes
 from voicehub.server.twilio import PhoneLine, twilio_routes
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 
@@ -108,10 +108,8 @@ def create_app(
         clock = phone_clock if phone_clock is not None else SystemClock()
         number_key = await load_number_key(settings, store)  # the store itself, not timed
         app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), number_key)
-        app.state.callbacks = callbacks = CallBacks(
-            line, dialer_from(settings), clock, draining=lambda: drain.draining
-        )
-        line.remember = callbacks.remember
+        telephony = Telephony(line, settings, clock, draining=lambda: drain.draining)
+        app.state.callbacks, app.state.transfers = telephony.callbacks, telephony.transfers
         app.state.webrtc = WebRTCDesk(board)
         # how late the loop wakes a timer: for /health (`voicehub soak`) and /metrics
         app.state.loop_health = loop_health = LoopHealth(
@@ -136,7 +134,7 @@ def create_app(
                 announcements.cancel()
             await loop_health.aclose()
             await app.state.webrtc.close_all()
-            await callbacks.aclose()
+            await telephony.aclose()
             await board.close_all()
             await hub.aclose()  # undelivered results stay in the store
             for desk in loaded.values():
@@ -150,7 +148,7 @@ def create_app(
         *api_routes(),
         *probe_routes(),
         *twilio_routes(),
-        *callback_routes(),
+        *telephony_routes(),
     ]
     app = Starlette(
         routes=routes, lifespan=lifespan, middleware=[Middleware(DrainGate, drain=drain)]

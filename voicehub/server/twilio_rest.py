@@ -86,6 +86,11 @@ class TwilioRest:
         )
         return str(call.sid)
 
+    async def called_number(self, call_sid: str) -> str:
+        """The number a call was made to: for an incoming call, our line."""
+        call = await self._run(self._client.calls(call_sid).fetch)
+        return str(call.to or "")
+
     async def redirect(self, call_sid: str, twiml: str) -> None:
         """Make a live call run `twiml` now (what it ran, a media stream too, stops)."""
         await self._run(self._client.calls(call_sid).update, twiml=twiml)

@@ -30,14 +30,30 @@ from voicehub.tools.call_control import (
     live_calls,
 )
 
-__all__ = ["MESSAGES_KEY", "send_dtmf_tool", "take_message_tool", "transfer_call_tool"]
+__all__ = [
+    "MESSAGES_KEY",
+    "TRANSFERS_KEY",
+    "send_dtmf_tool",
+    "take_message_tool",
+    "transfer_call_tool",
+]
 
 MESSAGES_KEY = "messages"  # room metadata: the messages taken in the conversation
+TRANSFERS_KEY = "transfers"  # room metadata: each transfer and its outcome
 _MAX_MESSAGES = 50
 
 
 def _refused(error: str, say: str) -> dict[str, Any]:
     return {"status": "refused", "error": error, "say": say}
+
+
+def _unreached(metadata: dict[str, Any]) -> str:
+    """Who the last transfer of the conversation failed to reach ("" if it did not fail)."""
+    transfers = metadata.get(TRANSFERS_KEY)
+    last = transfers[-1] if isinstance(transfers, list) and transfers else None
+    if isinstance(last, dict) and last.get("outcome") not in ("connected", "handed over"):
+        return str(last.get("target", ""))
+    return ""
 
 
 def transfer_call_tool(plan: TransferPlan) -> Tool:
@@ -105,7 +121,7 @@ def take_message_tool() -> Tool:
         room = hub.room(context.room_id)
         record = {
             "id": f"msg-{uuid.uuid4().hex[:12]}",
-            "for": target.strip(),
+            "for": target.strip() or _unreached(room.metadata),
             "text": message.strip(),
             "agent": context.agent_id,
             "at": time.time(),
@@ -137,7 +153,7 @@ def send_dtmf_tool() -> Tool:
         digits: Annotated[
             str,
             Field(
-                pattern=DTMF_DIGITS.pattern,
+                pattern=f"^{DTMF_DIGITS.pattern}$",
                 description="Keys to press in order: 0-9, *, #, A-D; w waits half a second.",
             ),
         ],
