@@ -127,7 +127,10 @@ async def test_a_warm_transfer_briefs_the_person_and_joins_the_two(line: Line) -
     caller, phone, session = await line.call_in()
     line.rest.callees.append("human")
     await line.server.switchboard.hub.delivery.deliver(  # waiting for a gap, not spoken yet
-        ROOM, "Your refund was approved.", strategy=WaitForIdle(600), metadata={"task": "your refund"}
+        ROOM,
+        "Your refund was approved.",
+        strategy=WaitForIdle(600),
+        metadata={"task": "your refund"},
     )
     said = await line.use("transfer_call", session, target="Billing", summary="Double charge")
     assert said == {
@@ -258,8 +261,7 @@ async def test_bad_targets_are_refused_and_the_caller_stays(line: Line) -> None:
     unknown = await line.use("transfer_call", session, target="accounts")
     assert unknown["status"] == "refused"
     assert unknown["error"] == (
-        "there is no transfer target called 'accounts'; I can put the caller through to: "
-        "billing."
+        "there is no transfer target called 'accounts'; I can put the caller through to: billing."
     )
     assert unknown["say"].endswith("You are still with me.")
     number = await line.use("transfer_call", session, target="+1 (555) 010-0999")

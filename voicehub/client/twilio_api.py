@@ -135,7 +135,12 @@ class TwilioAccount:
             ]
         )
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", loop="asyncio"
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            loop="asyncio",
+            timeout_graceful_shutdown=1,
         )
         self._server = server = _Uvicorn(config)
         self._serving = asyncio.create_task(server.serve())

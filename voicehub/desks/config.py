@@ -198,6 +198,12 @@ def _reference_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
     for path, ref in refs:
         if ref is not None and ref not in ids:
             yield path, f"unknown agent {ref!r}; agents in this desk: {', '.join(ids)}"
+    if desk.delivery.fallback == "sms" and desk.phone.conversation != "caller":
+        yield (
+            "delivery.fallback",
+            'fallback "sms" texts the caller\'s number, which a desk with [phone] '
+            'conversation = "call" does not keep: use "webhook", or conversation = "caller"',
+        )
     if desk.pipeline is not None and desk.swarm is not None:
         yield "swarm", "a desk runs [pipeline] or [swarm], not both: keep one of them"
     if desk.swarm is not None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
+from voicehub.delivery.followup import NOTICE_KIND
 
 __all__ = ["NOTICE_KIND", "held_for_caller", "topics_of", "topics_phrase"]
 
-# Deliveries that tell the caller about the call itself (a transfer nobody answered): never
-# results, so never briefed, left on voicemail, texted or called back for.
-NOTICE_KIND = "call_notice"
+# NOTICE_KIND marks deliveries that tell the caller about the call itself (a transfer nobody
+# answered): never results, so never briefed, left on voicemail, texted or called back for.
 _WAITING = (DeliveryStatus.HELD, DeliveryStatus.PENDING, DeliveryStatus.INTERRUPTED)
 
 

@@ -108,8 +108,11 @@ def create_app(
         clock = phone_clock if phone_clock is not None else SystemClock()
         number_key = await load_number_key(settings, store)  # the store itself, not timed
         app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), number_key)
-        telephony = Telephony(line, settings, clock, draining=lambda: drain.draining)
+        app.state.telephony = telephony = Telephony(
+            line, settings, clock, draining=lambda: drain.draining
+        )
         app.state.callbacks, app.state.transfers = telephony.callbacks, telephony.transfers
+        telephony.start()
         app.state.webrtc = WebRTCDesk(board)
         # how late the loop wakes a timer: for /health (`voicehub soak`) and /metrics
         app.state.loop_health = loop_health = LoopHealth(

@@ -1,5 +1,6 @@
 """The server's telephony beyond answering calls, composed once per app: call-backs
-(`voicehub.server.callback`), transfers and keypad tones on Twilio calls
+(`voicehub.server.callback`), follow-ups of results nobody collects
+(`voicehub.server.followups`), transfers and keypad tones on Twilio calls
 (`voicehub.server.transfer`), desk handoffs for browser callers
 (`voicehub.server.desk_transfer`), and each live call's `CallControl` in the hub's
 live-call registry, where the telephony tools find it (`voicehub.tools.call_control`).
@@ -18,6 +19,7 @@ from starlette.routing import BaseRoute
 
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.desk_transfer import DeskTransferControl
+from voicehub.server.followups import ServerFollowUps
 from voicehub.server.transfer import TwilioTransfers, transfer_routes
 from voicehub.tools.call_control import CallControl, live_calls
 
@@ -44,11 +46,24 @@ class Telephony:
     ) -> None:
         self.line, self.clock = line, clock
         rest = dialer_from(settings)
+        board = line.board
         self.callbacks = CallBacks(line, rest, clock, draining=draining)
-        line.remember = self.callbacks.remember
+        self.followups = ServerFollowUps(
+            board.hub, board.desks, number_key=line.number_key, rest=rest
+        )
+        line.remember = self.remember
         self.transfers = TwilioTransfers(line, rest, clock)
         self._forget: dict[int, Callable[[], None]] = {}
         line.board.observers.append(self)
+
+    def start(self) -> None:
+        """Start sweeping for results to follow up."""
+        self.followups.start()
+
+    def remember(self, room_id: str, caller: str, line: str) -> None:
+        """An incoming call's numbers, for a call-back and a follow-up SMS."""
+        self.callbacks.remember(room_id, caller, line)
+        self.followups.remember(room_id, caller, line)
 
     # -- CallObserver ----------------------------------------------------------------------
 
@@ -72,6 +87,7 @@ class Telephony:
     async def aclose(self) -> None:
         await self.callbacks.aclose()
         await self.transfers.aclose()
+        await self.followups.aclose()
 
 
 def telephony_routes() -> list[BaseRoute]:
