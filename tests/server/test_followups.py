@@ -156,7 +156,8 @@ async def test_an_uncollected_result_goes_by_sms_once(
     assert (state["state"], state["channel"], state["reference"]) == ("sent", "sms", sms["sid"])
 
     # The number is at rest only sealed: not in the database file, nor in any log line.
-    stored = b"".join(p.read_bytes() for p in tmp_path.glob("voicehub.db*"))
+    files = await asyncio.to_thread(lambda: [p.read_bytes() for p in tmp_path.glob("voicehub.db*")])
+    stored = b"".join(files)
     assert CALLER.encode() not in stored and CALLER[1:].encode() not in stored
     assert all(CALLER[2:] not in r.getMessage() for r in caplog.records)
 

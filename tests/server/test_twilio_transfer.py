@@ -26,6 +26,7 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.server.transfer import TwilioTransfers
 from voicehub.server.twilio import caller_conversation
+from voicehub.tools.telephony import send_dtmf_tool
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
@@ -183,7 +184,7 @@ async def test_a_warm_transfer_briefs_the_person_and_joins_the_two(line: Line) -
 async def test_nobody_answering_brings_the_caller_back_to_take_a_message(
     line: Line, callee: str
 ) -> None:
-    caller, phone, session = await line.call_in()
+    caller, _, session = await line.call_in()
     line.rest.callees.append(callee)
     await line.use("transfer_call", session, target="billing", summary="Invoice question")
     assert await line.outcome() == (ROOM, "machine" if callee == "machine" else callee)
@@ -241,7 +242,7 @@ async def test_a_cold_transfer_dials_the_target_and_leaves(line: Line) -> None:
 
 
 async def test_a_cold_transfer_nobody_answers_comes_back_to_the_agent(line: Line) -> None:
-    caller, phone, session = await line.call_in()
+    caller, _, session = await line.call_in()
     line.rest.callees.append("busy")
     await line.use("transfer_call", session, target="billing", mode="cold")
     assert await line.outcome() == (ROOM, "busy")
@@ -272,11 +273,7 @@ async def test_bad_targets_are_refused_and_the_caller_stays(line: Line) -> None:
 
 
 async def test_keypad_tones_play_and_the_agent_comes_back(line: Line) -> None:
-    caller, phone, session = await line.call_in()
-    [tool] = [t for t in line.desk.agents["triage"].tools if t.name == "take_message"]
-    assert tool  # the desk grants transfer_call (and take_message); send_dtmf comes below
-    from voicehub.tools.telephony import send_dtmf_tool
-
+    caller, _, session = await line.call_in()
     context = ToolContext(hub=line.server.switchboard.hub, room_id=ROOM, agent_id="triage")
     bad = await send_dtmf_tool().invoke({"digits": "12x"}, context)
     assert bad.is_error and "digits" in bad.content
