@@ -43,8 +43,9 @@ from starlette.routing import BaseRoute, Route
 
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
-from voicehub.desks.held_results import NOTICE_KIND, held_for_caller, topics_of, topics_phrase
+from voicehub.desks.held_results import NOTICE_KIND
 from voicehub.desks.room_notes import note_in_room
+from voicehub.desks.transfer_words import briefing, nobody_line
 from voicehub.server.twilio import PhoneLine, signed_form, stream_twiml
 from voicehub.server.twilio_rest import TwilioApiError, TwilioRest
 from voicehub.tools.call_control import CallControlError, TransferRequest
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.server.calls import LiveCall
 
-__all__ = ["TwilioCallControl", "TwilioTransfers", "briefing", "transfer_routes"]
+__all__ = ["TwilioCallControl", "TwilioTransfers", "transfer_routes"]
 
 log = logging.getLogger("voicehub.twilio")
 
@@ -167,7 +168,9 @@ class TwilioTransfers:
         target = request.target
         try:
             line_number = await rest.called_number(transfer.call_sid)
-            transfer.briefing = await briefing(self.line, transfer.call, request)
+            transfer.briefing = await briefing(
+                self.line.board.hub.store, transfer.call.desk, transfer.call.room_id, request
+            )
             await rest.redirect(transfer.call_sid, _twiml(self._hold(transfer)))
         except TwilioApiError as exc:
             await self._settle(transfer, "api_error", str(exc))
@@ -235,7 +238,7 @@ class TwilioTransfers:
         except TwilioApiError as exc:  # the caller hung up on hold
             log.info("room %s: the caller is gone: %s", call.room_id, exc)
             return
-        await self._tell(transfer, _nobody_line(transfer.request.target.name, outcome))
+        await self._tell(transfer, nobody_line(transfer.request.target.name, outcome))
 
     def _stream(self, transfer: _Transfer) -> str:
         call = transfer.call
@@ -329,7 +332,7 @@ class TwilioTransfers:
         await self._settle(transfer, outcome)
         if outcome == "connected":
             return _HANG_UP
-        await self._tell(transfer, _nobody_line(transfer.request.target.name, outcome))
+        await self._tell(transfer, nobody_line(transfer.request.target.name, outcome))
         return self._stream(transfer)
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -347,36 +350,6 @@ NOT_SET_UP = (
     "transfers on phone calls need TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN and "
     "VOICEHUB_PUBLIC_URL on the server."
 )
-
-
-def _nobody_line(target: str, outcome: str) -> str:
-    why = {
-        "busy": f"the line at {target} is busy",
-        "machine": f"{target} is not picking up",
-        "api_error": f"I could not reach {target}",
-    }
-    reason = why.get(outcome, f"nobody at {target} answered")
-    return f"Sorry, {reason}. I can take a message for them, or help you with something else."
-
-
-async def briefing(line: PhoneLine, call: LiveCall, request: TransferRequest) -> str:
-    """What the person taking a warm transfer hears before the caller joins."""
-    hub = line.board.hub
-    parts = [f"Hello, this is the {call.desk.title}, with a caller for you."]
-    summary = request.summary or await _last_caller_words(line, call.room_id)
-    if summary:
-        parts.append(f"They said: {summary.rstrip('.')}.")
-    held = held_for_caller(await hub.store.list_deliveries(room_id=call.room_id))
-    if held:
-        parts.append(f"Results on {topics_phrase(topics_of(held))} are waiting for them.")
-    parts.append("Connecting you now.")
-    return " ".join(parts)
-
-
-async def _last_caller_words(line: PhoneLine, room_id: str) -> str:
-    events = await line.board.hub.store.recent_events(room_id, 30)
-    said = [e.text for e in events if e.role == "user" and e.text and e.kind == "transcript"]
-    return said[-1] if said else ""
 
 
 class TwilioCallControl:
