@@ -246,6 +246,8 @@ class Call:
     async def _close_stream(self) -> None:
         phone, self.stream = self.stream, None
         if phone is not None and not phone.closed.is_set():
+            why = "the call ended" if self.status in ENDED else "the call was redirected"
+            self.history.append(f"stream: stopped ({why})")
             await phone.hang_up()  # Twilio's `stop`, then the socket closes
 
     async def _dial(self, dial: ET.Element) -> str | None:

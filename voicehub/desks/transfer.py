@@ -20,6 +20,7 @@ a target without one of them is refused to the agent, who says so.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -94,8 +95,8 @@ class TransferConfig(StrictModel):
     @classmethod
     def _patterns(cls, values: tuple[str, ...]) -> tuple[str, ...]:
         for value in values:
-            bare = value.replace("*", "0").replace("?", "0")
-            if not (PHONE_NUMBER.fullmatch(bare) or value.startswith(("sip:", "sips:"))):
+            number = re.fullmatch(r"\+[0-9*?]{1,15}", value)
+            if not (number or value.startswith(("sip:", "sips:"))):
                 raise ValueError(
                     f"allow pattern {value!r} must look like a number (+15550100*) or a "
                     "SIP URI (sip:*@pbx.example.com)"
