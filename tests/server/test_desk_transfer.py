@@ -32,7 +32,8 @@ class Browser:
     """A WebSocket caller that acks every speech mark and keeps every event."""
 
     def __init__(self, socket: ClientConnection) -> None:
-        self.socket, self.events = socket, []  # type: list[dict[str, Any]]
+        self.socket = socket
+        self.events: list[dict[str, Any]] = []
         self.reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:

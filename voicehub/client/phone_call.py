@@ -144,8 +144,7 @@ def describe_calls(account: TwilioAccount) -> list[str]:
         lines += [f"{who}: hold audio: {url}" for url in call.played]
     for conference in account.conferences.values():
         lines.append(
-            f"conference {conference.name}: {conference.status}, "
-            f"{len(conference.joined)} joined"
+            f"conference {conference.name}: {conference.status}, {len(conference.joined)} joined"
         )
     lines += [f"SMS to {m['to']}: {m['body']!r}" for m in account.messages]
     return lines
