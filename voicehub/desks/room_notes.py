@@ -7,16 +7,19 @@ the metadata, and unloads it again unless a call of that conversation is live me
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.events import ChannelType, Event, EventKind
+from voicehub.tools.telephony import TRANSFERS_KEY
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
     from voicehub.hub import Hub
+    from voicehub.tools.call_control import TransferRequest
 
-__all__ = ["append_to_list", "note_in_room"]
+__all__ = ["append_to_list", "note_in_room", "record_transfer"]
 
 _KEEP = 50  # entries a metadata list keeps (the newest)
 
@@ -61,3 +64,37 @@ def append_to_list(current: Any, entry: dict[str, Any]) -> list[dict[str, Any]]:
     """`current` (a stored list, or nothing) with `entry` added, the newest `_KEEP` kept."""
     kept = list(current) if isinstance(current, list) else []
     return [*kept, entry][-_KEEP:]
+
+
+async def record_transfer(
+    hub: Hub,
+    desk: Desk,
+    room_id: str,
+    request: TransferRequest,
+    outcome: str,
+    *,
+    detail: str = "",
+    live: Callable[[str], bool] = lambda _: False,
+    **fields: Any,
+) -> None:
+    """Keep a transfer's outcome with the conversation: a system event ("Transfer to
+    billing (warm): connected") and an entry of the room metadata list `transfers`."""
+    target = request.target.name
+    entry = {
+        "target": target,
+        "mode": request.mode,
+        "outcome": outcome,
+        "at": time.time(),
+        **fields,
+        **({"detail": detail} if detail else {}),
+    }
+    await note_in_room(
+        hub,
+        desk,
+        room_id,
+        f"Transfer to {target} ({request.mode}): {outcome}",
+        source="transfer_call",
+        metadata={"transfer": entry},
+        record=(TRANSFERS_KEY, entry),
+        live=live,
+    )

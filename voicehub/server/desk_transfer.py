@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -21,9 +20,8 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
-from voicehub.desks.room_notes import note_in_room
+from voicehub.desks.room_notes import record_transfer
 from voicehub.tools.call_control import CallControlError, TransferRequest
-from voicehub.tools.telephony import TRANSFERS_KEY
 from voicehub.voice.events import CallTransferred
 
 if TYPE_CHECKING:
@@ -82,22 +80,8 @@ class DeskTransferControl:
         except Exception:
             log.exception("room %s: could not prepare desk %s", call.room_id, desk.name)
             return
-        entry = {
-            "target": request.target.name,
-            "desk": desk.name,
-            "mode": request.mode,
-            "outcome": "handed over",
-            "at": time.time(),
-        }
-        await note_in_room(
-            board.hub,
-            call.desk,
-            call.room_id,
-            f"Transfer to the {desk.name} desk: handed over",
-            source="transfer_call",
-            metadata={"transfer": entry},
-            record=(TRANSFERS_KEY, entry),
-            live=live,
+        await record_transfer(
+            board.hub, call.desk, call.room_id, request, "handed over", live=live, to_desk=desk.name
         )
         url = f"/desks/{desk.name}/call?conversation={call.conversation}"
         call.send(

@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,12 +43,11 @@ from starlette.routing import BaseRoute, Route
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
-from voicehub.desks.room_notes import note_in_room
+from voicehub.desks.room_notes import record_transfer
 from voicehub.desks.transfer_words import briefing, nobody_line
 from voicehub.server.twilio import PhoneLine, signed_form, stream_twiml
 from voicehub.server.twilio_rest import TwilioApiError, TwilioRest
 from voicehub.tools.call_control import CallControlError, TransferRequest
-from voicehub.tools.telephony import TRANSFERS_KEY
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
@@ -265,27 +263,18 @@ class TwilioTransfers:
         await self._record(transfer, outcome, detail)
 
     async def _record(self, transfer: _Transfer, outcome: str, detail: str = "") -> None:
-        request, call = transfer.request, transfer.call
+        request, call, board = transfer.request, transfer.call, self.line.board
         target = request.target.name
         log.info("room %s: %s transfer to %s: %s", call.room_id, request.mode, target, outcome)
-        entry = {
-            "id": transfer.id,
-            "target": target,
-            "mode": request.mode,
-            "outcome": outcome,
-            "at": time.time(),
-            **({"detail": detail} if detail else {}),
-        }
-        board = self.line.board
-        await note_in_room(
+        await record_transfer(
             board.hub,
             call.desk,
             call.room_id,
-            f"Transfer to {target} ({request.mode}): {outcome}",
-            source="transfer_call",
-            metadata={"transfer": entry},
-            record=(TRANSFERS_KEY, entry),
+            request,
+            outcome,
+            detail=detail,
             live=lambda room_id: room_id in board.calls,
+            id=transfer.id,
         )
         self.history.append((call.room_id, outcome))
         self.changed.set()

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,10 +30,9 @@ from typing import TYPE_CHECKING, Any
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
-from voicehub.desks.room_notes import note_in_room
+from voicehub.desks.room_notes import record_transfer
 from voicehub.desks.transfer_words import briefing, nobody_line
 from voicehub.tools.call_control import CallControlError, TransferRequest
-from voicehub.tools.telephony import TRANSFERS_KEY
 from voicehub.voice.providers import vendor_import
 
 if TYPE_CHECKING:
@@ -216,23 +214,9 @@ class SipCallControl:
         )
 
     async def _record(self, request: TransferRequest, outcome: str, detail: str = "") -> None:
-        target = request.target.name
-        entry = {
-            "target": target,
-            "mode": request.mode,
-            "outcome": outcome,
-            "at": time.time(),
-            **({"detail": detail} if detail else {}),
-        }
-        await note_in_room(
-            self.hub,
-            self.desk,
-            self.room_id,
-            f"Transfer to {target} ({request.mode}): {outcome}",
-            source="transfer_call",
-            metadata={"transfer": entry},
-            record=(TRANSFERS_KEY, entry),
-            live=lambda _: True,  # the job holds the room while it serves the caller
+        # live: the job holds the room while it serves the caller
+        await record_transfer(
+            self.hub, self.desk, self.room_id, request, outcome, detail=detail, live=lambda _: True
         )
         self.outcomes.append(outcome)
 
