@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from typing import Any
 
 from voicehub.errors import MissingExtraError, VoicehubError
@@ -18,6 +19,10 @@ from voicehub.errors import MissingExtraError, VoicehubError
 __all__ = ["TwilioApiError", "TwilioRest"]
 
 _RING_SECONDS = 30  # how long Twilio lets a phone ring, unless told otherwise
+# The client logs each request's query at INFO (a message search names the number): its
+# own logger, kept to warnings, so no caller number reaches the server's log.
+_REQUESTS = logging.getLogger("voicehub.twilio.requests")
+_REQUESTS.setLevel(logging.WARNING)
 
 
 class TwilioApiError(VoicehubError):
@@ -38,10 +43,13 @@ class TwilioRest:
 
     def __init__(self, account_sid: str, auth_token: str, *, api_url: str | None = None) -> None:
         try:
+            from twilio.http.http_client import TwilioHttpClient
             from twilio.rest import Client
         except ImportError:
             raise MissingExtraError("twilio", "twilio") from None
-        self._client = Client(account_sid, auth_token)
+        self._client = Client(
+            account_sid, auth_token, http_client=TwilioHttpClient(logger=_REQUESTS)
+        )
         if api_url is not None:
             self._client.api.base_url = api_url.rstrip("/")
 
