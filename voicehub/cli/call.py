@@ -161,6 +161,7 @@ def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: T
         account_sid=os.environ.get("TWILIO_ACCOUNT_SID") or "AC" + "0" * 32,
         twilio_api=args.twilio_api,
         callees=tuple(args.callee or ()),
+        answer_wait=max(20.0, min(60.0, args.timeout / 2)),  # a busy server answers late
     )
     try:
         report = asyncio.run(place_phone_call(options, lines, settle_timeout=args.timeout))

@@ -47,6 +47,7 @@ class PhoneCallOptions:
     api_token: str | None = None  # the server's access token, for its REST view
     playout_speed: float = 1.0
     quiet: float = 1.5  # seconds without agent audio that end the agent's turn
+    answer_wait: float = 20.0  # seconds of silence after a line that mean "no answer"
     account_sid: str = "AC" + "0" * 32
     twilio_api: int | None = None  # the port to serve the account's REST API on
     callees: tuple[str, ...] = ()  # who answers the calls the server places, in turn
@@ -98,12 +99,12 @@ async def _place(
     report = PhoneCallReport(room_id=f"{options.desk}:{answer.parameters.get('conversation')}")
     async with caller.stream(answer, playout_speed=options.playout_speed) as phone:
         call = account.adopt_inbound(answer, phone, options.caller) if account else None
-        await _agent_turn(phone, options.quiet, 0)  # the greeting (none when resuming)
+        await _agent_turn(phone, options, 0)  # the greeting (none when resuming)
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
             frames = phone.media_frames()
             await phone.say(audio)
-            await _agent_turn(phone, options.quiet, frames)
+            await _agent_turn(phone, options, frames)
         try:
             await asyncio.wait_for(_settle(options, report.room_id, phone), settle_timeout)
             if account is not None and call is not None:
@@ -132,7 +133,7 @@ async def _transfer_done(account: TwilioAccount, call: Call, options: PhoneCallO
 
     await account.wait_for(resolved, timeout=120.0)
     if call.stream is not None and not call.stream.closed.is_set():
-        await _agent_turn(call.stream, options.quiet, 0)  # the agent says what happened
+        await _agent_turn(call.stream, options, 0)  # the agent says what happened
 
 
 def describe_calls(account: TwilioAccount) -> list[str]:
@@ -150,11 +151,11 @@ def describe_calls(account: TwilioAccount) -> list[str]:
     return lines
 
 
-async def _agent_turn(phone: PhoneLineClient, quiet: float, after: int) -> None:
-    """Until the agent has spoken (beyond `after` frames) and gone quiet, or 20 s of
-    silence show it will not speak."""
+async def _agent_turn(phone: PhoneLineClient, options: PhoneCallOptions, after: int) -> None:
+    """Until the agent has spoken (beyond `after` frames) and gone quiet, or `answer_wait`
+    seconds of silence show it will not speak."""
     with contextlib.suppress(TimeoutError):  # no answer to that line: go on
-        await phone.wait_quiet(quiet, after=after, timeout=20.0)
+        await phone.wait_quiet(options.quiet, after=after, timeout=options.answer_wait)
 
 
 async def _settle(options: PhoneCallOptions, room_id: str, phone: PhoneLineClient) -> None:
