@@ -11,6 +11,7 @@ and async) behave as its docstring says; `problems` lists what the server got wr
 from __future__ import annotations
 
 from voicehub.client.twilio_api import TwilioAccount as FakeTwilioRest
-from voicehub.client.twilio_calls import Call, Conference
+from voicehub.client.twilio_calls import Call
+from voicehub.client.twilio_rooms import Conference
 
 __all__ = ["Call", "Conference", "FakeTwilioRest"]

@@ -27,13 +27,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import datetime as dt
 import re
-import time
-import uuid
 import xml.etree.ElementTree as ET
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -44,19 +41,20 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from voicehub.client.twilio import PhoneLineClient, StreamAnswer, TwilioCaller
-from voicehub.client.twilio_calls import ENDED, Call, Conference, rfc2822
+from voicehub.client.twilio_calls import ENDED, Call
+from voicehub.client.twilio_rooms import (
+    Conference,
+    conference,
+    conferences,
+    messages,
+    participants,
+)
 from voicehub.core.clock import Clock, SystemClock
 
 __all__ = ["TwilioAccount"]
 
 _BASE = "/2010-04-01/Accounts/{account}"
 _DIALABLE = re.compile(r"\+[1-9][0-9]{6,14}|sips?:\S+@\S+|client:\S+")
-_MAX_BODY = 1600
-_TOO_LONG = "The concatenated message body exceeds the 1600 character limit."
-
-
-def _not_found(request: Request) -> tuple[int, int, str]:
-    return 404, 20404, f"The requested resource {request.url.path} was not found"
 
 
 def _error(status: int, code: int, message: str) -> JSONResponse:
@@ -124,12 +122,12 @@ class TwilioAccount:
             routes=[
                 Route(f"{base}/Calls.json", self._create_call, methods=["POST"]),
                 Route(f"{base}/Calls/{{sid}}.json", self._call, methods=["GET", "POST"]),
-                Route(f"{base}/Messages.json", self._messages, methods=["GET", "POST"]),
-                Route(f"{base}/Conferences.json", self._conferences, methods=["GET"]),
-                Route(f"{base}/Conferences/{{sid}}.json", self._conference, methods=["GET"]),
+                Route(f"{base}/Messages.json", self._on(messages), methods=["GET", "POST"]),
+                Route(f"{base}/Conferences.json", self._on(conferences), methods=["GET"]),
+                Route(f"{base}/Conferences/{{sid}}.json", self._on(conference), methods=["GET"]),
                 Route(
                     f"{base}/Conferences/{{sid}}/Participants.json",
-                    self._participants,
+                    self._on(participants),
                     methods=["GET"],
                 ),
             ]
@@ -186,16 +184,16 @@ class TwilioAccount:
     # -- the REST API: calls ---------------------------------------------------------------
 
     async def _create_call(self, request: Request) -> JSONResponse:
-        form = await self._form(request)
+        form = await self.form(request)
         if isinstance(form, JSONResponse):
             return form
         for name in ("To", "From"):
             if not form.get(name):
-                return self._refuse(400, 21201, f"Missing required parameter {name}")
+                return self.refuse(400, 21201, f"Missing required parameter {name}")
         if not form.get("Url") and not form.get("Twiml"):
-            return self._refuse(400, 21205, "Url parameter is required")
+            return self.refuse(400, 21205, "Url parameter is required")
         if not _DIALABLE.fullmatch(form["To"]):
-            return self._refuse(400, 21211, f"Invalid 'To' Phone Number: {form['To']}")
+            return self.refuse(400, 21211, f"Invalid 'To' Phone Number: {form['To']}")
         self.created.append(form)
         call = Call(self, to=form["To"], from_=form["From"], direction="outbound-api", form=form)
         self._add(call)
@@ -204,18 +202,18 @@ class TwilioAccount:
         return JSONResponse(call.resource(), status_code=201)
 
     async def _call(self, request: Request) -> JSONResponse:
-        form = await self._form(request)
+        form = await self.form(request)
         if isinstance(form, JSONResponse):
             return form
         call = self.calls.get(request.path_params["sid"])
         if call is None:
-            return self._refuse(
+            return self.refuse(
                 404, 20404, f"The requested resource {request.url.path} was not found"
             )
         if request.method == "GET":
             return JSONResponse(call.resource())
         if call.status in ENDED:
-            return self._refuse(400, 21220, "Call is not in-progress. Cannot redirect.")
+            return self.refuse(400, 21220, "Call is not in-progress. Cannot redirect.")
         self.updates.append((call.sid, form))
         status = form.get("Status")
         if status in ("completed", "canceled"):
@@ -225,8 +223,8 @@ class TwilioAccount:
         elif form.get("Url"):
             self.spawn(self._redirect(call, form["Url"]))
         else:
-            return self._refuse(400, 21205, "Url, Twiml or Status is required")
-        self._touch()
+            return self.refuse(400, 21205, "Url, Twiml or Status is required")
+        self.touch()
         return JSONResponse(call.resource())
 
     async def _redirect(self, call: Call, url: str) -> None:
@@ -262,7 +260,7 @@ class TwilioAccount:
                 return
             await asyncio.sleep(0)  # the answer's TwiML is running: then the verdict comes
             call.answered_by = verdict
-            await self._post(callback, call.params(MachineDetectionDuration="2400"), "AMD")
+            await self.post(callback, call.params(MachineDetectionDuration="2400"), "AMD")
 
     # -- what calls do, for `Call` ---------------------------------------------------------
 
@@ -278,11 +276,11 @@ class TwilioAccount:
     async def stream_opened(self, call: Call, phone: PhoneLineClient) -> None:
         if call.direction != "inbound":
             await self.answered.put(phone)
-        self._touch()
+        self.touch()
 
     async def fetch_twiml(self, call: Call, url: str, **extra: str) -> str | None:
         """POST the call's parameters to `url` (an answer, redirect or action URL)."""
-        reply = await self._post(url, call.params(**extra), "TwiML")
+        reply = await self.post(url, call.params(**extra), "TwiML")
         if reply is None or reply.status_code != 200:
             return None
         try:
@@ -293,10 +291,10 @@ class TwilioAccount:
         return str(reply.text)
 
     async def call_ended(self, call: Call) -> None:
-        self._touch()
+        self.touch()
         callback = call.form.get("StatusCallback")
         if callback:
-            await self._post(callback, call.params(), "status")
+            await self.post(callback, call.params(), "status")
 
     async def dial_leg(self, parent: Call, to: str, timeout: float) -> str:
         """`<Dial>` to a number or SIP URI: the callee's answer, or why there was none."""
@@ -319,157 +317,15 @@ class TwilioAccount:
             await leg.end()
         return "completed"
 
-    async def join_conference(self, call: Call, element: ET.Element) -> None:
-        """`<Dial><Conference>`: in the room until it ends or the call leaves it."""
-        name = (element.text or "").strip()
-        conference = self.conferences.get(name)
-        if conference is None or conference.status == "completed":
-            conference = self.conferences[name] = Conference(name)
-        start = element.get("startConferenceOnEnter", "true") == "true"
-        end = element.get("endConferenceOnExit", "false") == "true"
-        if conference.callback is None and element.get("statusCallback"):
-            conference.callback = element.get("statusCallback")
-            conference.events = frozenset(element.get("statusCallbackEvent", "").split())
-
-        async def tell(event: str, **extra: str) -> None:
-            callback = conference.callback
-            if callback and event.split("-")[-1] in conference.events:
-                params = {
-                    "AccountSid": self.account_sid,
-                    "ConferenceSid": conference.sid,
-                    "FriendlyName": name,
-                    "StatusCallbackEvent": event,
-                    "Timestamp": rfc2822(time.time()),
-                    **extra,
-                }
-                await self._post(callback, params, "conference")
-
-        conference.participants[call.sid] = {"start": start, "end": end}
-        conference.joined.append(call.sid)
-        call.conference = name
-        call.history.append(f"conference: joined {name}")
-        await tell("participant-join", CallSid=call.sid)
-        if start and conference.status == "init":
-            conference.status = "in-progress"
-            await tell("conference-start")
-        elif conference.status == "init":
-            call.played.append(element.get("waitUrl") or "twilio hold music")
-        self._change(conference)
-        try:
-            while call.sid in conference.participants and conference.status != "completed":
-                conference.changed.clear()
-                await conference.changed.wait()
-        finally:
-            if conference.participants.pop(call.sid, None) is not None:
-                call.history.append(f"conference: left {name}")
-                await tell("participant-leave", CallSid=call.sid)
-                if end or not conference.participants:
-                    conference.ended_by = (
-                        "participant-with-end-conference-on-exit-left"
-                        if end
-                        else "last-participant-left"
-                    )
-                    conference.status = "completed"
-                    conference.participants.clear()
-                    await tell("conference-end", ReasonConferenceEnded=conference.ended_by)
-                self._change(conference)
-            call.conference = None
-
-    # -- the REST API: messages and conferences --------------------------------------------
-
-    async def _messages(self, request: Request) -> JSONResponse:
-        form = await self._form(request)
-        if isinstance(form, JSONResponse):
-            return form
-        if request.method == "GET":
-            return self._list_messages(request)
-        to, body = form.get("To", ""), form.get("Body", "")
-        sender = form.get("From") or form.get("MessagingServiceSid")
-        if not to:
-            return self._refuse(400, 21604, "A 'To' phone number is required.")
-        if not re.fullmatch(r"\+[1-9][0-9]{6,14}", to):
-            return self._refuse(400, 21211, f"Invalid 'To' Phone Number: {to}")
-        if not sender:
-            return self._refuse(400, 21603, "A 'From' phone number is required.")
-        if not body:
-            return self._refuse(400, 21602, "Message body is required.")
-        if len(body) > _MAX_BODY:
-            return self._refuse(400, 21617, _TOO_LONG)
-        now = time.time()
-        message = {
-            "sid": "SM" + uuid.uuid4().hex,
-            "account_sid": self.account_sid,
-            "to": to,
-            "from": form.get("From"),
-            "messaging_service_sid": form.get("MessagingServiceSid"),
-            "body": body,
-            "status": "queued",
-            "direction": "outbound-api",
-            "num_segments": str(1 + len(body) // 153),
-            "date_created": rfc2822(now),
-            "date_sent": rfc2822(now),
-            "date_updated": rfc2822(now),
-            "api_version": "2010-04-01",
-            "error_code": None,
-            "error_message": None,
-            "uri": f"/2010-04-01/Accounts/{self.account_sid}/Messages/x.json",
-        }
-        self.messages.append(message)
-        self._touch()
-        if self.message_gate is not None:
-            await self.message_gate.wait()
-        return JSONResponse(message, status_code=201)
-
-    def _list_messages(self, request: Request) -> JSONResponse:
-        query = request.query_params
-        found = [
-            m
-            for m in self.messages
-            if query.get("To") in (None, m["to"]) and query.get("From") in (None, m["from"])
-        ]
-        after = query.get("DateSent>")
-        if after is not None:
-            since = dt.datetime.fromisoformat(after.replace("Z", "+00:00")).timestamp()
-            found = [
-                m
-                for m in found
-                if _epoch(m["date_sent"]) >= since - 1.0  # Twilio's dates are whole seconds
-            ]
-        return self._page(request, "messages", list(reversed(found)))  # newest first
-
-    async def _conferences(self, request: Request) -> JSONResponse:
-        query = request.query_params
-        found = [
-            c.resource(self.account_sid)
-            for c in self.conferences.values()
-            if query.get("FriendlyName") in (None, c.name)
-            and query.get("Status") in (None, c.status)
-        ]
-        return self._page(request, "conferences", found)
-
-    async def _conference(self, request: Request) -> JSONResponse:
-        conference = self._conference_by_sid(request.path_params["sid"])
-        if conference is None:
-            return self._refuse(
-                404, 20404, f"The requested resource {request.url.path} was not found"
-            )
-        return JSONResponse(conference.resource(self.account_sid))
-
-    async def _participants(self, request: Request) -> JSONResponse:
-        conference = self._conference_by_sid(request.path_params["sid"])
-        if conference is None:
-            return self._refuse(
-                404, 20404, f"The requested resource {request.url.path} was not found"
-            )
-        found = [conference.participant(self.account_sid, s) for s in conference.participants]
-        return self._page(request, "participants", found)
-
     # -- plumbing --------------------------------------------------------------------------
 
-    def _conference_by_sid(self, sid: str) -> Conference | None:
-        return next((c for c in self.conferences.values() if sid in (c.sid, c.name)), None)
+    def _on(self, endpoint: Callable[[TwilioAccount, Request], Awaitable[JSONResponse]]) -> Any:
+        async def handle(request: Request) -> JSONResponse:
+            return await endpoint(self, request)
 
-    def _page(self, request: Request, key: str, items: list[dict[str, Any]]) -> JSONResponse:
+        return handle
+
+    def page(self, request: Request, key: str, items: list[dict[str, Any]]) -> JSONResponse:
         size = int(request.query_params.get("PageSize", "50"))
         return JSONResponse(
             {
@@ -485,9 +341,9 @@ class TwilioAccount:
             }
         )
 
-    async def _form(self, request: Request) -> dict[str, str] | JSONResponse:
+    async def form(self, request: Request) -> dict[str, str] | JSONResponse:
         if not self._authorized(request) or request.path_params["account"] != self.account_sid:
-            return self._refuse(401, 20003, "Authenticate")
+            return self.refuse(401, 20003, "Authenticate")
         return dict(parse_qsl((await request.body()).decode(), keep_blank_values=True))
 
     def _authorized(self, request: Request) -> bool:
@@ -497,11 +353,11 @@ class TwilioAccount:
         user, _, password = base64.b64decode(header[6:]).decode().partition(":")
         return (user, password) == (self.account_sid, self.auth_token)
 
-    def _refuse(self, status: int, code: int, message: str) -> JSONResponse:
+    def refuse(self, status: int, code: int, message: str) -> JSONResponse:
         self.refused += 1
         return _error(status, code, message)
 
-    async def _post(self, url: str, params: dict[str, str], what: str) -> Any:
+    async def post(self, url: str, params: dict[str, str], what: str) -> Any:
         try:
             reply = await self.twilio.post_to(url, params)
         except Exception as exc:  # the server may be shutting down
@@ -515,13 +371,13 @@ class TwilioAccount:
         self.calls[call.sid] = call
         if self.on_call is not None:
             self.on_call(call)
-        self._touch()
+        self.touch()
 
-    def _change(self, conference: Conference) -> None:
+    def change(self, conference: Conference) -> None:
         conference.changed.set()
-        self._touch()
+        self.touch()
 
-    def _touch(self) -> None:
+    def touch(self) -> None:
         self.changed.set()
 
     def spawn(self, job: Any) -> None:
@@ -540,8 +396,3 @@ class TwilioAccount:
             return value
 
         return await asyncio.wait_for(until(), timeout)
-
-
-def _epoch(rfc: str) -> float:
-    parsed = dt.datetime.strptime(rfc, "%a, %d %b %Y %H:%M:%S %Z")
-    return parsed.replace(tzinfo=dt.UTC).timestamp()

@@ -17,74 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import time
 import uuid
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from voicehub.client.twilio import PhoneLineClient, StreamAnswer
+from voicehub.client.twilio_rooms import join_conference, rfc2822
 
 if TYPE_CHECKING:
     from voicehub.client.twilio_api import TwilioAccount
 
-__all__ = ["Call", "Conference", "rfc2822"]
+__all__ = ["ENDED", "Call"]
 
 ENDED = frozenset({"completed", "busy", "no-answer", "failed", "canceled"})
-
-
-def rfc2822(at: float) -> str:
-    return email.utils.formatdate(at, usegmt=True)
-
-
-@dataclass
-class Conference:
-    """A conference room: the calls in it and whether it has started."""
-
-    name: str
-    sid: str = field(default_factory=lambda: "CF" + uuid.uuid4().hex)
-    status: str = "init"  # init -> in-progress -> completed
-    participants: dict[str, dict[str, Any]] = field(default_factory=dict)  # call sid -> flags
-    joined: list[str] = field(default_factory=list)  # every call sid that ever joined
-    ended_by: str = ""
-    # Events go to the statusCallback of the first participant that gave one (as Twilio).
-    callback: str | None = None
-    events: frozenset[str] = frozenset()
-    created: float = field(default_factory=time.time)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def resource(self, account_sid: str) -> dict[str, Any]:
-        return {
-            "sid": self.sid,
-            "account_sid": account_sid,
-            "friendly_name": self.name,
-            "status": self.status,
-            "date_created": rfc2822(self.created),
-            "date_updated": rfc2822(time.time()),
-            "region": "us1",
-            "reason_conference_ended": self.ended_by or None,
-            "uri": f"/2010-04-01/Accounts/{account_sid}/Conferences/{self.sid}.json",
-        }
-
-    def participant(self, account_sid: str, call_sid: str) -> dict[str, Any]:
-        flags = self.participants[call_sid]
-        return {
-            "account_sid": account_sid,
-            "call_sid": call_sid,
-            "conference_sid": self.sid,
-            "status": "connected",
-            "hold": False,
-            "muted": False,
-            "coaching": False,
-            "start_conference_on_enter": flags["start"],
-            "end_conference_on_exit": flags["end"],
-            "label": None,
-            "uri": (
-                f"/2010-04-01/Accounts/{account_sid}/Conferences/{self.sid}/Participants/"
-                f"{call_sid}.json"
-            ),
-        }
 
 
 class Call:
@@ -254,7 +200,7 @@ class Call:
         timeout = float(dial.get("timeout", "30"))
         conference = dial.find("Conference")
         if conference is not None:
-            await self.account.join_conference(self, conference)
+            await join_conference(self.account, self, conference)
             status = "completed"
         else:
             nouns = [n for n in dial if n.tag in ("Number", "Sip")]

@@ -20,7 +20,8 @@ from starlette.routing import BaseRoute
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
-from voicehub.server.transfer import TwilioTransfers, transfer_routes
+from voicehub.server.transfer import TwilioTransfers
+from voicehub.server.transfer_routes import transfer_routes
 from voicehub.tools.call_control import CallControl, live_calls
 
 if TYPE_CHECKING:

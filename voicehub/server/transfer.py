@@ -1,10 +1,5 @@
 """Transfers and keypad tones on Twilio calls, through the REST API on the call's sid.
 
-    POST /twilio/{desk}/transfer/{transfer}/person          the person's phone answered
-    POST /twilio/{desk}/transfer/{transfer}/person/status   how the person's call ended
-    POST /twilio/{desk}/transfer/{transfer}/conference      the conference's events
-    POST /twilio/{desk}/transfer/{transfer}/dialed          a cold transfer's <Dial action>
-
 Every change waits until the agent has said what happens (its reply to the tool) and that
 has played; then:
 
@@ -22,7 +17,8 @@ has played; then:
 - keypad tones: `<Play digits>`, then a fresh stream to the same conversation.
 
 Each transfer's outcome goes into the conversation (a system event, and the room metadata
-list `transfers`), readable in the REST view.
+list `transfers`), readable in the REST view. Twilio's webhooks for them are served by
+`voicehub.server.transfer_routes`.
 """
 
 from __future__ import annotations
@@ -36,16 +32,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
-
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
 from voicehub.desks.room_notes import record_transfer
 from voicehub.desks.transfer_words import briefing, nobody_line
-from voicehub.server.twilio import PhoneLine, signed_form, stream_twiml
+from voicehub.server.twilio import PhoneLine, stream_twiml
 from voicehub.server.twilio_rest import TwilioApiError, TwilioRest
 from voicehub.tools.call_control import CallControlError, TransferRequest
 
@@ -53,7 +45,7 @@ if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.server.calls import LiveCall
 
-__all__ = ["TwilioCallControl", "TwilioTransfers", "transfer_routes"]
+__all__ = ["TwilioCallControl", "TwilioTransfers"]
 
 log = logging.getLogger("voicehub.twilio")
 
@@ -67,7 +59,7 @@ def _twiml(verbs: str) -> str:
     return f'<?xml version="1.0" encoding="UTF-8"?><Response>{verbs}</Response>'
 
 
-_HANG_UP = _twiml("<Hangup />")
+HANG_UP = _twiml("<Hangup />")
 
 
 @dataclass
@@ -284,10 +276,10 @@ class TwilioTransfers:
     def person_answered(self, transfer_id: str, answered_by: str) -> str:
         transfer = self._transfers.get(transfer_id)
         if transfer is None or transfer.settled.done():
-            return _HANG_UP
+            return HANG_UP
         if answered_by in _MACHINE or answered_by == "fax":
             self._resolve(transfer, "machine")
-            return _HANG_UP
+            return HANG_UP
         join = (
             '<Dial><Conference startConferenceOnEnter="true" endConferenceOnExit="true" '
             f'beep="false">{transfer.conference}</Conference></Dial>'
@@ -316,11 +308,11 @@ class TwilioTransfers:
         """A cold transfer's dial ended: hang up after a bridged call, else the agent."""
         transfer = self._transfers.pop(transfer_id, None)
         if transfer is None:
-            return _HANG_UP
+            return HANG_UP
         outcome = "connected" if status in ("completed", "answered") else status
         await self._settle(transfer, outcome)
         if outcome == "connected":
-            return _HANG_UP
+            return HANG_UP
         await self._tell(transfer, nobody_line(transfer.request.target.name, outcome))
         return self._stream(transfer)
 
@@ -369,66 +361,3 @@ class TwilioCallControl:
             raise CallControlError(NOT_SET_UP)
         self.transfers.send_digits(self.call, self.call_sid, digits)
         return f"Pressing {' '.join(d for d in digits if d != 'w')}."
-
-
-# -- routes ------------------------------------------------------------------------------
-
-
-def _transfers(request: Request) -> TwilioTransfers | None:
-    return getattr(request.app.state, "transfers", None)
-
-
-async def _person(request: Request) -> Response:
-    signed = await signed_form(request)
-    if isinstance(signed, Response):
-        return signed
-    transfers, twiml = _transfers(request), _HANG_UP
-    if transfers is not None:
-        verdict = signed[1].get("AnsweredBy", "human")
-        twiml = transfers.person_answered(request.path_params["transfer"], verdict)
-    return Response(twiml, media_type="application/xml")
-
-
-async def _person_status(request: Request) -> Response:
-    signed = await signed_form(request)
-    if isinstance(signed, Response):
-        return signed
-    transfers = _transfers(request)
-    if transfers is not None:
-        transfers.person_reported(request.path_params["transfer"], signed[1].get("CallStatus", ""))
-    return Response(status_code=204)
-
-
-async def _conference(request: Request) -> Response:
-    signed = await signed_form(request)
-    if isinstance(signed, Response):
-        return signed
-    transfers, params = _transfers(request), signed[1]
-    if transfers is not None:
-        transfers.conference_event(
-            request.path_params["transfer"],
-            params.get("StatusCallbackEvent", ""),
-            params.get("CallSid", ""),
-        )
-    return Response(status_code=204)
-
-
-async def _dialed(request: Request) -> Response:
-    signed = await signed_form(request)
-    if isinstance(signed, Response):
-        return signed
-    transfers, twiml = _transfers(request), _HANG_UP
-    if transfers is not None:
-        status = signed[1].get("DialCallStatus", "failed")
-        twiml = await transfers.dialed(request.path_params["transfer"], status)
-    return Response(twiml, media_type="application/xml")
-
-
-def transfer_routes() -> list[BaseRoute]:
-    base = "/twilio/{desk}/transfer/{transfer}"
-    return [
-        Route(f"{base}/person", _person, methods=["POST"]),
-        Route(f"{base}/person/status", _person_status, methods=["POST"]),
-        Route(f"{base}/conference", _conference, methods=["POST"]),
-        Route(f"{base}/dialed", _dialed, methods=["POST"]),
-    ]
