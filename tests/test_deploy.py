@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from voicehub.desks.loading import load_desk_folder
 from voicehub.server.settings import _VARIABLES as SERVER_VARIABLES
 from voicehub.server.settings import ServerSettings
 from voicehub.workers.settings import ENVIRONMENT as WORKER_VARIABLES
@@ -71,9 +72,37 @@ def test_serve_and_worker_run_voicehub_with_settings_it_reads(compose: dict[str,
     assert worker["command"][:2] == ["voicehub", "worker"]
     # a public address needs a token: serve would refuse to start without one
     assert len(default_of(environment(serve)["VOICEHUB_TOKEN"])) >= 16
+    keys = desk_key_variables()
+    assert keys == {"OPENAI_API_KEY", "DEEPGRAM_API_KEY"}
     for service, reads in ((serve, SERVER_VARIABLES), (worker, WORKER_VARIABLES)):
-        unknown = set(environment(service)) - set(reads.values())
+        unknown = set(environment(service)) - set(reads.values()) - keys
         assert not unknown, f"{service['command'][1]} does not read {sorted(unknown)}"
+        assert keys <= set(environment(service)), "pass the cloud desks' keys through"
+
+
+def desk_key_variables() -> set[str]:
+    """The environment variables the example desks take their keys from."""
+    found = set()
+    for desk in load_desk_folder(ROOT / "channels").values():
+        voice = desk.voice
+        found |= {a.llm.api_key_env for a in desk.agents if a.llm.provider == "openai"} - {None}
+        if voice.deepgram is not None:
+            found.add(voice.deepgram.api_key_env)
+        if voice.engine == "openai-realtime":
+            found.add(voice.realtime_model.api_key_env)
+    return {name for name in found if name}
+
+
+def extras_the_desks_need() -> set[str]:
+    """The pyproject extras the example desks import: the server and offline voice stack for
+    all, and each cloud provider a desk names."""
+    needed = {"server", "voice"}
+    for desk in load_desk_folder(ROOT / "channels").values():
+        voice = desk.voice
+        needed |= {"deepgram"} if "deepgram" in (voice.stt, voice.tts) else set()
+        needed |= {"realtime"} if voice.engine == "openai-realtime" else set()
+        needed |= {"openai"} if any(a.llm.provider == "openai" for a in desk.agents) else set()
+    return needed
 
 
 def test_serve_and_worker_share_the_redis_store_apart_from_livekits_data(
@@ -122,6 +151,7 @@ def test_the_dockerfile_is_slim_non_root_offline_and_health_checked() -> None:
     assert any("HF_HUB_OFFLINE=1" in line for line in lines)
     install = next(line for line in lines if "pip install" in line)
     extras = set(re.search(r"\.\[([a-z,]+)\]", install).group(1).split(","))  # type: ignore[union-attr]
-    assert {"voice", "server", "twilio", "webrtc", "livekit"} <= extras
+    assert {"voice", "server", "twilio", "webrtc", "livekit", "redis"} <= extras
+    assert extras_the_desks_need() <= extras, "the image lacks an extra an example desk uses"
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert extras <= set(declared["optional-dependencies"])

@@ -20,6 +20,8 @@ from voicehub.desks.loading import load_desk_file
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.voice.engine.session import EngineOptions
+from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
 
 WORDS = "please research solar panels"
@@ -105,7 +107,7 @@ async def test_phone_calls_use_mulaw_at_8khz(
     async with Hub() as hub:
         session = await OfflineSessionFactory().start(hub, desk, "r1", FakeTransport(8000))
         try:
-            stt, tts = session.agent_session.stt, session.agent_session.tts
+            stt, tts = session.stt, session.tts
             assert isinstance(stt, DeepgramSTT) and isinstance(tts, DeepgramTTS)
             assert (stt.encoding, stt.sample_rate) == ("mulaw", 8000)
             assert (tts.encoding, tts.sample_rate) == ("mulaw", 8000)
@@ -127,7 +129,9 @@ async def test_research_by_voice_on_the_cloud_desk(
         monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
         deepgram.transcripts.append(WORDS)
         desk = cloud_desk(tmp_path, deepgram.url)
-        factory = OfflineSessionFactory(min_endpointing_delay=0.2)
+        factory = OfflineSessionFactory(
+            options=EngineOptions(turn=TurnSettings(endpointing_delay=0.2))
+        )
         await factory.prepare([desk])
         async with Hub() as hub:
             transport = FakeTransport(RATE, ack="immediate")

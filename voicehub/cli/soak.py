@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from voicehub.cli.subcommands import Subcommands
 from voicehub.errors import VoicehubError
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `soak` to an `add_subparsers()` object."""
     soak = commands.add_parser(
         "soak",

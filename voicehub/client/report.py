@@ -108,6 +108,7 @@ class CallReport:
     agent_audio: bytearray = field(default_factory=bytearray)
     close_code: int | None = None
     close_reason: str = ""
+    closed_by_server: bool = False  # the socket closed before the caller hung up
     settled: bool = False
 
     def events_of(self, kind: type[E]) -> list[E]:

@@ -107,16 +107,16 @@ def new_tts(desk: Desk, sample_rate: int) -> Any:
     )
 
 
-def close_with(agent_session: Any, plugin: Any) -> None:
-    """Close `plugin` (its idle speak socket) when the call's livekit session closes."""
+def close_with(session: Any, plugin: Any) -> None:
+    """Close `plugin` (its idle speak socket) when the call's voice session closes."""
     tasks: set[asyncio.Task[None]] = set()
 
-    def closed(_: Any) -> None:
+    def closed() -> None:
         task = asyncio.get_running_loop().create_task(plugin.aclose())
         tasks.add(task)  # held until done: the loop keeps only weak references
         task.add_done_callback(tasks.discard)
 
-    agent_session.on("close", closed)
+    session.on_close(closed)
 
 
 def require_key(desk: Desk) -> None:

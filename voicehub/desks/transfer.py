@@ -49,7 +49,11 @@ class TargetConfig(StrictModel):
     """One transfer target: a phone number or SIP URI, and/or a desk of this server."""
 
     phone: str | None = None
+    """The number (E.164, such as +15550100300) or SIP URI (sip:user@host) phone callers are
+    put through to."""
     desk: Slug | None = None
+    """The desk of this server browser and WebSocket callers are handed to (the
+    conversation kept)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -85,11 +89,22 @@ class TransferConfig(StrictModel):
     """Where the desk's agents may transfer callers (`transfer_call`)."""
 
     targets: dict[Slug, TargetConfig] = Field(min_length=1)
+    """The names the agent transfers to: `[transfer.targets]`, each a number, a SIP URI, or
+    `{ phone = "...", desk = "..." }`."""
     mode: Literal["cold", "warm"] = "warm"
+    """`transfer_call`'s default: `warm` briefs the person before joining them with the
+    caller, `cold` puts the caller straight through."""
     ring_timeout: PositiveSeconds = Field(default=20.0, le=120.0)
+    """Seconds the person's phone rings before the agent comes back to the caller (at most
+    120)."""
     hold_audio: str | None = Field(default=None, pattern=_HTTPS)
+    """What a Twilio caller on hold hears: an https URL of an audio file or TwiML (Twilio's
+    waitUrl); Twilio's own hold music when unset."""
     allow: tuple[str, ...] = ()
+    """Numbers or SIP URIs the agent may name itself, as glob patterns (`+1555*`); none by
+    default."""
     sip_trunk: str | None = Field(default=None, min_length=1)
+    """LiveKit SIP: the outbound trunk (`ST_...`) that calls the person for warm transfers."""
 
     @field_validator("allow")
     @classmethod

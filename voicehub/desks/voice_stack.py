@@ -51,16 +51,16 @@ class SessionFactory(Protocol):
 
 
 class OfflineSessionFactory:
-    """Pipeline sessions (livekit `AgentSession`) on the embedded offline stack, or Deepgram,
+    """Pipeline sessions (voicehub's engine) on the embedded offline stack, or Deepgram,
     as each desk's `[voice]` table names, through `voicehub.desks.call.start_desk_call`.
-    `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance).
+    `session_options` go to `PipelineVoiceSession` (`options`, for instance).
 
     `batch_vad`: every call's Silero VAD runs its inferences batched with the other calls'
     (one ONNX run per 20 ms tick, `silero_batch`); False gives each call its own inferences.
     """
 
     def __init__(self, *, batch_vad: bool = True, **session_options: Any) -> None:
-        from voicehub.voice.delivery_speech import PrerenderBudget
+        from voicehub.voice.engine.results import PrerenderBudget
 
         self.session_options = session_options
         self.batch_vad = batch_vad
@@ -139,7 +139,7 @@ class OfflineSessionFactory:
             **{"prerender_budget": self.prerender_budget, **self.session_options},
         )
         if voice.tts == "deepgram":  # this call's own plugin: its speak socket ends with it
-            deepgram_stack.close_with(session.agent_session, tts)
+            deepgram_stack.close_with(session, tts)
         return session
 
     # The objects `prepare` warms up: loading them loads the models every call then shares.

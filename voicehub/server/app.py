@@ -46,6 +46,7 @@ from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.server.api import api_routes
 from voicehub.server.calls import Switchboard
+from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain, DrainGate
 from voicehub.server.instances import start_heartbeat
 from voicehub.server.loop_health import LoopHealth
@@ -121,6 +122,7 @@ def create_app(
         drain.watch(board, app.state.webrtc.close_all)
         drain.refused = metrics.refused
         metrics.draining.set_function(lambda: float(drain.draining))
+        app.state.reloader = reloader = _desk_reloader(settings, loaded, factory)
         app.state.switchboard = board  # last: /ready says ready from here on
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
@@ -132,6 +134,8 @@ def create_app(
         try:
             yield
         finally:
+            if reloader is not None:
+                await reloader.aclose()
             await heartbeat.stop()
             if announcements is not None:
                 announcements.cancel()
@@ -158,6 +162,17 @@ def create_app(
     )
     app.state.drain, app.state.token = drain, settings.token
     return app
+
+
+def _desk_reloader(
+    settings: ServerSettings, desks: dict[str, Desk], factory: SessionFactory
+) -> DeskReloader | None:
+    """With `--reload`: watch the desk folder, swapping changed desks into `desks`."""
+    if not settings.reload_desks:
+        return None
+    reloader = DeskReloader(settings.channels_dir, desks, prepare=factory.prepare)
+    reloader.start()
+    return reloader
 
 
 async def index(request: Request) -> FileResponse:
@@ -188,8 +203,9 @@ def uvicorn_config(app: Starlette, settings: ServerSettings) -> uvicorn.Config:
     )
 
 
-def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> None:
-    """Run the server until interrupted (refuses a public address without a token).
+def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> bool:
+    """Run the server until interrupted (refuses a public address without a token); True
+    when it stopped by draining (SIGTERM), False when it stopped at once (Ctrl-C).
 
     `ready` is called with the server's URL once it accepts connections (with the port
     the system chose when `settings.port` is 0).
@@ -225,3 +241,4 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
             self.should_exit = True
 
     Server(config).run()
+    return drain.draining

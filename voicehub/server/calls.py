@@ -98,6 +98,9 @@ class CallObserver(Protocol):
 
     def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport: ...
 
+    def call_accepted(self, call: LiveCall) -> None:
+        """The call's session started (a call whose desk cannot start never gets here)."""
+
     def call_ended(self, call: LiveCall) -> None: ...
 
 
@@ -238,6 +241,8 @@ class Switchboard:
             for observer in self.observers:
                 transport = observer.call_started(call, transport)
             call.session = await self.factory.start(hub, desk, room_id, transport)
+            for observer in self.observers:
+                observer.call_accepted(call)
         except Exception as exc:
             log.exception("room %s: could not start the voice session", room_id)
             message = f"could not start the call: {type(exc).__name__}: {exc}"
@@ -423,6 +428,7 @@ def _delivery_fields(event: Event) -> dict[str, Any]:
         "kind": meta.get("kind"),
         "text": event.text,
         "room_id": event.room_id,
+        "topic": meta.get("task") if isinstance(meta.get("task"), str) else None,
     }
 
 

@@ -88,6 +88,9 @@ class ServerSettings(StoreChoice):
     webrtc_silence_timeout: float = Field(default=10.0, gt=0)
     log_level: str = "info"
     drain_seconds: float = Field(default=30.0, ge=0)
+    # `serve --reload`: watch the desk folder; changed desks serve new calls
+    # (`voicehub.server.desk_reload`).
+    reload_desks: bool = False
     # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
     # proxy the request's host is not it), the account's auth token that signs webhooks,
     # and the account sid for call-backs. See `voicehub.server.twilio`.

@@ -5,8 +5,8 @@
 (`voicehub.server.desk_transfer`), and each live call's `CallControl` in the hub's
 live-call registry, where the telephony tools find it (`voicehub.tools.call_control`).
 
-It watches calls as a switchboard `CallObserver`: a call that starts gets the control its
-transport allows (a Twilio call: the REST API on its sid; any other: desk handoffs), and
+It watches calls as a switchboard `CallObserver`: a call whose session started gets the
+control its transport allows (a Twilio call: the REST API on its sid; any other: desk handoffs), and
 loses it when it ends.
 """
 
@@ -69,9 +69,11 @@ class Telephony:
     # -- CallObserver ----------------------------------------------------------------------
 
     def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
+        return transport
+
+    def call_accepted(self, call: LiveCall) -> None:
         control = self.control_for(call)
         self._forget[id(call)] = live_calls(self.line.board.hub).register(call.room_id, control)
-        return transport
 
     def call_ended(self, call: LiveCall) -> None:
         forget = self._forget.pop(id(call), None)

@@ -216,6 +216,7 @@ class DeliveryAttempt(WireModel):
     kind: str | None  # what produced the result, from the delivery's metadata, if said
     text: str
     room_id: str
+    topic: str | None = None  # the task the result answers ("heat pumps"), if known
 
 
 class DeliveryOutcome(WireModel):
@@ -228,6 +229,7 @@ class DeliveryOutcome(WireModel):
     kind: str | None
     text: str
     room_id: str
+    topic: str | None = None
     outcome: str | None
     final: bool | None  # no further attempt will follow
     error: str | None

@@ -57,10 +57,11 @@ async def run_soak(
                 await process.stop()
 
 
-async def _check_server(server: str, desk: str) -> None:
+async def _check_server(server: str, desk: str, token: str | None) -> None:
     """Fail at once, with the reason, if the server is not there or lacks the desk."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        async with httpx.AsyncClient(base_url=server, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=server, timeout=30, headers=headers) as http:
             desks = (await http.get("/health")).raise_for_status().json()["desks"]
     except (httpx.HTTPError, ValueError, KeyError) as exc:
         raise VoicehubError(f"{server} does not answer /health as voicehub does: {exc}") from None
@@ -76,7 +77,7 @@ async def _start(process: ServerProcess | None) -> str:
 async def _soak(
     options: SoakOptions, server: str, process: ServerProcess | None, lines: CallerLines
 ) -> SoakResult:
-    await _check_server(server, options.desk)
+    await _check_server(server, options.desk, options.token)
     sampler = HealthSampler(server, options.sample_every, process, options.token)
     sampling = asyncio.create_task(sampler.run())
     callers = [SoakCaller(index, options, server, lines) for index in range(options.calls)]

@@ -13,20 +13,45 @@ the metrics task and closing are livekit's.
 from __future__ import annotations
 
 import logging
-from typing import Any, TypeAlias
+from collections.abc import Callable
+from typing import Any, Generic, TypeAlias, TypeVar
 
-from voicehub.voice.livekit_feed import DirectChan
 from voicehub.voice.providers import vendor_import
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
     from livekit.agents import stt
+    from livekit.agents.utils import aio
 
 __all__ = ["InlineRecognizeStream", "InputItem"]
 
 log = logging.getLogger("voicehub.voice")
 
 InputItem: TypeAlias = "rtc.AudioFrame | stt.RecognizeStream._FlushSentinel"
+
+T = TypeVar("T")
+
+
+class DirectChan(aio.Chan[T], Generic[T]):
+    """A channel whose items go to `push` while nothing is queued in it (`push` returns
+    False when it cannot take one now); otherwise they queue, in order, for its reader."""
+
+    def __init__(self, push: Callable[[T], bool]) -> None:
+        super().__init__()
+        self._push = push
+        self.direct = 0  # items pushed straight through (for tests and figures)
+        self.queued = 0  # items left to livekit's reading task
+
+    def send_nowait(self, value: T) -> None:
+        if self.empty() and self._push(value):
+            self.direct += 1
+            return
+        self.enqueue(value)
+
+    def enqueue(self, value: T) -> None:
+        """Queue `value` for the reader, behind anything queued (never pushed)."""
+        super().send_nowait(value)
+        self.queued += 1
 
 
 class InlineRecognizeStream(stt.RecognizeStream):
