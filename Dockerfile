@@ -25,7 +25,7 @@ COPY channels ./channels
 # Every extra an example desk uses (Deepgram and OpenAI Realtime too: a desk without its key
 # loads and refuses calls with the reason), so no desk of channels/ fails to import.
 # hadolint ignore=DL3013
-RUN pip install ".[voice,server,openai,realtime,twilio,webrtc,livekit,deepgram,redis]" \
+RUN pip install ".[voice,server,openai,realtime,twilio,webrtc,livekit,deepgram,redis,otel]" \
     && voicehub channels --channels /app/channels
 
 # numeric, so the runtime can tell it is not root without reading /etc/passwd

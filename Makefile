@@ -7,14 +7,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint docs bench install browser redis screenshot
+.PHONY: run test lint docs bench install browser redis flite screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,realtime,twilio,redis,webrtc,deepgram,console]'
+	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,realtime,twilio,redis,webrtc,deepgram,console,otel]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)
@@ -65,7 +65,19 @@ TEST_WORKERS ?= 2
 test: lint docs browser redis
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
-bench: install
+# The phone and turns benches speak in Debian's flite voices too (slt, awb, rms) when it is
+# installed; without it they use Piper and eSpeak NG only, and say so by the voices listed.
+flite:
+	@if ! command -v flite >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq flite \
+				|| echo "note: could not install flite; the benches use fewer voices"; \
+		else \
+			echo "note: no flite (install Debian's flite as root); the benches use fewer voices"; \
+		fi; \
+	fi
+
+bench: install flite
 	$(BIN)/voicehub bench --json bench.json
 
 # The console timeline screenshot the README shows, from a real Chromium call over WebRTC.

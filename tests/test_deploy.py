@@ -39,7 +39,31 @@ def default_of(value: str) -> str:
 
 
 def test_the_four_services_are_there(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"redis", "livekit", "serve", "worker"}
+    services = compose["services"]
+    default = {name for name, service in services.items() if "profiles" not in service}
+    assert default == {"redis", "livekit", "serve", "worker"}
+    assert {name for name in services if name not in default} == {"otel-collector", "jaeger"}
+
+
+def test_the_tracing_profile_takes_serve_and_worker_traces_to_jaeger(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    collector, jaeger = services["otel-collector"], services["jaeger"]
+    assert collector["profiles"] == jaeger["profiles"] == ["tracing"]
+    config = yaml.safe_load(environment(collector)["OTEL_COLLECTOR_CONFIG"])
+    assert collector["command"] == ["--config=env:OTEL_COLLECTOR_CONFIG"]
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols["http"]["endpoint"].endswith(":4318")
+    assert protocols["grpc"]["endpoint"].endswith(":4317")
+    assert config["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+    assert environment(jaeger)["COLLECTOR_OTLP_ENABLED"] == "true"
+    assert config["service"]["pipelines"]["traces"]["exporters"] == ["otlp/jaeger"]
+    for name in ("serve", "worker"):
+        env = environment(services[name])
+        # off by default; the profile's collector when the variable names it
+        assert default_of(env["OTEL_EXPORTER_OTLP_ENDPOINT"]) == ""
+        assert env["OTEL_SERVICE_NAME"] == f"voicehub-{name}"
 
 
 def test_redis_keeps_an_append_only_file_on_a_volume(compose: dict[str, Any]) -> None:
@@ -75,7 +99,9 @@ def test_serve_and_worker_run_voicehub_with_settings_it_reads(compose: dict[str,
     keys = desk_key_variables()
     assert keys == {"OPENAI_API_KEY", "DEEPGRAM_API_KEY"}
     for service, reads in ((serve, SERVER_VARIABLES), (worker, WORKER_VARIABLES)):
-        unknown = set(environment(service)) - set(reads.values()) - keys
+        # OTEL_* are the OpenTelemetry SDK's own variables (voicehub.telemetry.setup)
+        unknown = {v for v in environment(service) if not v.startswith("OTEL_")}
+        unknown -= set(reads.values()) | keys
         assert not unknown, f"{service['command'][1]} does not read {sorted(unknown)}"
         assert keys <= set(environment(service)), "pass the cloud desks' keys through"
 

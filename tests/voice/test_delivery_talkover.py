@@ -176,7 +176,7 @@ async def test_a_caller_who_starts_frames_before_the_decision_is_never_talked_ov
     assert test.transport.audio and test.attempts == 1
 
 
-async def test_a_result_yields_at_the_callers_first_voiced_frame(
+async def test_a_result_pauses_at_the_callers_first_voiced_frame_and_a_noise_uses_nothing(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
@@ -184,21 +184,46 @@ async def test_a_result_yields_at_the_callers_first_voiced_frame(
     assert test.transport.clears == 0
 
     loud = max(caller_frames, key=_rms)
-    await test.session.push_audio(loud)  # one frame of caller speech
+    await test.session.push_audio(loud)  # one frame of caller sound
     await settle()
     # within that frame: the transport's clear went out, the result stopped
     assert test.transport.clears == 1
     sent = len(test.transport.audio)
-    assert await test.outcome() == ["interrupted"]
     await settle()
     assert len(test.transport.audio) == sent, "audio went out after the clear"
+    assert not test.outcomes  # paused, not given up
 
-    # re-offered at the next gap, and spoken in full (the interruption did not use it up)
+    # nothing more came of it: the result goes on from a little before where it stopped
+    test.transport.ack_mode = "immediate"
+    for _ in range(round(0.6 / TICK)):
+        await test.push(SILENCE)
+    await test.transport.wait_for(lambda: len(test.transport.audio) > sent)
+    assert await test.outcome() == ["delivered"] and test.attempts == 1
+
+
+async def test_a_caller_who_takes_the_floor_cuts_a_result_and_hears_it_later(
+    harness: Harness, caller_frames: list[bytes]
+) -> None:
+    test = harness
+    await _result_playing(test)
+    await _caller_takes_the_floor(test, caller_frames)
+    assert test.transport.clears >= 1
+    assert await test.outcome() == ["interrupted"]
+    # offered again at the next gap, and spoken in full (the interruption did not use it up)
+    await _idle(test)
     test.transport.ack_mode = "immediate"
     for _ in range(round((VOICE_HOLD + 0.3) / TICK)):
         await test.push(SILENCE)
     await test.clock.advance(1.0)
     assert await test.outcome(2) == ["interrupted", "delivered"], test.outcomes
+
+
+async def _caller_takes_the_floor(test: Harness, caller_frames: list[bytes]) -> None:
+    """The caller says a whole sentence over the result (a turn, not an acknowledgement)."""
+    for frame in caller_frames:
+        await test.push(frame)
+    for _ in range(round(0.8 / TICK)):
+        await test.push(SILENCE)
 
 
 async def test_results_are_pre_rendered_and_a_rewrite_is_spoken_instead(
@@ -233,8 +258,8 @@ async def test_results_are_pre_rendered_and_a_rewrite_is_spoken_instead(
     assert rewritten in history  # the rewritten words were spoken, not the rendering
 
 
-async def _cut_off_twice_then_offered(test: Harness, loud: bytes) -> str:
-    """Deliver a result, barge in on it twice, and let the third attempt ask."""
+async def _cut_off_twice_then_offered(test: Harness, caller_frames: list[bytes]) -> str:
+    """Deliver a result, take the floor over it twice, and let the third attempt ask."""
     test.transport.ack_mode = "manual"
     result = await test.hub.deliver(
         ROOM, RESULT, strategy=WaitForIdle(buffer=0.2), metadata={"task": "solar panels"}
@@ -244,9 +269,9 @@ async def _cut_off_twice_then_offered(test: Harness, loud: bytes) -> str:
         for _ in range(round((VOICE_HOLD + 0.3) / TICK)):
             await test.push(SILENCE)
         await test.transport.wait_for(lambda: len(test.transport.audio) > 0)
-        await test.session.push_audio(loud)
+        await _caller_takes_the_floor(test, caller_frames)
         assert (await test.outcome(round_))[-1] == "interrupted"
-        await _idle(test)  # the VAD may take the loud frame for a (wordless) turn
+        await _idle(test)
     test.transport.ack_mode = "immediate"
     test.transport.audio.clear()
     for _ in range(round((VOICE_HOLD + 0.3) / TICK)):
@@ -279,7 +304,7 @@ async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
-    await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
+    await _cut_off_twice_then_offered(test, caller_frames)
     await test.session.push_text("yes please")
     assert await test.outcome(3) == ["interrupted", "interrupted", "delivered"]
     spoken = [e.text for e in await test.hub.history(ROOM) if e.role == "assistant"]
@@ -291,7 +316,7 @@ async def test_an_offer_answered_no_keeps_the_result_held_for_the_next_call(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
-    result = await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
+    result = await _cut_off_twice_then_offered(test, caller_frames)
     await test.session.push_text("no not now")
     assert await test.outcome(3) == ["interrupted", "interrupted", "declined"]
     record = await test.hub.store.get_delivery(result)
@@ -312,7 +337,8 @@ async def test_a_late_final_transcript_does_not_cut_a_result_but_the_callers_voi
     assert test.transport.clears == 0 and not test.outcomes
     await test.session.push_audio(max(caller_frames, key=_rms))  # the caller, live
     await settle()
-    assert test.transport.clears == 1
+    assert test.transport.clears == 1  # paused at that frame
+    await test.clock.advance(1.0)  # and the late words' turn, once committed, cuts it
     assert await test.outcome() == ["interrupted"]
 
 
@@ -329,7 +355,7 @@ async def test_a_spoken_turn_of_earlier_audio_does_not_answer_the_offer(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
-    await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
+    await _cut_off_twice_then_offered(test, caller_frames)
     speaker = test.session.results
     # a recognizer's late turn: its words were said before the question (no voice since)
     test.session.stt.inject(final("no"))

@@ -284,8 +284,9 @@ async def test_caller_asks_agent_calls_tool_and_answers(
     names = [name for name, _, _ in activity.log]
     for earlier, later in [
         ("user_speech_started", "user_speech_stopped"),
-        ("user_speech_stopped", "agent_thinking_started"),
-        ("agent_thinking_started", "reply_queued"),
+        ("user_speech_stopped", "agent_thinking_started"),  # the reply may be prepared
+        ("user_speech_stopped", "reply_queued"),  # (queued) before the turn committed
+        ("agent_thinking_started", "agent_speech_started"),
         ("reply_queued", "agent_speech_started"),
         ("agent_speech_started", "agent_speech_finished"),
         ("agent_speech_finished", "playout_confirmed"),
@@ -325,7 +326,7 @@ async def test_update_agent_switches_instructions_tools_and_voice(call: Call) ->
 
     await session.update_agent(booking_agent(book))
 
-    agent, tools, _, voice = session.reply_agent()
+    agent, tools, _, voice = session.replies.reply_agent()
     assert agent.instructions == "You are the booking desk."
     assert [t.name for t in (*agent.tools, *tools)] == ["book"]
     assert voice is robot

@@ -23,8 +23,10 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         memory,
+        observability,
         phone,
         realtime,
+        turns,
         voice,
         webrtc,
     )
@@ -40,6 +42,8 @@ def _sections() -> dict[str, Section]:
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
         "memory": memory.run,
+        "turns": turns.run,
+        "observability": observability.run,
     }
 
 

@@ -27,7 +27,7 @@ from voicehub.bench.voice_load import sqlite_or_memory
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions
-from voicehub.voice.engine.turn_engine import TurnSettings
+from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
 from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.providers.offline.vad import VADKind
@@ -146,7 +146,12 @@ async def v2v_latency(
             tts=tts,
             vad=vad,
             options=EngineOptions(
-                turn=TurnSettings(endpointing_delay=tuning["min_endpointing_delay_s"])
+                turn=TurnSettings(
+                    policy=TurnPolicy(
+                        mode="vad",
+                        vad_silence=tuning["vad_min_silence_s"] + tuning["min_endpointing_delay_s"],
+                    )
+                )
             ),
         )
         await call.start()

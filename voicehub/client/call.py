@@ -41,6 +41,7 @@ from voicehub.voice.events import (
     SAMPLE_RATE,
     AgentState,
     CallError,
+    CallerText,
     CallSession,
     CallStatus,
     CallTransferred,
@@ -49,6 +50,7 @@ from voicehub.voice.events import (
     DeliveryAttempt,
     DeliveryOutcome,
     Hangup,
+    KeypadPress,
     Playout,
     ProviderError,
     ServerEvent,
@@ -219,9 +221,28 @@ class CallClient:
             raise CallClosed(f"the server closed the call while the caller said {label!r}")
         return utterance
 
-    async def wait_for_turn(self) -> None:
+    async def type_text(self, text: str) -> Utterance:
+        """A caller turn typed instead of spoken (the `text` message)."""
+        return await self._typed(CallerText(text=text), text)
+
+    async def press_keys(self, digits: str) -> Utterance:
+        """Keys pressed on the keypad (the `keypad` message; the desk's `[phone]` rules)."""
+        return await self._typed(KeypadPress(digits=digits), f"keypad {digits}")
+
+    async def _typed(self, message: ClientMessage, label: str) -> Utterance:
+        now = self.now()
+        utterance = Utterance(label, 0.0, started_at=now, ended_at=now, typed=True)
+        utterance.done.set()
+        self.report.utterances.append(utterance)
+        await self._send(message)
+        return utterance
+
+    async def wait_for_turn(self, *, through_thinking: bool = False) -> None:
         """Wait until the agent has answered the last utterance (or greeted) and finished
-        playing, like a polite caller; gives up waiting for an answer after `turn_timeout`."""
+        playing, like a polite caller; gives up waiting for an answer after `turn_timeout`.
+        With `through_thinking`, an agent "thinking" in silence after its audio played out
+        has finished its turn too (a question asked by a tool waits for the caller so)."""
+        done = self._agent_played_out if through_thinking else self._agent_done
         last = self.report.utterances[-1].ended_at if self.report.utterances else None
 
         def answered() -> bool:
@@ -234,9 +255,7 @@ class CallClient:
             # A busy agent past turn_timeout (a long question, a stuck reply) is talked to
             # anyway: the caller speaks, and `settle` bounds the call as a whole.
             with contextlib.suppress(TimeoutError):
-                await self.wait_for(
-                    lambda: self._agent_done() or self.closed, self.options.turn_timeout
-                )
+                await self.wait_for(lambda: done() or self.closed, self.options.turn_timeout)
             # An agent often says a second line (a handoff greeting, a follow-up question):
             # a polite caller lets a short pause pass first, and starts over if it speaks.
             pause_left = self._last_news + self.options.turn_pause - self.now()
@@ -332,8 +351,11 @@ class CallClient:
         return any(segment.first_audio_at > moment for segment in self.report.segments)
 
     def _agent_done(self) -> bool:
+        return self._agent_played_out(("speaking", "thinking"))
+
+    def _agent_played_out(self, busy_states: tuple[str, ...] = ("speaking",)) -> bool:
         states = self.report.events_of(AgentState)
-        busy = bool(states) and states[-1].state in ("speaking", "thinking")
+        busy = bool(states) and states[-1].state in busy_states
         unacked = any(s.mark_id and s.acked_at is None and not s.cut for s in self.report.segments)
         return self._open is None and not unacked and not busy and not self._acks
 

@@ -69,6 +69,7 @@ class Utterance:
     frames: int = 0
     frames_sent: int = 0
     voiced_frames: int = 0  # frames up to and including the last voiced one
+    typed: bool = False  # a typed turn or keypad entry: no speech, no voice-to-voice
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
@@ -119,9 +120,12 @@ class CallReport:
         return bytes(self.agent_audio[segment.start : segment.end])
 
     def latencies(self) -> list[float]:
-        """For each utterance: end of the caller's speech -> first agent audio after it."""
+        """For each spoken utterance: end of the caller's speech -> first agent audio
+        after it."""
         found = []
         for utterance in self.utterances:
+            if utterance.typed:
+                continue
             end = utterance.speech_end
             later = [
                 s.first_audio_at

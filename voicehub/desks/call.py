@@ -25,12 +25,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from voicehub.agents.channel import AgentChannel
+from voicehub.desks.turns import desk_turn_setup, desk_words_open
 from voicehub.desks.voice_asker import VoiceAsker
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.orchestration.ask_user import ask_user_tool
 from voicehub.orchestration.handoff import HandoffHandler, handoff_tool
 from voicehub.orchestration.state import STATE_KEY, ConversationState, set_conversation_state
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
+from voicehub.voice.engine.turn_engine import TurnSettings
 
 if TYPE_CHECKING:
     from livekit.agents import stt as lk_stt
@@ -85,8 +87,16 @@ async def start_desk_call(
     room = await hub.create_room(room_id, orchestration=desk.call_orchestration())
     await _ready_for_voice(room, desk)
     agent = desk.active_agent(room)
+    turns = desk_turn_setup(desk)
     options: dict[str, Any] = {
-        "options": EngineOptions(delivery_mode=desk.delivery_mode),
+        "options": EngineOptions(
+            delivery_mode=desk.delivery_mode,
+            turn=TurnSettings(policy=turns.settings),
+            idle_prompt_after=desk.config.voice.idle_prompt_after,
+            idle_hang_up_after=desk.config.voice.idle_hang_up_after,
+        ),
+        "end_of_turn": turns.model,
+        "words_open": desk_words_open(desk),
         **session_options,
     }
     if call.asker is not None:

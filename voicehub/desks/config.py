@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from voicehub.desks.coordination_checks import coordination_problems
 from voicehub.desks.coordination_sections import BlackboardConfig, ManagerConfig
 from voicehub.desks.phone import PhoneConfig
+from voicehub.desks.record import RecordConfig
 from voicehub.desks.sections import (
     AgentConfig,
     AskUserConfig,
@@ -79,6 +80,8 @@ class DeskConfig(StrictModel):
     blackboard: BlackboardConfig | None = None
     """A coordinator running a report session over a shared board (`start_report`):
     `[blackboard]`."""
+    record: RecordConfig = Field(default_factory=RecordConfig)
+    """Recordings and transcripts of the desk's calls (off unless asked): `[record]`."""
     _source: Path | None = PrivateAttr(default=None)
 
     @property

@@ -44,6 +44,9 @@ RULE_MEANINGS = {
     "arguments": "The tool's arguments; every string in them is a template like `say`.",
     "reply": "Spoken after the tool answered: `{result}` (the tool's answer), "
     "`{result.FIELD}` (a field of a JSON answer), `{message}`, `{last_user}`.",
+    "ask": 'Asked when the caller names the request but not its subject ("could you '
+    "research\"); the caller's next turn is read after those words. Needs a `regex` with a "
+    "named group. Placeholders: `{message}`, `{last_user}`.",
 }
 
 

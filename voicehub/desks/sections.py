@@ -169,6 +169,18 @@ class VoiceConfig(StrictModel):
     """Speech synthesis: Piper (offline), eSpeak NG (offline), or Deepgram Aura (cloud)."""
     stt_fallback: Literal["pocketsphinx"] | None = None
     """With `stt = "deepgram"`: the offline recognizer to use while Deepgram stays unreachable."""
+    turn: Literal["model", "vad"] = "model"
+    """When the caller's turn ends (docs/turn-taking.md): `model` asks the end-of-turn model
+    (Smart Turn) whether they have finished, and weighs their words; where it cannot load it
+    falls back to `vad` (silence alone), with a warning."""
+    max_turn_silence: float = Field(default=2.0, ge=0.7, le=10.0, allow_inf_nan=False)
+    """Seconds of silence after which any turn ends, finished or not (0.7 to 10)."""
+    idle_prompt_after: float = Field(default=30.0, ge=0.0, allow_inf_nan=False)
+    """Seconds of silence on both sides after which the agent checks in on the caller,
+    naming the work still running ("I'm still working on heat pumps"); 0: never."""
+    idle_hang_up_after: float = Field(default=300.0, ge=0.0, allow_inf_nan=False)
+    """Seconds without a word from the caller after which the agent says goodbye and ends the
+    call (results not spoken yet stay held for the next call); 0: never."""
     deepgram: DeepgramConfig | None = None
     """Deepgram's settings, with `stt` or `tts = "deepgram"`: `[voice.deepgram]`."""
     realtime: RealtimeConfig | None = None
@@ -178,6 +190,14 @@ class VoiceConfig(StrictModel):
     def _fits_engine(self) -> VoiceConfig:
         if self.engine == "pipeline" and self.realtime is not None:
             raise field_error("realtime", "only used with engine = 'openai-realtime'")
+        if self.engine == "openai-realtime":
+            for name in ("turn", "max_turn_silence"):
+                if name in self.model_fields_set:
+                    raise field_error(
+                        name,
+                        "the realtime model takes its own turns: set turn_detection in "
+                        "[voice.realtime]",
+                    )
         return self
 
     @property
@@ -341,6 +361,7 @@ class RuleConfig(ScriptedRule):
         groups = set(re.compile(self.regex).groupindex) if self.regex else set()
         spoken = groups | {"message", "last_user"}
         templates = [("say", self.say, spoken), ("reply", self.reply, _REPLY_NAMES)]
+        templates.append(("ask", self.ask, {"message", "last_user"}))
         templates += [(path, v, spoken) for path, v in _strings(self.arguments, "arguments")]
         for path, template, known in templates:
             for name in _PLACEHOLDER.findall(template) if isinstance(template, str) else ():

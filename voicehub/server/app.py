@@ -11,6 +11,7 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     WS   /desks/{desk}/call         a call (protocol: `voicehub.transports.websocket`)
     POST /desks/{desk}/webrtc       a WebRTC call (signaling: `voicehub.server.webrtc`)
     GET  /health, /api/...          see `voicehub.server.api`
+    GET  /api/rooms/{id}/recordings desks with [record] (see `voicehub.server.recording_api`)
     GET  /ready, /metrics           readiness and Prometheus (see `voicehub.server.probes`)
     POST /twilio/{desk}/voice       phone calls (see `voicehub.server.twilio`)
 
@@ -44,7 +45,10 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.api import api_routes
+from voicehub.server.call_recordings import CallRecordings
+from voicehub.server.call_telemetry import CallTelemetry
 from voicehub.server.calls import Switchboard
 from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain, DrainGate
@@ -52,12 +56,14 @@ from voicehub.server.instances import start_heartbeat
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
 from voicehub.server.probes import probe_routes
+from voicehub.server.recording_api import recording_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.telephony import Telephony, telephony_routes
 from voicehub.server.twilio import PhoneLine, twilio_routes
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
+from voicehub.telemetry.setup import tracing_from_env
 
 if TYPE_CHECKING:
     import uvicorn
@@ -88,6 +94,7 @@ def create_app(
         else OfflineSessionFactory(batch_vad=settings.batch_vad)
     )
     drain = Drain(SystemClock(), settings.drain_seconds)
+    tracing = tracing_from_env()  # OTEL_* variables; a bad value fails here, naming it
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -105,6 +112,11 @@ def create_app(
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         metrics.watch(board)
+        telemetry = CallTelemetry.start(hub, board, factory, metrics, tracing)
+        folder = RecordingFolder(settings.recordings_folder)
+        app.state.recordings = recordings = CallRecordings(hub, folder)  # desks with [record]
+        board.observers.append(recordings)
+        board.session_taps.append(recordings)
         heartbeat = start_heartbeat(hub, loaded, board, settings)  # takes over lost instances' work
         clock = phone_clock if phone_clock is not None else SystemClock()
         number_key = await load_number_key(settings, store)  # the store itself, not timed
@@ -143,7 +155,9 @@ def create_app(
             await app.state.webrtc.close_all()
             await telephony.aclose()
             await board.close_all()
+            await recordings.aclose()
             await hub.aclose()  # undelivered results stay in the store
+            await telemetry.aclose()
             for desk in loaded.values():
                 await desk.aclose()
 
@@ -153,6 +167,7 @@ def create_app(
         WebSocketRoute("/desks/{desk}/call", call),
         *webrtc_routes(),
         *api_routes(),
+        *recording_routes(),
         *probe_routes(),
         *twilio_routes(),
         *telephony_routes(),

@@ -23,6 +23,7 @@ from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
 from voicehub.server.decoder_metrics import DecoderPoolCollector
 from voicehub.server.timed_store import TimedStore
+from voicehub.telemetry.turn_metrics import TurnMetrics
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
@@ -137,6 +138,8 @@ class ServerMetrics:
         self.draining = Gauge(
             "voicehub_draining", "1 while the server drains (SIGTERM).", registry=registry
         )
+        # per-turn stage latency, fed by each call's voice engine (`CallTelemetry`)
+        self.turn_stages = TurnMetrics(registry)
         registry.register(DecoderPoolCollector())
         self._board: Switchboard | None = None
         self._meters: dict[int, CallMeter] = {}  # by id(LiveCall)

@@ -46,6 +46,7 @@ _VARIABLES = {
     "heartbeat_interval": "VOICEHUB_HEARTBEAT_INTERVAL",
     "instance_timeout": "VOICEHUB_INSTANCE_TIMEOUT",
     "delivery_lease": "VOICEHUB_DELIVERY_LEASE",
+    "recordings_dir": "VOICEHUB_RECORDINGS",
 }
 
 
@@ -107,6 +108,13 @@ class ServerSettings(StoreChoice):
     heartbeat_interval: float = Field(default=2.0, gt=0, allow_inf_nan=False)
     instance_timeout: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     delivery_lease: float = Field(default=15.0, gt=0, allow_inf_nan=False)
+    # Where the recordings of desks with `[record]` go (default: `recordings/` beside the
+    # SQLite file); several instances need a shared folder to serve each other's.
+    recordings_dir: Path | None = None
+
+    @property
+    def recordings_folder(self) -> Path:
+        return self.recordings_dir or self.db_path.parent / "recordings"
 
     @field_validator("token")
     @classmethod

@@ -40,11 +40,13 @@ __all__ = [
     "CallSession",
     "CallStatus",
     "CallTransferred",
+    "CallerText",
     "ClearAudio",
     "ClientMessage",
     "DeliveryAttempt",
     "DeliveryOutcome",
     "Hangup",
+    "KeypadPress",
     "Playout",
     "ProviderError",
     "ServerEvent",
@@ -310,7 +312,22 @@ class StatusRequest(_ClientModel):
     type: Literal["status"] = "status"
 
 
-ClientMessage = Playout | Hangup | StatusRequest
+class CallerText(_ClientModel):
+    """A caller turn typed instead of spoken: answered like a spoken turn."""
+
+    type: Literal["text"] = "text"
+    text: str = Field(min_length=1, max_length=2000)
+
+
+class KeypadPress(_ClientModel):
+    """Keys pressed on a keypad (0-9, `*`, `#`), handled as a phone call's keypad
+    (`[phone] digit_gap` and `[phone.keys]` of the desk)."""
+
+    type: Literal["keypad"] = "keypad"
+    digits: str = Field(min_length=1, max_length=32, pattern=r"^[0-9*#]+$")
+
+
+ClientMessage = Playout | Hangup | StatusRequest | CallerText | KeypadPress
 """Every text frame the client sends."""
 
 

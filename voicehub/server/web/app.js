@@ -4,6 +4,7 @@
 // voicehub/transports/websocket.py and voicehub/server/webrtc.py.
 
 import { LiveTimeline, Timeline, storedTimeline, topicOf } from "./timeline.js";
+import { showRecordings } from "./recordings.js";
 import { startWebRTC, webrtcSupported } from "./webrtc.js";
 
 const RATE = 16000;
@@ -328,6 +329,8 @@ async function showPast(roomId) {
   ]);
   storedTimeline(timeline, detail.room, stored.events, detail.tasks, detail.deliveries);
   fillPastLists(stored.events, detail.tasks, detail.deliveries);
+  const box = $("recordings");
+  showRecordings({ box, timeline, room: detail.room, events: stored.events, token });
   setStatus(`Timeline of ${roomId}, from the store (speech start times estimated).`);
 }
 

@@ -46,7 +46,6 @@ __all__ = ["CallerTurns"]
 log = logging.getLogger("voicehub.voice")
 
 VAD_LAG_ALLOWED = 0.1  # seconds of caller audio the VAD may not have analysed yet
-VAD_CATCH_UP = 0.02  # how soon to look again while it catches up
 VAD_STALL_LIMIT = 5.0  # a lagging VAD that analyses nothing for this long holds no turn
 
 
@@ -78,6 +77,7 @@ class CallerTurns:
         self.recognizer: Any = None  # the STT stream, flushed at the VAD's end of speech
         self.vad: Any = None  # the VAD stream (how far it has analysed, when it says)
         self._vad_heard = 0.0  # audio time of its latest inference event
+        self._vad_moved = asyncio.Event()  # set when it analysed more
         # what the VAD had analysed, and when that was last seen to grow (from the start)
         self._vad_seen = (0.0, clock.now())
         self._floor = asyncio.Event()  # set while the caller does not hold the floor
@@ -92,6 +92,7 @@ class CallerTurns:
         now = self.clock.now()
         if event.type == lk_vad.VADEventType.INFERENCE_DONE:
             self._vad_heard = float(event.timestamp)  # audio seconds analysed
+            self._vad_moved.set()
             return
         if event.type == lk_vad.VADEventType.START_OF_SPEECH:
             started = getattr(self.recognizer, "speech_started", None)
@@ -116,10 +117,10 @@ class CallerTurns:
         self.apply(self.engine.transcript(text, final=final, now=self.clock.now()))
 
     def voiced(self) -> None:
-        """A speech-like caller frame (before the VAD: a result yields to it at once)."""
+        """A speech-like caller frame (before the VAD: a result pauses for it at once)."""
         self.activity.caller_voiced()
         current = self.player.current
-        if current is not None and current.kind == "delivery":
+        if current is not None and current.kind == "delivery" and current.audio_started:
             self.apply(self.engine.voiced(self.clock.now()))
 
     def typed(self, text: str) -> None:
@@ -147,8 +148,10 @@ class CallerTurns:
                     continue  # an input moved the engine on: ask it again
             if self._vad_behind():
                 # a burst (or a loaded machine): the VAD has not yet heard the audio after
-                # the pause; a turn must not end on a silence nobody has analysed yet
-                await self.clock.sleep(VAD_CATCH_UP)
+                # the pause; a turn must not end on a silence nobody has analysed yet. Wait
+                # for it to analyse more (or to stall: then it holds nothing)
+                self._vad_moved.clear()
+                await wait_or_sleep(self.clock, self._vad_moved, VAD_STALL_LIMIT)
                 continue
             self.apply(self.engine.tick(self.clock.now()))
 
@@ -214,22 +217,34 @@ class CallerTurns:
             self.activity.user_speech_stopped()
             self.activity.user_turn_awaiting_answer(False)
             self.records.user_state("listening")
+            self.replies.drop_prepared()
+        elif isinstance(decision, d.PrepareReply):
+            self.replies.prepare(decision.turn, decision.text)
+        elif isinstance(decision, d.DropPreparedReply):
+            self.replies.drop_prepared()
+        elif isinstance(decision, d.PauseAgent):
+            self.player.pause()
+        elif isinstance(decision, d.ResumeAgent):
+            self.player.resume()
         elif isinstance(decision, d.InterruptAgent):
-            cut = self.player.interrupt(kinds=("reply", "say"))
+            cut = self.player.interrupt()
             reply = self.replies.current
             if cut is not None and reply is not None and cut in reply.speeches:
                 self.replies.stop(reply)
-        elif isinstance(decision, d.YieldDelivery):
-            self.player.interrupt(kinds=("delivery",))
 
     def _committed(self, turn: d.CallerTurnCommitted) -> None:
         self.activity.user_speech_stopped()
         own = turn.text if turn.continues is None else self._own_text(turn)
         self.records.caller_turn(own, spoken=turn.spoken)
         replies_open = self._reply_gate is None or self._reply_gate()
-        if self.results.take_answer(own, spoken=turn.spoken) or not replies_open:
+        taken = self.results.take_answer(own, spoken=turn.spoken)
+        if taken or not replies_open or not turn.answer:
+            self.replies.drop_prepared()
             self.activity.user_turn_awaiting_answer(False)  # no reply comes
             return
+        if turn.prepared and self.replies.commit_prepared(turn):
+            return
+        self.replies.drop_prepared()
         continued = None
         if turn.continues is not None:
             continued = next((r for r in self.replies.pending() if r.turn == turn.continues), None)

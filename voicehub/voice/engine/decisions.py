@@ -12,9 +12,12 @@ __all__ = [
     "CallerTurnStarted",
     "CallerWentQuiet",
     "Decision",
+    "DropPreparedReply",
     "FlushRecognizer",
     "InterruptAgent",
-    "YieldDelivery",
+    "PauseAgent",
+    "PrepareReply",
+    "ResumeAgent",
 ]
 
 
@@ -48,14 +51,32 @@ class AskEndOfTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class PrepareReply:
+    """The quiet turn's words are known and it is likely over: the reply to `text` may be
+    prepared (model and first sentence) now, to be spoken if the turn commits unchanged."""
+
+    turn: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropPreparedReply:
+    """The turn went on (or was dropped): the reply prepared for it is stale."""
+
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
 class CallerTurnCommitted:
-    """The caller's turn is over: answer it.
+    """The caller's turn is over.
 
     `text` is the whole turn (every final heard, with the words of an earlier turn whose
     reply had not been heard yet when `continues` names that turn: the reply to it must be
     cancelled and this one answers both). `speech_ended_at` is the clock time of the end
     of the caller's speech (None for a typed turn); `final_at` when the recognizer's last
-    final arrived.
+    final arrived. `answer` is False for words that only asked the agent to stop ("wait",
+    "hold on"): recorded, not answered. `prepared` says the reply prepared for this very
+    text (`PrepareReply`) stands.
     """
 
     turn: int
@@ -65,25 +86,39 @@ class CallerTurnCommitted:
     final_at: float | None
     committed_at: float
     continues: int | None = None
+    answer: bool = True
+    prepared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class CallerTurnDropped:
-    """The caller's sound had no words (noise, a cough): nothing to answer."""
+    """The caller's sound needs no answer: no words (noise, a cough), or an acknowledgement
+    over the agent's speech ("uh-huh")."""
 
     turn: int
 
 
 @dataclass(frozen=True, slots=True)
-class InterruptAgent:
-    """Stop the agent's interruptible speech now (the caller took the floor)."""
+class PauseAgent:
+    """The caller spoke over the agent: stop its audio now, keeping the place (what they
+    said decides: go on from there, or stop for good)."""
 
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class YieldDelivery:
-    """Stop the result being spoken now: the caller's voice comes first."""
+class ResumeAgent:
+    """The sound over the agent was an acknowledgement or a noise: go on from where the
+    caller stopped hearing it."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptAgent:
+    """Stop the agent's speech (playing or paused) for good: the caller took the floor."""
+
+    reason: str
 
 
 Decision: TypeAlias = (
@@ -91,8 +126,11 @@ Decision: TypeAlias = (
     | CallerWentQuiet
     | FlushRecognizer
     | AskEndOfTurn
+    | PrepareReply
+    | DropPreparedReply
     | CallerTurnCommitted
     | CallerTurnDropped
+    | PauseAgent
+    | ResumeAgent
     | InterruptAgent
-    | YieldDelivery
 )

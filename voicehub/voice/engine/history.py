@@ -44,14 +44,28 @@ class CallHistory:
         if len(self._messages) > 4 * self.max_messages:  # keep memory flat on long calls
             del self._messages[: len(self._messages) - 2 * self.max_messages]
 
-    def add_user(self, text: str, *, continues: bool = False) -> None:
+    def add_user(self, text: str, *, continues: bool = False, at: int | None = None) -> None:
         """The caller's committed turn; `continues` joins it to the caller's last turn
-        when nothing was said since (a pause the turn detector took for an end)."""
+        when nothing was said since (a pause the turn detector took for an end); `at` puts
+        it at that `mark` (before a reply prepared for it)."""
+        if at is not None:
+            self._messages.insert(
+                min(at, len(self._messages)), ChatMessage(role="user", content=text)
+            )
+            return
         last = self._messages[-1] if self._messages else None
         if continues and last is not None and last.role == "user":
             self._messages[-1] = ChatMessage(role="user", content=text)
             return
         self.add(ChatMessage(role="user", content=text))
+
+    def mark(self) -> int:
+        """Where the history ends now (`rollback` returns to it)."""
+        return len(self._messages)
+
+    def rollback(self, mark: int) -> None:
+        """Forget what was added since `mark` (a prepared reply that was not used)."""
+        del self._messages[min(mark, len(self._messages)) :]
 
     def messages(self) -> list[ChatMessage]:
         """The latest `max_messages`, starting at a message that is not a tool output."""

@@ -22,6 +22,8 @@ class EngineOptions:
     `history_messages`: how much of the conversation the model reads.
     `floor_wait`: the longest the agent's speech waits for a caller who holds the floor.
     `eot_audio_seconds`: the caller audio kept for the end-of-turn model.
+    `idle_prompt_after`, `idle_hang_up_after`: a quiet caller is checked on, then the call
+    ended (seconds; 0: never; see `engine.idle`).
     """
 
     turn: TurnSettings = field(default_factory=TurnSettings)
@@ -29,6 +31,8 @@ class EngineOptions:
     history_messages: int = 60
     floor_wait: float = 3.0
     eot_audio_seconds: float = 8.0
+    idle_prompt_after: float = 0.0
+    idle_hang_up_after: float = 0.0
 
     def __post_init__(self) -> None:
         if self.delivery_mode not in ("say", "generate"):

@@ -1,16 +1,19 @@
 """Agent speech to the transport, one speech at a time, with playout marks.
 
 `SpeechPlayer` plays queued `Speech`es in order. Right before a speech's first frame goes
-out the session may still hold it (`SpeechHooks.hold`: a result whose caller just spoke).
-After its last frame the player asks the transport for a mark and the speech ends only when
-the transport confirms it (`confirm`): a speech is "played" once the caller heard it, not
-once its audio was handed over. `interrupt` cuts the speech playing now: the transport's
-buffer is cleared and what the caller heard is estimated from the audio sent and the time
-since its first frame.
+out the session may still make it wait (the caller has the floor) or hold it (a result whose
+caller just spoke: `SpeechHooks`). After its last frame the player asks the transport for a
+mark and the speech ends only when the transport confirms it (`confirm`): a speech is
+"played" once the caller heard it, not once its audio was handed over.
 
-It keeps `VoiceActivity` in step (a speech id is a speech there: started at its first frame,
-finished after its last, played at its confirmation) and counts queued speeches as queued
-replies. Transport calls (audio, marks, clears) are made one at a time, in order.
+`pause` stops the speech playing now (the transport's buffer is cleared) and keeps its place:
+what the caller heard, estimated from the audio sent and the time since the stretch began.
+`resume` plays it on from a little before that place, as a new stretch with its own mark.
+`interrupt` ends it (playing or paused) as interrupted.
+
+It keeps `VoiceActivity` in step (each stretch is a speech there: started at its first frame,
+finished after its last or at a pause, played at its confirmation) and counts queued speeches
+as queued replies. Transport calls (audio, marks, clears) are made one at a time, in order.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ if TYPE_CHECKING:
     from voicehub.voice.activity import VoiceActivity
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["SpeechHooks", "SpeechPlayer"]
+__all__ = ["REPLAY_BEFORE", "SpeechHooks", "SpeechPlayer"]
 
 log = logging.getLogger("voicehub.voice")
+
+REPLAY_BEFORE = 0.3  # a resumed speech starts this much before the caller stopped hearing it
 
 
 def _never_hold(speech: Speech) -> bool:
@@ -114,28 +119,50 @@ class SpeechPlayer:
             self._settle(speech, SpeechEnd.INTERRUPTED)
 
     def interrupt(self, *, force: bool = False, kinds: tuple[str, ...] = ()) -> Speech | None:
-        """Cut the speech playing now if it is interruptible (or `force`), and of one of
-        `kinds` when given; returns it, or None when nothing was cut."""
+        """End the speech playing (or paused) now if it is interruptible (or `force`), and
+        of one of `kinds` when given; returns it, or None when nothing was cut."""
         speech = self.current
         if speech is None or speech.done or not (speech.interruptible or force):
             return None
         if kinds and speech.kind not in kinds:
             return None
-        now = self._clock.now()
         if speech.audio_started_at is not None:
-            heard = min(speech.seconds_sent, max(0.0, now - speech.audio_started_at))
-            speech.heard_seconds = heard
-            self._activity.agent_speech_finished(speech.id, interrupted=True)
-            self._send(self._transport.clear)
+            if speech.paused:
+                speech.heard_seconds = speech.segment_from
+            else:
+                speech.heard_seconds = speech.heard_until(self._clock.now())
+                self._activity.agent_speech_finished(speech.mark_id, interrupted=True)
+                self._send(self._transport.clear)
         self._settle(speech, SpeechEnd.INTERRUPTED)
+        return speech
+
+    def pause(self) -> Speech | None:
+        """Stop the speech playing now, keeping its place (see the module); returns it."""
+        speech = self.current
+        if speech is None or speech.done or speech.paused or not speech.interruptible:
+            return None
+        speech.set_paused(True)
+        if speech.audio_started_at is not None:
+            speech.segment_from = speech.heard_until(self._clock.now())
+            speech.segment_started_at = None
+            self._activity.agent_speech_finished(speech.mark_id, interrupted=True)
+            self._send(self._transport.clear)
+        return speech
+
+    def resume(self) -> Speech | None:
+        """Play the paused speech on (see the module); returns it."""
+        speech = self.current
+        if speech is None or speech.done or not speech.paused:
+            return None
+        speech.set_paused(False)
         return speech
 
     def confirm(self, mark_id: str) -> None:
         """The transport played everything up to mark `mark_id` (unknown ids: ignored)."""
         speech = self.current
-        if speech is None or speech.id != mark_id or speech.done:
+        if speech is None or speech.mark_id != mark_id or speech.done or speech.paused:
             return
-        self._activity.playout_confirmed(speech.id)
+        self._activity.playout_confirmed(speech.mark_id)
         speech.heard_seconds = speech.seconds_sent
         self._settle(speech, SpeechEnd.PLAYED)
 
@@ -173,8 +200,8 @@ class SpeechPlayer:
                 raise
             except Exception as error:
                 log.exception("speech %s failed", speech.id)
-                if speech.audio_started_at is not None and not speech.done:
-                    self._activity.agent_speech_finished(speech.id, interrupted=True)
+                if speech.audio_started_at is not None and not speech.done and not speech.paused:
+                    self._activity.agent_speech_finished(speech.mark_id, interrupted=True)
                     self._send(self._transport.clear)
                 self._settle(speech, SpeechEnd.FAILED, error)
             finally:
@@ -196,21 +223,50 @@ class SpeechPlayer:
                     self._settle(speech, SpeechEnd.HELD)
                     return
                 speech.audio_started_at = self._clock.now()
-                self._activity.agent_speech_started(speech.id)
+                self._new_segment(speech, 0.0)
                 self.hooks.started(speech)
+            speech.pcm += chunk
             speech.seconds_sent += len(chunk) / 2 / self._rate
-            async with self._io:
+            if speech.paused:
+                continue  # kept: a resume plays it
+            if not await self._send_audio(speech, chunk):
+                return
+        if speech.audio_started_at is None:  # no audio at all: nothing to hear
+            if not speech.done:
+                self._settle(speech, SpeechEnd.PLAYED)
+            return
+        while not speech.done:
+            if speech.paused:
+                await speech.until(paused=False)
                 if speech.done:
                     return
-                await self._transport.send_audio(chunk)
-        if speech.done:
-            return
-        if speech.audio_started_at is None:  # no audio at all: nothing to hear
-            self._settle(speech, SpeechEnd.PLAYED)
-            return
-        self._activity.agent_speech_finished(speech.id, interrupted=False)
-        self._send(self._transport.mark, speech.id)
-        await speech.wait()
+                await self._replay(speech)
+                continue
+            self._activity.agent_speech_finished(speech.mark_id, interrupted=False)
+            self._send(self._transport.mark, speech.mark_id)
+            await speech.until(paused=True)  # the mark's confirmation ends it, or a pause
+
+    async def _replay(self, speech: Speech) -> None:
+        """Play a resumed speech from a little before where the caller stopped hearing it."""
+        start = max(0.0, speech.segment_from - REPLAY_BEFORE)
+        offset = int(start * self._rate) * 2
+        self._new_segment(speech, start)
+        await self._send_audio(speech, bytes(speech.pcm[offset:]))
+
+    def _new_segment(self, speech: Speech, start: float) -> None:
+        speech.segment += 1
+        speech.segment_from = start
+        speech.segment_started_at = self._clock.now()
+        self._activity.agent_speech_started(speech.mark_id)
+
+    async def _send_audio(self, speech: Speech, pcm: bytes) -> bool:
+        """Send `pcm` unless the speech ended or paused meanwhile; False when it ended."""
+        async with self._io:
+            if speech.done:
+                return False
+            if not speech.paused and pcm:
+                await self._transport.send_audio(pcm)
+        return True
 
     # -- internals ----------------------------------------------------------------------
 

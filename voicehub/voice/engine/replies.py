@@ -70,6 +70,8 @@ class CallReplies:
         self._added = asyncio.Event()
         self.current: Reply | None = None
         self.committed: dict[int, CallerTurnCommitted] = {}  # turns whose reply is due
+        self._prepared: Reply | None = None  # started before its turn committed
+        self._prepared_mark = 0  # the history before it
 
     @property
     def clock(self) -> Clock:
@@ -85,6 +87,47 @@ class CallReplies:
         self._queue.append(reply)
         self._added.set()
         return reply
+
+    def prepare(self, turn: int, text: str) -> None:
+        """Start the reply to `text` before its turn commits (model and first sentence; it
+        is heard, and its tools run, only once `commit_prepared` says the turn is over)."""
+        if self.current is not None or self._queue or self._prepared is not None:
+            return  # the agent is busy: the turn is answered when it commits
+        reply = Reply(turn=turn, text=text, committed=asyncio.Event())
+        self._prepared, self._prepared_mark = reply, self.history.mark()
+        self._queue.append(reply)
+        self._added.set()
+
+    def commit_prepared(self, turn: CallerTurnCommitted) -> bool:
+        """The turn committed as prepared: its reply goes on; False if there was none."""
+        reply = self._prepared
+        if reply is None or reply.turn != turn.turn or reply.text != turn.text:
+            return False
+        self._prepared = None
+        assert reply.committed is not None
+        self.history.add_user(turn.text, at=self._prepared_mark)
+        self.committed[turn.turn] = turn
+        self.activity.agent_thinking_started()
+        self.activity.user_turn_awaiting_answer(False)
+        if not any(speech.audio_started for speech in reply.speeches):
+            self.records.agent_state("thinking")
+        if reply is self.current:
+            self.engine.reply_started(turn.turn, turn.text)
+        reply.committed.set()
+        return True
+
+    def drop_prepared(self) -> None:
+        """The turn went on, or committed other words: the prepared reply is not used."""
+        reply, self._prepared = self._prepared, None
+        if reply is None:
+            return
+        self.stop(reply)
+        for speech in reply.speeches:
+            self.player.cancel(speech)
+        self.history.rollback(self._prepared_mark)
+        if reply in self._queue:
+            self._queue.remove(reply)
+            reply.done.set()
 
     def pending(self) -> list[Reply]:
         """The running reply, then the queued ones."""
@@ -119,10 +162,12 @@ class CallReplies:
 
     async def _answer(self, reply: Reply) -> None:
         self.current = reply
-        self.activity.agent_thinking_started()
-        self.records.agent_state("thinking")
-        if reply.turn is not None:
-            self.engine.reply_started(reply.turn, reply.text)
+        prepared = reply.committed is not None and not reply.committed.is_set()
+        if not prepared:  # a prepared reply: the caller's turn is not over yet
+            self.activity.agent_thinking_started()
+            self.records.agent_state("thinking")
+            if reply.turn is not None:
+                self.engine.reply_started(reply.turn, reply.text)
         reply.task = asyncio.create_task(
             ReplyRun(self, reply).run(), name=f"voicehub-reply-{reply.turn}"
         )
@@ -141,7 +186,8 @@ class CallReplies:
                 self._report(reply)
             self.current = None
             self.activity.agent_thinking_finished()
-            if self.player.current is None:
+            playing = self.player.current
+            if (playing is None or playing.done) and not self.player.queued:
                 self.records.agent_state("listening")
             reply.done.set()
 

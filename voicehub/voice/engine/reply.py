@@ -66,6 +66,8 @@ class Reply:
     kind: AgentSpeech = "reply"
     interruptible: bool = True
     agent_id: str = ""  # the agent answering (set when the reply starts)
+    # prepared before its turn committed: set at the commit; its tools wait for it
+    committed: asyncio.Event | None = None
     task: asyncio.Task[None] | None = None
     speeches: list[Speech] = field(default_factory=list)
     in_tools: bool = False
@@ -136,8 +138,10 @@ class ReplyRun:
         agent, extra_tools, context, voice = host.reply_agent()
         assert agent.llm is not None
         reply.agent_id = agent.id
-        observed = _ObservedLLM(agent.llm, self._on_chunk, self._on_step_end)
+        observed = _ObservedLLM(agent.llm, self._on_chunk, self._on_step_end, reply.committed)
         messages = host.history.messages()
+        if reply.committed is not None and not reply.committed.is_set():
+            messages.append(ChatMessage(role="user", content=reply.text))  # not yet in history
         if reply.instructions is not None:
             messages.append(ChatMessage(role="system", content=reply.instructions))
         self._voice = voice
@@ -256,8 +260,10 @@ class _ObservedLLM:
         model: LLM,
         on_chunk: Callable[[LLMChunk], None],
         on_step_end: Callable[[str, list[ToolCall]], None],
+        committed: asyncio.Event | None = None,
     ) -> None:
         self._model, self._on_chunk, self._on_step_end = model, on_chunk, on_step_end
+        self._committed = committed  # a prepared reply's tools wait until its turn commits
 
     async def stream(
         self,
@@ -269,6 +275,8 @@ class _ObservedLLM:
         parts: list[str] = []
         calls: list[ToolCall] = []
         async for chunk in self._model.stream(messages, tools, tool_choice=tool_choice):
+            if isinstance(chunk, ToolCallChunk) and self._committed is not None:
+                await self._committed.wait()  # nothing is done for a turn not yet over
             self._on_chunk(chunk)
             if isinstance(chunk, TextDelta):
                 parts.append(chunk.text)

@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.tools import Tool
+from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
 from voicehub.voice.engine.caller_turns import CallerTurns
 from voicehub.voice.engine.history import CallHistory
+from voicehub.voice.engine.idle import CallIdle
 from voicehub.voice.engine.latency import TurnObserver
 from voicehub.voice.engine.listening import CallerAudio, follow_events
 from voicehub.voice.engine.options import EngineOptions
@@ -43,6 +45,7 @@ from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
+from voicehub.voice.turns.words import ends_open
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -62,7 +65,8 @@ class PipelineVoiceSession:
 
     `stt`, `tts` and `vad` are livekit plugins; `voices` maps an agent's `voice` name to a
     TTS. While `reply_gate()` is False, caller turns get no reply, only a room transcript
-    (ask_user by voice). `end_of_turn` is the end-of-turn model for `turn.mode == "model"`;
+    (ask_user by voice). `end_of_turn` is the end-of-turn model for `turn.mode == "model"`,
+    `words_open(text)` whether a caller's words stop mid-request (the desk's half requests);
     `turn_observer` receives every answered turn's latency.
     """
 
@@ -82,6 +86,7 @@ class PipelineVoiceSession:
         reply_gate: Callable[[], bool] | None = None,
         options: EngineOptions | None = None,
         end_of_turn: EndOfTurnModel | None = None,
+        words_open: Callable[[str], bool] | None = None,
         turn_observer: TurnObserver | None = None,
         prerender_budget: PrerenderBudget | None = None,
         activity: VoiceActivity | None = None,
@@ -103,7 +108,7 @@ class PipelineVoiceSession:
         flushes = finalizes_on_flush(stt)
         if turn.flush_finalizes != flushes:
             turn = dataclasses.replace(turn, flush_finalizes=flushes)
-        self.engine = TurnEngine(turn)
+        self.engine = TurnEngine(turn, words_open=words_open or ends_open)
         self.history = CallHistory(self.options.history_messages)
         self.records = CallRecords(hub, room_id, transport)
         self.player = SpeechPlayer(
@@ -219,6 +224,16 @@ class PipelineVoiceSession:
         self.activity.session_attached()
         if self.greeting:
             self._keep(asyncio.create_task(self.say(self.greeting)))
+        idle = CallIdle(
+            self.activity,
+            self.hub.clock,
+            prompt_after=self.options.idle_prompt_after,
+            hang_up_after=self.options.idle_hang_up_after,
+            pending=self._pending_topics,
+            say=self.say,
+            end_call=self.end_call,
+        )
+        self._keep(asyncio.create_task(idle.run(), name="voicehub-idle-caller"))
         if self._attach_delivery:
             await self.hub.delivery.attach(self.room_id, self, self.activity)
 
@@ -326,6 +341,24 @@ class PipelineVoiceSession:
         """The result is settled: drop its pre-rendered speech."""
         self.results.discard(delivery_id)
 
+    async def end_call(self, reason: str) -> None:
+        """End the call from the agent's side: the transport hangs up (where it can) and
+        the session closes; the room and held results stay, as after any hang-up."""
+        hang_up = getattr(self.transport, "hang_up", None)
+        if callable(hang_up):
+            try:
+                await hang_up(reason)
+            except Exception:
+                log.exception("room %s: the transport could not hang up", self.room_id)
+        await self.aclose()
+
+    async def _pending_topics(self) -> list[str]:
+        """What is still being worked on for this caller (the inputs of running tasks)."""
+        tasks = await self.hub.store.list_tasks(
+            parent_room_id=self.room_id, statuses=[TaskStatus.QUEUED, TaskStatus.RUNNING]
+        )
+        return [task.input for task in tasks if task.input]
+
     async def interrupt(self) -> None:
         """Stop the agent's current speech and reply (a running tool finishes first)."""
         self.player.interrupt()
@@ -395,10 +428,19 @@ class PipelineVoiceSession:
                 self.history.add(ChatMessage(role="assistant", content=heard))
         if speech.end is SpeechEnd.FAILED and speech.error is not None:
             self.records.provider_error("tts_error", str(speech.error), recoverable=True)
-        if self.replies.current is None and not self.player.queued:
+        if self._reply_over() and not self.player.queued:
             self.records.agent_state("listening")
 
     # -- internals ------------------------------------------------------------------------
+
+    def _reply_over(self) -> bool:
+        """Whether no reply runs or will speak again (its model and tools are done and its
+        speeches ended): the agent is listening."""
+        reply = self.replies.current
+        if reply is None:
+            return True
+        running = reply.task is None or not reply.task.done()
+        return not running and all(speech.done for speech in reply.speeches)
 
     def _voice_of(self, agent: Agent) -> Any:
         """The TTS `agent` speaks with (ConfigError: no model, or a voice this call lacks)."""

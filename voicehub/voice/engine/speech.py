@@ -4,7 +4,8 @@ A `Speech` is a handle: the driver creates it with its audio (PCM16 at the trans
 produced lazily by the TTS), the `SpeechPlayer` plays it, and whoever waits on `wait()`
 learns how it ended: played out (the transport confirmed playout), interrupted (the caller
 cut it, or the driver did), held (a result not started because the caller was speaking), or
-failed (its TTS raised).
+failed (its TTS raised). A speech may be paused (the caller spoke over it) and resumed from
+where the caller stopped hearing it: its audio is kept for that.
 """
 
 from __future__ import annotations
@@ -45,8 +46,15 @@ class Speech:
         self.end: SpeechEnd | None = None
         self.error: BaseException | None = None
         self.audio_started_at: float | None = None  # clock time of its first audio sent
-        self.seconds_sent = 0.0  # audio handed to the transport
+        self.seconds_sent = 0.0  # audio produced (sent, or kept while paused)
         self.heard_seconds = 0.0  # what the caller heard, once it ended
+        self.pcm = bytearray()  # every byte of its audio so far (a resume replays from it)
+        # the stretch now playing: where in the audio it starts, since when, its mark
+        self.segment = 0
+        self.segment_from = 0.0
+        self.segment_started_at: float | None = None
+        self.paused = False
+        self.changed = asyncio.Event()  # set on a pause, a resume and the end
         self._done: asyncio.Future[SpeechEnd] = asyncio.get_running_loop().create_future()
 
     @property
@@ -57,11 +65,34 @@ class Speech:
     def audio_started(self) -> bool:
         return self.audio_started_at is not None
 
+    @property
+    def mark_id(self) -> str:
+        """The mark of the stretch now playing (its speech id, then `id#2`, ...)."""
+        return self.id if self.segment <= 1 else f"{self.id}#{self.segment}"
+
+    def heard_until(self, now: float) -> float:
+        """Seconds into the audio the caller has heard by `now`."""
+        if self.segment_started_at is None:
+            return self.segment_from
+        playing = max(0.0, now - self.segment_started_at)
+        return min(self.seconds_sent, self.segment_from + playing)
+
     def finish(self, end: SpeechEnd, error: BaseException | None = None) -> None:
         """Settle the speech (the first settlement wins)."""
         if not self._done.done():
             self.end, self.error = end, error
             self._done.set_result(end)
+            self.changed.set()  # a waiting player wakes, and finds it over
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        self.changed.set()
+
+    async def until(self, paused: bool) -> None:
+        """Returns once the speech is paused (or not, as `paused` says), or over."""
+        while self.paused is not paused and not self.done:
+            self.changed.clear()
+            await self.changed.wait()
 
     async def wait(self) -> SpeechEnd:
         """How it ended, once it did (cancelling the wait leaves the speech alone)."""
