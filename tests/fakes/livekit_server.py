@@ -7,18 +7,29 @@ server's `register` answer; the server offers a job with an `availability` reque
 worker answers, the server sends the `assignment` (room URL and the agent's room token),
 and may send a `termination`. The worker sends `update_worker` (status, load, job count)
 and `update_job` messages on the same socket. Rooms themselves (WebRTC) are not faked.
+
+It also serves the SIP service of the server API as livekit's Twirp does (protobuf bodies
+on `POST /twirp/livekit.SIP/<Method>`, errors as Twirp JSON): `TransferSIPParticipant` (a
+cold transfer: SIP REFER) and `CreateSIPParticipant` (dialling someone into a room), each
+checking the bearer token's grants as the server does (`sip.call`; for a transfer also
+`roomAdmin` on that room). `sip_outcomes` says how each call goes: "answered", or "busy"
+(SIP 486) and "no-answer" (480) as the SIP errors livekit returns; `sip_requests` records
+every accepted request.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import jwt
 from aiohttp import WSMsgType, web
 from livekit import api
-from livekit.protocol import agent, models
+from livekit.protocol import agent, models, sip
+
+_SIP_ERRORS = {"busy": ("486", "Busy Here"), "no-answer": ("480", "Temporarily Unavailable")}
 
 
 class FakeLiveKitServer:
@@ -36,10 +47,13 @@ class FakeLiveKitServer:
         self.connected = asyncio.Event()
         self._socket: web.WebSocketResponse | None = None
         self._runner: web.AppRunner | None = None
+        self.sip_outcomes: deque[str] = deque()
+        self.sip_requests: list[tuple[str, Any]] = []  # (method, request message)
 
     async def start(self) -> str:
         app = web.Application()
         app.router.add_get("/agent", self._agent)
+        app.router.add_post("/twirp/livekit.SIP/{method}", self._sip)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -53,6 +67,53 @@ class FakeLiveKitServer:
             await self._socket.close()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    # -- the SIP service -----------------------------------------------------------------
+
+    async def _sip(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        kinds = {
+            "TransferSIPParticipant": sip.TransferSIPParticipantRequest,
+            "CreateSIPParticipant": sip.CreateSIPParticipantRequest,
+        }
+        if method not in kinds:
+            return _twirp_error(404, "bad_route", f"no method {method}")
+        if request.content_type != "application/protobuf":
+            return _twirp_error(400, "malformed", f"content type {request.content_type}")
+        message = kinds[method]()
+        message.ParseFromString(await request.read())
+        try:
+            claims = jwt.decode(
+                request.headers.get("Authorization", "").removeprefix("Bearer "),
+                self.api_secret,
+                algorithms=["HS256"],
+            )
+        except jwt.PyJWTError:
+            return _twirp_error(401, "unauthenticated", "invalid token")
+        video = claims.get("video", {})
+        admin = video.get("roomAdmin") and video.get("room") == message.room_name
+        if not claims.get("sip", {}).get("call") or (
+            method == "TransferSIPParticipant" and not admin
+        ):
+            return _twirp_error(403, "permission_denied", "the token lacks the SIP grants")
+        self.sip_requests.append((method, message))
+        outcome = self.sip_outcomes.popleft() if self.sip_outcomes else "answered"
+        if outcome in _SIP_ERRORS:
+            code, status = _SIP_ERRORS[outcome]
+            meta = {"sip_status_code": code, "sip_status": status}
+            return _twirp_error(503, "unavailable", f"sip call failed: {code} {status}", meta)
+        if method == "TransferSIPParticipant":
+            answer: Any = sip.TransferSIPParticipantResponse(
+                transfer_id="STR_fake", status=sip.STS_TRANSFER_SUCCESSFUL
+            )
+        else:
+            answer = sip.SIPParticipantInfo(
+                participant_id="PA_fake",
+                participant_identity=message.participant_identity,
+                room_name=message.room_name,
+                sip_call_id="SCL_fake",
+            )
+        return web.Response(body=answer.SerializeToString(), content_type="application/protobuf")
 
     # -- the protocol, server side ---------------------------------------------------------
 
@@ -152,3 +213,10 @@ class FakeLiveKitServer:
 
     async def terminate(self, job_id: str) -> None:
         await self.send(agent.ServerMessage(termination=agent.JobTermination(job_id=job_id)))
+
+
+def _twirp_error(
+    status: int, code: str, message: str, meta: dict[str, str] | None = None
+) -> web.Response:
+    body = {"code": code, "msg": message, **({"meta": meta} if meta else {})}
+    return web.json_response(body, status=status)

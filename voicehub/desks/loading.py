@@ -145,6 +145,7 @@ from voicehub.desks.sections import (
     SwarmConfig,
     VoiceConfig,
 )
+from voicehub.desks.transfer import check_transfer_desks
 from voicehub.errors import ConfigError
 from voicehub.tools.knowledge import KnowledgeBase
 
@@ -205,4 +206,5 @@ def load_desk_folder(folder: str | Path) -> dict[str, DeskConfig]:
                 "desk names must be unique"
             )
         desks[config.name] = config
+    check_transfer_desks(desks)
     return desks

@@ -49,7 +49,6 @@ from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.api import api_routes
 from voicehub.server.call_recordings import CallRecordings
 from voicehub.server.call_telemetry import CallTelemetry
-from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain, DrainGate
@@ -61,6 +60,7 @@ from voicehub.server.recording_api import recording_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
+from voicehub.server.telephony import Telephony, telephony_routes
 from voicehub.server.twilio import PhoneLine, twilio_routes
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 from voicehub.telemetry.setup import tracing_from_env
@@ -121,10 +121,11 @@ def create_app(
         clock = phone_clock if phone_clock is not None else SystemClock()
         number_key = await load_number_key(settings, store)  # the store itself, not timed
         app.state.phone = line = PhoneLine(board, settings, StreamTokens(clock), number_key)
-        app.state.callbacks = callbacks = CallBacks(
-            line, dialer_from(settings), clock, draining=lambda: drain.draining
+        app.state.telephony = telephony = Telephony(
+            line, settings, clock, draining=lambda: drain.draining
         )
-        line.remember = callbacks.remember
+        app.state.callbacks, app.state.transfers = telephony.callbacks, telephony.transfers
+        telephony.start()
         app.state.webrtc = WebRTCDesk(board)
         # how late the loop wakes a timer: for /health (`voicehub soak`) and /metrics
         app.state.loop_health = loop_health = LoopHealth(
@@ -152,7 +153,7 @@ def create_app(
                 announcements.cancel()
             await loop_health.aclose()
             await app.state.webrtc.close_all()
-            await callbacks.aclose()
+            await telephony.aclose()
             await board.close_all()
             await recordings.aclose()
             await hub.aclose()  # undelivered results stay in the store
@@ -169,7 +170,7 @@ def create_app(
         *recording_routes(),
         *probe_routes(),
         *twilio_routes(),
-        *callback_routes(),
+        *telephony_routes(),
     ]
     app = Starlette(
         routes=routes, lifespan=lifespan, middleware=[Middleware(DrainGate, drain=drain)]

@@ -213,7 +213,9 @@ async def media_stream(websocket: WebSocket) -> None:
         log.warning("media stream %s refused: %s", start.streamSid, grant)
         await _close(websocket, 1008, grant)
         return
-    transport = TwilioMediaTransport(start.streamSid, sample_rate=_SESSION_RATE)
+    transport = TwilioMediaTransport(
+        start.streamSid, sample_rate=_SESSION_RATE, call_sid=grant.call_sid
+    )
     call = LiveCall(line.board.desks[grant.desk], grant.conversation, transport)
     log.info("call %s: stream %s in room %s", grant.call_sid, start.streamSid, call.room_id)
     await line.board.run_socket_call(

@@ -19,9 +19,10 @@ import logging
 import uuid
 from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from voicehub.core.store.number_key import number_conversation
+from voicehub.tools.call_control import live_calls
 from voicehub.transports.livekit import RoomAudioTransport, forward_caller_audio
 from voicehub.workers.dispatch import conversation_for
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from voicehub.hub import Hub
     from voicehub.voice.session import VoiceSession
     from voicehub.workers.load import CallLoad
+    from voicehub.workers.sip_control import SipControls
 
 __all__ = ["CallRoom", "Caller", "CallerAudio", "DeskJob"]
 
@@ -105,16 +107,20 @@ class DeskJob:
         load: CallLoad,
         *,
         number_key: bytes,
+        controls: SipControls | None = None,
     ) -> None:
         self.hub, self.desk, self.room = hub, desk, room
         self.factory, self.load = factory, load
         self.number_key = number_key  # the store's secret behind caller-number ids
+        self.controls = controls  # transfers and keypad tones (livekit's SIP API)
         self.room_ids: list[str] = []  # the conversations served, in order
         self.session: VoiceSession | None = None
+        self.handed_over = False  # a caller was transferred: the agent's part is over
 
     async def run(self) -> None:
-        """Serve callers one after the other until cancelled (the job's shutdown)."""
-        while True:
+        """Serve callers one after the other until cancelled (the job's shutdown), or until
+        a caller is transferred (the room is theirs and the person's then)."""
+        while not self.handed_over:
             caller = await self.room.next_caller()
             try:
                 await self.serve(caller)
@@ -136,10 +142,23 @@ class DeskJob:
             log.info("room %s: %s caller %s joined", room_id, caller.kind, caller.identity)
             forward = asyncio.create_task(forward_caller_audio(audio.frames(), session.push_audio))
             left = asyncio.create_task(self.room.left(caller))
+            ends: set[asyncio.Task[Any]] = {forward, left}
+            control = forget = None
+            if self.controls is not None:
+                control = self.controls.for_caller(
+                    self.hub, self.desk, room_id, caller, lambda: self.session
+                )
+                forget = live_calls(self.hub).register(room_id, control)
+                ends.add(asyncio.create_task(control.handed_over.wait()))
             try:
-                await asyncio.wait({forward, left}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                left.cancel()
+                for task in ends - {forward}:
+                    task.cancel()
+                if control is not None and forget is not None:
+                    forget()
+                    self.handed_over = control.handed_over.is_set()
+                    await control.aclose()
         finally:
             if forward is not None:
                 forward.cancel()
