@@ -135,7 +135,7 @@ class VoiceConfig(StrictModel):
 
     engine: Literal["pipeline", "openai-realtime"] = "pipeline"
     vad: Literal["silero", "webrtc"] = "silero"
-    stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "pocketsphinx"
+    stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "auto"
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
     stt_fallback: Literal["pocketsphinx"] | None = None
     deepgram: DeepgramConfig | None = None

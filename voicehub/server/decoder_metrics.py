@@ -1,22 +1,33 @@
-"""The PocketSphinx decoder pool on /metrics: how many decoders exist and are busy, and how
-often an utterance had to wait for one or gave up waiting (`$VOICEHUB_STT_DECODERS` is the
-setting to raise when waits grow)."""
+"""The PocketSphinx decoders on /metrics (those of the worker processes, added up): how many
+exist and are busy, and how often an utterance had to wait for one or gave up waiting
+(`$VOICEHUB_STT_DECODERS` is the setting to raise when waits grow)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from voicehub.voice.providers.offline.decoder_pool import DecoderPool, built_shared_pool
+from voicehub.voice.providers.offline.decoder_pool import PoolStats
+from voicehub.voice.providers.offline.sphinx_workers import built_shared_workers
+
+
+class Decoders(Protocol):
+    """A decoder pool, or worker processes with theirs."""
+
+    @property
+    def max_decoders(self) -> int: ...
+
+    def stats(self) -> PoolStats: ...
 
 
 class DecoderPoolCollector(Collector):
-    """Reads the pool's counters at each scrape; nothing while no pool was built (a server
-    whose desks use no PocketSphinx never builds one)."""
+    """Reads the decoders' counters at each scrape; nothing while none were set up (a server
+    whose desks use no PocketSphinx never starts its workers)."""
 
-    def __init__(self, pool: Callable[[], DecoderPool | None] = built_shared_pool) -> None:
+    def __init__(self, pool: Callable[[], Decoders | None] = built_shared_workers) -> None:
         self._pool = pool
 
     def collect(self) -> Iterator[Metric]:

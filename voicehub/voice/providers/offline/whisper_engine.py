@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -27,16 +28,20 @@ from typing import Any
 
 import numpy as np
 
-from voicehub.errors import VoicehubError
+from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.audio import pcm16_to_int16, resample_pcm16
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.decode_queue import DecodeQueue
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
+from voicehub.voice.providers.offline.whisper_decode import WhisperDecoder
 from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten
 
 __all__ = [
     "MODEL_FILES",
+    "WORKERS_ENV",
     "WhisperModelError",
     "WhisperRecognizer",
+    "built_shared_recognizer",
     "sentences_prompt",
     "shared_recognizer",
     "vocabulary_prompt",
@@ -61,6 +66,8 @@ _NO_SPEECH = 0.8  # a segment Whisper itself thinks is not speech
 # decoded from noise or a voice it cannot follow, not what the caller said.
 _REPETITIVE = 2.4
 _PHONE_RATE = 8000  # and below: phone audio, decoded with a beam
+_WINDOW = 30 * SAMPLE_RATE  # samples Whisper reads at once
+WORKERS_ENV = "VOICEHUB_WHISPER_WORKERS"
 
 
 class WhisperModelError(VoicehubError):
@@ -162,26 +169,40 @@ def _within_budget(texts: Iterable[str], *, separator: str) -> list[str]:
 class WhisperRecognizer:
     """The loaded model; :meth:`recognize` is blocking and thread-safe.
 
-    CTranslate2 releases the GIL while it decodes, so calls from worker threads do not stall
-    the event loop; concurrent calls queue on its one worker, each decoding on `threads`
-    cores (one by default: on a small server, calls share the cores).
+    CTranslate2 releases the GIL while it decodes, so decoding on worker threads does not
+    hold the event loop: streams hand their decodings to :attr:`queue`, whose `workers`
+    threads each decode on one of the model's `workers` replicas, on `threads` cores each
+    (one and one by default: on a small server the event loop needs the other core).
     """
 
-    def __init__(self, *, threads: int = 1, beam_size: int = 1, phone_beam_size: int = 5) -> None:
+    def __init__(
+        self,
+        *,
+        threads: int = 1,
+        workers: int = 1,
+        beam_size: int = 1,
+        phone_beam_size: int = 5,
+        min_window: float | None = None,
+    ) -> None:
         self._threads = threads
+        self._min_window = min_window  # the encoder's shortest window (`whisper_decode`)
+        self._workers = workers
+        self.queue = DecodeQueue(workers, name="whisper")
+        """Where streams decode (most urgent first, `decode_queue`)."""
         self._beam_size = beam_size
         # Phone audio (8 kHz and below) is more ambiguous: a beam search there chose the
         # right tool more often (the phone bench: 0.893 -> 0.92 on phone audio; wideband
         # lost a request with it, 0.987 -> 0.973, so wideband decodes greedily).
         self._phone_beam_size = phone_beam_size
         self._model: Any = None
+        self._decoder: WhisperDecoder | None = None
         self._lock = threading.Lock()
 
     def prewarm(self) -> None:
         """Load and check the model now (about half a second)."""
         self._load()
 
-    def _load(self) -> Any:
+    def _load(self) -> WhisperDecoder:
         with self._lock:
             if self._model is None:
                 directory = model_directory()
@@ -193,9 +214,12 @@ class WhisperRecognizer:
                     device="cpu",
                     compute_type="int8",
                     cpu_threads=self._threads,
+                    num_workers=self._workers,
                     local_files_only=True,
                 )
-            return self._model
+                self._decoder = WhisperDecoder(self._model, min_window=self._min_window)
+            assert self._decoder is not None
+            return self._decoder
 
     def recognize(
         self,
@@ -233,47 +257,66 @@ class WhisperRecognizer:
     ) -> WhisperTranscript:
         """One decoding of `pcm16`, read as audio at `sample_rate`, corrected to the desk's
         topics by `correction` if given."""
-        model = self._load()
+        decoder = self._load()
         audio = resample_pcm16(pcm16, sample_rate, SAMPLE_RATE)
         samples = pcm16_to_int16(audio).astype(np.float32) / 32768.0
         if samples.size < SAMPLE_RATE // 10:  # under 100 ms: nothing to say
             return WhisperTranscript("", 0.0, 0.0, 0.0)
-        segments, _info = model.transcribe(
-            samples,
-            language="en",
-            beam_size=self._phone_beam_size if sample_rate <= _PHONE_RATE else self._beam_size,
-            # Greedy at temperature 0 only: the default fallback to sampling at higher
-            # temperatures made results differ run to run for no gain in accuracy (the
-            # phone bench: the same 0.88 / 0.947); what it would have retried is dropped.
-            temperature=0.0,
-            # No timestamp tokens: a request is one short utterance, and decoding text only
-            # misheard less (the phone bench, wideband: 0.947 -> 0.96).
-            without_timestamps=True,
-            initial_prompt=prompt or None,
-            condition_on_previous_text=False,
-            vad_filter=False,  # the session's VAD already cut the utterance
-        )
+        # Greedy (or a beam) at temperature 0 only: falling back to sampling at higher
+        # temperatures made results differ run to run for no gain in accuracy (the phone
+        # bench: the same 0.88 / 0.947). No timestamp tokens: a request is one short
+        # utterance, and decoding text only misheard less (wideband: 0.947 -> 0.96).
+        beam = self._phone_beam_size if sample_rate <= _PHONE_RATE else self._beam_size
+        # Whisper reads 30 s at a time: a longer utterance is decoded piece by piece.
+        pieces = [
+            decoder.decode(samples[start : start + _WINDOW], prompt=prompt, beam_size=beam)
+            for start in range(0, samples.size, _WINDOW)
+            if samples.size - start >= SAMPLE_RATE // 10
+        ]
         spoken = [
-            s
-            for s in segments
-            if s.no_speech_prob < _NO_SPEECH
-            and s.compression_ratio <= _REPETITIVE
-            and s.text.strip()
+            heard
+            for heard in pieces
+            if not heard.skipped
+            and heard.no_speech_prob < _NO_SPEECH
+            and heard.compression_ratio <= _REPETITIVE
+            and heard.text
         ]
         if not spoken:
             return WhisperTranscript("", 0.0, 0.0, 0.0)
-        text = " ".join(s.text.strip() for s in spoken)
+        text = " ".join(heard.text for heard in spoken)
         if correction is not None:
             text = correction.correct(text)
-        confidence = float(np.exp(np.mean([s.avg_logprob for s in spoken])))
-        return WhisperTranscript(
-            text, min(1.0, confidence), float(spoken[0].start), float(spoken[-1].end)
-        )
+        confidence = float(np.exp(np.mean([heard.avg_logprob for heard in spoken])))
+        return WhisperTranscript(text, min(1.0, confidence), 0.0, samples.size / SAMPLE_RATE)
 
 
-_shared = WhisperRecognizer()
+def _workers_from_environment() -> int:
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if not raw:
+        return 1
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{WORKERS_ENV}={raw!r}: expected a whole number of workers, 1 or more")
+    return value
+
+
+_shared: WhisperRecognizer | None = None
+_shared_lock = threading.Lock()
+
+
+def built_shared_recognizer() -> WhisperRecognizer | None:
+    """The process-wide recognizer if something asked for it, else None (never makes it)."""
+    return _shared
 
 
 def shared_recognizer() -> WhisperRecognizer:
-    """The process-wide model, loaded on first use."""
-    return _shared
+    """The process-wide model, loaded on first use, decoding on `$VOICEHUB_WHISPER_WORKERS`
+    threads (1 when unset)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = WhisperRecognizer(workers=_workers_from_environment())
+        return _shared

@@ -1,24 +1,48 @@
 """livekit-agents STT plugin for Whisper (tiny.en, offline): :class:`WhisperSTT`.
 
-Not streaming: AgentSession wraps it in a ``StreamAdapter`` that hands it each utterance the
-session's VAD cut out, so a turn's transcript arrives once, after the caller stops (no
-partials; barge-in still comes from the VAD).
+Whisper decodes whole utterances, but the stream decodes them while the caller is still
+speaking, so that little is left when the turn ends. Frames pushed are cut into utterance
+windows by a cheap speech gate (`speech_gate`, `utterance_window`): when the caller pauses,
+the window so far is decoded on a worker thread (`decode_queue`; Whisper releases the GIL,
+so the event loop is not held). When the session flushes the stream (the VAD heard the end
+of speech), the final is that decoding if no speech followed it: ready, or nearly; only a
+caller who spoke on after the pause waits for a decoding of the whole window. While the
+caller speaks, the window is also decoded every second of speech for interim transcripts
+(the first of the workers' work to go under load).
+
+The stream takes every frame where it is pushed (`InlineRecognizeStream`) and hands events
+straight to a sink when asked (`DirectEvents`). Each flush is answered by exactly one final,
+empty when nothing was said, in the order of the flushes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import uuid
+from collections import deque
 from collections.abc import Iterable
-from typing import Never
+from dataclasses import dataclass
+from typing import Any, Never
 
 import numpy as np
 
 from voicehub.voice.audio import int16_to_pcm16
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.decode_queue import DecodeJob, Urgency
+from voicehub.voice.providers.offline.inline_stt import InlineRecognizeStream, InputItem
+from voicehub.voice.providers.offline.speech_gate import SpeechGate
+from voicehub.voice.providers.offline.utterance_window import (
+    Interim,
+    Pause,
+    UtteranceWindow,
+    WindowAudio,
+)
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 from voicehub.voice.providers.offline.whisper_engine import (
     WhisperRecognizer,
+    WhisperTranscript,
     shared_recognizer,
     vocabulary_prompt,
 )
@@ -28,20 +52,42 @@ with vendor_import("livekit-agents"):
     from livekit import rtc
     from livekit.agents import stt, utils
     from livekit.agents.language import LanguageCode
-    from livekit.agents.types import NOT_GIVEN, APIConnectOptions, NotGivenOr
+    from livekit.agents.types import (
+        DEFAULT_API_CONNECT_OPTIONS,
+        NOT_GIVEN,
+        APIConnectOptions,
+        NotGivenOr,
+    )
 
-__all__ = ["WhisperSTT"]
+__all__ = ["WhisperSTT", "WhisperStream"]
+
+log = logging.getLogger("voicehub.voice.stt")
 
 _LANGUAGE = LanguageCode("en-US")  # tiny.en is English only
+_NOTHING = WhisperTranscript("", 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSettings:
+    """How a stream cuts and decodes ahead (`utterance_window`): audio kept before the
+    first speech (`pre_roll`) and after the last (`tail`: also the pause that starts a
+    decoding), seconds of speech between interim decodings (None: no interims), and
+    whether to decode before the flush at all (`decode_ahead` False: only at the flush, as
+    a recognizer fed whole utterances does; for comparison)."""
+
+    pre_roll: float = 0.3
+    tail: float = 0.2
+    interim_every: float | None = 1.0
+    decode_ahead: bool = True
 
 
 class WhisperSTT(stt.STT[Never]):
-    """Offline STT on Whisper tiny.en, biased toward `vocabulary` (a desk's topics and
-    trigger phrases); with `relisten`, audio that asks the desk for nothing is heard
-    a second time, slowed (`whisper_relisten`); with `correction`, spans of what it hears
-    that sound like one of the desk's topics are replaced by it (`vocabulary_correction`).
-    The model is shared by every call unless
-    `recognizer` is given."""
+    """Offline streaming STT on Whisper tiny.en, biased toward `vocabulary` (a desk's
+    topics and trigger phrases); with `relisten`, audio that asks the desk for nothing is
+    heard a second time, slowed (`whisper_relisten`); with `correction`, spans of what it
+    hears that sound like one of the desk's topics are replaced by it
+    (`vocabulary_correction`). The model and its decoding threads are shared by every call
+    unless `recognizer` is given."""
 
     def __init__(
         self,
@@ -50,12 +96,18 @@ class WhisperSTT(stt.STT[Never]):
         relisten: Relisten | None = None,
         correction: VocabularyCorrection | None = None,
         recognizer: WhisperRecognizer | None = None,
+        window: WindowSettings | None = None,
     ) -> None:
-        super().__init__(capabilities=stt.STTCapabilities(streaming=False, interim_results=False))
+        super().__init__(
+            capabilities=stt.STTCapabilities(
+                streaming=True, interim_results=True, manual_flush=True
+            )
+        )
         self._recognizer = recognizer or shared_recognizer()
         self._prompt = vocabulary_prompt(vocabulary)
         self._relisten = relisten
         self._correction = correction
+        self.window = window or WindowSettings()
 
     @property
     def model(self) -> str:
@@ -82,9 +134,25 @@ class WhisperSTT(stt.STT[Never]):
         """How transcripts are corrected to the desk's topics, if they are."""
         return self._correction
 
+    @property
+    def recognizer(self) -> WhisperRecognizer:
+        """The model and decoding queue this plugin uses."""
+        return self._recognizer
+
     def prewarm(self) -> None:
         """Load and check the model now (blocking, about half a second)."""
         self._recognizer.prewarm()
+
+    def hear(self, pcm16: bytes, sample_rate: int, *, final: bool = True) -> WhisperTranscript:
+        """What this plugin hears in `pcm16` (blocking): a final's decoding (with the second
+        listening) or, with `final=False`, an interim's (one decoding)."""
+        return self._recognizer.recognize(
+            pcm16,
+            sample_rate,
+            prompt=self._prompt,
+            relisten=self._relisten if final else None,
+            correction=self._correction,
+        )
 
     async def _recognize_impl(
         self,
@@ -94,27 +162,250 @@ class WhisperSTT(stt.STT[Never]):
         conn_options: APIConnectOptions,
     ) -> stt.SpeechEvent:
         frame = rtc.combine_audio_frames(buffer) if isinstance(buffer, list) else buffer
-        pcm16 = _mono_pcm16(frame)
-        heard = await asyncio.to_thread(
-            self._recognizer.recognize,
-            pcm16,
-            frame.sample_rate,
-            prompt=self._prompt,
-            relisten=self._relisten,
-            correction=self._correction,
+        pcm16, rate = _mono_pcm16(frame), frame.sample_rate
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[WhisperTranscript] = loop.create_future()
+        self._recognizer.queue.submit(
+            future, Urgency.FINAL, lambda: self.hear(pcm16, rate), _settle_in(loop, future)
         )
-        data = stt.SpeechData(
-            language=_LANGUAGE,
-            text=heard.text,
-            confidence=heard.confidence,
-            start_time=heard.start_time,
-            end_time=heard.end_time,
+        heard = await future
+        return _final_event(uuid.uuid4().hex, heard, 0.0)
+
+    def stream(
+        self,
+        *,
+        language: NotGivenOr[str] = NOT_GIVEN,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+    ) -> WhisperStream:
+        """Open a streaming recognition; push frames at any rate, flush at end of speech."""
+        return WhisperStream(stt=self, conn_options=conn_options)
+
+
+@dataclass
+class _Flushed:
+    """A flushed utterance whose final is not out yet."""
+
+    window: WindowAudio | None
+    heard: WhisperTranscript | None = None
+    error: BaseException | None = None
+
+
+class WhisperStream(InlineRecognizeStream):
+    """One caller's stream (see the module). Every frame is taken where it is pushed; the
+    decodings run on the recognizer's queue and their results come back on the loop."""
+
+    def __init__(self, *, stt: WhisperSTT, conn_options: APIConnectOptions) -> None:
+        super().__init__(stt=stt, conn_options=conn_options)
+        self._whisper = stt
+        self._loop = asyncio.get_running_loop()
+        self._request_id = uuid.uuid4().hex[:12]
+        self._gate: SpeechGate | None = None  # made at the first frame: its rate
+        settings = stt.window
+        self._window = UtteranceWindow(
+            pre_roll=settings.pre_roll, tail=settings.tail, interim_every=settings.interim_every
         )
-        return stt.SpeechEvent(
-            type=stt.SpeechEventType.FINAL_TRANSCRIPT,
-            request_id=uuid.uuid4().hex,
-            alternatives=[data],
+        self._heard: dict[tuple[int, int, int], WhisperTranscript] = {}  # full decodings
+        self._jobs: dict[tuple[int, int, int], DecodeJob] = {}  # queued or running
+        self._flushed: deque[_Flushed] = deque()
+        self._finals_out: asyncio.Future[None] | None = None
+        self._speaking = False
+        self._interim = ""
+        self._unreported_audio = 0.0
+
+    @property
+    def rate(self) -> int:
+        """The rate the stream's windows are decoded at (0 before the first frame)."""
+        return self._gate.rate if self._gate is not None else 0
+
+    # -- input (on the loop, inline) -----------------------------------------------------------
+
+    def _take(self, item: InputItem) -> bool:
+        if isinstance(item, self._FlushSentinel):
+            self._flush_utterance()
+            return True
+        gate = self._gate
+        if gate is None:
+            gate = self._gate = SpeechGate(item.sample_rate)
+        self._unreported_audio += item.duration
+        ahead = self._whisper.window.decode_ahead
+        for frame, speech in gate.push(_mono_pcm16(item)):
+            action = self._window.push(frame, speech)
+            if not ahead:
+                continue
+            if isinstance(action, Pause):
+                self._decode(action.window, Urgency.PAUSE)
+            elif isinstance(action, Interim) and not self._flushed:
+                self._decode(action.window, Urgency.INTERIM)
+        return True
+
+    def _flush_utterance(self) -> None:
+        window = self._window.flush()
+        flushed = _Flushed(window)
+        if window is None:
+            flushed.heard = _NOTHING
+        elif window.key in self._heard:
+            flushed.heard = self._heard[window.key]
+        elif (
+            (job := self._jobs.get(window.key)) is not None
+            and job.urgency != Urgency.INTERIM
+            and job.state != "cancelled"
+        ):
+            self._whisper.recognizer.queue.promote(job)  # a pause decoding: this final
+        else:
+            self._decode(window, Urgency.FINAL)
+        self._flushed.append(flushed)
+        self._emit_finals()
+
+    def _decode(self, window: WindowAudio, urgency: Urgency) -> None:
+        """Decode `window` on the queue (a final's decoding unless it is an interim)."""
+        final = urgency != Urgency.INTERIM
+        rate = self.rate
+        whisper = self._whisper
+
+        def run() -> WhisperTranscript:
+            return whisper.hear(window.audio, rate, final=final)
+
+        loop = self._loop
+
+        def done(heard: Any, error: BaseException | None) -> None:
+            if not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                    loop.call_soon_threadsafe(self._decoded, window, final, heard, error)
+
+        self._jobs = {key: job for key, job in self._jobs.items() if job.state != "cancelled"}
+        self._jobs[window.key] = whisper.recognizer.queue.submit(self, urgency, run, done)
+
+    # -- results (on the loop) ---------------------------------------------------------------
+
+    def _decoded(
+        self,
+        window: WindowAudio,
+        final: bool,
+        heard: WhisperTranscript | None,
+        error: BaseException | None,
+    ) -> None:
+        self._jobs.pop(window.key, None)
+        waiting = [f for f in self._flushed if f.window is not None and f.window.key == window.key]
+        if final and error is None and heard is not None:
+            self._heard = {
+                key: known for key, known in self._heard.items() if key[0] >= window.utterance
+            }
+            self._heard[window.key] = heard
+        for flushed in waiting:
+            flushed.heard, flushed.error = heard, error
+        if waiting:
+            self._emit_finals()
+        elif error is not None:
+            log.warning("an interim Whisper decoding failed: %s", error)
+        elif heard is not None and window.utterance == self._window.utterance:
+            self._emit_interim(heard.text)
+
+    def _emit_interim(self, text: str) -> None:
+        if self._flushed or not text or text == self._interim:
+            return  # an earlier utterance's final goes first; nothing new
+        self._interim = text
+        if not self._speaking:
+            self._speaking = True
+            self._emit(stt.SpeechEvent(type=stt.SpeechEventType.START_OF_SPEECH))
+        data = stt.SpeechData(language=_LANGUAGE, text=text)
+        self._emit(
+            stt.SpeechEvent(
+                type=stt.SpeechEventType.INTERIM_TRANSCRIPT,
+                request_id=self._request_id,
+                alternatives=[data],
+            )
         )
+
+    def _emit_finals(self) -> None:
+        """Send every final that is ready, in the order of the flushes."""
+        while self._flushed and (
+            self._flushed[0].heard is not None or self._flushed[0].error is not None
+        ):
+            flushed = self._flushed.popleft()
+            if flushed.error is not None:
+                # The call goes on: this utterance is lost, the next one may decode.
+                log.error("Whisper could not decode an utterance: %r", flushed.error)
+                flushed.heard = _NOTHING
+            self._emit_final(flushed)
+        if not self._flushed and self._finals_out is not None and not self._finals_out.done():
+            self._finals_out.set_result(None)
+
+    def _emit_final(self, flushed: _Flushed) -> None:
+        heard, window = flushed.heard, flushed.window
+        assert heard is not None
+        # Times count from the session's audio start.
+        frame = self._window.frame_ms / 1000
+        start = (window.start if window is not None else self._window.frames_pushed) * frame
+        end = window.end * frame if window is not None else start
+        self._emit(_final_event(self._request_id, heard, self.start_time_offset, start, end))
+        if self._speaking:
+            self._speaking = False
+            self._emit(stt.SpeechEvent(type=stt.SpeechEventType.END_OF_SPEECH))
+        self._interim = ""
+        if self._unreported_audio > 0:
+            usage = stt.RecognitionUsage(audio_duration=self._unreported_audio)
+            self._unreported_audio = 0.0
+            self._emit(
+                stt.SpeechEvent(
+                    type=stt.SpeechEventType.RECOGNITION_USAGE,
+                    request_id=self._request_id,
+                    recognition_usage=usage,
+                )
+            )
+
+    # -- life ---------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        await super()._run()
+        if self._flushed:  # input ended: the last finals still come
+            self._finals_out = self._loop.create_future()
+            await self._finals_out
+
+    async def aclose(self) -> None:
+        """Close now; decodings not started are dropped."""
+        queue = self._whisper.recognizer.queue
+        for job in self._jobs.values():
+            queue.cancel(job)
+        self._jobs.clear()
+        await super().aclose()
+
+
+def _final_event(
+    request_id: str,
+    heard: WhisperTranscript,
+    offset: float,
+    start: float | None = None,
+    end: float | None = None,
+) -> stt.SpeechEvent:
+    data = stt.SpeechData(
+        language=_LANGUAGE,
+        text=heard.text,
+        confidence=heard.confidence,
+        start_time=offset + (heard.start_time if start is None else start),
+        end_time=offset + (heard.end_time if end is None else end),
+    )
+    return stt.SpeechEvent(
+        type=stt.SpeechEventType.FINAL_TRANSCRIPT, request_id=request_id, alternatives=[data]
+    )
+
+
+def _settle_in(loop: asyncio.AbstractEventLoop, future: asyncio.Future[WhisperTranscript]) -> Any:
+    """A queue job's completion that settles `future` on `loop`."""
+
+    def settle(heard: Any, error: BaseException | None) -> None:
+        def apply() -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(heard)
+
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(apply)
+
+    return settle
 
 
 def _mono_pcm16(frame: rtc.AudioFrame) -> bytes:
