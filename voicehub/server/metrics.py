@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
-from voicehub.server.decoder_metrics import DecoderPoolCollector
+from voicehub.server.decoder_metrics import DecoderPoolCollector, WhisperQueueCollector
 from voicehub.server.timed_store import TimedStore
 
 if TYPE_CHECKING:
@@ -137,6 +137,7 @@ class ServerMetrics:
             "voicehub_draining", "1 while the server drains (SIGTERM).", registry=registry
         )
         registry.register(DecoderPoolCollector())
+        registry.register(WhisperQueueCollector())
         self._board: Switchboard | None = None
         self._meters: dict[int, CallMeter] = {}  # by id(LiveCall)
         self._task_started: dict[str, float] = {}  # task id -> clock time of delegation

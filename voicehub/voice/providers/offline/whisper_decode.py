@@ -43,9 +43,7 @@ _NEW_TOKENS_BASE = 16
 _NEW_TOKENS_PER_SECOND = 12  # fast speech is about 4 words, 6 tokens a second
 
 
-def encoder_frames(
-    samples: int, sample_rate: int = 16000, min_window: float | None = None
-) -> int:
+def encoder_frames(samples: int, sample_rate: int = 16000, min_window: float | None = None) -> int:
     """The encoder window for `samples` of audio: the audio and `PADDING_SECONDS`, at
     least `min_window` (default `MIN_WINDOW_SECONDS`), rounded up to a whole second, at most
     30 s."""

@@ -6,9 +6,10 @@ windows by a cheap speech gate (`speech_gate`, `utterance_window`): when the cal
 the window so far is decoded on a worker thread (`decode_queue`; Whisper releases the GIL,
 so the event loop is not held). When the session flushes the stream (the VAD heard the end
 of speech), the final is that decoding if no speech followed it: ready, or nearly; only a
-caller who spoke on after the pause waits for a decoding of the whole window. While the
-caller speaks, the window is also decoded every second of speech for interim transcripts
-(the first of the workers' work to go under load).
+caller who spoke on after the pause waits for a decoding of the whole window. Each
+decoding before the flush is also an interim transcript; with `interim_every`, the window
+is also decoded while the caller speaks (off by default, for the CPU; under load the
+first of the workers' work to go).
 
 The stream takes every frame where it is pushed (`InlineRecognizeStream`) and hands events
 straight to a sink when asked (`DirectEvents`). Each flush is answered by exactly one final,
@@ -77,7 +78,9 @@ class WindowSettings:
 
     pre_roll: float = 0.3
     tail: float = 0.2
-    interim_every: float | None = 1.0
+    # Off by default: a decoding per second of speech costs more CPU than the rest of the
+    # utterance's decodings together; the decoding at each pause gives partials anyway.
+    interim_every: float | None = None
     decode_ahead: bool = True
 
 
