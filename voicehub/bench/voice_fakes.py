@@ -122,7 +122,7 @@ class _FakeSTTStream(InlineRecognizeStream):
     def _take(self, item: InputItem) -> bool:
         if isinstance(item, self._FlushSentinel):
             # always answer a flush: AgentSession waits for a final after one
-            self._event_ch.send_nowait(_final(self._text if self._heard else ""))
+            self._emit(_final(self._text if self._heard else ""))
             self._heard = False
         else:
             self._heard = True

@@ -64,6 +64,7 @@ class InlineRecognizeStream(stt.RecognizeStream):
         self._busy = False  # the task is handling a queued item (it may be awaiting)
         self._error: Exception | None = None
         self._sink: EventSink | None = None
+        self._closed = False
         self.taken_inline = 0  # items handled in push_frame / flush (figures and tests)
         self.taken_queued = 0  # items handled by the stream's task
 
@@ -108,9 +109,12 @@ class InlineRecognizeStream(stt.RecognizeStream):
 
     def _emit(self, event: stt.SpeechEvent) -> None:
         """Send one event to the sink, or to the iterator when there is none."""
+        if self._closed:
+            return  # a late result (a decoding that ran on): nobody listens
         sink = self._sink
         if sink is None:
-            self._event_ch.send_nowait(event)
+            if not self._event_ch.closed:  # else: closed while a decoding was running
+                self._event_ch.send_nowait(event)
             return
         if event.type == stt.SpeechEventType.RECOGNITION_USAGE:
             self._report_usage(event)
@@ -161,6 +165,11 @@ class InlineRecognizeStream(stt.RecognizeStream):
             self._queue(None)  # wakes the task, which raises it
 
     # -- internals ---------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close now: nothing more is handled or sent."""
+        self._closed = True
+        await super().aclose()
 
     def _check_open(self) -> None:
         if self._input_ch.closed:
