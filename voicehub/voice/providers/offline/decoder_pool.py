@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -26,6 +25,7 @@ from typing import Any
 
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.environment import whole_number
 
 __all__ = [
     "DECODERS_ENV",
@@ -317,16 +317,7 @@ class DecoderPool:
 def decoders_from_environment() -> int:
     """`$VOICEHUB_STT_DECODERS`, or the default when unset (ConfigError when not a whole
     number of 1 or more)."""
-    raw = os.environ.get(DECODERS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_DECODERS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"{DECODERS_ENV}={raw!r}: expected a whole number of decoders, 1 or more")
-    return value
+    return whole_number(DECODERS_ENV, DEFAULT_MAX_DECODERS)
 
 
 _shared_pool: DecoderPool | None = None

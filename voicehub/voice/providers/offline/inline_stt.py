@@ -20,6 +20,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
+import numpy as np
+
+from voicehub.voice.audio import int16_to_pcm16
 from voicehub.voice.providers import vendor_import
 
 with vendor_import("livekit-agents"):
@@ -29,7 +32,7 @@ with vendor_import("livekit-agents"):
     from livekit.agents.metrics.base import Metadata
     from livekit.agents.types import APIConnectOptions
 
-__all__ = ["InlineRecognizeStream", "InputItem"]
+__all__ = ["InlineRecognizeStream", "InputItem", "mono_pcm16"]
 
 log = logging.getLogger("voicehub.voice")
 
@@ -202,3 +205,12 @@ class InlineRecognizeStream(stt.RecognizeStream):
                 self._busy = False
         if self._error is not None:
             raise self._error
+
+
+def mono_pcm16(frame: rtc.AudioFrame) -> bytes:
+    """A frame's samples as mono PCM16 bytes (channels averaged)."""
+    if frame.num_channels == 1:
+        return frame.data.tobytes()
+    samples = np.frombuffer(frame.data, dtype=np.int16)
+    mixed = samples.reshape(-1, frame.num_channels).astype(np.float32).mean(axis=1)
+    return int16_to_pcm16(np.rint(mixed))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import select
 import sys
 import time
@@ -24,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from voicehub.voice.providers.offline.decode_queue import DECODER_NICE
 from voicehub.voice.providers.offline.decoder_pool import DecoderPool, PoolStats
 from voicehub.voice.providers.offline.sphinx_wire import (
     Audio,
@@ -259,6 +261,7 @@ def serve(read_fd: int, write_fd: int, pool: DecoderPool) -> None:
 def main(argv: list[str]) -> None:
     read_fd, write_fd, max_decoders, wait_timeout = argv
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    os.nice(DECODER_NICE)  # the server's event loop goes first (`decode_queue`)
     pool = DecoderPool(max_decoders=int(max_decoders), wait_timeout=float(wait_timeout))
     with contextlib.suppress(BrokenPipeError):  # the server went away mid-reply
         serve(int(read_fd), int(write_fd), pool)

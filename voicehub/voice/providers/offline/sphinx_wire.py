@@ -1,7 +1,8 @@
 """What the server and its PocketSphinx worker processes say to each other (`sphinx_workers`,
 `sphinx_process`): batches of operations one way, batches of replies the other, each batch
 one pickled list framed by its length on a pipe. Both ends are voicehub's own, started
-together, so pickle is safe here.
+together, so pickle is safe here; the messages are named tuples, which pickle several times
+faster than dataclasses (a frame of audio is one, 50 a second per call).
 
 Operations (server -> worker): `Open`, `Audio`, `Flush`, `Close`, `Recognize`, `Prewarm`.
 Replies (worker -> server): `Heard` (partials and finals of a stream), `Flushed` (the final
@@ -14,8 +15,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from voicehub.voice.providers.offline.stt_engine import RecognizerEvent, Transcript
 
@@ -38,32 +38,27 @@ __all__ = [
 _LENGTH = struct.Struct(">I")
 
 
-@dataclass(frozen=True, slots=True)
-class Open:
+class Open(NamedTuple):
     stream: int
     gate: bool
     endpoint_silence: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class Audio:
+class Audio(NamedTuple):
     stream: int
     pcm16: bytes
     sample_rate: int
 
 
-@dataclass(frozen=True, slots=True)
-class Flush:
+class Flush(NamedTuple):
     stream: int
 
 
-@dataclass(frozen=True, slots=True)
-class Close:
+class Close(NamedTuple):
     stream: int
 
 
-@dataclass(frozen=True, slots=True)
-class Recognize:
+class Recognize(NamedTuple):
     """A whole recording as one utterance (`recognize_pcm`)."""
 
     request: int
@@ -71,39 +66,33 @@ class Recognize:
     sample_rate: int
 
 
-@dataclass(frozen=True, slots=True)
-class Prewarm:
+class Prewarm(NamedTuple):
     request: int
     decoders: int
 
 
-@dataclass(frozen=True, slots=True)
-class Heard:
+class Heard(NamedTuple):
     stream: int
     events: list[RecognizerEvent]
 
 
-@dataclass(frozen=True, slots=True)
-class Flushed:
+class Flushed(NamedTuple):
     stream: int
     transcript: Transcript
 
 
-@dataclass(frozen=True, slots=True)
-class Recognized:
+class Recognized(NamedTuple):
     request: int
     transcript: Transcript | None
     error: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Prewarmed:
+class Prewarmed(NamedTuple):
     request: int
     error: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class StreamFailed:
+class StreamFailed(NamedTuple):
     stream: int
     error: str
 

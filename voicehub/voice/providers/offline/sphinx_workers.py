@@ -35,6 +35,7 @@ from voicehub.voice.providers.offline.decoder_pool import (
     PoolStats,
     decoders_from_environment,
 )
+from voicehub.voice.providers.offline.environment import whole_number
 from voicehub.voice.providers.offline.sphinx_wire import (
     Audio,
     Close,
@@ -375,16 +376,7 @@ def _deliver(calls: list[tuple[ReplyHandler, Any]]) -> None:
 
 
 def _processes_from_environment() -> int:
-    raw = os.environ.get(PROCESSES_ENV, "").strip()
-    if not raw:
-        return 1
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"{PROCESSES_ENV}={raw!r}: expected a whole number, 1 or more")
-    return value
+    return whole_number(PROCESSES_ENV, 1)
 
 
 _shared: SphinxWorkers | None = None

@@ -17,11 +17,12 @@ import asyncio
 import uuid
 from typing import Any, Never
 
-import numpy as np
-
-from voicehub.voice.audio import int16_to_pcm16
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline.inline_stt import InlineRecognizeStream, InputItem
+from voicehub.voice.providers.offline.inline_stt import (
+    InlineRecognizeStream,
+    InputItem,
+    mono_pcm16,
+)
 from voicehub.voice.providers.offline.sphinx_wire import Flushed, Heard, StreamFailed
 from voicehub.voice.providers.offline.sphinx_workers import (
     SphinxWorkers,
@@ -105,7 +106,7 @@ class PocketSphinxSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
         conn_options: APIConnectOptions,
     ) -> stt.SpeechEvent:
         frame = rtc.combine_audio_frames(buffer) if isinstance(buffer, list) else buffer
-        transcript = await self._workers.recognize(_mono_pcm16(frame), frame.sample_rate)
+        transcript = await self._workers.recognize(mono_pcm16(frame), frame.sample_rate)
         return _speech_event(stt.SpeechEventType.FINAL_TRANSCRIPT, uuid.uuid4().hex, transcript)
 
     def stream(
@@ -145,7 +146,7 @@ class PocketSphinxStream(InlineRecognizeStream):
             self._link.flush()
         else:
             self._unreported_audio += item.duration
-            self._link.audio(_mono_pcm16(item), item.sample_rate)
+            self._link.audio(mono_pcm16(item), item.sample_rate)
         return True
 
     def _on_reply(self, reply: Any) -> None:
@@ -228,11 +229,3 @@ def _speech_event(
             end_time=result.end_time,
         )
     return stt.SpeechEvent(type=kind, request_id=request_id, alternatives=[data])
-
-
-def _mono_pcm16(frame: rtc.AudioFrame) -> bytes:
-    samples = np.frombuffer(frame.data, dtype=np.int16)
-    if frame.num_channels > 1:
-        mixed = samples.reshape(-1, frame.num_channels).astype(np.float32).mean(axis=1)
-        return int16_to_pcm16(np.rint(mixed))
-    return samples.tobytes()

@@ -19,25 +19,25 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from voicehub.errors import ConfigError, VoicehubError
+from voicehub.errors import VoicehubError
 from voicehub.voice.audio import pcm16_to_int16, resample_pcm16
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline.decode_queue import DecodeQueue
+from voicehub.voice.providers.offline.decode_queue import DecodeQueue, lower_priority
+from voicehub.voice.providers.offline.environment import whole_number
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
-from voicehub.voice.providers.offline.whisper_decode import WhisperDecoder
 from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten
 
 __all__ = [
     "MODEL_FILES",
+    "THREADS_ENV",
     "WORKERS_ENV",
     "WhisperModelError",
     "WhisperRecognizer",
@@ -66,8 +66,8 @@ _NO_SPEECH = 0.8  # a segment Whisper itself thinks is not speech
 # decoded from noise or a voice it cannot follow, not what the caller said.
 _REPETITIVE = 2.4
 _PHONE_RATE = 8000  # and below: phone audio, decoded with a beam
-_WINDOW = 30 * SAMPLE_RATE  # samples Whisper reads at once
 WORKERS_ENV = "VOICEHUB_WHISPER_WORKERS"
+THREADS_ENV = "VOICEHUB_WHISPER_THREADS"
 
 
 class WhisperModelError(VoicehubError):
@@ -182,10 +182,8 @@ class WhisperRecognizer:
         workers: int = 1,
         beam_size: int = 1,
         phone_beam_size: int = 5,
-        min_window: float | None = None,
     ) -> None:
         self._threads = threads
-        self._min_window = min_window  # the encoder's shortest window (`whisper_decode`)
         self._workers = workers
         self.queue = DecodeQueue(workers, name="whisper")
         """Where streams decode (most urgent first, `decode_queue`)."""
@@ -195,31 +193,33 @@ class WhisperRecognizer:
         # lost a request with it, 0.987 -> 0.973, so wideband decodes greedily).
         self._phone_beam_size = phone_beam_size
         self._model: Any = None
-        self._decoder: WhisperDecoder | None = None
         self._lock = threading.Lock()
 
     def prewarm(self) -> None:
         """Load and check the model now (about half a second)."""
         self._load()
 
-    def _load(self) -> WhisperDecoder:
+    def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                directory = model_directory()
-                with vendor_import("faster-whisper"):
-                    from faster_whisper import WhisperModel
+                # CTranslate2 starts its threads with the model: built on a thread of
+                # lower priority, they inherit it (`decode_queue.DECODER_NICE`).
+                self._model = _on_lower_priority_thread(self._new_model)
+            return self._model
 
-                self._model = WhisperModel(
-                    str(directory),
-                    device="cpu",
-                    compute_type="int8",
-                    cpu_threads=self._threads,
-                    num_workers=self._workers,
-                    local_files_only=True,
-                )
-                self._decoder = WhisperDecoder(self._model, min_window=self._min_window)
-            assert self._decoder is not None
-            return self._decoder
+    def _new_model(self) -> Any:
+        directory = model_directory()
+        with vendor_import("faster-whisper"):
+            from faster_whisper import WhisperModel
+
+        return WhisperModel(
+            str(directory),
+            device="cpu",
+            compute_type="int8",
+            cpu_threads=self._threads,
+            num_workers=self._workers,
+            local_files_only=True,
+        )
 
     def recognize(
         self,
@@ -257,50 +257,69 @@ class WhisperRecognizer:
     ) -> WhisperTranscript:
         """One decoding of `pcm16`, read as audio at `sample_rate`, corrected to the desk's
         topics by `correction` if given."""
-        decoder = self._load()
+        model = self._load()
         audio = resample_pcm16(pcm16, sample_rate, SAMPLE_RATE)
         samples = pcm16_to_int16(audio).astype(np.float32) / 32768.0
         if samples.size < SAMPLE_RATE // 10:  # under 100 ms: nothing to say
             return WhisperTranscript("", 0.0, 0.0, 0.0)
-        # Greedy (or a beam) at temperature 0 only: falling back to sampling at higher
-        # temperatures made results differ run to run for no gain in accuracy (the phone
-        # bench: the same 0.88 / 0.947). No timestamp tokens: a request is one short
-        # utterance, and decoding text only misheard less (wideband: 0.947 -> 0.96).
-        beam = self._phone_beam_size if sample_rate <= _PHONE_RATE else self._beam_size
-        # Whisper reads 30 s at a time: a longer utterance is decoded piece by piece.
-        pieces = [
-            decoder.decode(samples[start : start + _WINDOW], prompt=prompt, beam_size=beam)
-            for start in range(0, samples.size, _WINDOW)
-            if samples.size - start >= SAMPLE_RATE // 10
-        ]
+        segments, _info = model.transcribe(
+            samples,
+            language="en",
+            beam_size=self._phone_beam_size if sample_rate <= _PHONE_RATE else self._beam_size,
+            # Greedy at temperature 0 only: the default fallback to sampling at higher
+            # temperatures made results differ run to run for no gain in accuracy (the
+            # phone bench: the same 0.88 / 0.947); what it would have retried is dropped.
+            temperature=0.0,
+            # No timestamp tokens: a request is one short utterance, and decoding text only
+            # misheard less (the phone bench, wideband: 0.947 -> 0.96).
+            without_timestamps=True,
+            initial_prompt=prompt or None,
+            condition_on_previous_text=False,
+            vad_filter=False,  # the session's VAD already cut the utterance
+        )
         spoken = [
-            heard
-            for heard in pieces
-            if not heard.skipped
-            and heard.no_speech_prob < _NO_SPEECH
-            and heard.compression_ratio <= _REPETITIVE
-            and heard.text
+            s
+            for s in segments
+            if s.no_speech_prob < _NO_SPEECH
+            and s.compression_ratio <= _REPETITIVE
+            and s.text.strip()
         ]
         if not spoken:
             return WhisperTranscript("", 0.0, 0.0, 0.0)
-        text = " ".join(heard.text for heard in spoken)
+        text = " ".join(s.text.strip() for s in spoken)
         if correction is not None:
             text = correction.correct(text)
-        confidence = float(np.exp(np.mean([heard.avg_logprob for heard in spoken])))
-        return WhisperTranscript(text, min(1.0, confidence), 0.0, samples.size / SAMPLE_RATE)
+        confidence = float(np.exp(np.mean([s.avg_logprob for s in spoken])))
+        return WhisperTranscript(
+            text, min(1.0, confidence), float(spoken[0].start), float(spoken[-1].end)
+        )
+
+
+def _on_lower_priority_thread(build: Callable[[], Any]) -> Any:
+    """`build()` run on a new thread of lower priority; its result (or its error)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        lower_priority()
+        try:
+            outcome.append(build())
+        except BaseException as exc:  # raised again in the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, name="whisper-load", daemon=True)
+    thread.start()
+    thread.join()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def _workers_from_environment() -> int:
-    raw = os.environ.get(WORKERS_ENV, "").strip()
-    if not raw:
-        return 1
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"{WORKERS_ENV}={raw!r}: expected a whole number of workers, 1 or more")
-    return value
+    return whole_number(WORKERS_ENV, 1)
+
+
+def _threads_from_environment() -> int:
+    return whole_number(THREADS_ENV, 1)
 
 
 _shared: WhisperRecognizer | None = None
@@ -314,9 +333,11 @@ def built_shared_recognizer() -> WhisperRecognizer | None:
 
 def shared_recognizer() -> WhisperRecognizer:
     """The process-wide model, loaded on first use, decoding on `$VOICEHUB_WHISPER_WORKERS`
-    threads (1 when unset)."""
+    threads (1 when unset), each decoding on `$VOICEHUB_WHISPER_THREADS` cores (1)."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = WhisperRecognizer(workers=_workers_from_environment())
+            _shared = WhisperRecognizer(
+                threads=_threads_from_environment(), workers=_workers_from_environment()
+            )
         return _shared

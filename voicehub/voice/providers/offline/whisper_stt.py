@@ -27,12 +27,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Never
 
-import numpy as np
-
-from voicehub.voice.audio import int16_to_pcm16
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline.decode_queue import DecodeJob, Urgency
-from voicehub.voice.providers.offline.inline_stt import InlineRecognizeStream, InputItem
+from voicehub.voice.providers.offline.inline_stt import (
+    InlineRecognizeStream,
+    InputItem,
+    mono_pcm16,
+)
 from voicehub.voice.providers.offline.speech_gate import SpeechGate
 from voicehub.voice.providers.offline.utterance_window import (
     Interim,
@@ -165,7 +166,7 @@ class WhisperSTT(stt.STT[Never]):
         conn_options: APIConnectOptions,
     ) -> stt.SpeechEvent:
         frame = rtc.combine_audio_frames(buffer) if isinstance(buffer, list) else buffer
-        pcm16, rate = _mono_pcm16(frame), frame.sample_rate
+        pcm16, rate = mono_pcm16(frame), frame.sample_rate
         loop = asyncio.get_running_loop()
         future: asyncio.Future[WhisperTranscript] = loop.create_future()
         self._recognizer.queue.submit(
@@ -231,7 +232,7 @@ class WhisperStream(InlineRecognizeStream):
             gate = self._gate = SpeechGate(item.sample_rate)
         self._unreported_audio += item.duration
         ahead = self._whisper.window.decode_ahead
-        for frame, speech in gate.push(_mono_pcm16(item)):
+        for frame, speech in gate.push(mono_pcm16(item)):
             action = self._window.push(frame, speech)
             if not ahead:
                 continue
@@ -409,11 +410,3 @@ def _settle_in(loop: asyncio.AbstractEventLoop, future: asyncio.Future[WhisperTr
                 loop.call_soon_threadsafe(apply)
 
     return settle
-
-
-def _mono_pcm16(frame: rtc.AudioFrame) -> bytes:
-    samples = np.frombuffer(frame.data, dtype=np.int16)
-    if frame.num_channels > 1:
-        mixed = samples.reshape(-1, frame.num_channels).astype(np.float32).mean(axis=1)
-        return int16_to_pcm16(np.rint(mixed))
-    return samples.tobytes()
