@@ -35,9 +35,10 @@ __all__ = ["DECODER_NICE", "DecodeJob", "DecodeQueue", "DecodeStats", "Urgency",
 log = logging.getLogger("voicehub.voice.stt")
 
 _RECENT_FINALS = 200  # final waits kept for the percentile
-DECODER_NICE = 10
-"""The nice value of decoding threads and processes (the event loop's is 0): at 10 Linux
-gives the loop about nine times their share of a contended core."""
+DECODER_NICE = 5
+"""The nice value of decoding threads and processes (the event loop's is 0): Linux gives
+the loop about three times their share of a contended core. Not more: other programs on the
+machine run at 0 too, and decoders starved by them would leave callers waiting."""
 
 
 def lower_priority(nice: int = DECODER_NICE) -> None:
