@@ -14,8 +14,9 @@ awaited. Two delays per request:
 Three Whisper variants, interleaved request by request in one window (the machine is
 shared): `at_flush` (how it decoded before: the whole utterance once the turn ended),
 `ahead` (shipped: decoded at the caller's pause, on one core), and `ahead_two_threads` (the
-same with each decoding on two cores: quicker alone, slower for everyone under load).
-Medians and 90th percentiles; the machine's load average with them.
+same with each decoding on two cores). Medians and 90th percentiles; per request, the
+decodings run (decoding ahead may decode at a pause the caller then spoke on after) and
+their time on the decoding thread; the machine's load average with them.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     from voicehub.voice.providers.offline.whisper_stt import WhisperSTT, WindowSettings
 
     chosen = [s for s in samples(quick) if s.tool][:: 4 if quick else 3]
-    ahead = WhisperSTT()
-    flush_only = WindowSettings(decode_ahead=False)
+    # Each its own model and queue: their decodings are counted apart.
     variants = {
-        "at_flush": WhisperSTT(recognizer=ahead.recognizer, window=flush_only),
-        "ahead": ahead,
+        "at_flush": WhisperSTT(
+            recognizer=WhisperRecognizer(), window=WindowSettings(decode_ahead=False)
+        ),
+        "ahead": WhisperSTT(recognizer=WhisperRecognizer()),
         "ahead_two_threads": WhisperSTT(recognizer=WhisperRecognizer(threads=2)),
     }
     for stt in variants.values():
@@ -58,13 +60,19 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
                 if measured is not None:
                     for key, value in measured.items():
                         delays[name][key].append(value)
+    requests = 2 * len(chosen)
+    work = {name: stt.recognizer.queue.stats() for name, stt in variants.items()}
     return {
         "stt_final": {
             name: {key: _spread(values) for key, values in figures.items()}
+            | {
+                "decodings_per_request": round(work[name].jobs / requests, 2),
+                "decoding_ms_per_request": round(work[name].busy_seconds / requests * 1000),
+            }
             for name, figures in delays.items()
         }
         | {
-            "requests": 2 * len(chosen),
+            "requests": requests,
             "vad": "silero, min_silence_duration 0.35 s, flush at its end of speech",
             "load_average_1m": {"start": load_before, "end": os.getloadavg()[0]},
         }
