@@ -1,5 +1,6 @@
 # voicehub: `voicehub serve` (default command) and `voicehub worker` from one image.
-# Checked by hadolint in `make test` (tests/test_deploy_checks.py).
+# Checked by hadolint in `make test` (tests/test_deploy_checks.py), and its RUN and CMD command
+# lines are run there in a fresh virtual environment (tests/test_dockerfile_commands.py).
 # The offline models ship inside pip packages (PocketSphinx's English model, the Piper voice,
 # Silero VAD, eSpeak NG data), so the image needs nothing at run time; HF_HUB_OFFLINE keeps
 # any library from trying to download.
@@ -21,8 +22,10 @@ COPY voicehub ./voicehub
 COPY channels ./channels
 # DL3013 (pin versions in pip) is about packages named by the command: this installs the
 # project itself, whose dependencies pyproject.toml pins where it matters.
+# Every extra an example desk uses (Deepgram and OpenAI Realtime too: a desk without its key
+# loads and refuses calls with the reason), so no desk of channels/ fails to import.
 # hadolint ignore=DL3013
-RUN pip install ".[voice,server,openai,twilio,webrtc,livekit]" \
+RUN pip install ".[voice,server,openai,realtime,twilio,webrtc,livekit,deepgram,redis,otel]" \
     && voicehub channels --channels /app/channels
 
 # numeric, so the runtime can tell it is not root without reading /etc/passwd
@@ -36,4 +39,6 @@ EXPOSE 8080 8081
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/health', timeout=4)"]
 
+# On 0.0.0.0 `serve` needs an access token: docker-compose.yml sets VOICEHUB_TOKEN; with
+# `docker run`, pass -e VOICEHUB_TOKEN=... (16+ characters).
 CMD ["voicehub", "serve", "--host", "0.0.0.0", "--port", "8080"]

@@ -14,24 +14,23 @@ not 21.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import tomllib
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 
 from voicehub.core.clock import Clock
 from voicehub.desks.config import DeskConfig
 from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.voice_stack import SessionFactory
-from voicehub.server.app import create_app, uvicorn_config
+from voicehub.server.app import create_app
 from voicehub.server.calls import Switchboard
+from voicehub.server.in_loop import LoopServer, serving_in_loop
 from voicehub.server.settings import ServerSettings
 
 CHANNELS = Path(__file__).resolve().parents[1] / "channels"
@@ -47,20 +46,7 @@ def brief_research_desk() -> Desk:
     return build_desk(DeskConfig.model_validate(tomllib.loads(text)), base_dir=CHANNELS)
 
 
-class _Server(uvicorn.Server):
-    """uvicorn with an event for "listening" (no polling)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = asyncio.Event()
-
-    async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets=sockets)
-        self.listening.set()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # Ctrl-C belongs to the test runner
-        yield
+_Server = LoopServer  # uvicorn that says when it listens (the fakes serve on it too)
 
 
 @dataclass
@@ -97,21 +83,9 @@ async def running_server(
     phone_clock: Clock | None = None,
 ) -> AsyncIterator[RunningServer]:
     """Serve `settings` (host forced to 127.0.0.1, port to a free one) until the block ends."""
-    settings = settings.model_copy(update={"host": "127.0.0.1", "port": 0, "log_level": "warning"})
+    settings = settings.model_copy(update={"log_level": "warning"})
     app = create_app(
         settings, session_factory=session_factory, desks=desks, phone_clock=phone_clock
     )
-    server = _Server(uvicorn_config(app, settings))
-    serving = asyncio.create_task(server.serve())
-    listening = asyncio.create_task(server.listening.wait())
-    await asyncio.wait({serving, listening}, return_when=asyncio.FIRST_COMPLETED)
-    if not server.started:
-        listening.cancel()
-        await serving  # raises the startup error, if any
-        raise RuntimeError("uvicorn did not start")
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
+    async with serving_in_loop(app, settings) as port:
         yield RunningServer(app, port)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(serving, 30)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from voicehub.desks.loading import load_desk_folder
 from voicehub.server.settings import _VARIABLES as SERVER_VARIABLES
 from voicehub.server.settings import ServerSettings
 from voicehub.workers.settings import ENVIRONMENT as WORKER_VARIABLES
@@ -38,7 +39,31 @@ def default_of(value: str) -> str:
 
 
 def test_the_four_services_are_there(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"redis", "livekit", "serve", "worker"}
+    services = compose["services"]
+    default = {name for name, service in services.items() if "profiles" not in service}
+    assert default == {"redis", "livekit", "serve", "worker"}
+    assert {name for name in services if name not in default} == {"otel-collector", "jaeger"}
+
+
+def test_the_tracing_profile_takes_serve_and_worker_traces_to_jaeger(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    collector, jaeger = services["otel-collector"], services["jaeger"]
+    assert collector["profiles"] == jaeger["profiles"] == ["tracing"]
+    config = yaml.safe_load(environment(collector)["OTEL_COLLECTOR_CONFIG"])
+    assert collector["command"] == ["--config=env:OTEL_COLLECTOR_CONFIG"]
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols["http"]["endpoint"].endswith(":4318")
+    assert protocols["grpc"]["endpoint"].endswith(":4317")
+    assert config["exporters"]["otlp/jaeger"]["endpoint"] == "jaeger:4317"
+    assert environment(jaeger)["COLLECTOR_OTLP_ENABLED"] == "true"
+    assert config["service"]["pipelines"]["traces"]["exporters"] == ["otlp/jaeger"]
+    for name in ("serve", "worker"):
+        env = environment(services[name])
+        # off by default; the profile's collector when the variable names it
+        assert default_of(env["OTEL_EXPORTER_OTLP_ENDPOINT"]) == ""
+        assert env["OTEL_SERVICE_NAME"] == f"voicehub-{name}"
 
 
 def test_redis_keeps_an_append_only_file_on_a_volume(compose: dict[str, Any]) -> None:
@@ -71,9 +96,39 @@ def test_serve_and_worker_run_voicehub_with_settings_it_reads(compose: dict[str,
     assert worker["command"][:2] == ["voicehub", "worker"]
     # a public address needs a token: serve would refuse to start without one
     assert len(default_of(environment(serve)["VOICEHUB_TOKEN"])) >= 16
+    keys = desk_key_variables()
+    assert keys == {"OPENAI_API_KEY", "DEEPGRAM_API_KEY"}
     for service, reads in ((serve, SERVER_VARIABLES), (worker, WORKER_VARIABLES)):
-        unknown = set(environment(service)) - set(reads.values())
+        # OTEL_* are the OpenTelemetry SDK's own variables (voicehub.telemetry.setup)
+        unknown = {v for v in environment(service) if not v.startswith("OTEL_")}
+        unknown -= set(reads.values()) | keys
         assert not unknown, f"{service['command'][1]} does not read {sorted(unknown)}"
+        assert keys <= set(environment(service)), "pass the cloud desks' keys through"
+
+
+def desk_key_variables() -> set[str]:
+    """The environment variables the example desks take their keys from."""
+    found = set()
+    for desk in load_desk_folder(ROOT / "channels").values():
+        voice = desk.voice
+        found |= {a.llm.api_key_env for a in desk.agents if a.llm.provider == "openai"} - {None}
+        if voice.deepgram is not None:
+            found.add(voice.deepgram.api_key_env)
+        if voice.engine == "openai-realtime":
+            found.add(voice.realtime_model.api_key_env)
+    return {name for name in found if name}
+
+
+def extras_the_desks_need() -> set[str]:
+    """The pyproject extras the example desks import: the server and offline voice stack for
+    all, and each cloud provider a desk names."""
+    needed = {"server", "voice"}
+    for desk in load_desk_folder(ROOT / "channels").values():
+        voice = desk.voice
+        needed |= {"deepgram"} if "deepgram" in (voice.stt, voice.tts) else set()
+        needed |= {"realtime"} if voice.engine == "openai-realtime" else set()
+        needed |= {"openai"} if any(a.llm.provider == "openai" for a in desk.agents) else set()
+    return needed
 
 
 def test_serve_and_worker_share_the_redis_store_apart_from_livekits_data(
@@ -122,6 +177,7 @@ def test_the_dockerfile_is_slim_non_root_offline_and_health_checked() -> None:
     assert any("HF_HUB_OFFLINE=1" in line for line in lines)
     install = next(line for line in lines if "pip install" in line)
     extras = set(re.search(r"\.\[([a-z,]+)\]", install).group(1).split(","))  # type: ignore[union-attr]
-    assert {"voice", "server", "twilio", "webrtc", "livekit"} <= extras
+    assert {"voice", "server", "twilio", "webrtc", "livekit", "redis"} <= extras
+    assert extras_the_desks_need() <= extras, "the image lacks an extra an example desk uses"
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert extras <= set(declared["optional-dependencies"])

@@ -23,6 +23,12 @@ ALLOWED: dict[str, set[str]] = {
     "transports": {"core", "voice"},
     "hub": {"core", "agents", "delivery", "orchestration"},
     "client": {"core", "voice"},
+    # `voicehub test`: scenarios played by the synthetic caller against a served desk.
+    "scenarios": {"core", "voice", "client", "desks", "server"},
+    # Call recordings: the tape, the taps around a call's transport and session, the files.
+    "recordings": {"core", "agents", "delivery", "voice"},
+    # Traces and turn metrics: the composition side's observers of calls.
+    "telemetry": {"core", "agents", "delivery", "voice", "hub"},
     # The composition side: it may know every layer below it.
     "desks": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},
     "server": {
@@ -35,6 +41,8 @@ ALLOWED: dict[str, set[str]] = {
         "transports",
         "hub",
         "desks",
+        "telemetry",
+        "recordings",
     },
     # The LiveKit worker: desks on calls in LiveKit rooms, composed like the server.
     "workers": {
@@ -47,6 +55,8 @@ ALLOWED: dict[str, set[str]] = {
         "transports",
         "hub",
         "desks",
+        "telemetry",
+        "recordings",
     },
     # The bench drives the real server too (delivery_talkover: calls over its WebSocket).
     "bench": {
@@ -60,13 +70,26 @@ ALLOWED: dict[str, set[str]] = {
         "client",
         "desks",
         "server",
+        "telemetry",
+        "recordings",
     },
     "cli": {"*"},
     "__init__": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},
 }
 
 # Vendor SDKs never imported by the lower layers, not even lazily.
-VENDORS = ("livekit", "openai", "deepgram", "twilio", "aiortc", "redis", "starlette", "uvicorn")
+VENDORS = (
+    "livekit",
+    "openai",
+    "deepgram",
+    "twilio",
+    "aiortc",
+    "redis",
+    "starlette",
+    "uvicorn",
+    "opentelemetry",
+    "prometheus_client",
+)
 VENDOR_FREE = {"errors", "core", "delivery", "orchestration", "tools"}
 # The one exception: the Redis store lives with the other stores and `redis` is its driver (as
 # `sqlite3` is the SQLite store's); it imports it lazily, inside the module, and nothing else may.

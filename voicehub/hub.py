@@ -29,6 +29,7 @@ from voicehub.core.jobs import BackgroundJobs
 from voicehub.core.room import Room, closed_message
 from voicehub.core.store.base import RoomRecord, RoomStatus, Store
 from voicehub.core.store.memory import MemoryStore
+from voicehub.core.tracing import NO_TRACING, TRACE_KEY, Tracer
 from voicehub.delivery.policy import DeliveryStrategy, StrategyLike, parse_strategy
 from voicehub.delivery.service import DeliveryService
 from voicehub.errors import RoomClosedError, RoomNotFoundError, UnknownAgentError
@@ -78,6 +79,8 @@ class Hub:
         self.instance_id = instance_id or f"instance-{uuid.uuid4().hex[:12]}"
         self.wall = wall
         self.hooks = HookRegistry()
+        # Spans around tool calls and tasks; the composition side sets it (voicehub.telemetry).
+        self.tracer: Tracer = NO_TRACING
         self.orchestration = orchestration
         self.agents: dict[str, Agent] = {}
         self.jobs = BackgroundJobs()
@@ -348,7 +351,11 @@ class Hub:
         delivery_id: str | None = None,
     ) -> str:
         """Hand a result to the delivery service, to be spoken into `room_id` at the right
-        moment with `strategy` (the desk default when None). Returns the delivery id."""
+        moment with `strategy` (the desk default when None). Returns the delivery id.
+        With tracing on, the record keeps the trace context of the work that produced it
+        (the dispatch of its workers), so its speaking continues that trace anywhere."""
+        if self.tracer.enabled and TRACE_KEY not in (metadata or {}):
+            metadata = {**(metadata or {}), TRACE_KEY: self.tracer.carrier(room_id)}
         return await self.delivery.deliver(
             room_id, content, strategy=strategy, metadata=metadata, delivery_id=delivery_id
         )

@@ -14,7 +14,7 @@ CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
 
 def test_channels_lists_and_checks_the_example_desks(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["channels", "--dir", str(CHANNELS)]) == 0
+    assert main(["channels", "--channels", str(CHANNELS)]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^ok +research +Research desk", out, re.M)
     assert "call:     /desks/research/call?conversation=<id>" in out
@@ -47,7 +47,16 @@ def test_channels_names_each_broken_file_and_fails(
 def test_a_missing_folder_is_one_clear_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["channels", "--dir", str(tmp_path / "nope")]) == 2
+    assert main(["channels", "--channels", str(tmp_path / "nope")]) == 2
     assert (
         capsys.readouterr().err == f"voicehub channels: {tmp_path / 'nope'}: no such desk folder\n"
     )
+
+
+def test_the_old_flag_name_still_works_and_says_it_is_deprecated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["channels", "--dir", str(CHANNELS)]) == 0
+    captured = capsys.readouterr()
+    assert "--dir is deprecated; use --channels" in captured.err
+    assert re.search(r"^ok +research", captured.out, re.M)

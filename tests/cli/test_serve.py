@@ -39,7 +39,8 @@ def test_serve_prints_its_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         line = process.stdout.readline()  # blocks until the server listens
         found = re.match(r"voicehub: serving at (http://127\.0\.0\.1:\d+/)", line)
         assert found, line + (process.stderr.read() if process.stderr else "")
-        assert "voicehub call research --say" in process.stdout.readline()
+        hint = process.stdout.readline()  # the command as this shell finds it
+        assert f"{Path(sys.executable).name} -m voicehub.cli call research --say" in hint, hint
         health = httpx.get(found.group(1) + "health", timeout=10).json()
         assert health["status"] == "ok" and "research" in health["desks"]
         process.send_signal(signal.SIGINT)

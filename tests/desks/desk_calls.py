@@ -17,8 +17,8 @@ from voicehub.desks.call import start_desk_call
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
+from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import Transcript
-from voicehub.voice.livekit_session import LiveKitVoiceSession
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 
 RATE = 16000
@@ -52,7 +52,7 @@ def example_desks() -> dict[str, Desk]:
 class DeskCallHarness:
     """One call: the session `start_desk_call` returned and its in-memory transport."""
 
-    session: LiveKitVoiceSession
+    session: PipelineVoiceSession
     transport: FakeTransport
 
     async def caller_says(self, words: str, silence: float = 0.8) -> None:

@@ -20,6 +20,8 @@ from voicehub.desks.loading import load_desk_file
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.voice.engine.session import EngineOptions
+from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
 from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
 
 WORDS = "please research solar panels"
@@ -99,19 +101,26 @@ async def test_a_refused_key_is_found_at_startup_and_calls_are_refused(
 async def test_phone_calls_use_mulaw_at_8khz(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deepgram: FakeDeepgram
 ) -> None:
+    """A phone line (G.711 on its wire) gets mu-law both ways; a browser calling at 8 kHz
+    (PCM16 on its wire) gets linear16: mu-law would be lossy there."""
+    from voicehub.transports.twilio import TwilioMediaTransport
+
     monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     desk = cloud_desk(tmp_path, deepgram.url)
+    expected = {"phone": "mulaw", "browser": "linear16"}
+    transports = {"phone": TwilioMediaTransport("MZ1"), "browser": FakeTransport(8000)}
     async with Hub() as hub:
-        session = await OfflineSessionFactory().start(hub, desk, "r1", FakeTransport(8000))
-        try:
-            stt, tts = session.agent_session.stt, session.agent_session.tts
-            assert isinstance(stt, DeepgramSTT) and isinstance(tts, DeepgramTTS)
-            assert (stt.encoding, stt.sample_rate) == ("mulaw", 8000)
-            assert (tts.encoding, tts.sample_rate) == ("mulaw", 8000)
-            assert stt.fallback is not None  # stt_fallback = "pocketsphinx"
-        finally:
-            await session.aclose()
+        for kind, transport in transports.items():
+            session = await OfflineSessionFactory().start(hub, desk, f"r-{kind}", transport)
+            try:
+                stt, tts = session.stt, session.tts
+                assert isinstance(stt, DeepgramSTT) and isinstance(tts, DeepgramTTS)
+                assert (stt.encoding, stt.sample_rate) == (expected[kind], 8000)
+                assert (tts.encoding, tts.sample_rate) == (expected[kind], 8000)
+                assert stt.fallback is not None  # stt_fallback = "pocketsphinx"
+            finally:
+                await session.aclose()
 
 
 async def test_research_by_voice_on_the_cloud_desk(
@@ -127,7 +136,9 @@ async def test_research_by_voice_on_the_cloud_desk(
         monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
         deepgram.transcripts.append(WORDS)
         desk = cloud_desk(tmp_path, deepgram.url)
-        factory = OfflineSessionFactory(min_endpointing_delay=0.2)
+        factory = OfflineSessionFactory(
+            options=EngineOptions(turn=TurnSettings(policy=TurnPolicy("vad", vad_silence=0.55)))
+        )
         await factory.prepare([desk])
         async with Hub() as hub:
             transport = FakeTransport(RATE, ack="immediate")

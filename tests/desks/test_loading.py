@@ -276,7 +276,10 @@ def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
 def test_unknown_field_is_named_with_a_suggestion(tmp_path: Path) -> None:
     message = error_of(tmp_path, VALID.replace("[delivery]", '[voice]\nvda = "silero"\n[delivery]'))
     assert "voice.vda: unknown field 'vda' (did you mean 'vad'?)" in message
-    assert "allowed here: deepgram, engine, realtime, stt, stt_fallback, tts, vad" in message
+    assert (
+        "allowed here: deepgram, engine, max_turn_silence, realtime, stt, stt_fallback, tts, "
+        "turn, vad" in message
+    )
 
 
 def test_unknown_field_in_a_rule(tmp_path: Path) -> None:

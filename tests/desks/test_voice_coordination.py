@@ -55,7 +55,7 @@ async def test_the_front_desk_routes_research_by_voice_and_the_result_is_spoken(
         watch = DeliveryWatch(hub)
         call = await call_desk(hub, desk, "frontdesk:voice-1")
         await call.agent_said("What do you need?")
-        assert [tool.id for tool in call.session.agent_session.current_agent.tools] == [
+        assert [tool.name for tool in call.session.tools] == [
             "list_agents",
             "list_workflows",
             "delegate",
@@ -69,7 +69,7 @@ async def test_the_front_desk_routes_research_by_voice_and_the_result_is_spoken(
         # Both analysts' answers, spoken by the delivery service.
         result = await call.agent_said(HEAT_PUMPS, timeout=60.0)
         assert result.startswith("Here is what I found.")
-        assert "I checked our notes as well." in result
+        assert result.count(HEAT_PUMPS) == 1  # the second reading of it is left out
         outcome = await watch.delivered()
         assert outcome["strategy"] == "wait_for_idle"
         history = await hub.history("frontdesk:voice-1")

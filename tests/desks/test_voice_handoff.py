@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from livekit.agents import utils
 
 from tests.desks.desk_calls import call_desk, example_desks, offline_models
 from voicehub.core.events import EventKind
@@ -23,13 +22,12 @@ def loaded() -> None:
 
 
 def tool_ids(session: Any) -> list[str]:
-    return [tool.id for tool in session.agent_session.current_agent.tools]
+    return [tool.name for tool in session.tools]
 
 
 def voice_of(session: Any) -> Any:
     """The live agent's own TTS, or None when it speaks with the session's."""
-    tts = session.agent_session.current_agent.tts
-    return tts if utils.is_given(tts) else None
+    return None if session.voice is session.tts else session.voice
 
 
 async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
@@ -39,8 +37,8 @@ async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
         call = await call_desk(hub, desk, "triage:voice-1")
         session, transport = call.session, call.transport
         await call.agent_said("What seems to be the problem?")  # the desk's greeting
-        live = session.agent_session.current_agent
-        assert session.agent.id == "triage" and live.instructions.startswith("You answer")
+        assert session.agent.id == "triage"
+        assert session.agent.instructions.startswith("You answer")
         assert tool_ids(session) == [HANDOFF_TOOL]
         assert voice_of(session) is None  # the session's voice
 
@@ -51,14 +49,13 @@ async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
         # Same call, another agent: its instructions, its tools (ask_user, a handoff limited
         # to the resolver) and its voice; the conversation so far came along.
         assert call.session is session and session.activity.snapshot().session_live
-        live = session.agent_session.current_agent
         assert session.agent.id == "handler"
-        assert live.instructions.startswith("You are the technician")
+        assert session.agent.instructions.startswith("You are the technician")
         assert tool_ids(session) == ["ask_user", HANDOFF_TOOL]
-        [handoff] = [t for t in live.tools if t.id == HANDOFF_TOOL]
-        assert handoff.info.raw_schema["parameters"]["properties"]["target"]["enum"] == ["resolver"]
+        [handoff] = [t for t in session.tools if t.name == HANDOFF_TOOL]
+        assert handoff.spec.parameters["properties"]["target"]["enum"] == ["resolver"]
         assert voice_of(session) is espeak
-        said = [m.text_content or "" for m in live.chat_ctx.messages()]
+        said = [m.content for m in session.history.messages()]
         assert any("broken" in text for text in said)
         state = get_conversation_state(hub.room("triage:voice-1"))
         assert (state.phase, state.active_agent_id) == ("handling", "handler")
@@ -77,8 +74,10 @@ async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
             ("triage", "handler"),
             ("handler", "resolver"),
         ]
-        heard = [e.text for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"]
-        assert "broken" in heard[0] and "fixed" in heard[1]
+        heard = " ".join(
+            e.text for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"
+        )  # one turn each, or (on a loaded machine) a turn split by a late VAD and joined
+        assert heard.index("broken") < heard.index("fixed")
         # Each handoff call, and the line said while leaving, is recorded under the agent
         # that made it, not the one it handed to.
         calls = [e for e in history if e.kind is EventKind.TOOL_CALL]

@@ -6,7 +6,9 @@ A real WebSocket server on 127.0.0.1 (free port) that the real `openai` SDK reac
 - `session.created` on connect; `session.update` merges the session and answers the whole
   of it in `session.updated`, or an `error` (wrong `type`, nested tools, a new voice after
   the model has spoken);
-- server VAD on the *energy* of the audio appended (24 kHz PCM16, 20 ms windows):
+- audio in the session's formats: 24 kHz PCM16 (`audio/pcm`) or G.711 mu-law at 8 kHz
+  (`audio/pcmu`), each way as `session.update` set it;
+- server VAD on the *energy* of the audio appended (as 24 kHz PCM16, 20 ms windows):
   `speech_started` / `speech_stopped` / `committed` and the user item, with the caller's
   words recognized offline (PocketSphinx) as the input transcription; with
   `interrupt_response` a caller turn cancels the running response (`turn_detected`);
@@ -40,11 +42,13 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from voicehub.voice.audio import lin2ulaw, resample_pcm16, ulaw2lin
 from voicehub.voice.providers.offline import synthesize, transcribe
 
 RATE = 24000
 WINDOW = 480  # samples in 20 ms
 DELTA_BYTES = 4800  # 100 ms
+MULAW_DELTA_BYTES = 800  # 100 ms of audio/pcmu
 
 
 @dataclass
@@ -316,6 +320,8 @@ class _Session:
         except (KeyError, ValueError):
             await self.error("invalid_value", "audio must be base64", event)
             return
+        if _is_pcmu(self.config["audio"]["input"]):  # the fake hears it as 24 kHz PCM16
+            audio = resample_pcm16(ulaw2lin(audio), 8000, RATE)
         self.buffer += audio
         samples = np.concatenate((self.pending, np.frombuffer(audio, dtype=np.int16)))
         whole = len(samples) // WINDOW * WINDOW
@@ -491,6 +497,10 @@ class _Session:
 
     async def say(self, response: _Response, index: int, text: str) -> None:
         audio = await self.server.speech(text)
+        delta_bytes, bytes_per_ms = DELTA_BYTES, 2 * RATE // 1000
+        if _is_pcmu(self.config["audio"]["output"]):
+            audio = lin2ulaw(resample_pcm16(audio, RATE, 8000))
+            delta_bytes, bytes_per_ms = MULAW_DELTA_BYTES, 8
         item_id = self.server.new_id("item")
         item: dict[str, Any] = {"id": item_id, "type": "message", "role": "assistant"}
         item.update(status="in_progress", content=[])
@@ -503,10 +513,10 @@ class _Session:
         )
         self.audio_ms[item_id] = 0
         sent = 0
-        for start in range(0, len(audio), DELTA_BYTES):
+        for start in range(0, len(audio), delta_bytes):
             if response.cancelled:
                 break
-            chunk = audio[start : start + DELTA_BYTES]
+            chunk = audio[start : start + delta_bytes]
             words = text.split()
             share = " ".join(
                 words[
@@ -533,8 +543,8 @@ class _Session:
             )
             self.spoken = True
             sent += len(chunk)
-            self.audio_ms[item_id] = sent * 1000 // 2 // RATE
-            if start == (self.server.hold_after - 1) * DELTA_BYTES and self.holds(text):
+            self.audio_ms[item_id] = sent // bytes_per_ms
+            if start == (self.server.hold_after - 1) * delta_bytes and self.holds(text):
                 await self.server.notify()
                 assert self.server.hold is not None
                 waits = {
@@ -598,3 +608,7 @@ class _Session:
         await self.emit({"type": "response.output_item.done", "item": item, **scope})
         await self.emit({"type": "conversation.item.done", "item": item, "previous_item_id": None})
         response.output.append(item)
+
+
+def _is_pcmu(direction: dict[str, Any]) -> bool:
+    return bool((direction.get("format") or {}).get("type") == "audio/pcmu")

@@ -175,12 +175,16 @@ async def test_rest_view_of_rooms_tasks_and_deliveries(
 # -- access ---------------------------------------------------------------------------------
 
 
-async def test_a_token_guards_calls_and_the_api_but_not_health(
+async def test_a_token_guards_calls_the_api_and_the_details_of_health(
     settings: ServerSettings, factory: ScriptedFactory, desks: dict[str, Desk]
 ) -> None:
     guarded = settings.model_copy(update={"token": TOKEN})
     async with running_server(guarded, session_factory=factory, desks=desks) as server:
-        assert (await server.get("/health")).status_code == 200
+        # a probe needs no token but learns the status only; the details need the token
+        assert (await server.get("/health")).json() == {"status": "ok"}
+        detailed = await server.get("/health", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert detailed.json()["desks"] == ["drafting", "research"]
+        assert detailed.json()["rss_mb"] > 10
         refused = await server.get("/api/rooms")
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"].startswith("Bearer")
@@ -338,6 +342,10 @@ async def test_a_session_that_cannot_start_is_reported_and_the_server_goes_on(
     server.switchboard.factory = factory
     async with CallClient(fast(server, "research", "s-2")) as call:
         assert call.report.room_id == "research:s-2"
+    # the call that could not start is counted as refused, not as a call
+    metrics = (await server.get("/metrics")).text
+    assert 'voicehub_calls_total{desk="research",transport="websocket"} 1.0' in metrics
+    assert 'voicehub_calls_refused_total{entry="websocket",reason="session_failed"} 1.0' in metrics
 
 
 # -- results that outlive a call ------------------------------------------------------------------

@@ -43,7 +43,9 @@ console.log(JSON.stringify({
 """
 
 
-@pytest.mark.parametrize("name", ["app.js", "capture-worklet.js", "timeline.js", "webrtc.js"])
+@pytest.mark.parametrize(
+    "name", ["app.js", "capture-worklet.js", "timeline.js", "webrtc.js", "recordings.js"]
+)
 def test_the_page_scripts_parse(name: str) -> None:
     assert NODE is not None
     subprocess.run([NODE, "--check", str(WEB_DIR / name)], check=True, timeout=30)

@@ -18,12 +18,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.fakes.deepgram import FakeDeepgram, piper_speech
 from tests.fakes.memory_transport import FakeTransport
-from tests.voice.test_livekit_session import LONG, Calls, desk_agent, said, speak
+from tests.voice.test_pipeline_session import LONG, Calls, desk_agent, said, speak
 from voicehub.core.events import EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.hub import Hub
+from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import ProviderError
-from voicehub.voice.livekit_session import LiveKitVoiceSession
 from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, DeepgramTTS
 from voicehub.voice.providers.offline import load_vad
 
@@ -47,13 +47,13 @@ class DeepgramCall:
     def __init__(self, hub: Hub, fake: FakeDeepgram, vad: Any) -> None:
         self.hub, self.fake, self.vad = hub, fake, vad
         self.calls = Calls()
-        self.session: LiveKitVoiceSession | None = None
+        self.session: PipelineVoiceSession | None = None
 
-    async def start(self, **options: Any) -> tuple[LiveKitVoiceSession, FakeTransport]:
+    async def start(self, **options: Any) -> tuple[PipelineVoiceSession, FakeTransport]:
         endpoint = DeepgramEndpoint(api_key=self.fake.api_key, base_url=self.fake.url)
         research, _ = self.calls.tools()
         transport = FakeTransport(RATE, ack=options.pop("ack", "immediate"))
-        session = LiveKitVoiceSession(
+        session = PipelineVoiceSession(
             self.hub,
             ROOM,
             desk_agent(research),

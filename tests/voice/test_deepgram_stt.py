@@ -216,3 +216,79 @@ async def test_one_shot_recognize_uses_the_live_socket(fake: FakeDeepgram) -> No
     event = await plugin.recognize(frames(piper_speech(WORDS, 16000) + bytes(16000), 16000))
     assert event.type is Kind.FINAL_TRANSCRIPT and event.alternatives[0].text == WORDS
     assert fake.listens[0].controls == ["Finalize", "CloseStream"]
+
+
+async def test_audio_goes_in_chunks_byte_for_byte_and_a_flush_sends_what_waits(
+    fake: FakeDeepgram,
+) -> None:
+    """100 ms messages (not one per 20 ms frame), the bytes exactly the caller's, and the
+    part-chunk waiting at a flush goes before Finalize: chunking adds nothing to a turn."""
+    fake.keep_audio = True
+    fake.transcripts.append(WORDS)
+    plugin = DeepgramSTT(endpoint=endpoint(fake), endpointing_ms=None)
+    stream = plugin.stream()
+    speech = piper_speech(WORDS, 16000)
+    speech = speech[: len(speech) // 640 * 640 - 640 * 2]  # ends 2 frames into a chunk
+    for frame in frames(speech, 16000):
+        stream.push_frame(frame)
+    stream.flush()
+    async for event in stream:
+        if event.type is Kind.FINAL_TRANSCRIPT:
+            assert event.alternatives[0].text == WORDS
+            break
+    await fake.wait_for(lambda: "Finalize" in fake.listens[0].controls)
+    [session] = fake.listens
+    assert session.audio == speech  # every byte, in order
+    assert session.audio_messages == -(-len(speech) // 3200)  # 100 ms of 16 kHz PCM16 each
+    assert fake.extensions and not any("deflate" in offer for offer in fake.extensions)
+    await stream.aclose()
+
+
+async def test_mulaw_chunks_are_the_g711_of_the_callers_audio(fake: FakeDeepgram) -> None:
+    from voicehub.voice.audio import lin2ulaw
+
+    fake.keep_audio = True
+    fake.transcripts.append(WORDS)
+    plugin = DeepgramSTT(endpoint=endpoint(fake), encoding="mulaw", sample_rate=8000)
+    speech = piper_speech(WORDS, 8000)
+    events = await recognize(plugin, speech, 8000, silence=1.0)
+    assert finals(events) == [WORDS]
+    [session] = fake.listens
+    assert session.audio == lin2ulaw(speech + bytes(2 * 8000))
+
+
+async def test_direct_events_hear_the_same_as_the_iterator(fake: FakeDeepgram) -> None:
+    """DirectEvents: after `deliver_to`, the same events in the same order go to the sink
+    (none to the iterator), and usage still becomes livekit metrics."""
+    from voicehub.voice.engine.direct_events import DirectEvents
+
+    fake.transcripts.extend([WORDS, WORDS])
+    speech = piper_speech(WORDS, 16000) + bytes(2 * int(16000 * 1.5))
+
+    iterated = await recognize(DeepgramSTT(endpoint=endpoint(fake)), piper_speech(WORDS, 16000))
+
+    plugin = DeepgramSTT(endpoint=endpoint(fake))
+    metrics: list[Any] = []
+    plugin.on("metrics_collected", metrics.append)
+    stream = plugin.stream()
+    assert isinstance(stream, DirectEvents)
+    delivered: list[stt.SpeechEvent] = []
+    stream.deliver_to(delivered.append)
+    for frame in frames(speech, 16000):
+        stream.push_frame(frame)
+    stream.end_input()
+    assert [event async for event in stream] == []  # all went to the sink
+
+    def shape(events: list[stt.SpeechEvent]) -> list[tuple[Any, str]]:
+        return [(e.type, e.alternatives[0].text if e.alternatives else "") for e in events]
+
+    assert shape(delivered) == shape(iterated)
+    assert finals(delivered) == [WORDS]
+    assert [m.audio_duration for m in metrics if m.audio_duration] == [
+        pytest.approx(len(speech) / 32000)
+    ]
+
+
+def test_send_ms_is_held_to_deepgrams_range() -> None:
+    with pytest.raises(ValueError, match="20 to 250"):
+        DeepgramSTT(send_ms=500)

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any, cast
 
 from voicehub.core.clock import VirtualClock
-from voicehub.voice.delivery_speech import DeliverySpeaker
+from voicehub.voice.engine.results import ResultSpeaker
 
 
 class StuckStream:
@@ -33,12 +33,14 @@ class StuckVoice:
 async def test_cancelling_a_wait_for_a_rendering_cancels_the_waiter() -> None:
     # Regression: the wait suppressed CancelledError, so the delivery driver cancelled at
     # the end of a call carried on, and the call (and its conversation) never finished.
-    speaker = DeliverySpeaker(
+    async def never(text: str, audio: Any) -> Any:
+        raise AssertionError("nothing is spoken here")
+
+    speaker = ResultSpeaker(
         cast(Any, None),
-        cast(Any, None),
-        lambda: cast(Any, StuckVoice()),
-        lambda: None,
         VirtualClock(),
+        lambda: cast(Any, StuckVoice()),
+        never,
         sample_rate=16000,
     )
     speaker.prepare("dlv-1", "the results on heat pumps")

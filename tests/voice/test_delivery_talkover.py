@@ -5,7 +5,8 @@ service on a virtual clock.
 The test pushes the caller's audio frame by frame and moves the hub's clock 20 ms per frame,
 so "the decision" is an exact frame: with `WaitForIdle(1.0)` and the room idle since t=0,
 the driver decides at t=1.0. Caller turns get no reply (`reply_gate`), so every byte of agent
-audio at the transport is the result's.
+audio at the transport is the result's. The engine's turn timing runs on the same clock; the
+recognizer can be handed a transcript at any moment (`InjectableSTT`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.fakes.injectable_stt import InjectableSTT, final
 from tests.fakes.memory_transport import FakeTransport
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
@@ -31,13 +33,9 @@ from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD, WaitForIdle
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
+from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import Transcript, UserState
-from voicehub.voice.livekit_session import LiveKitVoiceSession
-from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
-
-with vendor_import("livekit-agents"):
-    from livekit.agents import stt
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -72,7 +70,7 @@ def _rms(frame: bytes) -> float:
 
 
 class Harness:
-    def __init__(self, hub: Hub, clock: VirtualClock, session: LiveKitVoiceSession) -> None:
+    def __init__(self, hub: Hub, clock: VirtualClock, session: PipelineVoiceSession) -> None:
         self.hub, self.clock, self.session = hub, clock, session
         self.transport: FakeTransport = session.transport  # type: ignore[assignment]
         self.outcomes: list[str] = []
@@ -96,16 +94,15 @@ async def harness(models: dict[str, Any]) -> AsyncIterator[Harness]:
         await hub.create_room(ROOM, orchestration=None)
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
         transport = FakeTransport(RATE, ack="immediate")
-        session = LiveKitVoiceSession(
+        session = PipelineVoiceSession(
             hub,
             ROOM,
             agent,
             transport,
-            stt=models["stt"],
+            stt=InjectableSTT(models["stt"]),
             vad=models["vad"],
             tts=models["tts"],
             reply_gate=lambda: False,  # caller turns get no reply: all agent audio is results
-            answer_timeout=0.5,
         )
         transport.session = session
         test = Harness(hub, clock, session)
@@ -127,23 +124,13 @@ async def harness(models: dict[str, Any]) -> AsyncIterator[Harness]:
 
 
 async def _idle(test: Harness) -> None:
+    """Let hub time pass (a wordless caller turn ends on the engine's clock) until idle."""
     activity = test.session.activity
 
     async def wait() -> None:
-        snapshot = activity.snapshot()
-        while not snapshot.is_idle:
-            snapshot = await activity.wait_for_change(snapshot.version)
-
-    await asyncio.wait_for(wait(), 20)
-
-
-async def _vad_caught_up(test: Harness) -> None:
-    progress = test.session.vad_progress
-    assert progress is not None
-
-    async def wait() -> None:
-        while progress.released - progress.analysed > TICK:  # noqa: ASYNC110 - no event to wait on
-            await asyncio.sleep(0.01)  # the VAD's threads set none
+        while not activity.snapshot().is_idle:
+            await test.clock.advance(TICK)
+            await asyncio.sleep(0.005)  # the VAD and recognizer threads answer in real time
 
     await asyncio.wait_for(wait(), 20)
 
@@ -189,7 +176,7 @@ async def test_a_caller_who_starts_frames_before_the_decision_is_never_talked_ov
     assert test.transport.audio and test.attempts == 1
 
 
-async def test_a_result_yields_at_the_callers_first_voiced_frame(
+async def test_a_result_pauses_at_the_callers_first_voiced_frame_and_a_noise_uses_nothing(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
@@ -197,21 +184,46 @@ async def test_a_result_yields_at_the_callers_first_voiced_frame(
     assert test.transport.clears == 0
 
     loud = max(caller_frames, key=_rms)
-    await test.session.push_audio(loud)  # one frame of caller speech
+    await test.session.push_audio(loud)  # one frame of caller sound
     await settle()
     # within that frame: the transport's clear went out, the result stopped
     assert test.transport.clears == 1
     sent = len(test.transport.audio)
-    assert await test.outcome() == ["interrupted"]
     await settle()
     assert len(test.transport.audio) == sent, "audio went out after the clear"
+    assert not test.outcomes  # paused, not given up
 
-    # re-offered at the next gap, and spoken in full (the interruption did not use it up)
+    # nothing more came of it: the result goes on from a little before where it stopped
+    test.transport.ack_mode = "immediate"
+    for _ in range(round(0.6 / TICK)):
+        await test.push(SILENCE)
+    await test.transport.wait_for(lambda: len(test.transport.audio) > sent)
+    assert await test.outcome() == ["delivered"] and test.attempts == 1
+
+
+async def test_a_caller_who_takes_the_floor_cuts_a_result_and_hears_it_later(
+    harness: Harness, caller_frames: list[bytes]
+) -> None:
+    test = harness
+    await _result_playing(test)
+    await _caller_takes_the_floor(test, caller_frames)
+    assert test.transport.clears >= 1
+    assert await test.outcome() == ["interrupted"]
+    # offered again at the next gap, and spoken in full (the interruption did not use it up)
+    await _idle(test)
     test.transport.ack_mode = "immediate"
     for _ in range(round((VOICE_HOLD + 0.3) / TICK)):
         await test.push(SILENCE)
     await test.clock.advance(1.0)
     assert await test.outcome(2) == ["interrupted", "delivered"], test.outcomes
+
+
+async def _caller_takes_the_floor(test: Harness, caller_frames: list[bytes]) -> None:
+    """The caller says a whole sentence over the result (a turn, not an acknowledgement)."""
+    for frame in caller_frames:
+        await test.push(frame)
+    for _ in range(round(0.8 / TICK)):
+        await test.push(SILENCE)
 
 
 async def test_results_are_pre_rendered_and_a_rewrite_is_spoken_instead(
@@ -226,14 +238,14 @@ async def test_results_are_pre_rendered_and_a_rewrite_is_spoken_instead(
             return HookResult(event=event.model_copy(update={"text": rewritten}))
         return HookResult()
 
-    speaker = test.session._delivery
+    speaker = test.session.results
     await test.hub.deliver(ROOM, RESULT, strategy=WaitForIdle(buffer=5.0))
     await test.clock.advance(0.1)  # the driver runs: the item is prepared while it waits
     rendering = next(iter(speaker._renderings.values()))
     assert rendering.text == RESULT
     assert rendering.task is not None
     await rendering.task
-    assert rendering.complete and rendering.frames
+    assert rendering.complete and rendering.chunks
     await test.clock.advance(5.0)
     assert await test.outcome() == ["delivered"]
     assert not speaker._renderings  # spoken: the rendering is gone
@@ -246,8 +258,8 @@ async def test_results_are_pre_rendered_and_a_rewrite_is_spoken_instead(
     assert rewritten in history  # the rewritten words were spoken, not the rendering
 
 
-async def _cut_off_twice_then_offered(test: Harness, loud: bytes) -> str:
-    """Deliver a result, barge in on it twice, and let the third attempt ask."""
+async def _cut_off_twice_then_offered(test: Harness, caller_frames: list[bytes]) -> str:
+    """Deliver a result, take the floor over it twice, and let the third attempt ask."""
     test.transport.ack_mode = "manual"
     result = await test.hub.deliver(
         ROOM, RESULT, strategy=WaitForIdle(buffer=0.2), metadata={"task": "solar panels"}
@@ -257,33 +269,32 @@ async def _cut_off_twice_then_offered(test: Harness, loud: bytes) -> str:
         for _ in range(round((VOICE_HOLD + 0.3) / TICK)):
             await test.push(SILENCE)
         await test.transport.wait_for(lambda: len(test.transport.audio) > 0)
-        await test.session.push_audio(loud)
+        await _caller_takes_the_floor(test, caller_frames)
         assert (await test.outcome(round_))[-1] == "interrupted"
-        await _idle(test)  # the VAD may take the loud frame for a (wordless) turn
+        await _idle(test)
     test.transport.ack_mode = "immediate"
     test.transport.audio.clear()
     for _ in range(round((VOICE_HOLD + 0.3) / TICK)):
         await test.push(SILENCE)
-    # livekit's VAD runs on threads in real time: once it has heard every frame pushed, a
-    # late verdict on the loud frame can no longer cut the offer off as a barge-in
-    await _vad_caught_up(test)
+    # a late VAD verdict on the loud frame opens no more than a wordless caller turn: it
+    # cannot cut the offer (a result yields only to the caller's voice or a real turn)
     await _idle(test)
     await test.clock.advance(1.0)
     await test.transport.wait_for(
         lambda: any("shall I read" in e.text for e in test.transport.events_of(Transcript))
     )
-    # The question's transcript goes out as it starts; the answer is awaited once it has
-    # played out, which livekit paces in real time (a loaded machine takes longer): an
-    # answer pushed before then would cut the question off instead of answering it.
+    # The question's transcript goes out as it ends; the answer is awaited once the
+    # transport confirmed its playout: an answer pushed before then would cut the question
+    # off instead of answering it.
     await _offer_asked(test)
     return result
 
 
 async def _offer_asked(test: Harness) -> None:
-    speaker = test.session._delivery
+    speaker = test.session.results
 
     async def wait() -> None:
-        while speaker._answer is None:  # noqa: ASYNC110 - livekit's playout sets no event
+        while speaker._answer is None:  # noqa: ASYNC110 - the offer sets no event
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(wait(), 20)
@@ -293,7 +304,7 @@ async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
-    await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
+    await _cut_off_twice_then_offered(test, caller_frames)
     await test.session.push_text("yes please")
     assert await test.outcome(3) == ["interrupted", "interrupted", "delivered"]
     spoken = [e.text for e in await test.hub.history(ROOM) if e.role == "assistant"]
@@ -305,7 +316,7 @@ async def test_an_offer_answered_no_keeps_the_result_held_for_the_next_call(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
-    result = await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
+    result = await _cut_off_twice_then_offered(test, caller_frames)
     await test.session.push_text("no not now")
     assert await test.outcome(3) == ["interrupted", "interrupted", "declined"]
     record = await test.hub.store.get_delivery(result)
@@ -316,27 +327,18 @@ async def test_an_offer_answered_no_keeps_the_result_held_for_the_next_call(
     assert RESULT not in spoken[-1]
 
 
-def _late_final(text: str) -> stt.SpeechEvent:
-    """A final transcript as the recognizer sends it when it is done, seconds late."""
-    return stt.SpeechEvent(
-        type=stt.SpeechEventType.FINAL_TRANSCRIPT,
-        alternatives=[stt.SpeechData(language="en", text=text)],
-    )
-
-
 async def test_a_late_final_transcript_does_not_cut_a_result_but_the_callers_voice_does(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
     await _result_playing(test)
-    activity = test.session._running()._activity
-    assert activity is not None
-    activity.on_final_transcript(_late_final("wait"))  # words from before the result began
+    test.session.stt.inject(final("wait"))  # words from before the result began, late
     await settle()
     assert test.transport.clears == 0 and not test.outcomes
     await test.session.push_audio(max(caller_frames, key=_rms))  # the caller, live
     await settle()
-    assert test.transport.clears == 1
+    assert test.transport.clears == 1  # paused at that frame
+    await test.clock.advance(1.0)  # and the late words' turn, once committed, cuts it
     assert await test.outcome() == ["interrupted"]
 
 
@@ -345,9 +347,7 @@ async def test_the_agents_own_speech_still_yields_to_a_final_transcript(harness:
     test.transport.ack_mode = "manual"
     talking = asyncio.create_task(test.session.say(RESULT + " " + RESULT))
     await test.transport.wait_for(lambda: len(test.transport.audio) > 0)
-    activity = test.session._running()._activity
-    assert activity is not None
-    activity.on_final_transcript(_late_final("wait"))  # livekit as shipped: the VAD missed it
+    test.session.stt.inject(final("wait"))  # words the VAD missed: the caller took the floor
     assert await asyncio.wait_for(talking, 20) is InjectOutcome.INTERRUPTED
 
 
@@ -355,13 +355,13 @@ async def test_a_spoken_turn_of_earlier_audio_does_not_answer_the_offer(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
     test = harness
-    await _cut_off_twice_then_offered(test, max(caller_frames, key=_rms))
-    speaker = test.session._delivery
+    await _cut_off_twice_then_offered(test, caller_frames)
+    speaker = test.session.results
     # a recognizer's late turn: its words were said before the question (no voice since)
-    test.session._gate("no")
+    test.session.stt.inject(final("no"))
+    await test.clock.advance(1.0)  # the turn commits after its endpointing delay
     assert speaker._answer is not None and not speaker._answer.done()
-    await test.clock.advance(0.1)
     speaker.activity.caller_voiced()  # the caller speaks after the question
-    await test.clock.advance(VOICE_HOLD + 0.3)  # the turn ends after its endpointing delay
-    test.session._gate("yes please")
+    test.session.stt.inject(final("yes please"))
+    await test.clock.advance(1.0)
     assert await test.outcome(3) == ["interrupted", "interrupted", "delivered"]

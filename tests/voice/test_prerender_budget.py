@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voicehub.voice.delivery_speech import PrerenderBudget
+from voicehub.voice.engine.results import PrerenderBudget
 
 
 def test_a_call_and_the_server_each_have_a_cap() -> None:

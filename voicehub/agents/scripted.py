@@ -9,15 +9,21 @@ Templates use `{name}` placeholders: regex named groups, `message` (the matched 
 `last_user` (the latest user message), `result` (the tool output), and `result.field` for a
 field of a JSON tool result. Unknown placeholders render empty. Strings nested in a rule's
 arguments (a list of plan steps, say) are rendered too.
+
+A caller turn is matched on its words without punctuation first (a recogniser's commas are
+not the caller's), so a regex group taken from one holds no punctuation: "heat pumps
+for me," is the topic "heat pumps" (a regex that needs the punctuation, as a worker's
+prompt may, still matches the text as written). A half request ("could you research", and nothing
+more) gets the rule's `ask`, and the caller's next turn is read after it
+(`voicehub.agents.scripted_intent`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -31,8 +37,15 @@ from voicehub.agents.llm import (
     ToolChoice,
     ToolSpec,
 )
+from voicehub.agents.scripted_intent import (
+    PROBE,
+    continuation,
+    filler_cuts,
+    previous_user_turn,
+    without_punctuation,
+)
+from voicehub.agents.scripted_matching import compile_rule, match_rule, near_match
 from voicehub.agents.scripted_vocabulary import example_requests, rule_vocabulary
-from voicehub.core.phonetics import sounds_alike
 
 __all__ = [
     "ScriptedLLM",
@@ -59,6 +72,9 @@ class ScriptedRule(BaseModel):
     tool: str | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
     reply: str | None = None
+    ask: str | None = None
+    """Said when the caller names the request but not its subject ("could you research"):
+    for a rule whose regex takes the subject in a named group; the next turn supplies it."""
 
     @model_validator(mode="after")
     def _check(self) -> ScriptedRule:
@@ -71,6 +87,8 @@ class ScriptedRule(BaseModel):
                 re.compile(self.regex)
             except re.error as exc:
                 raise ValueError(f"regex {self.regex!r} is invalid: {exc}") from None
+        if self.ask is not None and (self.regex is None or "(?P<" not in self.regex):
+            raise ValueError("`ask` needs a `regex` with a named group (the request's subject)")
         return self
 
 
@@ -87,7 +105,7 @@ class ScriptedLLM:
         self.rules = [
             r if isinstance(r, ScriptedRule) else ScriptedRule.model_validate(r) for r in rules
         ]
-        self._compiled = [_compile(rule) for rule in self.rules]
+        self._compiled = [compile_rule(rule) for rule in self.rules]
         self.fallback = fallback
         self.instruction_fallback = instruction_fallback
 
@@ -118,22 +136,106 @@ class ScriptedLLM:
         on = "instruction" if last.role == "system" else "user"
         text = last.content if last.role in ("system", "user") else last_user
         available = {spec.name for spec in tools}
-        # A recognizer's punctuation between words ("find out about, wind turbines") is
-        # noise to the rules: a caller turn also matches without it. A second, tolerant
-        # pass for a caller turn nothing matched: speech recognition often gets one word
-        # of a trigger phrase wrong ("how was it going").
-        plain = _without_punctuation(text) if on == "user" else text
+        if on == "instruction":
+            found = self._first_match(text, text, on, available, tool_choice)
+            values = {"message": text, "last_user": last_user}
+            if found is not None:
+                return self._chunks(*found, values, tool_choice, len(messages))
+            if self.instruction_fallback is not None:
+                return [TextDelta(text=render(self.instruction_fallback, values))]
+            return [TextDelta(text=self.fallback)]
+        # A recognizer's punctuation ("heat pumps for me,") is noise to the rules, and never
+        # reaches a tool's arguments or the agent's words.
+        plain = without_punctuation(text)
+        half = self.half_request(plain, available)
+        skip = {half[0]} if half is not None else set()
+        found = self._first_match(text, plain, on, available, tool_choice, skip)
+        if half is not None and not self._is_request(text, plain, available, skip):
+            ask = self.rules[half[0]].ask
+            if ask is not None:
+                return [TextDelta(text=render(ask, {"message": text, "last_user": last_user}))]
+        previous = previous_user_turn(messages)
+        if previous is not None and (found is None or "*" in self.rules[found[0]].match):
+            # only words no rule takes on their own: "hi" or "never mind" are not subjects
+            # "could you research" earlier, "heat pumps" now: one request
+            pending = self.half_request(without_punctuation(previous), available)
+            if pending is not None:
+                combined = f"{pending[1]} {continuation(plain)}"
+                groups = match_rule(self._compiled[pending[0]], self.rules[pending[0]], combined)
+                if groups is not None:
+                    found, plain = (pending[0], groups), combined
+        if found is None:
+            return [TextDelta(text=self.fallback)]
+        index, groups = found
+        values = {"message": text, "last_user": last_user}
+        return self._chunks(index, groups, values, tool_choice, len(messages))
+
+    def half_request(self, plain: str, available: set[str]) -> tuple[int, str] | None:
+        """The rule a caller turn saying `plain` (no punctuation) asks for without saying
+        what about ("could you research um"), and its words without the trailing fillers
+        ("could you research"); None for anything else (`voicehub.agents.scripted_intent`).
+        Only rules with a named group whose tool is offered count."""
+        for index, rule in enumerate(self.rules):
+            if rule.on != "user" or rule.regex is None or "(?P<" not in rule.regex:
+                continue
+            if rule.tool is not None and rule.tool not in available:
+                continue
+            pattern = self._compiled[index][0]
+            for cut in filler_cuts(plain):
+                if pattern.search(cut) is not None:
+                    continue
+                probed = pattern.search(f"{cut} {PROBE}")
+                if probed is not None and any(
+                    PROBE in (value or "") for value in probed.groupdict().values()
+                ):
+                    return index, cut
+        return None
+
+    def awaits_more(self, text: str) -> bool:
+        """Whether a caller turn saying `text` is a half request that waits for its
+        subject ("could you research", `half_request`) and no request of its own ("any
+        news on my research" is one), with every rule's tool offered: the turn policy
+        waits on it (`voicehub.voice.turns.words.ends_open`)."""
+        offered = {rule.tool for rule in self.rules if rule.tool is not None}
+        plain = without_punctuation(text)
+        half = self.half_request(plain, offered)
+        if half is None:
+            return False
+        return not self._is_request(plain, plain, offered, {half[0]})
+
+    def _is_request(self, text: str, plain: str, available: set[str], skip: set[int]) -> bool:
+        """Whether a rule calling an offered tool (not a catch-all) matches the turn."""
+        others = {
+            index
+            for index, rule in enumerate(self.rules)
+            if rule.tool is None or rule.tool not in available or "*" in rule.match
+        }
+        return self._first_match(text, plain, "user", available, "auto", skip | others) is not None
+
+    def _first_match(
+        self,
+        text: str,
+        plain: str,
+        on: str,
+        available: set[str],
+        tool_choice: ToolChoice,
+        skip: set[int] | None = None,
+    ) -> tuple[int, dict[str, str]] | None:
+        """The first rule matching `text` (a caller turn: `plain`, its words without
+        punctuation, first), and its groups; for a caller turn nothing matched, a second,
+        tolerant pass: speech recognition often gets one word of a trigger phrase wrong
+        ("how was it going")."""
         passes = [(i, r, False) for i, r in enumerate(self.rules)]
         passes += [(i, r, True) for i, r in enumerate(self.rules) if on == "user"]
         for index, rule, tolerant in passes:
-            if rule.on != on:
+            if rule.on != on or (skip and index in skip):
                 continue
             if tolerant:
-                groups = _near_match(rule, self._compiled[index], plain)
+                groups = near_match(rule, self._compiled[index], plain)
             else:
-                groups = _match(self._compiled[index], rule, text)
+                groups = match_rule(self._compiled[index], rule, plain)
                 if groups is None and plain != text:
-                    groups = _match(self._compiled[index], rule, plain)
+                    groups = match_rule(self._compiled[index], rule, text)
             if groups is None:
                 continue
             wants_tool = rule.tool is not None and tool_choice != "none"
@@ -141,31 +243,33 @@ class ScriptedLLM:
                 continue
             if wants_tool and rule.tool not in available:
                 continue  # the tool is not offered to this agent right now
-            values = {**groups, "message": text, "last_user": last_user}
-            chunks: list[LLMChunk] = []
-            if rule.say is not None:
-                chunks.append(TextDelta(text=render(rule.say, values)))
-            if wants_tool and rule.tool is not None:
-                arguments = render_nested(rule.arguments, values)
-                # The id depends only on the input (determinism) and the conversation length
-                # (unique within a conversation); the rule index lets the reply find its rule.
-                call = ToolCall(
-                    id=f"call_{index}_{len(messages)}",
-                    name=rule.tool,
-                    arguments=json.dumps(arguments),
-                )
-                chunks.append(ToolCallChunk(call=call))
-            if chunks:
-                return chunks
-        if on == "instruction" and self.instruction_fallback is not None:
-            return [
-                TextDelta(
-                    text=render(
-                        self.instruction_fallback, {"message": text, "last_user": last_user}
-                    )
-                )
-            ]
-        return [TextDelta(text=self.fallback)]
+            if rule.say is None and not wants_tool:
+                continue  # nothing to say, and its tool not wanted
+            return index, groups
+        return None
+
+    def _chunks(
+        self,
+        index: int,
+        groups: dict[str, str],
+        values: dict[str, Any],
+        tool_choice: ToolChoice,
+        length: int,
+    ) -> list[LLMChunk]:
+        rule = self.rules[index]
+        values = {**groups, **values}
+        chunks: list[LLMChunk] = []
+        if rule.say is not None:
+            chunks.append(TextDelta(text=render(rule.say, values)))
+        if rule.tool is not None and tool_choice != "none":
+            arguments = render_nested(rule.arguments, values)
+            # The id depends only on the input (determinism) and the conversation length
+            # (unique within a conversation); the rule index lets the reply find its rule.
+            call = ToolCall(
+                id=f"call_{index}_{length}", name=rule.tool, arguments=json.dumps(arguments)
+            )
+            chunks.append(ToolCallChunk(call=call))
+        return chunks
 
     def calls_tool(self, text: str) -> bool:
         """Whether a caller turn saying `text` makes a rule call a tool (any tool a rule
@@ -241,34 +345,6 @@ def _may_be_json(text: str) -> bool:
     return stripped[0] in _JSON_STARTS or stripped.startswith(("true", "false", "null"))
 
 
-def _compile(rule: ScriptedRule) -> list[re.Pattern[str]]:
-    patterns = [re.compile(rule.regex, re.IGNORECASE | re.DOTALL)] if rule.regex else []
-    for phrase in rule.match:
-        if phrase == "*":
-            patterns.append(re.compile(r"(?s).*"))
-        else:
-            patterns.append(re.compile(r"\b" + re.escape(phrase) + r"\b", re.IGNORECASE))
-    return patterns
-
-
-def _match(patterns: list[re.Pattern[str]], rule: ScriptedRule, text: str) -> dict[str, str] | None:
-    for pattern in patterns:
-        found = pattern.search(text)
-        if found is not None:
-            return {k: (v or "").strip() for k, v in found.groupdict().items()}
-    return None
-
-
-_PUNCTUATION = re.compile(r"[,;:!?\"]+|\.(?!\d)|(?<!\w)'|'(?!\w)")
-
-
-def _without_punctuation(text: str) -> str:
-    """`text` with punctuation between words turned into spaces (apostrophes inside words
-    and decimal points stay): "Please find out about, wind turbines." -> "Please find out
-    about wind turbines"."""
-    return " ".join(_PUNCTUATION.sub(" ", text).split())
-
-
 def render_nested(value: Any, values: Mapping[str, Any]) -> Any:
     """`value` with every string inside it rendered (tables and lists too: a plan's steps)."""
     if isinstance(value, str):
@@ -278,79 +354,6 @@ def render_nested(value: Any, values: Mapping[str, Any]) -> Any:
     if isinstance(value, list | tuple):
         return [render_nested(item, values) for item in value]
     return value
-
-
-def _near_match(
-    rule: ScriptedRule, pattern: list[re.Pattern[str]], text: str
-) -> dict[str, str] | None:
-    """Groups of `rule` when `text` says one of its trigger phrases with one slip of the
-    recognizer (`_slips`). A `match` rule then matches; a `regex` rule matches the text with
-    the phrase put right (its alternatives are its phrases), so its groups still take the
-    words after it."""
-    words = re.findall(r"[\w']+", text)
-    lowered = [word.lower() for word in words]
-    phrases = rule_vocabulary([rule]) if rule.regex is not None else list(rule.match)
-    for phrase in phrases:
-        wanted = re.findall(r"[\w']+", phrase.lower())
-        if len(wanted) < 2:
-            continue  # one word is too little to guess from
-        for start, end in _slips(lowered, wanted):
-            if rule.regex is None:
-                return {}
-            repaired = " ".join(words[:start] + wanted + words[end:])
-            groups = _match(pattern, rule, repaired)
-            if groups is not None:
-                return groups
-    return None
-
-
-def _slips(heard: list[str], wanted: list[str]) -> Iterator[tuple[int, int]]:
-    """Spans `heard[start:end]` that say `wanted` with one slip a recognizer makes:
-    - one word wrong: an inner or last word of a phrase of three or more words; its first
-      word only when spelled or sounding alike (`_alike`, `sounds_alike`: "write up on" for
-      "read up on"; a phrase is known by its start: "is it going to rain" is not "how's it
-      going" misheard, IS against HS); a word of a two-word phrase only when spelled alike
-      ("did into" for "dig into"; "any nose" is not taken for "any news");
-    - an inner word of a phrase of three or more words dropped ("read on" for "read up on");
-    - words split or joined ("in to" for "into", "nevermind" for "never mind")."""
-    size = len(wanted)
-    joined = "".join(wanted)
-    inner_dropped = [wanted[:i] + wanted[i + 1 :] for i in range(1, size - 1)]
-    for start in range(len(heard)):
-        # Split or joined first: the words are all there ("in to" is not "in" misheard).
-        for length in (size - 1, size + 1):
-            span = heard[start : start + length]
-            if length > 0 and len(span) == length and "".join(span) == joined:
-                yield start, start + length
-        window = heard[start : start + size]
-        if len(window) == size:
-            wrong = [(a, b) for a, b in zip(window, wanted, strict=True) if a != b]
-            if len(wrong) == 1 and _slip_allowed(window[0], *wrong[0], wanted):
-                yield start, start + size
-        if heard[start : start + size - 1] in inner_dropped:
-            yield start, start + size - 1
-
-
-def _slip_allowed(first: str, heard: str, meant: str, wanted: list[str]) -> bool:
-    """Whether `heard`, said for `meant` in a span starting with `first`, is a slip of the
-    recognizer in phrase `wanted` (`_slips`)."""
-    if len(wanted) == 2:
-        return _alike(heard, meant)
-    return first == wanted[0] or _alike(heard, meant) or sounds_alike(heard, meant)
-
-
-def _alike(heard: str, meant: str) -> bool:
-    """Words a recognizer confuses: same first letter, mostly the same letters ("did" and
-    "dig"; not "nose" and "news", nor "get" and "forget"). Not "if" for "is", though a phone
-    line blurs s and f: "what if it rains" would then be a question for the knowledge base
-    (the phone bench's unrelated utterances). A heard word of one or two letters is too
-    little to go on: "what a lovely day", heard "what I lovely day", is not "what is", nor
-    "I'll dig in the paper" "dig into" (both false triggers on the phone bench)."""
-    return (
-        len(heard) >= 3
-        and heard[:1] == meant[:1]
-        and difflib.SequenceMatcher(None, heard, meant).ratio() >= 0.6
-    )
 
 
 def render(template: str, values: Mapping[str, Any]) -> str:

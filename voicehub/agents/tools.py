@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from voicehub.core.runtime import Runtime
 
 log = logging.getLogger("voicehub.tools")
+_TRACED_TEXT = 1000  # characters of a tool's arguments and result kept on its span
 
 
 @dataclass
@@ -99,7 +100,37 @@ class Tool:
         self, arguments: str | Mapping[str, Any], context: ToolContext | None = None
     ) -> ToolResult:
         """Validate `arguments` (JSON text or a mapping) and run the tool. Never raises for
-        bad arguments or tool failures: those become error results."""
+        bad arguments or tool failures: those become error results. With tracing on (the
+        hub's `tracer`), the call is a span in its room's trace."""
+        hub = context.hub if context is not None else None
+        if hub is None or not hub.tracer.enabled:
+            return await self._invoke(arguments, context)
+        assert context is not None
+        text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+        span = hub.tracer.start(
+            f"tool {self.name}",
+            room_id=context.room_id,
+            attributes={
+                "voicehub.tool.name": self.name,
+                "voicehub.tool.arguments": text[:_TRACED_TEXT],
+                "voicehub.tool.call_id": context.call_id,
+                "voicehub.agent.id": context.agent_id,
+                "voicehub.room.id": context.room_id,
+            },
+        )
+        error: str | None = "cancelled"
+        try:
+            with span.activate():
+                result = await self._invoke(arguments, context)
+            span.set_attribute("voicehub.tool.result", result.content[:_TRACED_TEXT])
+            error = result.content if result.is_error else None
+            return result
+        finally:
+            span.end(error)
+
+    async def _invoke(
+        self, arguments: str | Mapping[str, Any], context: ToolContext | None
+    ) -> ToolResult:
         call_id = context.call_id if context else ""
         try:
             raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)

@@ -3,12 +3,17 @@ and Deepgram TTS (Aura, streaming) against the fake Deepgram on loopback
 (`voicehub.bench.fake_deepgram`), side by side with the offline stack in the same run.
 
 - ``us_per_frame``: process CPU per 20 ms caller frame per call, paced calls on one event
-  loop (`voice_load.pace`), each call a `LiveKitVoiceSession` with its own `DeepgramSTT`
+  loop (`voice_load.pace`), each call a pipeline session (`voice.engine`) with its own `DeepgramSTT`
   (listen socket), `DeepgramTTS` (speak socket), WebRTC's VAD and a scripted agent. The fake
   Deepgram runs in a child process, so its work (energy segmentation, Piper rendering the
   replies, its sockets) is not counted: what is timed is voicehub, livekit-agents, the
   Deepgram SDK and the client side of the sockets. ``offline_us_per_frame``: the same calls
   with PocketSphinx and Piper in process instead (same VAD, agent and caller pattern).
+- ``calls_per_core``: the Deepgram calls one CPU carries (the bench pinned to CPU 0, the
+  fake Deepgram to CPU 1), ramped until the loop's lag p99 reaches 20 ms or a call that had
+  a whole turn never answered (`calls_ramp_detail` has every step).
+- ``providers``: the Deepgram STT and TTS on their own, no session around them
+  (`deepgram_providers`): what the providers cost whichever engine drives them.
 - ``v2v_latency_ms``: end of the caller's speech (last voiced frame pushed) to the first
   agent audio at the transport, turn by turn as in the `voice` section (`voice_latency`,
   Silero VAD with the tuned turn-taking), on the Deepgram session; the fake runs in process
@@ -32,8 +37,10 @@ The fake's delays are set to provider figures:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -80,6 +87,14 @@ async def _paced_run(
 ) -> tuple[float, float, int]:
     """CPU per frame per call (us) of `count` paced calls on `stack`, the frames delivered
     against the clock (%), and the calls that never replied."""
+    window, silent = await _paced_window(stack, fake, pattern, count, measure)
+    return window.us_per_frame, window.delivered_pct, silent
+
+
+async def _paced_window(
+    stack: Stack, fake: tuple[str, str] | None, pattern: list[bytes], count: int, measure: float
+) -> tuple[Any, int]:
+    """The paced window of `count` calls on `stack`, and the calls that never replied."""
     from voicehub.agents.agent import Agent
     from voicehub.agents.scripted import ScriptedLLM
     from voicehub.bench.voice_fakes import CALLER_TEXT, REPLY_TEXT, VoicehubCall
@@ -109,11 +124,59 @@ async def _paced_run(
             await asyncio.gather(*(call.aclose() for call in calls))
             await asyncio.gather(*(tts.aclose() for tts in closers))
     silent = sum(1 for call in calls if call.replies() == 0)
-    return window.us_per_frame, window.delivered_pct, silent
+    return window, silent
 
 
-async def cpu_per_frame(count: int, measure: float, rounds: int) -> dict[str, Any]:
-    """Both stacks, alternated `rounds` times (the machine may be shared); medians."""
+@contextlib.contextmanager
+def _pinned(cpu: int, child: int | None) -> Any:
+    """This process on `cpu` alone (and `child` on another CPU) for the block."""
+    before = os.sched_getaffinity(0)
+    others = sorted(before - {cpu})
+    if child is not None and others:
+        os.sched_setaffinity(child, {others[0]})
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+async def calls_per_core(
+    fake: tuple[str, str], pattern: list[bytes], steps: list[int], measure: float, child: int
+) -> dict[str, Any]:
+    """Ramp Deepgram calls on one CPU until the lag p99 reaches 20 ms or a call is silent."""
+    from voicehub.bench.voice_load import LAG_LIMIT_MS
+
+    detail: dict[str, dict[str, Any]] = {}
+    carried = 0
+    with _pinned(0, child):
+        for count in steps:
+            window, silent = await _paced_window("deepgram", fake, pattern, count, measure)
+            detail[str(count)] = {
+                "lag_p99_ms": round(window.lag_p99_ms, 2),
+                "us_per_frame": round(window.us_per_frame, 1),
+                "frames_delivered_pct": round(window.delivered_pct, 1),
+                "calls_without_reply": silent,
+            }
+            if window.lag_p99_ms >= LAG_LIMIT_MS or silent or window.delivered_pct < 99.0:
+                break
+            carried = count
+    return {
+        "calls_per_core": carried,
+        "calls_ramp_detail": detail,
+        "calls_setup": {"pinned": "bench on CPU 0, fake Deepgram on CPU 1", "measure": measure},
+    }
+
+
+async def cpu_per_frame(
+    count: int,
+    measure: float,
+    rounds: int,
+    steps: list[int] | None = None,
+    provider_seconds: float = 6.0,
+) -> dict[str, Any]:
+    """Both stacks, alternated `rounds` times (the machine may be shared); medians. Then the
+    providers alone, and the pinned ramp over `steps` calls (none: skipped)."""
     from voicehub.bench.voice_fakes import CALLER_TEXT, REPLY_TEXT
     from voicehub.bench.voice_latency import SILENCE, frames_of
     from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, synthesize
@@ -144,12 +207,20 @@ async def cpu_per_frame(count: int, measure: float, rounds: int) -> dict[str, An
                 samples[stack].append(us)
                 delivered[stack].append(pct)
                 silent[stack] += quiet
+        from voicehub.bench.deepgram_providers import measure as providers
+
+        alone = await providers(
+            fake, pattern, REPLY_TEXT, count=count * 2, seconds=provider_seconds, rounds=rounds
+        )
+        ramp = await calls_per_core(fake, pattern, steps, measure, server.pid or 0) if steps else {}
     finally:
         parent.send("stop")
         await asyncio.to_thread(server.join, 10.0)
         if server.is_alive():
             server.kill()
     return {
+        **ramp,
+        "providers": alone,
         "us_per_frame": round(statistics.median(samples["deepgram"]), 1),
         "offline_us_per_frame": round(statistics.median(samples["offline"]), 1),
         "runs_us_per_frame": {k: [round(v, 1) for v in vs] for k, vs in samples.items()},
@@ -207,15 +278,19 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     try:
         latency = await v2v(2 if quick else 8)
         if quick:
-            cpu = await cpu_per_frame(count=4, measure=4.0, rounds=1)
+            cpu = await cpu_per_frame(
+                count=4, measure=4.0, rounds=1, steps=[4], provider_seconds=2.0
+            )
         else:
-            cpu = await cpu_per_frame(count=6, measure=6.0, rounds=3)
+            steps = [25, 50, 75, 100, 125, 150, 200]
+            cpu = await cpu_per_frame(count=6, measure=6.0, rounds=3, steps=steps)
     finally:
         logging.getLogger("livekit.agents").removeFilter(hangup_noise)
     return {
         "cloud_pipeline": {
             "us_per_frame": cpu.pop("us_per_frame"),
             "offline_us_per_frame": cpu.pop("offline_us_per_frame"),
+            "load_average_1m": round(os.getloadavg()[0], 2),
             **cpu,
             "v2v_latency_ms": {key: latency[key] for key in ("median", "p95", "max")},
             "v2v_detail": {

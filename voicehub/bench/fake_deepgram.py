@@ -61,6 +61,8 @@ class ListenSession:
 
     params: ListenParams
     audio_bytes: int = 0
+    audio_messages: int = 0
+    audio: bytearray | None = None  # what was received, when the fake keeps audio
     controls: list[str] = field(default_factory=list)  # KeepAlive, Finalize, CloseStream
     sent: list[dict[str, Any]] = field(default_factory=list)
     dropped: bool = False
@@ -97,6 +99,10 @@ class FakeDeepgram:
         self.speaks: list[SpeakSession] = []
         self.rest_requests: list[dict[str, Any]] = []
         self.handshakes: list[tuple[str, int]] = []  # (path, status)
+        self.extensions: list[str] = []  # each handshake's Sec-WebSocket-Extensions offer
+        self.keep_audio = False  # record each listen socket's audio (tests; costs memory)
+        # known lines (`fake_deepgram_listen.line_keys`): heard by their audio, not in order
+        self.lines: dict[bytes, str] | None = None
         self._synthesize = synthesize
         self._chunk_seconds = chunk_seconds
         self._ws: Server | None = None
@@ -152,6 +158,7 @@ class FakeDeepgram:
 
     def _handshake(self, connection: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
+        self.extensions.append(request.headers.get("Sec-WebSocket-Extensions", ""))
         status = HTTPStatus.OK
         if path not in ("/v1/listen", "/v1/speak"):
             status = HTTPStatus.NOT_FOUND
@@ -177,9 +184,11 @@ class FakeDeepgram:
 
     async def _listen(self, connection: ServerConnection, query: dict[str, list[str]]) -> None:
         session = ListenSession(ListenParams.from_query(query))
+        if self.keep_audio:
+            session.audio = bytearray()
         self.listens.append(session)
         await self._notify()
-        state = ListenState(session.params, self.transcripts)
+        state = ListenState(session.params, self.transcripts, self.lines)
         drop_after, self.drop_listen_after = self.drop_listen_after, None
 
         delay = self.listen_delay
@@ -213,6 +222,9 @@ class FakeDeepgram:
                     return
                 if isinstance(frame, bytes):
                     session.audio_bytes += len(frame)
+                    session.audio_messages += 1
+                    if session.audio is not None:
+                        session.audio += frame
                     await send(state.feed(frame))
                     if drop_after is not None and state.audio_time >= drop_after:
                         session.dropped = True

@@ -15,13 +15,20 @@ behaviour (PROTOCOLS.md 2.1):
 - `Finalize` -> the pending words as `is_final: true, from_finalize: true` (an empty
   transcript when nothing is pending);
 - `vad_events=true` -> `SpeechStarted` at the start of each utterance.
+
+Many callers at once (the soak) cannot share one ordered list of transcripts, so the fake
+can also know *lines* (`line_keys`): audio it was given with its words. An utterance whose
+first 100 ms are exactly those of a line (callers send whole 20 ms frames, so the fake's
+windows fall where the line's do) is heard as that line; its later segments, if a pause in
+it ends one, come out empty. This is matching known audio, not recognition.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +41,25 @@ SPEECH_RMS = 300.0  # int16 RMS; Piper speech is in the thousands, silence is 0
 WORD_SECONDS = 0.3  # interims reveal about one registered word per this much speech
 INTERIM_EVERY = 0.4
 NO_ENDPOINT_FINAL = 0.5
+KEY_WINDOWS = 5  # the opening 100 ms of an utterance name the line it is
+
+
+def line_keys(lines: Iterable[tuple[str, bytes]], sample_rate: int) -> dict[bytes, str]:
+    """What `ListenState` matches utterances against: each line's opening audio (from its
+    first voiced window, `KEY_WINDOWS` windows of PCM16 at `sample_rate`) -> its words."""
+    window = int(sample_rate * WINDOW) * 2
+    keys: dict[bytes, str] = {}
+    for text, pcm in lines:
+        for at in range(0, len(pcm) - window + 1, window):
+            samples = np.frombuffer(pcm[at : at + window], dtype="<i2").astype(np.float64)
+            if float(np.sqrt(np.mean(samples**2))) >= SPEECH_RMS:
+                keys[_key(pcm[at : at + window * KEY_WINDOWS])] = text
+                break
+    return keys
+
+
+def _key(opening: bytes) -> bytes:
+    return hashlib.blake2b(opening, digest_size=16).digest()
 
 
 @dataclass
@@ -74,9 +100,17 @@ class ListenParams:
 class ListenState:
     """One connection's recognizer stand-in. `feed`/`finalize`/`close` return JSON messages."""
 
-    def __init__(self, params: ListenParams, transcripts: deque[str]) -> None:
+    def __init__(
+        self,
+        params: ListenParams,
+        transcripts: deque[str],
+        lines: Mapping[bytes, str] | None = None,
+    ) -> None:
         self.params = params
         self._transcripts = transcripts
+        self._lines = lines
+        self._opening: list[bytes] | None = None  # an utterance's first windows, to match
+        self._heard: str | None = None  # the line the current utterance was matched to
         self._request_id = str(uuid.uuid4())
         self._window = max(1, int(params.sample_rate * WINDOW))
         self._pending = np.zeros(0, dtype=np.int16)
@@ -135,6 +169,12 @@ class ListenState:
         self.audio_time += len(window) / self.params.sample_rate
         voiced = float(np.sqrt(np.mean(window.astype(np.float64) ** 2))) >= SPEECH_RMS
         out: list[dict[str, Any]] = []
+        if self._opening is not None:
+            self._opening.append(window.tobytes())
+            if len(self._opening) == KEY_WINDOWS:
+                assert self._lines is not None
+                self._heard = self._lines.get(_key(b"".join(self._opening)), "")
+                self._opening = None
         if voiced:
             self._voiced_end = self.audio_time
             self._utterance_end_due = None
@@ -143,6 +183,8 @@ class ListenState:
                 self._last_interim = start
                 if not self._words_pending:
                     self._segment_start = start
+                    if self._lines is not None:
+                        self._heard, self._opening = "", [window.tobytes()]
                 self._words_pending = True
                 if self.params.vad_events:
                     out.append({"type": "SpeechStarted", "channel": [0], "timestamp": start})
@@ -169,14 +211,20 @@ class ListenState:
         return out
 
     def _words(self, spoken: float) -> str:
-        if not self._transcripts:
+        if self._lines is not None:
+            words = (self._heard or "").split()
+        elif not self._transcripts:
             return ""
-        words = self._transcripts[0].split()
+        else:
+            words = self._transcripts[0].split()
         shown = min(len(words) - 1, int(spoken / WORD_SECONDS))
         return " ".join(words[: max(shown, 0)])
 
     def _final(self, speech_final: bool, from_finalize: bool = False) -> dict[str, Any]:
-        text = self._transcripts.popleft() if self._transcripts else ""
+        if self._lines is not None:
+            text, self._heard, self._opening = self._heard or "", "", None
+        else:
+            text = self._transcripts.popleft() if self._transcripts else ""
         self._words_pending = False
         self._speech_start = None
         if self.params.interim_results and self.params.utterance_end is not None:

@@ -1,6 +1,6 @@
 """The `realtime` section: CPU per 20 ms frame per call of the realtime relay
 (`RealtimeVoiceSession` through the real `openai` SDK to a loopback model in another
-process), side by side with the pipeline session (`LiveKitVoiceSession`) in the same run,
+process), side by side with the pipeline session (`voice.engine`) in the same run,
 and how many relayed calls one core carries with the loop's lag p99 under 20 ms.
 
 Each frame crosses the relay both ways: caller audio up (its speech evidence, then
@@ -10,9 +10,12 @@ is more than a real call, where the model speaks only part of the time. The API 
 document how much audio a delta holds: the headline runs 20 ms deltas (one event per
 frame, the relay's worst case), and `us_per_frame_by_delta_ms` adds 100 ms deltas (what the
 test fake streams). The headline transport runs at 16 kHz (the WebSocket transport's rate);
-`us_per_frame_by_transport_hz` adds 8 kHz (the Twilio transport's PCM16, before its mu-law
-codec) and 24 kHz (the model's own rate: no resampling either way; no transport offers it
-yet, this is what one would save).
+`us_per_frame_by_transport_hz` adds 8 kHz (PCM16, resampled to and from the model's 24 kHz)
+and 24 kHz (the model's own rate, a browser's WebSocket call with `?rate=24000`: no
+resampling either way). `us_per_frame_net_by_path` sets each kind of call beside the SDK
+floor of its own messages: the browser at 16 and 24 kHz, and a phone line relayed as G.711
+mu-law end to end (`audio/pcmu` both ways, the model's mu-law handed to the transport as
+it came).
 
 Pacing the frames costs by itself what the `harness` run measures (no session: sleep until
 the frame is due, hand it over); it is inside every gross figure, so the `_net` figures
@@ -44,19 +47,37 @@ from voicehub.bench.voice_load import (
     sqlite_or_memory,
 )
 from voicehub.hub import Hub
+from voicehub.voice.transport import WireAudio
 
 ROOM = "bench-realtime"
 LONG_DELTA_MS = 100
 
 
-class RealtimeCall:
-    """One relayed call (the paced loop's `Call`)."""
+class MulawLoopbackTransport(LoopbackTransport):
+    """A phone line's transport as the relay sees it: 8 kHz, G.711 on its wire, taking
+    mu-law as it is (`send_wire_audio`); it counts, like `LoopbackTransport`."""
 
-    def __init__(self, hub: Hub, index: int, client: Any, sample_rate: int = 16000) -> None:
+    def __init__(self) -> None:
+        super().__init__(8000)
+
+    @property
+    def wire_audio(self) -> WireAudio:
+        return WireAudio("mulaw", 8000)
+
+    async def send_wire_audio(self, data: bytes) -> None:
+        await self.send_audio(data)
+
+
+class RealtimeCall:
+    """One relayed call (the paced loop's `Call`); `mulaw`: on a phone line."""
+
+    def __init__(
+        self, hub: Hub, index: int, client: Any, sample_rate: int = 16000, mulaw: bool = False
+    ) -> None:
         from voicehub.agents.agent import Agent
         from voicehub.voice.realtime_session import RealtimeVoiceSession
 
-        self.transport = LoopbackTransport(sample_rate)
+        self.transport = MulawLoopbackTransport() if mulaw else LoopbackTransport(sample_rate)
         self.session = RealtimeVoiceSession(
             hub,
             f"{ROOM}-{index}",
@@ -88,12 +109,13 @@ async def _relay(
     *,
     count_wakeups: bool = False,
     sample_rate: int = 16000,
+    mulaw: bool = False,
 ) -> Window:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
     async with Hub() as hub:
-        calls = [RealtimeCall(hub, i, client, sample_rate) for i in range(count)]
+        calls = [RealtimeCall(hub, i, client, sample_rate, mulaw) for i in range(count)]
         try:
             await asyncio.gather(*(call.start() for call in calls))
             window = await pace(
@@ -106,11 +128,13 @@ async def _relay(
     return window
 
 
-async def _floor(base_url: str, count: int, pattern: list[bytes], measure: float) -> Window:
+async def _floor(
+    base_url: str, count: int, pattern: list[bytes], measure: float, *, mulaw: bool = False
+) -> Window:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(api_key="bench", base_url=base_url, max_retries=0)
-    calls = [FloorCall(client) for _ in range(count)]
+    calls = [FloorCall(client, mulaw=mulaw) for _ in range(count)]
     try:
         await asyncio.gather(*(call.start() for call in calls))
         window = await pace(calls, pattern, 1.0, measure, seed=count)
@@ -164,8 +188,10 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
                 for rate in (8000, 24000)
             }
             by_rate[16000] = relay
+            phone = await _relay(model.base_url, count, patterns[8000], measure, mulaw=True)
             # after the relay's runs, so theirs are taken as before it was added
             floor = await _floor(model.base_url, count, pattern, measure)
+            phone_floor = await _floor(model.base_url, count, patterns[8000], measure, mulaw=True)
             wakeups = {
                 "relay": await _relay(model.base_url, count, pattern, 2.0, count_wakeups=True),
                 "harness": await _harness(count, pattern, 2.0, count_wakeups=True),
@@ -184,6 +210,14 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     relay_net = relay.us_per_frame - harness.us_per_frame
     pipeline_net = pipeline.us_per_frame - harness.us_per_frame
     floor_net = floor.us_per_frame - harness.us_per_frame
+    paths = {  # (relay, floor) net of the harness, per kind of call
+        "browser_16k": (relay_net, floor_net),
+        "browser_24k": (by_rate[24000].us_per_frame - harness.us_per_frame, floor_net),
+        "phone_mulaw": (
+            phone.us_per_frame - harness.us_per_frame,
+            phone_floor.us_per_frame - harness.us_per_frame,
+        ),
+    }
     wakeups_per_frame = {
         name: (window.wakeups or 0) / max(window.frames, 1) for name, window in wakeups.items()
     }
@@ -208,6 +242,15 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
             "floor_us_per_frame": round(floor.us_per_frame, 1),
             "floor_us_per_frame_net": round(floor_net, 1),
             "floor_ratio_to_pipeline_net": round(floor_net / pipeline_net, 3),
+            # each kind of call against the SDK floor of its own messages: a browser at
+            # 16 kHz (resampled both ways), at 24 kHz (the model's rate), a phone line
+            # relayed as G.711 mu-law both ways
+            "us_per_frame_net_by_path": {k: round(v[0], 1) for k, v in paths.items()},
+            "floor_us_per_frame_net_by_path": {k: round(v[1], 1) for k, v in paths.items()},
+            "ratio_to_floor_by_path": {
+                k: round(v[0] / v[1], 2) if v[1] > 0 else None for k, v in paths.items()
+            },
+            "ratio_to_floor_net": round(relay_net / floor_net, 2) if floor_net > 0 else None,
             "us_per_frame_by_delta_ms": {
                 "20": round(relay.us_per_frame, 1),
                 str(LONG_DELTA_MS): round(relay_long.us_per_frame, 1),

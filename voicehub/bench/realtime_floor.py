@@ -1,7 +1,8 @@
 """The relay's floor in the `realtime` bench: what one relayed call costs with no audio work.
 
 `FloorCall` opens the same `openai` SDK connection to the same loopback model and moves
-the same messages as `RealtimeVoiceSession` does in the bench: appends at the relay's
+the same messages as `RealtimeVoiceSession` does in the bench (`mulaw`: a phone line's,
+G.711 both ways): appends at the relay's
 cadence (a speech frame every 60 ms, quiet audio every 120 ms, as much 24 kHz audio as the
 frames held) and every model delta read off the socket. It does nothing with them: no
 speech evidence, batching logic, resampling, base64, JSON or playout. What is left is the
@@ -23,21 +24,25 @@ __all__ = ["FloorCall"]
 
 _SPEECH_FRAMES, _QUIET_FRAMES = 3, 6  # the relay's 60 ms and 120 ms appends
 _MODEL_FRAME = 2 * 24000 // 50  # 20 ms of PCM16 at the model's rate
+_MULAW_FRAME = 8000 // 50  # 20 ms of audio/pcmu
 
 
-def _append(frames: int) -> str:
-    audio = base64.b64encode(bytes(frames * _MODEL_FRAME)).decode("ascii")
+def _append(frames: int, frame_bytes: int) -> str:
+    audio = base64.b64encode(bytes(frames * frame_bytes)).decode("ascii")
     return '{"type":"input_audio_buffer.append","audio":"' + audio + '"}'
 
 
-_APPENDS = {frames: _append(frames) for frames in (_SPEECH_FRAMES, _QUIET_FRAMES)}
+def _appends(frame_bytes: int) -> dict[int, str]:
+    return {frames: _append(frames, frame_bytes) for frames in (_SPEECH_FRAMES, _QUIET_FRAMES)}
 
 
 class FloorCall:
     """One call's messages over the SDK, nothing done with them (the paced loop's `Call`)."""
 
-    def __init__(self, client: Any, model: str = "gpt-realtime") -> None:
+    def __init__(self, client: Any, model: str = "gpt-realtime", *, mulaw: bool = False) -> None:
         self._client, self._model = client, model
+        self._mulaw = mulaw
+        self._appends = _appends(_MULAW_FRAME if mulaw else _MODEL_FRAME)
         self._sdk: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._frames = 0
@@ -46,7 +51,11 @@ class FloorCall:
     async def start(self) -> None:
         connection = await ModelConnection.open(self._client, self._model)
         self._sdk = connection.sdk_connection
-        await connection.send({"type": "session.update", "session": {"type": "realtime"}})
+        session: dict[str, Any] = {"type": "realtime"}
+        if self._mulaw:
+            pcmu = {"format": {"type": "audio/pcmu"}}
+            session["audio"] = {"input": pcmu, "output": pcmu}
+        await connection.send({"type": "session.update", "session": session})
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -62,7 +71,7 @@ class FloorCall:
         due = _QUIET_FRAMES if pcm16 == SILENCE else _SPEECH_FRAMES
         if self._frames >= due:
             self._frames = 0
-            await self._sdk.send_raw(_APPENDS[due])
+            await self._sdk.send_raw(self._appends[due])
 
     async def aclose(self) -> None:
         if self._reader is not None:

@@ -19,6 +19,21 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 MODEL_BYTES_PER_MS = 48  # 24 kHz PCM16
+MULAW_BYTES_PER_MS = 8  # audio/pcmu: G.711 at 8 kHz
+
+
+def _delta(size: int) -> str:
+    return json.dumps(
+        {
+            "type": "response.output_audio.delta",
+            "event_id": "event_1",
+            "response_id": "resp_1",
+            "item_id": "item_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": base64.b64encode(bytes(size)).decode(),
+        }
+    )
 
 
 async def _serve(ready: Connection, delta_ms: int) -> None:
@@ -31,27 +46,24 @@ async def _serve(ready: Connection, delta_ms: int) -> None:
             await relay(ws)
 
     async def relay(ws: ServerConnection) -> None:
-        delta = json.dumps(
-            {
-                "type": "response.output_audio.delta",
-                "event_id": "event_1",
-                "response_id": "resp_1",
-                "item_id": "item_1",
-                "output_index": 0,
-                "content_index": 0,
-                "delta": base64.b64encode(bytes(delta_ms * MODEL_BYTES_PER_MS)).decode(),
-            }
-        )
+        per_ms = {"in": MODEL_BYTES_PER_MS, "out": MODEL_BYTES_PER_MS}
+        delta = _delta(delta_ms * per_ms["out"])
         earned_ms = 0.0
         async for message in ws:
-            kind = json.loads(message)["type"]
+            event = json.loads(message)
+            kind = event["type"]
             if kind == "session.update":
+                audio = event["session"].get("audio", {})
+                for way, key in (("in", "input"), ("out", "output")):
+                    kind_of = audio.get(key, {}).get("format", {}).get("type")
+                    per_ms[way] = MULAW_BYTES_PER_MS if kind_of == "audio/pcmu" else per_ms[way]
+                delta = _delta(delta_ms * per_ms["out"])
                 await ws.send(json.dumps({"type": "session.updated", "session": {}}))
                 created = {"type": "response.created", "response": {"id": "resp_1"}}
                 await ws.send(json.dumps(created))
             elif kind == "input_audio_buffer.append":
-                audio = len(json.loads(message)["audio"]) * 3 // 4
-                earned_ms += audio / MODEL_BYTES_PER_MS
+                audio_bytes = len(event["audio"]) * 3 // 4
+                earned_ms += audio_bytes / per_ms["in"]
                 while earned_ms >= delta_ms - 0.5:  # appends may be a sample short
                     earned_ms -= delta_ms
                     await ws.send(delta)
@@ -67,7 +79,8 @@ def _main(ready: Connection, delta_ms: int) -> None:
 
 class LoopbackModel:
     """The stand-in's process; `base_url` for `AsyncOpenAI` once started. `delta_ms` is
-    the model audio per `response.output_audio.delta`."""
+    the model audio per `response.output_audio.delta`. Audio goes in the formats the
+    session asked for (`audio/pcm` at 24 kHz, or `audio/pcmu`)."""
 
     def __init__(self, delta_ms: int = 20) -> None:
         if delta_ms <= 0:

@@ -10,6 +10,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from voicehub.bench.wakeups import CountingEventLoop
+
 Section = Callable[[str, bool], Coroutine[Any, Any, dict[str, Any]]]
 
 
@@ -21,10 +23,12 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         memory,
+        observability,
         offline_load,
         phone,
         realtime,
         stt_final,
+        turns,
         voice,
         webrtc,
     )
@@ -42,6 +46,8 @@ def _sections() -> dict[str, Section]:
         "realtime": realtime.run,
         "cloud_pipeline": cloud_pipeline.run,
         "memory": memory.run,
+        "turns": turns.run,
+        "observability": observability.run,
     }
 
 
@@ -116,7 +122,9 @@ def run_bench(
         results: list[dict[str, Any]] = []
         for round_ in range(rounds):
             print(f"# {name}: round {round_ + 1} of {rounds}", flush=True)
-            results.append(asyncio.run(section(store, quick)))
+            # on a loop that can count its wake-ups (bench.wakeups), at no cost otherwise
+            with asyncio.Runner(loop_factory=CountingEventLoop) as runner:
+                results.append(runner.run(section(store, quick)))
         result, section_ranges = spread(results)
         ranges.update(section_ranges)
         for key, value in result.items():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Never
 
 from voicehub.voice.providers import vendor_import
@@ -58,8 +59,8 @@ _LANGUAGE = LanguageCode("en-US")
 
 
 def session_options(close_timeout: float) -> dict[str, Any]:
-    """The `AgentSession` options `LiveKitVoiceSession` uses by default, so the bare
-    session does the same work per frame (VAD turns, no end-of-turn model)."""
+    """The bare `AgentSession`'s options: VAD turns and endpointing as voicehub's engine
+    takes them by default, so both do the same work per frame (no end-of-turn model)."""
     return {
         "turn_handling": {
             "turn_detection": "vad",  # unset would load the 240 MB end-of-turn model
@@ -118,10 +119,15 @@ class _FakeSTTStream(InlineRecognizeStream):
         super().__init__(stt=stt, conn_options=conn_options)
         self._text = stt.text
         self._heard = False
+        self._sink: Callable[[Any], None] | None = None
+
+    def deliver_to(self, sink: Callable[[stt.SpeechEvent], None]) -> None:
+        """`DirectEvents`, as voicehub's own recognizers: finals go straight to `sink`."""
+        self._sink = sink
 
     def _take(self, item: InputItem) -> bool:
         if isinstance(item, self._FlushSentinel):
-            # always answer a flush: AgentSession waits for a final after one
+            # always answer a flush: a session waits for a final after one
             self._emit(_final(self._text if self._heard else ""))
             self._heard = False
         else:
@@ -321,17 +327,17 @@ class SinkAudioOutput(io.AudioOutput):
 
 
 class VoicehubCall:
-    """One call on voicehub's `LiveKitVoiceSession`, in a new room, over a
-    `LoopbackTransport`; `options` go to the session (providers, endpointing)."""
+    """One call on voicehub's `PipelineVoiceSession`, in a new room, over a
+    `LoopbackTransport`; `options` go to the session (providers, `options`)."""
 
     def __init__(
         self, hub: Hub, room_id: str, agent: DeskAgent, *, keep_events: bool = False, **options: Any
     ) -> None:
-        from voicehub.voice.livekit_session import LiveKitVoiceSession
+        from voicehub.voice.engine.session import PipelineVoiceSession
 
         self.hub, self.room_id = hub, room_id
         self.transport = LoopbackTransport(keep_events=keep_events)
-        self.session = LiveKitVoiceSession(hub, room_id, agent, self.transport, **options)
+        self.session = PipelineVoiceSession(hub, room_id, agent, self.transport, **options)
         self.transport.session = self.session
 
     async def start(self) -> None:

@@ -26,6 +26,8 @@ from voicehub.bench.voice_fakes import LoopbackTransport, VoicehubCall
 from voicehub.bench.voice_load import sqlite_or_memory
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
+from voicehub.voice.engine.session import EngineOptions
+from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
 from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.providers.offline.vad import VADKind
@@ -143,7 +145,14 @@ async def v2v_latency(
             stt=stt,
             tts=tts,
             vad=vad,
-            min_endpointing_delay=tuning["min_endpointing_delay_s"],
+            options=EngineOptions(
+                turn=TurnSettings(
+                    policy=TurnPolicy(
+                        mode="vad",
+                        vad_silence=tuning["vad_min_silence_s"] + tuning["min_endpointing_delay_s"],
+                    )
+                )
+            ),
         )
         await call.start()
         caller = PacedCaller(call.push)

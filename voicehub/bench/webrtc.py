@@ -5,9 +5,11 @@ What is timed, per 20 ms of audio each way (Piper speech, one call, frame by fra
 a few rounds since the machine may be shared):
 
 - ``us_per_frame`` (WebRTC): caller audio as aiortc hands it over (Opus decoded to 48 kHz
-  stereo; the decode is timed too), mixed to mono, resampled to 16 kHz and cut into 20 ms
-  frames; agent audio taken from the playout queue, made an audio frame, resampled to
-  48 kHz stereo and Opus-encoded, as the outbound track and aiortc's encoder do.
+  stereo by aiortc's decoder; the decode is timed too), mixed to mono, resampled to 16 kHz
+  and cut into 20 ms frames; agent audio taken from the playout queue and Opus-encoded at
+  16 kHz mono into a packet (`rtc_media.OpusPackets`), which aiortc's sender only packs.
+  ``decode_us_per_frame`` is aiortc's Opus decode alone (not ours to change: its receiver
+  decodes every packet), ``encode_us_per_frame`` the outbound packet alone.
 - ``websocket_us_per_frame``: the caller frame's size check, and the agent frame queued and
   pumped to a socket that only counts.
 - ``calls_per_core``: 20 ms of CPU divided by the WebRTC figure: the calls one core could
@@ -28,7 +30,7 @@ from voicehub.transports.websocket import WebSocketTransport, check_audio_messag
 from voicehub.voice.audio import FrameSplitter, int16_to_pcm16, resample
 from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.events import FRAME_BYTES, SAMPLE_RATE
-from voicehub.voice.rtc_media import PcmDecoder
+from voicehub.voice.rtc_media import OpusPackets, PcmDecoder
 
 _OPUS_RATE = 48000
 
@@ -55,27 +57,39 @@ def _caller_packets(pcm16: bytes) -> list[Any]:
 
 def _webrtc_round(packets: list[Any], agent: bytes) -> float:
     """Seconds of CPU for one call's audio both ways through the WebRTC media path."""
-    import fractions
-
-    import av
     from aiortc.codecs.opus import OpusDecoder, OpusEncoder
     from aiortc.jitterbuffer import JitterFrame
 
-    decoder, encoder = OpusDecoder(), OpusEncoder()
+    decoder, sender = OpusDecoder(), OpusEncoder()  # the sender only packs (as aiortc's)
     pcm, frames = PcmDecoder(SAMPLE_RATE), FrameSplitter(SAMPLE_RATE)
     queue = PlayoutQueue(SAMPLE_RATE)
     queue.put_audio(agent)
-    time_base = fractions.Fraction(1, SAMPLE_RATE)
+    outbound = OpusPackets(SAMPLE_RATE)
     started = time.process_time()
-    for number, (payload, timestamp) in enumerate(packets):
+    for payload, timestamp in packets:
         for decoded in decoder.decode(JitterFrame(data=payload, timestamp=timestamp)):
             frames.push(pcm.decode(decoded))
-        tick = queue.tick()
-        frame = av.AudioFrame(format="s16", layout="mono", samples=FRAME_BYTES // 2)
-        frame.planes[0].update(tick.audio or bytes(FRAME_BYTES))
-        frame.sample_rate, frame.pts, frame.time_base = SAMPLE_RATE, number * 320, time_base
-        encoder.encode(frame)
+        packet = outbound.packet(queue.tick().audio)
+        if packet is not None:
+            sender.pack(packet)
     return time.process_time() - started
+
+
+def _parts(packets: list[Any], agent: bytes) -> tuple[float, float]:
+    """Seconds of CPU of aiortc's decode alone and of the outbound packets alone."""
+    from aiortc.codecs.opus import OpusDecoder
+    from aiortc.jitterbuffer import JitterFrame
+
+    decoder = OpusDecoder()
+    started = time.process_time()
+    for payload, timestamp in packets:
+        decoder.decode(JitterFrame(data=payload, timestamp=timestamp))
+    decode = time.process_time() - started
+    outbound = OpusPackets(SAMPLE_RATE)
+    started = time.process_time()
+    for at in range(0, len(packets) * FRAME_BYTES, FRAME_BYTES):
+        outbound.packet(agent[at : at + FRAME_BYTES] or bytes(FRAME_BYTES))
+    return decode, time.process_time() - started
 
 
 class _CountingSocket:
@@ -121,11 +135,16 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     packets = _caller_packets(caller)
     rounds = 2 if quick else 5
     webrtc = min(_webrtc_round(packets, caller) for _ in range(rounds)) / len(packets)
+    parts = [_parts(packets, caller) for _ in range(rounds)]
+    decode = min(part[0] for part in parts) / len(packets)
+    encode = min(part[1] for part in parts) / len(packets)
     websocket = min([await _websocket_round(caller, caller) for _ in range(rounds)]) / frames
     us_per_frame = round(webrtc * 1e6, 1)
     figures = {
         "us_per_frame": us_per_frame,
         "websocket_us_per_frame": round(websocket * 1e6, 1),
+        "decode_us_per_frame": round(decode * 1e6, 1),
+        "encode_us_per_frame": round(encode * 1e6, 1),
         "calls_per_core": int(20_000 / us_per_frame),
         "frames": frames,
         "quick": quick,

@@ -1,4 +1,4 @@
-"""The `voicehub` command: serve, call, channels, bench, soak, worker, token.
+"""The `voicehub` command: serve, call, console, channels, test, bench, soak, worker, token.
 
 Each command is a module here with `add_parser(commands)` (its argparse wiring) and
 `run(args) -> int` (its exit code); `main` assembles them. Errors a user can cause
@@ -13,7 +13,7 @@ import os
 import sys
 from types import ModuleType
 
-from voicehub.cli import bench, call, channels, serve, soak, token, worker
+from voicehub.cli import bench, call, channels, console, serve, soak, test, token, worker
 from voicehub.errors import VoicehubError
 
 __all__ = ["main"]
@@ -21,9 +21,11 @@ __all__ = ["main"]
 _COMMANDS: dict[str, ModuleType] = {
     "serve": serve,
     "call": call,
+    "console": console,
     "channels": channels,
     "bench": bench,
     "soak": soak,
+    "test": test,
     "worker": worker,
     "token": token,
 }

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from voicehub.cli.subcommands import Subcommands
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+
+def add_parser(commands: Subcommands) -> None:
     """Add `bench` to an `add_subparsers()` object."""
     bench = commands.add_parser("bench", help="print performance figures")
     bench.add_argument("--json", type=Path, help="also write the figures as nested JSON")

@@ -7,10 +7,16 @@ import asyncio
 import math
 import os
 import sys
+import uuid
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from voicehub.cli.command_name import command_name
+from voicehub.cli.subcommands import Subcommands
 from voicehub.errors import VoicehubError
+
+if TYPE_CHECKING:
+    from voicehub.client.endings import CallEnding
 
 
 class _Line(argparse.Action):
@@ -24,7 +30,7 @@ class _Line(argparse.Action):
         namespace.lines = lines
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `call` to an `add_subparsers()` object."""
     call = commands.add_parser(
         "call",
@@ -76,13 +82,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="+15550100000",
         help="the caller's number (the conversation; default +15550100000)",
     )
-    call.add_argument("--timeout", type=float, default=90.0, help="seconds to wait to settle")
+    call.add_argument(
+        "--timeout",
+        type=float,
+        default=90.0,
+        help="seconds to wait for the conversation to settle after the last line, and at "
+        "most for each answer (default 90; exit code 1 when it passes)",
+    )
     call.set_defaults(lines=None)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Place the call; 0 when the conversation settled, 1 when it timed out."""
+    """Place the call; its exit code says how it ended (`voicehub.client.endings`)."""
     from voicehub.client.call import CallOptions, caller_audio, place_call
+    from voicehub.client.endings import CallRefused, ending_of, interrupted, refusal
     from voicehub.client.report import format_summary, format_timeline
     from voicehub.voice.audio import write_wav
     from voicehub.voice.events import SAMPLE_RATE
@@ -107,21 +120,36 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         playout_speed=math.inf if args.fast else 1.0,
         webrtc=args.webrtc,
     )
+    # a polite caller waits for the agent's turn, but never longer than the whole call may take
+    options.turn_timeout = min(options.turn_timeout, args.timeout)
+    options.conversation = options.conversation or f"cli-{uuid.uuid4().hex[:10]}"
     try:
         report = asyncio.run(place_call(options, lines, settle_timeout=args.timeout))
+    except KeyboardInterrupt:  # asyncio.run cancelled the call, which hung up on its way out
+        return _ended(interrupted(options.conversation))
+    except CallRefused as exc:
+        return _ended(refusal(exc))
+    except TimeoutError:  # a subclass of OSError, but the server is there: it was slow
+        raise VoicehubError(f"{args.server} did not answer in time") from None
     except OSError as exc:
         message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
         raise VoicehubError(message) from None
+    ending = ending_of(report, timeout=args.timeout)
     target = args.out or Path(f"call-{report.conversation}.wav")
     write_wav(target, bytes(report.agent_audio), SAMPLE_RATE)
     print(format_timeline(report), file=out)
     print(file=out)
     print(format_summary(report), file=out)
     print(f"agent audio: {target}", file=out)
-    print(
-        f"call back: voicehub call {args.desk} --conversation {report.conversation} ...", file=out
-    )
-    return 0 if report.settled else 1
+    again = f"{command_name()} call {args.desk} --conversation {report.conversation}"
+    print(f"call back: {again} ...", file=out)
+    return _ended(ending)
+
+
+def _ended(ending: CallEnding) -> int:
+    """Say how the call ended (stderr, one line) and return its exit code."""
+    print(f"voicehub call: {ending.message}", file=sys.stderr, flush=True)
+    return ending.exit_code
 
 
 def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: TextIO) -> int:

@@ -7,27 +7,49 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from voicehub.cli.subcommands import Subcommands
 from voicehub.desks.keys import missing_keys
+from voicehub.desks.locate import with_lines
 from voicehub.errors import VoicehubError
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `channels` to an `add_subparsers()` object."""
     channels = commands.add_parser(
         "channels",
         help="list the desks and check their files",
         description="Load and build every desk file; print each desk, or what is wrong.",
     )
-    channels.add_argument("--dir", type=Path, default=Path("channels"), help="desk folder")
+    channels.add_argument(
+        "--channels",
+        type=Path,
+        default=Path("channels"),
+        help="folder of desk files (default channels), as for serve and worker",
+    )
+    channels.add_argument(
+        "--schema",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the JSON Schema of a desk file to FILE (or stdout) and stop; desk files "
+        "name it in their first line, `#:schema ./desk.schema.json`, for TOML editors",
+    )
+    # the flag's old name, kept working: one name (--channels) everywhere
+    channels.add_argument("--dir", type=Path, dest="old_dir", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Load and build every desk file in --dir; 1 when any has a problem."""
+    """Load and build every desk file in --channels; 1 when any has a problem."""
     from voicehub.desks.desk import build_desk
     from voicehub.desks.loading import load_desk_file
 
     out = out or sys.stdout
-    folder: Path = args.dir
+    if args.schema is not None:
+        return _write_schema(args.schema, out)
+    folder: Path = args.channels
+    if args.old_dir is not None:
+        print("voicehub channels: --dir is deprecated; use --channels", file=sys.stderr)
+        folder = args.old_dir
     if not folder.is_dir():
         raise VoicehubError(f"{folder}: no such desk folder")
     files = sorted(folder.glob("*.toml"))
@@ -39,7 +61,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             desk = build_desk(load_desk_file(path))
         except VoicehubError as exc:
             problems += 1
-            print(f"ERROR {path}\n      {str(exc).replace(chr(10), chr(10) + '      ')}", file=out)
+            message = with_lines(str(exc))
+            print(f"ERROR {path}\n      {message.replace(chr(10), chr(10) + '      ')}", file=out)
             continue
         if desk.name in names:
             problems += 1
@@ -51,6 +74,21 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             print(f"      {line}", file=out)
     print(f"{len(names)} desk(s) ok, {problems} with errors", file=out)
     return 1 if problems else 0
+
+
+def _write_schema(target: str, out: TextIO) -> int:
+    from voicehub.desks.schema import schema_text
+
+    if target == "-":
+        out.write(schema_text())
+        return 0
+    path = Path(target)
+    try:
+        path.write_text(schema_text())
+    except OSError as exc:
+        raise VoicehubError(f"{path}: cannot write the schema: {exc}") from None
+    print(f"wrote the desk-file schema to {path}", file=out)
+    return 0
 
 
 def _describe_desk(desk: Any) -> list[str]:

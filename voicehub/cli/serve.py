@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from voicehub.cli.command_name import command_name
 from voicehub.cli.hub_options import add_hub_options, hub_overrides
+from voicehub.cli.subcommands import Subcommands
 
-_TRY = "voicehub call research --say 'could you research heat pumps for me please'"
+_TRY = "call research --say 'could you research heat pumps for me please'"
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `serve` to an `add_subparsers()` object."""
     serve = commands.add_parser(
         "serve",
@@ -34,6 +36,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument("--no-prewarm", action="store_true", help="load models on first call")
     serve.add_argument(
+        "--reload",
+        action="store_true",
+        help="watch the desk folder: a changed desk file serves the next call (live calls "
+        "keep theirs); a broken one is reported and its last good version keeps serving",
+    )
+    serve.add_argument(
         "--no-batch-vad",
         action="store_true",
         help="run each call's Silero VAD on its own instead of batched with the other calls' "
@@ -56,17 +64,18 @@ def run(args: argparse.Namespace) -> int:
         batch_vad=False if args.no_batch_vad else None,
         log_level=args.log_level,
         drain_seconds=args.drain_seconds,
+        reload_desks=True if args.reload else None,
         **hub_overrides(args),
     )
 
     def ready(url: str) -> None:
         print(f"voicehub: serving at {url} (Ctrl-C to stop, SIGTERM to drain)", flush=True)
-        print(f"voicehub: open it in a browser, or try: {_TRY}", flush=True)
+        print(f"voicehub: open it in a browser, or try: {command_name()} {_TRY}", flush=True)
 
     try:
-        serve(settings, ready=ready)
-    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown
-        print("voicehub: stopped; undelivered results stay in the store", flush=True)
-        return 0
-    print("voicehub: drained and stopped; undelivered results stay in the store", flush=True)
+        drained = serve(settings, ready=ready)
+    except KeyboardInterrupt:  # uvicorn may re-raise Ctrl-C after its graceful shutdown
+        drained = False
+    stopped = "drained and stopped" if drained else "stopped"
+    print(f"voicehub: {stopped}; undelivered results stay in the store", flush=True)
     return 0

@@ -8,12 +8,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+from voicehub.cli.subcommands import Subcommands
 from voicehub.errors import VoicehubError
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `soak` to an `add_subparsers()` object."""
     soak = commands.add_parser(
         "soak",
@@ -36,6 +37,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     soak.add_argument("--calls", type=int, default=4, help="callers at once (default 4)")
     soak.add_argument("--minutes", type=float, default=1.0, help="how long (default 1)")
     soak.add_argument("--desk", default="research", help="desk to call (default research)")
+    soak.add_argument(
+        "--stack",
+        choices=("offline", "cloud"),
+        default="offline",
+        help="offline: the desk as its file says; cloud: the desk on Deepgram against the "
+        "fake Deepgram in its own process (its CPU is reported)",
+    )
     soak.add_argument("--seed", type=int, default=1, help="seed of the callers' coins")
     soak.add_argument("--url", help="a running server instead of starting one")
     soak.add_argument("--token", help="access token (default $VOICEHUB_TOKEN)")
@@ -94,13 +102,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             settle_timeout=args.settle_timeout,
             turn_timeout=args.turn_timeout,
             sample_every=args.sample_every,
+            stack=args.stack,
         )
     except ValueError as exc:
         raise VoicehubError(str(exc)) from None
     try:
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
-        result = asyncio.run(run_soak(options, folder=args.keep, channels=args.channels))
+        if options.stack == "cloud":
+            result = asyncio.run(_cloud_soak(options, args.keep, args.channels))
+        else:
+            result = asyncio.run(run_soak(options, folder=args.keep, channels=args.channels))
     except OSError as exc:
         raise VoicehubError(f"cannot reach the server: {exc}") from None
     print(format_soak(result), file=out)
@@ -108,3 +120,31 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         args.json.write_text(json.dumps(soak_json(result), indent=2) + "\n")
         print(f"wrote {args.json}", file=out)
     return 1 if result.tally.results_lost or result.tally.results_spoken_twice else 0
+
+
+async def _cloud_soak(options: Any, keep: Path | None, channels: Path | None) -> Any:
+    """The soak on the desk moved to Deepgram, against the fake Deepgram's own process."""
+    import tempfile
+
+    from voicehub.bench.soak_cloud import CloudStack
+    from voicehub.client.soak import run_soak
+    from voicehub.client.soak.caller import CallerLines
+    from voicehub.server.settings import ServerSettings
+
+    lines = await asyncio.to_thread(CallerLines.synthesize)
+    with tempfile.TemporaryDirectory(prefix="soak-cloud-") as scratch:
+        stack = CloudStack(keep or Path(scratch))
+        try:
+            source = channels or ServerSettings().channels_dir
+            desks = await stack.start(lines.all(), source, options.desk)
+            result = await run_soak(
+                options,
+                folder=keep,
+                channels=desks,
+                lines=lines,
+                server_environment=stack.environment,
+            )
+            result.provider_cpu_seconds = stack.cpu_seconds()
+            return result
+        finally:
+            await stack.stop()

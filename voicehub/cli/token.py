@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from voicehub.cli.subcommands import Subcommands
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+
+def add_parser(commands: Subcommands) -> None:
     """Add `token` to an `add_subparsers()` object."""
     token = commands.add_parser(
         "token",

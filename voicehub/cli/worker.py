@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from voicehub.cli.hub_options import add_hub_options, hub_overrides
+from voicehub.cli.subcommands import Subcommands
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `worker` to an `add_subparsers()` object."""
     worker = commands.add_parser(
         "worker",

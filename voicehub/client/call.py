@@ -32,6 +32,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from voicehub.client.endings import CallClosed, CallRefused
 from voicehub.client.report import AgentSegment, CallReport, ReceivedEvent, Utterance
 from voicehub.errors import ProtocolError, VoicehubError
 from voicehub.voice.events import (
@@ -40,6 +41,7 @@ from voicehub.voice.events import (
     SAMPLE_RATE,
     AgentState,
     CallError,
+    CallerText,
     CallSession,
     CallStatus,
     ClearAudio,
@@ -47,6 +49,7 @@ from voicehub.voice.events import (
     DeliveryAttempt,
     DeliveryOutcome,
     Hangup,
+    KeypadPress,
     Playout,
     ProviderError,
     ServerEvent,
@@ -71,6 +74,9 @@ E = TypeVar("E", bound=ServerEvent)
 _SILENCE_FRAMES = 5  # an open microphone sends silence in 100 ms messages
 _BURST_FRAMES = 50  # fast mode: one second per message, the server's maximum
 _VOICED_RMS = 328.0  # -40 dBFS: louder frames are speech (synthesized callers are clean)
+_CONNECT_TIMEOUT = 30.0  # seconds for the server to start the call once connected
+_CLOSE_TIMEOUT = 2.0  # seconds for the close handshake: hanging up never hangs
+_STATUS_TIMEOUT = 2.0  # seconds for the server to answer a status request
 
 
 @dataclass
@@ -114,6 +120,7 @@ class CallClient:
         self._last_news = 0.0
         self._change = asyncio.Event()
         self._closed = asyncio.Event()
+        self._hanging_up = False
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -138,15 +145,28 @@ class CallClient:
         else:
             headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
             self._ws = await connect(
-                options.url(), additional_headers=headers, max_size=2**20, compression=None
+                options.url(),
+                additional_headers=headers,
+                max_size=2**20,
+                compression=None,
+                close_timeout=_CLOSE_TIMEOUT,
             )
         self._t0 = self._now_raw()
         self._tasks = [asyncio.create_task(self._receive()), asyncio.create_task(self._mic())]
-        await self.wait_for(lambda: bool(self.report.events_of(CallSession)) or self.closed, 30)
+
+        def started() -> bool:
+            return bool(self.report.events_of(CallSession)) or self.closed
+
+        try:
+            await self.wait_for(started, _CONNECT_TIMEOUT)
+        except TimeoutError:
+            message = f"the server did not start the call within {_CONNECT_TIMEOUT:g} s"
+            raise CallRefused(message, self.report) from None
         if not self.report.events_of(CallSession):
             errors = [e.message for e in self.report.events_of(CallError)]
             reason = errors[0] if errors else self.report.close_reason
-            raise VoicehubError(f"the call was refused ({self.report.close_code}): {reason}")
+            message = f"the call was refused ({self.report.close_code}): {reason}"
+            raise CallRefused(message, self.report)
         session = self.report.events_of(CallSession)[0]
         self.report.room_id = session.room_id
         self.report.resumed = session.resumed
@@ -167,9 +187,11 @@ class CallClient:
     async def hangup(self, timeout: float = 10.0) -> None:
         """Say goodbye the protocol way and wait for the server to close the socket."""
         if self._ws is not None and not self.closed:
+            self._hanging_up = True
             with contextlib.suppress(ConnectionClosed):
                 await self._send(Hangup())
-            await self.wait_for(lambda: self.closed, timeout)
+            with contextlib.suppress(TimeoutError):  # close() below ends it either way
+                await self.wait_for(lambda: self.closed, timeout)
         await self.close()
 
     @property
@@ -183,7 +205,8 @@ class CallClient:
     # -- caller ----------------------------------------------------------------------------
 
     async def say(self, pcm16: bytes, label: str) -> Utterance:
-        """Stream caller speech (16 kHz PCM16); returns once its last frame was sent."""
+        """Stream caller speech (16 kHz PCM16); returns once its last frame was sent.
+        Raises `CallClosed` when the server ends the call first."""
         padded = pcm16 + bytes(-len(pcm16) % FRAME_BYTES)
         frames = [padded[i : i + FRAME_BYTES] for i in range(0, len(padded), FRAME_BYTES)]
         seconds = len(padded) / 2 / SAMPLE_RATE
@@ -192,20 +215,46 @@ class CallClient:
         self._speech.extend((frame, utterance) for frame in frames)
         if not self.options.realtime:  # a burst of trailing silence lets the VAD end the turn
             self._speech.extend((bytes(FRAME_BYTES), None) for _ in range(_BURST_FRAMES))
-        await utterance.done.wait()
+        await self.wait_for(lambda: utterance.done.is_set() or self.closed, None)
+        if not utterance.done.is_set():
+            raise CallClosed(f"the server closed the call while the caller said {label!r}")
         return utterance
 
-    async def wait_for_turn(self) -> None:
+    async def type_text(self, text: str) -> Utterance:
+        """A caller turn typed instead of spoken (the `text` message)."""
+        return await self._typed(CallerText(text=text), text)
+
+    async def press_keys(self, digits: str) -> Utterance:
+        """Keys pressed on the keypad (the `keypad` message; the desk's `[phone]` rules)."""
+        return await self._typed(KeypadPress(digits=digits), f"keypad {digits}")
+
+    async def _typed(self, message: ClientMessage, label: str) -> Utterance:
+        now = self.now()
+        utterance = Utterance(label, 0.0, started_at=now, ended_at=now, typed=True)
+        utterance.done.set()
+        self.report.utterances.append(utterance)
+        await self._send(message)
+        return utterance
+
+    async def wait_for_turn(self, *, through_thinking: bool = False) -> None:
         """Wait until the agent has answered the last utterance (or greeted) and finished
-        playing, like a polite caller; gives up waiting for an answer after `turn_timeout`."""
+        playing, like a polite caller; gives up waiting for an answer after `turn_timeout`.
+        With `through_thinking`, an agent "thinking" in silence after its audio played out
+        has finished its turn too (a question asked by a tool waits for the caller so)."""
+        done = self._agent_played_out if through_thinking else self._agent_done
         last = self.report.utterances[-1].ended_at if self.report.utterances else None
+
+        def answered() -> bool:
+            return self._agent_spoke_after(last) or self.closed
+
         with contextlib.suppress(TimeoutError):
-            await self.wait_for(lambda: self._agent_spoke_after(last), self.options.turn_timeout)
+            await self.wait_for(answered, self.options.turn_timeout)
         deadline = self.now() + self.options.turn_timeout
         while not self.closed:
-            await self.wait_for(
-                lambda: self._agent_done() or self.closed, self.options.turn_timeout
-            )
+            # A busy agent past turn_timeout (a long question, a stuck reply) is talked to
+            # anyway: the caller speaks, and `settle` bounds the call as a whole.
+            with contextlib.suppress(TimeoutError):
+                await self.wait_for(lambda: done() or self.closed, self.options.turn_timeout)
             # An agent often says a second line (a handoff greeting, a follow-up question):
             # a polite caller lets a short pause pass first, and starts over if it speaks.
             pause_left = self._last_news + self.options.turn_pause - self.now()
@@ -232,15 +281,26 @@ class CallClient:
         return False
 
     async def status(self) -> CallStatus | None:
-        """Ask the server what the conversation is waiting for (None: the call ended)."""
+        """Ask the server what the conversation is waiting for (None: the call ended, or
+        no answer within 2 s)."""
         count = len(self.report.events_of(CallStatus))
-        await self._send(StatusRequest())
-        await self.wait_for(lambda: len(self.report.events_of(CallStatus)) > count or self.closed)
+        if self.closed:
+            return None
+        try:
+            await self._send(StatusRequest())
+
+            def answered() -> bool:
+                return len(self.report.events_of(CallStatus)) > count or self.closed
+
+            await self.wait_for(answered, _STATUS_TIMEOUT)
+        except (ConnectionClosed, TimeoutError):
+            return None
         statuses = self.report.events_of(CallStatus)
         return statuses[-1] if len(statuses) > count else None
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-        """Wait until `predicate()` holds, re-checking on every message (TimeoutError)."""
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float | None = 60.0) -> None:
+        """Wait until `predicate()` holds, re-checking on every message (TimeoutError;
+        `timeout=None` waits as long as it takes)."""
 
         async def until() -> None:
             while not predicate():
@@ -290,8 +350,11 @@ class CallClient:
         return any(segment.first_audio_at > moment for segment in self.report.segments)
 
     def _agent_done(self) -> bool:
+        return self._agent_played_out(("speaking", "thinking"))
+
+    def _agent_played_out(self, busy_states: tuple[str, ...] = ("speaking",)) -> bool:
         states = self.report.events_of(AgentState)
-        busy = bool(states) and states[-1].state in ("speaking", "thinking")
+        busy = bool(states) and states[-1].state in busy_states
         unacked = any(s.mark_id and s.acked_at is None and not s.cut for s in self.report.segments)
         return self._open is None and not unacked and not busy and not self._acks
 
@@ -314,6 +377,7 @@ class CallClient:
         finally:
             self.report.close_code = self._ws.close_code
             self.report.close_reason = self._ws.close_reason or ""
+            self.report.closed_by_server = not self._hanging_up
             self._closed.set()
             self._notify()
 
@@ -464,14 +528,19 @@ async def place_call(
     hangup: bool = True,
 ) -> CallReport:
     """Call, let the agent greet, speak each `(label, pcm16)` line after the agent answered
-    the previous one, wait for the conversation to settle, then hang up."""
+    the previous one, wait for the conversation to settle, then hang up. A call the server
+    ends early returns its report too (`report.closed_by_server`); a refused one raises
+    `CallRefused`. Classify the ending with `voicehub.client.endings.ending_of`."""
     async with CallClient(options) as call:
-        await call.wait_for_turn()
-        for number, (label, pcm16) in enumerate(lines):
-            if number:
-                await call.wait_for_turn()
-            await call.say(pcm16, label)
-        await call.settle(settle_timeout)
+        try:
+            await call.wait_for_turn()
+            for number, (label, pcm16) in enumerate(lines):
+                if number:
+                    await call.wait_for_turn()
+                await call.say(pcm16, label)
+            await call.settle(settle_timeout)
+        except CallClosed:
+            pass  # the report says how the server closed it
         if hangup:
             await call.hangup()
     return call.report

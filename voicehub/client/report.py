@@ -68,6 +68,7 @@ class Utterance:
     frames: int = 0
     frames_sent: int = 0
     voiced_frames: int = 0  # frames up to and including the last voiced one
+    typed: bool = False  # a typed turn or keypad entry: no speech, no voice-to-voice
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
@@ -107,6 +108,7 @@ class CallReport:
     agent_audio: bytearray = field(default_factory=bytearray)
     close_code: int | None = None
     close_reason: str = ""
+    closed_by_server: bool = False  # the socket closed before the caller hung up
     settled: bool = False
 
     def events_of(self, kind: type[E]) -> list[E]:
@@ -117,9 +119,12 @@ class CallReport:
         return bytes(self.agent_audio[segment.start : segment.end])
 
     def latencies(self) -> list[float]:
-        """For each utterance: end of the caller's speech -> first agent audio after it."""
+        """For each spoken utterance: end of the caller's speech -> first agent audio
+        after it."""
         found = []
         for utterance in self.utterances:
+            if utterance.typed:
+                continue
             end = utterance.speech_end
             later = [
                 s.first_audio_at

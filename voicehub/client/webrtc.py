@@ -29,7 +29,12 @@ from voicehub.errors import VoicehubError
 from voicehub.voice.audio import FrameSplitter
 from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.events import SAMPLE_RATE
-from voicehub.voice.rtc_media import PcmDecoder, import_aiortc, paced_track
+from voicehub.voice.rtc_media import (
+    BROWSER_COMPLEXITY,
+    PcmDecoder,
+    import_aiortc,
+    paced_track,
+)
 
 __all__ = ["WebRTCLink", "open_webrtc_link"]
 
@@ -167,7 +172,9 @@ async def open_webrtc_link(
     connection = aiortc.RTCPeerConnection()
     channel = connection.createDataChannel("voicehub")
     link = WebRTCLink(connection, channel)
-    connection.addTrack(paced_track(link.mic, on_marks=lambda marks: None))
+    # the caller's microphone encodes as a browser's does (recognition hears it)
+    mic = paced_track(link.mic, on_marks=lambda marks: None, complexity=BROWSER_COMPLEXITY)
+    connection.addTrack(mic)
     await connection.setLocalDescription(await connection.createOffer())
     url = offer_url(server, desk, conversation, token)
     link.headers = {"Authorization": f"Bearer {token}"} if token else {}

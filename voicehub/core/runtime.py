@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from voicehub.core.jobs import BackgroundJobs
     from voicehub.core.room import Room
     from voicehub.core.store.base import Store
+    from voicehub.core.tracing import Tracer
 
 
 class Runtime(Protocol):
@@ -35,6 +36,11 @@ class Runtime(Protocol):
 
     @property
     def jobs(self) -> BackgroundJobs: ...
+
+    @property
+    def tracer(self) -> Tracer:
+        """Spans around tool calls and tasks (`voicehub.core.tracing`; off by default)."""
+        ...
 
     @property
     def rooms(self) -> Mapping[str, Room]:

@@ -10,6 +10,7 @@ value that was given. An error raised with `ctx={"path": ..., "message": ...}` (
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -30,8 +31,11 @@ def describe_errors(
     that many leading parts of each location (a tagged union's tag, say).
     """
     lines = []
-    for error in exc.errors():
+    errors = exc.errors()
+    for error in errors:
         kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+        if kind == "too_short" and _has_error_below(error["loc"], errors):
+            continue  # a list short only because an item failed: the item's error says it
         where = field_path((*at, *error["loc"][strip:]))
         message = error["msg"].removeprefix("Value error, ")
         if isinstance(ctx.get("path"), str) and "message" in ctx:
@@ -44,6 +48,11 @@ def describe_errors(
             message += f" (got {value!r:.60})"  # bool is an int: shown too
         lines.append(f"{where or root}: {message}")
     return lines
+
+
+def _has_error_below(loc: Sequence[int | str], errors: Sequence[Any]) -> bool:
+    depth = len(loc)
+    return any(len(e["loc"]) > depth and tuple(e["loc"][:depth]) == tuple(loc) for e in errors)
 
 
 def field_path(loc: Sequence[int | str]) -> str:

@@ -2,8 +2,8 @@
 
 `start_desk_call` opens (or reopens) the call's room with the desk's call orchestration (no
 agent channels: the voice session's model answers the caller), starts a
-`LiveKitVoiceSession` with the agent that has the conversation and its tools, and keeps the
-two in step:
+`PipelineVoiceSession` (voicehub's engine) with the agent that has the conversation and its
+tools, and keeps the two in step:
 
 - a `[supervisor]`/`[loop]` desk: the front agent with its delegation tools;
 - a `[pipeline]`/`[swarm]` desk: the active agent of the conversation state (a reconnecting
@@ -25,13 +25,14 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from voicehub.agents.channel import AgentChannel
+from voicehub.desks.turns import desk_turn_setup, desk_words_open
 from voicehub.desks.voice_asker import VoiceAsker
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.orchestration.ask_user import ask_user_tool
 from voicehub.orchestration.handoff import HandoffHandler, handoff_tool
 from voicehub.orchestration.state import STATE_KEY, ConversationState, set_conversation_state
-from voicehub.voice.livekit_session import LiveKitVoiceSession
-from voicehub.voice.llm_adapter import LiveKitAgent
+from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
+from voicehub.voice.engine.turn_engine import TurnSettings
 
 if TYPE_CHECKING:
     from livekit.agents import stt as lk_stt
@@ -70,13 +71,14 @@ async def start_desk_call(
     voices: Mapping[str, lk_tts.TTS[Any]] | None = None,
     greeting: str | None = DESK_GREETING,
     **session_options: Any,
-) -> LiveKitVoiceSession:
+) -> PipelineVoiceSession:
     """Run `desk` on a call in room `room_id` and return the started session.
 
     `stt`, `tts` and `vad` are the shared livekit plugins; `voices` maps each agent `voice`
     the desk uses ("piper", "espeak") to a TTS. `greeting` defaults to the desk's greeting
     on a new conversation and none on a resumed one. `session_options` go to
-    `LiveKitVoiceSession` (endpointing delays, `delivery_mode`, ...). Raises ConfigError when
+    `PipelineVoiceSession` (`options`, `turn_observer`, `prerender_budget`, ...; `options`
+    defaults to the desk's delivery mode). Raises ConfigError when
     an agent's voice is missing from `voices`; the session is closed again if it fails to
     start.
     """
@@ -85,10 +87,21 @@ async def start_desk_call(
     room = await hub.create_room(room_id, orchestration=desk.call_orchestration())
     await _ready_for_voice(room, desk)
     agent = desk.active_agent(room)
-    options: dict[str, Any] = {"delivery_mode": desk.delivery_mode, **session_options}
+    turns = desk_turn_setup(desk)
+    options: dict[str, Any] = {
+        "options": EngineOptions(
+            delivery_mode=desk.delivery_mode,
+            turn=TurnSettings(policy=turns.settings),
+            idle_prompt_after=desk.config.voice.idle_prompt_after,
+            idle_hang_up_after=desk.config.voice.idle_hang_up_after,
+        ),
+        "end_of_turn": turns.model,
+        "words_open": desk_words_open(desk),
+        **session_options,
+    }
     if call.asker is not None:
         options["reply_gate"] = call.asker.reply_gate(room_id)
-    session = LiveKitVoiceSession(
+    session = PipelineVoiceSession(
         hub,
         room_id,
         agent,
@@ -129,7 +142,7 @@ class DeskCall:
             if self.asker is not None and asking is not None
             else None
         )
-        self.session: LiveKitVoiceSession | None = None
+        self.session: PipelineVoiceSession | None = None
         self._unsubscribe: list[Callable[[], None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         _check_voices(desk, voices)
@@ -146,14 +159,14 @@ class DeskCall:
             tools.append(handoff_tool(self.handler, targets))
         return tools
 
-    def attach(self, session: LiveKitVoiceSession) -> None:
+    def attach(self, session: PipelineVoiceSession) -> None:
         """Follow handoffs in the room with `session`, until the session closes."""
         self.session = session
         if self.asker is not None:
             self.asker.session = session
         if self.handler is not None:
             self._unsubscribe.append(self.handler.on_accepted(self._follow, room_id=self.room_id))
-        session.agent_session.on("close", lambda _event: self.detach())
+        session.on_close(self.detach)
 
     def detach(self) -> None:
         """Stop following handoffs (idempotent); a greeting still pending is cancelled."""
@@ -167,19 +180,18 @@ class DeskCall:
         if session is None or target is None or target not in self.desk.agents:
             log.warning("room %s: the call cannot follow a handoff to %r", room_id, target)
             return
-        # Inside the handoff tool this returns at once; livekit switches after the old
-        # agent's reply, and the history comes along.
+        # The reply running the handoff tool ends with the old agent; the next is the new
+        # one's, and the conversation comes along.
         await session.update_agent(self.desk.agents[target], extra_tools=self.tools_for(target))
         instruction = self.desk.handoff_instruction
-        live = session.agent_session.current_agent
-        if instruction and isinstance(live, LiveKitAgent):
-            task = asyncio.create_task(self._greet(session, live, instruction))
+        if instruction:
+            task = asyncio.create_task(self._greet(session, instruction))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _greet(self, session: LiveKitVoiceSession, agent: LiveKitAgent, text: str) -> None:
-        """The new agent answers `text` (the desk's handoff instruction) once it is live."""
-        await agent.entered.wait()
+    async def _greet(self, session: PipelineVoiceSession, text: str) -> None:
+        """The new agent answers `text` (the desk's handoff instruction), after the reply
+        that handed the call over."""
         with contextlib.suppress(VoicehubError):  # the call ended first
             await session.generate_reply(text)
 

@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from voicehub.desks.coordination_checks import coordination_problems
 from voicehub.desks.coordination_sections import BlackboardConfig, ManagerConfig
 from voicehub.desks.phone import PhoneConfig
+from voicehub.desks.record import RecordConfig
 from voicehub.desks.sections import (
     AgentConfig,
     AskUserConfig,
@@ -36,21 +37,43 @@ class DeskConfig(StrictModel):
     """A whole desk file. Build the runtime with `voicehub.desks.desk.build_desk`."""
 
     name: Slug
+    """The desk's name: lowercase letters, digits, `-` and `_`; unique in the folder. Calls reach it
+    at `/desks/NAME/call`."""
     title: str = ""
+    """A human title, shown in the console and `voicehub channels`."""
     description: str = ""
+    """One sentence on what the desk does (the console shows it on hover)."""
     greeting: str | None = None
+    """Spoken when a new conversation starts; none when unset (a caller who calls back is not
+    greeted again)."""
     voice: VoiceConfig = Field(default_factory=VoiceConfig)
+    """The voice stack of the desk's calls: `[voice]`."""
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    """When and how background results are spoken into the call: `[delivery]`."""
     knowledge: KnowledgeConfig | None = None
+    """The desk's knowledge base (for the `search_knowledge` tool): `[knowledge]`."""
     agents: tuple[AgentConfig, ...] = Field(min_length=1)
+    """The desk's agents, one `[[agents]]` table each; at least one."""
     supervisor: SupervisorConfig | None = None
+    """The front agent delegates to workers in the background (`delegate_workers`):
+    `[supervisor]`."""
     loop: LoopConfig | None = None
+    """A producer revised by reviewers until they approve (`delegate_loop`): `[loop]`."""
     pipeline: PipelineConfig | None = None
+    """Phases in order, each run by one agent that hands the caller on: `[pipeline]`."""
     swarm: SwarmConfig | None = None
+    """Peers handing the caller to each other: `[swarm]` (not with `[pipeline]`)."""
     ask_user: AskUserConfig | None = None
+    """Agents that may ask the caller questions (`ask_user`): `[ask_user]`."""
     phone: PhoneConfig = Field(default_factory=PhoneConfig)
+    """How phone calls (Twilio) reach the desk: `[phone]`."""
     manager: ManagerConfig | None = None
+    """A manager agent routing work to agents and workflows by name (`delegate`): `[manager]`."""
     blackboard: BlackboardConfig | None = None
+    """A coordinator running a report session over a shared board (`start_report`):
+    `[blackboard]`."""
+    record: RecordConfig = Field(default_factory=RecordConfig)
+    """Recordings and transcripts of the desk's calls (off unless asked): `[record]`."""
     _source: Path | None = PrivateAttr(default=None)
 
     @property

@@ -26,12 +26,21 @@ class ManagerConfig(StrictModel):
     """
 
     agent: str | None = None
+    """The agent that gets `delegate` (and `list_agents`, `list_workflows`); default: the front
+    agent."""
     agents: tuple[str, ...] | None = None
+    """The desk's own agents it may delegate to; unset: all but itself."""
     desks: tuple[Slug, ...] = ()
+    """Other desk files in this folder whose workers it may delegate to."""
     workflows: tuple[str, ...] | None = None
+    """Workflow files (`workflows/*.toml` next to the desk file) it may run; unset: all of them."""
     mode: ManagerMode = "background"
+    """`background`: `delegate` answers at once and the result is delivered later; `answer`: the
+    tool waits and answers with the result."""
     task_timeout: PositiveSeconds | None = None
+    """Seconds a delegation may take; unset: no limit."""
     delegation_message: str | None = None
+    """With `background`: what `delegate` answers at once."""
 
     @model_validator(mode="after")
     def _message_fits_mode(self) -> ManagerConfig:
@@ -49,13 +58,21 @@ class BlackboardConfig(StrictModel):
     its artifacts are delivered. It ends on `finish_session` or after `max_steps` steps."""
 
     agent: str | None = None
+    """The agent that gets `start_report`; default: the front agent."""
     orchestrator: str
+    """The agent that runs the session over the board (targets, findings, plans, artifacts)."""
     researcher: str
+    """The specialist that finds facts."""
     planner: str
+    """The specialist that outlines."""
     writer: str
+    """The specialist that writes the artifact."""
     max_steps: int = Field(default=30, ge=1, le=200)
+    """The session ends after this many steps (1-200) if `finish_session` has not ended it."""
     task_timeout: PositiveSeconds | None = None
+    """Seconds each step may take; unset: no limit."""
     delegation_message: str | None = None
+    """What `start_report` answers at once."""
 
     @property
     def specialists(self) -> dict[str, str]:

@@ -21,6 +21,7 @@ from voicehub.voice.providers.deepgram.connection import (
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
+    from voicehub.voice.transport import WireAudio
 
 __all__ = ["check_desk", "desk_keyterms", "new_stt", "new_tts", "uses_deepgram"]
 
@@ -76,8 +77,20 @@ async def check_desk(desk: Desk) -> str | None:
     return None
 
 
-def new_stt(desk: Desk, sample_rate: int, fallback: Any = None) -> Any:
-    """A DeepgramSTT for one call at the transport's rate (8 kHz: mu-law, as phones send)."""
+def _mulaw(sample_rate: int, wire: WireAudio | None) -> bool:
+    """Whether a call at `sample_rate` over a `wire` goes to Deepgram as mu-law: a phone's
+    G.711 at 8 kHz (exact both ways); not a browser's PCM16 at 8 kHz (mu-law would be
+    lossy). Without a `wire`, 8 kHz is taken for a phone line."""
+    if sample_rate != 8000:
+        return False
+    return wire is None or (wire.encoding, wire.sample_rate) == ("mulaw", 8000)
+
+
+def new_stt(
+    desk: Desk, sample_rate: int, fallback: Any = None, *, wire: WireAudio | None = None
+) -> Any:
+    """A DeepgramSTT for one call at the transport's rate; mu-law on a phone line (as its
+    `wire` carries it: `voicehub.voice.transport.wire_audio_of`), no resampling."""
     from voicehub.voice.providers.deepgram import DeepgramSTT
 
     config = settings(desk)
@@ -86,7 +99,7 @@ def new_stt(desk: Desk, sample_rate: int, fallback: Any = None) -> Any:
         model=config.model,
         language=config.language,
         sample_rate=sample_rate,
-        encoding="mulaw" if sample_rate == 8000 else "linear16",
+        encoding="mulaw" if _mulaw(sample_rate, wire) else "linear16",
         endpointing_ms=config.endpointing or None,
         utterance_end_ms=config.utterance_end or None,
         keyterms=desk_keyterms(desk),
@@ -94,8 +107,10 @@ def new_stt(desk: Desk, sample_rate: int, fallback: Any = None) -> Any:
     )
 
 
-def new_tts(desk: Desk, sample_rate: int) -> Any:
-    """A DeepgramTTS for one call, at the transport's rate when Aura can speak it."""
+def new_tts(desk: Desk, sample_rate: int, *, wire: WireAudio | None = None) -> Any:
+    """A DeepgramTTS for one call, at the transport's rate when Aura can speak it, in the
+    transport's own encoding on a phone line (mu-law at 8 kHz: nothing resampled, and
+    G.711's decode for livekit and the transport's encode round-trip exactly)."""
     from voicehub.voice.providers.deepgram import DeepgramTTS
 
     rate = sample_rate if sample_rate in _SPEAKABLE_RATES else 24000
@@ -103,20 +118,20 @@ def new_tts(desk: Desk, sample_rate: int) -> Any:
         endpoint=endpoint(desk),
         model=settings(desk).voice,
         sample_rate=rate,
-        encoding="mulaw" if rate == 8000 else "linear16",
+        encoding="mulaw" if _mulaw(rate, wire) else "linear16",
     )
 
 
-def close_with(agent_session: Any, plugin: Any) -> None:
-    """Close `plugin` (its idle speak socket) when the call's livekit session closes."""
+def close_with(session: Any, plugin: Any) -> None:
+    """Close `plugin` (its idle speak socket) when the call's voice session closes."""
     tasks: set[asyncio.Task[None]] = set()
 
-    def closed(_: Any) -> None:
+    def closed() -> None:
         task = asyncio.get_running_loop().create_task(plugin.aclose())
         tasks.add(task)  # held until done: the loop keeps only weak references
         task.add_done_callback(tasks.discard)
 
-    agent_session.on("close", closed)
+    session.on_close(closed)
 
 
 def require_key(desk: Desk) -> None:

@@ -27,7 +27,9 @@ class KeyBinding(StrictModel):
     """What one keypad key does: a built-in `action`, or `text` taken as the caller's words."""
 
     action: Literal["repeat"] | None = None
+    """A built-in action: `repeat` speaks the last result again."""
     text: str | None = Field(default=None, min_length=1, max_length=500)
+    """Words taken as if the caller had said them."""
 
     @model_validator(mode="after")
     def _one_of(self) -> KeyBinding:
@@ -47,11 +49,19 @@ class PhoneConfig(StrictModel):
     """
 
     conversation: Literal["caller", "call"] = "caller"
+    """`caller`: a call's conversation is the caller's number (hashed), so calling back hears held
+    results; `call`: a fresh conversation every call."""
     callback: bool = False
+    """Call the caller back when a result is held because they hung up (needs `conversation =
+    "caller"` and `TWILIO_ACCOUNT_SID`)."""
     callback_attempts: int = Field(default=2, ge=1, le=10)
+    """Calls placed at most per held result (1-10)."""
     callback_delay: float = Field(default=60.0, ge=0.0, le=86_400.0)
+    """Seconds before each call-back (a caller who rings back first is not called)."""
     digit_gap: float = Field(default=1.0, gt=0.0, le=10.0)
+    """Keypad digits pressed within this many seconds are one answer."""
     keys: dict[Literal["#", "*"], KeyBinding] = Field(default_factory=dict)
+    """What `#` and `*` do on the keypad: `[phone.keys]`."""
 
     @model_validator(mode="after")
     def _callback_needs_caller(self) -> PhoneConfig:

@@ -89,7 +89,9 @@ PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 class StrictModel(BaseModel):
     """Base of desk-file tables: unknown keys are errors, values are frozen."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # The docstring under each field is its meaning: the JSON Schema (`voicehub channels
+    # --schema`) and the desk-file reference in docs/ are generated from them.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -101,13 +103,24 @@ class DeepgramConfig(StrictModel):
     """`[voice.deepgram]`: Deepgram's recognizer and Aura voice (key from `api_key_env`)."""
 
     model: str = "nova-3"
+    """Deepgram's recognition model."""
     language: str = "en-US"
+    """The language the caller speaks (a BCP-47 tag)."""
     voice: str = "aura-2-thalia-en"
-    endpointing: Annotated[int, Field(ge=10)] | Literal[False] = 300  # ms of silence; or off
-    utterance_end: Annotated[int, Field(ge=1000)] | Literal[False] = 1000  # ms word gap; or off
-    keyterms: tuple[str, ...] = ()  # added to the desk's own vocabulary
+    """The Aura voice the agent speaks with (`tts = "deepgram"`)."""
+    endpointing: Annotated[int, Field(ge=10)] | Literal[False] = 300
+    """Milliseconds of silence that end a phrase (at least 10), or `false` to leave it to
+    Deepgram."""
+    utterance_end: Annotated[int, Field(ge=1000)] | Literal[False] = 1000
+    """Milliseconds without words that end the utterance (at least 1000), or `false`."""
+    keyterms: tuple[str, ...] = ()
+    """Words to recognize better, added to the desk's own vocabulary (rule phrases, knowledge
+    topics)."""
     api_key_env: str = "DEEPGRAM_API_KEY"
+    """The environment variable holding the API key (never the key itself). Without it the desk
+    loads but refuses calls."""
     base_url: str | None = None  # a self-hosted Deepgram
+    """A self-hosted Deepgram's URL; unset: Deepgram's service."""
 
 
 class RealtimeConfig(StrictModel):
@@ -117,16 +130,26 @@ class RealtimeConfig(StrictModel):
     """
 
     model: str = Field(default="gpt-realtime", min_length=1)
+    """The speech-to-speech model."""
     voice: Literal[
         "alloy", "ash", "ballad", "coral", "echo", "sage", "shimmer", "verse", "marin", "cedar"
     ] = "marin"
+    """The model's voice."""
     turn_detection: Literal["server_vad", "semantic_vad"] = "server_vad"
+    """Who decides the caller finished: `server_vad` (silence) or `semantic_vad` (the model judges
+    the words)."""
     silence_ms: int = Field(default=500, ge=100, le=5000)  # server_vad
+    """With `server_vad`: milliseconds of silence that end the caller's turn (100-5000)."""
     eagerness: Literal["low", "medium", "high", "auto"] = "auto"  # semantic_vad
+    """With `semantic_vad`: how soon the model answers."""
     injection_role: Literal["system", "user"] = "system"
+    """The role results are injected with into the model's conversation."""
     transcription_model: str | None = "gpt-4o-mini-transcribe"
+    """The model that transcribes the caller for the transcript (unset: no caller transcript)."""
     api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding the API key (never the key itself)."""
     base_url: str | None = None
+    """An OpenAI-compatible realtime endpoint; unset: OpenAI's."""
 
 
 class VoiceConfig(StrictModel):
@@ -134,17 +157,47 @@ class VoiceConfig(StrictModel):
     speech-to-speech model (`engine = "openai-realtime"`, set up in `[voice.realtime]`)."""
 
     engine: Literal["pipeline", "openai-realtime"] = "pipeline"
+    """`pipeline`: VAD, speech recognition, the agents' model and speech synthesis;
+    `openai-realtime`: one speech-to-speech model (`[voice.realtime]`)."""
     vad: Literal["silero", "webrtc"] = "silero"
+    """Voice activity detection: Silero (default) or WebRTC's."""
     stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "auto"
+    """Speech recognition: `auto` (the default: Whisper where its model loads, else
+    PocketSphinx, docs/speech-recognition.md), Whisper or PocketSphinx (offline), or Deepgram
+    (cloud)."""
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
+    """Speech synthesis: Piper (offline), eSpeak NG (offline), or Deepgram Aura (cloud)."""
     stt_fallback: Literal["pocketsphinx"] | None = None
+    """With `stt = "deepgram"`: the offline recognizer to use while Deepgram stays unreachable."""
+    turn: Literal["model", "vad"] = "model"
+    """When the caller's turn ends (docs/turn-taking.md): `model` asks the end-of-turn model
+    (Smart Turn) whether they have finished, and weighs their words; where it cannot load it
+    falls back to `vad` (silence alone), with a warning."""
+    max_turn_silence: float = Field(default=2.0, ge=0.7, le=10.0, allow_inf_nan=False)
+    """Seconds of silence after which any turn ends, finished or not (0.7 to 10)."""
+    idle_prompt_after: float = Field(default=30.0, ge=0.0, allow_inf_nan=False)
+    """Seconds of silence on both sides after which the agent checks in on the caller,
+    naming the work still running ("I'm still working on heat pumps"); 0: never."""
+    idle_hang_up_after: float = Field(default=300.0, ge=0.0, allow_inf_nan=False)
+    """Seconds without a word from the caller after which the agent says goodbye and ends the
+    call (results not spoken yet stay held for the next call); 0: never."""
     deepgram: DeepgramConfig | None = None
+    """Deepgram's settings, with `stt` or `tts = "deepgram"`: `[voice.deepgram]`."""
     realtime: RealtimeConfig | None = None
+    """The speech-to-speech model, with `engine = "openai-realtime"`: `[voice.realtime]`."""
 
     @model_validator(mode="after")
     def _fits_engine(self) -> VoiceConfig:
         if self.engine == "pipeline" and self.realtime is not None:
             raise field_error("realtime", "only used with engine = 'openai-realtime'")
+        if self.engine == "openai-realtime":
+            for name in ("turn", "max_turn_silence"):
+                if name in self.model_fields_set:
+                    raise field_error(
+                        name,
+                        "the realtime model takes its own turns: set turn_detection in "
+                        "[voice.realtime]",
+                    )
         return self
 
     @property
@@ -175,9 +228,17 @@ class DeliveryConfig(StrictModel):
     """When and how background results are spoken into the call."""
 
     strategy: Literal["immediate", "wait_for_idle", "queued"] = "wait_for_idle"
+    """`wait_for_idle`: speak after `buffer` seconds of quiet; `queued`: batch results arriving
+    within `buffer` of each other, then speak at the next quiet moment; `immediate`: speak at
+    once (may cut the agent's own speech, never the caller)."""
     buffer: Seconds | None = None
+    """Seconds of quiet before a result is spoken (`wait_for_idle`, default 1), or the batching
+    window (`queued`). Not with `immediate`."""
     max_wait: Seconds | None = None
+    """With `wait_for_idle`: seconds after which a waiting result takes the next gap, however short;
+    it never talks over the caller."""
     mode: Literal["say", "generate"] = "say"
+    """`say`: results are spoken word for word; `generate`: the front agent's model words them."""
 
     @model_validator(mode="after")
     def _fits_strategy(self) -> DeliveryConfig:
@@ -200,16 +261,25 @@ class KnowledgeConfig(StrictModel):
     """The desk's knowledge base file, relative to the desk file."""
 
     file: str = Field(min_length=1)
+    """The knowledge base's TOML file, relative to the desk file (see
+    `channels/knowledge/research.toml`)."""
 
 
 class LLMConfig(StrictModel):
     """The model an agent runs on. `llm = "scripted"` is shorthand for `{provider = ...}`."""
 
     provider: Literal["scripted", "openai"] = "scripted"
+    """`scripted` (offline rules, `[agents.scripted]`) or `openai` (any OpenAI-compatible chat
+    model). `llm = "scripted"` is short for this table."""
     model: str | None = None
+    """The chat model's name; needed with `openai`."""
     base_url: str | None = None
+    """An OpenAI-compatible server (a local one, say); unset: OpenAI's."""
     api_key_env: str | None = None  # the variable's name: keys never go in desk files
+    """The environment variable holding the API key (keys never go in desk files). Without it set
+    the desk loads but refuses calls."""
     temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sampling temperature (0-2); unset: the model's default."""
 
     @model_validator(mode="before")
     @classmethod
@@ -228,7 +298,9 @@ class LLMConfig(StrictModel):
 
 
 class RuleConfig(ScriptedRule):
-    """A scripted rule as written in a desk file, with errors pinned to their field."""
+    """One rule of the scripted model: when the words match (`match` or `regex`), it says a
+    line, calls a tool, or both; the first matching rule answers. (As a desk file holds
+    it: errors are pinned to their field.)"""
 
     @model_validator(mode="before")
     @classmethod
@@ -257,6 +329,7 @@ class RuleConfig(ScriptedRule):
         groups = set(re.compile(self.regex).groupindex) if self.regex else set()
         spoken = groups | {"message", "last_user"}
         templates = [("say", self.say, spoken), ("reply", self.reply, _REPLY_NAMES)]
+        templates.append(("ask", self.ask, {"message", "last_user"}))
         templates += [(path, v, spoken) for path, v in _strings(self.arguments, "arguments")]
         for path, template, known in templates:
             for name in _PLACEHOLDER.findall(template) if isinstance(template, str) else ():
@@ -283,29 +356,51 @@ class ScriptedConfig(StrictModel):
     """The scripted LLM's rules and fallback lines."""
 
     fallback: str = DEFAULT_FALLBACK
+    """Said when no rule matches the caller's words."""
     instruction_fallback: str | None = None
+    """Said when no `on = "instruction"` rule matches an instruction (a delivery in `generate` mode,
+    a handoff); unset: the instruction's text is spoken."""
     rules: tuple[RuleConfig, ...] = ()
+    """The rules, tried in order; the first that matches answers: `[[agents.scripted.rules]]`."""
 
 
 class AgentConfig(StrictModel):
     """One `[[agents]]` table."""
 
     id: AgentId
+    """The agent's id: letters, digits, `-` and `_`; unique in the desk. Sections name agents by
+    it."""
     role: str = ""
+    """A short role ("research desk", "analyst"), shown to managers and in logs."""
     description: str = ""
+    """What the agent does; a manager's `list_agents` shows it."""
     instructions: str = ""
+    """The system prompt of a model-backed agent."""
     keywords: tuple[str, ...] = ()
+    """Words a manager's routing matches requests against."""
     when_to_use: str = ""
+    """When a manager should route work to this agent."""
     when_not_to_use: str = ""
+    """When a manager should not."""
     voice: Literal["piper", "espeak"] | None = None  # on a call: this agent's TTS voice
+    """On a call, this agent's TTS voice (`piper` or `espeak`); unset: the desk's."""
     tools: tuple[ToolName, ...] = ()
+    """Built-in tools the agent may call (`search_knowledge`, ...); sections add their own
+    (`delegate_workers`, `ask_user`, ...)."""
     llm: LLMConfig = Field(default_factory=LLMConfig)
+    """The model the agent runs on: `"scripted"` or an `{ provider = "openai", model = ... }`
+    table."""
     scripted: ScriptedConfig | None = None
+    """The scripted model's rules and fallback (with the scripted llm only): `[agents.scripted]`."""
     max_steps: int = Field(default=30, ge=1)
+    """At most this many model calls per turn (tool loops end there)."""
     # "plan_and_execute": a worker that plans tool calls, runs them and checks each result
     # (voicehub.orchestration.planner); its model answers through submit_thought/submit_analysis.
     kind: Literal["agent", "plan_and_execute"] = "agent"
+    """`agent`, or `plan_and_execute`: a worker that plans tool calls (`submit_thought`), runs them
+    and checks each result (`submit_analysis`)."""
     max_revisions: int | None = Field(default=None, ge=0, le=10)
+    """With `plan_and_execute`: at most this many re-plans (0-10; default 2)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> AgentConfig:
@@ -329,23 +424,42 @@ class SupervisorConfig(StrictModel):
     """
 
     agent: str
+    """The front agent: it talks with the caller and gets `delegate_workers`, `check_tasks` and
+    `cancel_task`."""
     workers: tuple[str, ...] = Field(min_length=1)
+    """The agents that do the work, each in a child room of its own."""
     strategy: Literal["parallel", "sequential"] = "parallel"
+    """`parallel`: all workers at once; `sequential`: one after another, each seeing the previous
+    answer."""
     task_timeout: PositiveSeconds | None = None
+    """Seconds a worker may take before it is stopped and reported timed out; unset: no limit."""
     delegation_message: str | None = None
+    """What `delegate_workers` answers at once (a scripted rule's reply speaks it as
+    `{result.message}`)."""
     on_instance_loss: Literal["retry", "fail"] = "retry"
+    """When the instance running the workers is lost: `retry` runs them again on a live instance,
+    `fail` reports them failed; the caller is told either way."""
 
 
 class LoopConfig(StrictModel):
     """A producer revised by reviewers until all approve (`delegate_loop`)."""
 
     agent: str | None = None
+    """The front agent that gets `delegate_loop`; needed only without `[supervisor]`, and then the
+    same agent."""
     producer: str
+    """The agent that writes the draft and revises it on feedback."""
     reviewers: tuple[str, ...] = Field(min_length=1)
+    """The agents that review each draft (each gets `submit_verdict`); all must approve."""
     max_iterations: int = Field(default=3, ge=1)
+    """At most this many drafts; the last one is delivered even if not approved."""
     strategy: Literal["sequential", "parallel"] = "sequential"
+    """`sequential`: reviewers one after another, the first rejection ends the round; `parallel`:
+    all review and their feedback is combined."""
     task_timeout: PositiveSeconds | None = None
+    """Seconds each step may take; unset: no limit."""
     delegation_message: str | None = None
+    """What `delegate_loop` answers at once."""
 
 
 class PipelineStage(StrictModel):
@@ -353,9 +467,13 @@ class PipelineStage(StrictModel):
     of the `next` phase, or back to those of `can_return_to`."""
 
     phase: Slug
+    """The phase's name (a slug), unique in the pipeline."""
     agent: str
+    """The agent that has the conversation in this phase."""
     next: str | None = None
+    """The phase it hands the caller on to."""
     can_return_to: tuple[str, ...] = ()
+    """Earlier phases it may send the caller back to."""
 
 
 class PipelineConfig(StrictModel):
@@ -366,7 +484,10 @@ class PipelineConfig(StrictModel):
     """
 
     stages: tuple[PipelineStage, ...] = Field(min_length=1)
+    """The phases in order; the first stage's agent starts the conversation."""
     handoff_instruction: str | None = None
+    """The instruction the agent taking over answers at once (a greeting); unset: it speaks at the
+    caller's next turn."""
 
     @model_validator(mode="after")
     def _phases_exist(self) -> PipelineConfig:
@@ -388,8 +509,11 @@ class SwarmConfig(StrictModel):
     (`handoff_instruction` as in `PipelineConfig`)."""
 
     agents: tuple[str, ...] = Field(min_length=1)
+    """The peers; each may hand the caller to any other."""
     entry: str
+    """The agent a new conversation starts with."""
     handoff_instruction: str | None = None
+    """As in `[pipeline]`."""
 
     @model_validator(mode="after")
     def _entry_is_a_member(self) -> SwarmConfig:
@@ -407,5 +531,9 @@ class AskUserConfig(StrictModel):
     """
 
     agents: tuple[str, ...] = Field(min_length=1)
+    """The agents that get `ask_user` (they must talk with the caller)."""
     timeout: PositiveSeconds = 60.0
+    """Seconds to wait for each answer."""
     max_reasks: int = Field(default=2, ge=0, le=5)
+    """How often a question is asked again when the answer is not understood (0-5), before its
+    default is taken."""

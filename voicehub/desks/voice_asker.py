@@ -18,7 +18,6 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import VoicehubError
 from voicehub.orchestration.ask_user import TextAsker
-from voicehub.voice.llm_adapter import hold_tool_speech
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -51,15 +50,6 @@ class VoiceAsker(TextAsker):
     def __init__(self, hub: Hub, *, timeout: float | None = 60.0) -> None:
         super().__init__(hub, timeout=timeout)
         self.session: SpeakingSession | None = None
-
-    async def ask(self, room_id: str, text: str) -> str | None:
-        """Speak `text` and wait for the caller's answer (None on timeout or a closed room).
-
-        Asked from a tool (ask_user), the tool's speech is held meanwhile, so the answering
-        turn does not cut it and the agent still replies once the tool returns.
-        """
-        with hold_tool_speech():
-            return await super().ask(room_id, text)
 
     def reply_gate(self, room_id: str) -> Callable[[], bool]:
         """The session's `reply_gate` for `room_id`: closed while a question is open there,

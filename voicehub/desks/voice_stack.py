@@ -8,6 +8,7 @@ their own `SessionFactory` (a scripted fake) to `create_app`.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,6 +18,7 @@ from voicehub.errors import ConfigError
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
     from voicehub.hub import Hub
+    from voicehub.voice.engine.latency import TurnObserver
     from voicehub.voice.session import VoiceSession
     from voicehub.voice.transport import CallTransport
 
@@ -24,6 +26,7 @@ __all__ = [
     "VOICES",
     "OfflineSessionFactory",
     "SessionFactory",
+    "TurnObserverSource",
     "offline_stt_name",
     "speech_to_text_for",
     "uses_pocketsphinx",
@@ -51,20 +54,52 @@ class SessionFactory(Protocol):
         ...
 
 
+class TurnObserverSource(Protocol):
+    """Gives each call's session the observer of its turns' latency (metrics, traces)."""
+
+    def turn_observer(self, desk: str, transport: str, room_id: str) -> TurnObserver | None: ...
+
+
+def transport_kind(transport: CallTransport) -> str:
+    """ "websocket", "twilio", "webrtc", "livekit": the module of the transport's class,
+    under the wrappers that observe a call (they keep what they wrap as `inner`)."""
+    inner: object = transport
+    while (wrapped := getattr(inner, "inner", None)) is not None:
+        inner = wrapped
+    return type(inner).__module__.rsplit(".", 1)[-1]
+
+
+def turn_observer_option(
+    source: TurnObserverSource | None,
+    accepting: Any,
+    desk: Desk,
+    room_id: str,
+    transport: CallTransport,
+) -> dict[str, Any]:
+    """`{"turn_observer": ...}` for a session built by `accepting` (a class or function)
+    that takes one, labelled with the call's desk and transport; {} otherwise."""
+    if source is None or "turn_observer" not in inspect.signature(accepting).parameters:
+        return {}
+    observer = source.turn_observer(desk.name, transport_kind(transport), room_id)
+    return {} if observer is None else {"turn_observer": observer}
+
+
 class OfflineSessionFactory:
-    """Pipeline sessions (livekit `AgentSession`) on the embedded offline stack, or Deepgram,
+    """Pipeline sessions (voicehub's engine) on the embedded offline stack, or Deepgram,
     as each desk's `[voice]` table names, through `voicehub.desks.call.start_desk_call`.
-    `session_options` go to `LiveKitVoiceSession` (endpointing delays, for instance).
+    `session_options` go to `PipelineVoiceSession` (`options`, for instance).
 
     `batch_vad`: every call's Silero VAD runs its inferences batched with the other calls'
     (one ONNX run per 20 ms tick, `silero_batch`); False gives each call its own inferences.
     """
 
     def __init__(self, *, batch_vad: bool = True, **session_options: Any) -> None:
-        from voicehub.voice.delivery_speech import PrerenderBudget
+        from voicehub.voice.engine.results import PrerenderBudget
 
         self.session_options = session_options
         self.batch_vad = batch_vad
+        # each call's turn latency observer (the server's metrics and traces), if any
+        self.turn_observers: TurnObserverSource | None = None
         # One budget for the pre-rendered results of every call this server runs.
         self.prerender_budget = PrerenderBudget()
         self._stt: Any = None
@@ -106,12 +141,18 @@ class OfflineSessionFactory:
         from voicehub.desks import deepgram_stack
         from voicehub.desks.call import start_desk_call
         from voicehub.desks.keys import missing_keys
+        from voicehub.voice.engine.session import PipelineVoiceSession
         from voicehub.voice.providers.deepgram import DeepgramAuthError
 
         if desk.config.voice.engine == "openai-realtime":
             from voicehub.desks.realtime_call import start_realtime_call
+            from voicehub.voice.realtime_session import RealtimeVoiceSession
 
-            return await start_realtime_call(hub, desk, room_id, transport)
+            # start_realtime_call hands its options to the session
+            observing = turn_observer_option(
+                self.turn_observers, RealtimeVoiceSession, desk, room_id, transport
+            )
+            return await start_realtime_call(hub, desk, room_id, transport, **observing)
 
         # Plugin objects of its own for each call (their metrics events are per object);
         # the models behind them (decoders, Piper voice, Silero) are shared per process.
@@ -124,12 +165,14 @@ class OfflineSessionFactory:
         if deepgram_stack.uses_deepgram(desk):
             if desk.name in self._refused:
                 raise DeepgramAuthError(f"cannot start a call: {self._refused[desk.name]}")
-            rate = transport.sample_rate
+            from voicehub.voice.transport import wire_audio_of
+
+            rate, wire = transport.sample_rate, wire_audio_of(transport)
             if voice.stt == "deepgram":
                 fallback = stt if voice.stt_fallback == "pocketsphinx" else None
-                stt = deepgram_stack.new_stt(desk, rate, fallback=fallback)
+                stt = deepgram_stack.new_stt(desk, rate, fallback=fallback, wire=wire)
             if voice.tts == "deepgram":
-                tts = deepgram_stack.new_tts(desk, rate)
+                tts = deepgram_stack.new_tts(desk, rate, wire=wire)
         session = await start_desk_call(
             hub,
             desk,
@@ -139,10 +182,14 @@ class OfflineSessionFactory:
             tts=tts,
             vad=self.call_vad(voice.vad),
             voices={name: _new_tts(name) for name in _agent_voices(desk)},
+            # start_desk_call hands its options to the engine's session
+            **turn_observer_option(
+                self.turn_observers, PipelineVoiceSession, desk, room_id, transport
+            ),
             **{"prerender_budget": self.prerender_budget, **self.session_options},
         )
         if voice.tts == "deepgram":  # this call's own plugin: its speak socket ends with it
-            deepgram_stack.close_with(session.agent_session, tts)
+            deepgram_stack.close_with(session, tts)
         return session
 
     # The objects `prepare` warms up: loading them loads the models every call then shares.

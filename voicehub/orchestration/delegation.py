@@ -30,6 +30,7 @@ from voicehub.agents.tools import ToolResult
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.store.base import TaskRecord, TaskStatus
+from voicehub.core.tracing import TRACE_KEY, Span
 from voicehub.core.trusted import replace
 from voicehub.errors import VoicehubError
 from voicehub.orchestration.admission import Admission
@@ -79,6 +80,7 @@ class TaskHandle:
         default_factory=lambda: asyncio.get_running_loop().create_future(), repr=False
     )
     _runner: asyncio.Task[None] | None = field(default=None, repr=False)
+    span: Span | None = field(default=None, repr=False)  # with tracing on
 
     @property
     def child_room_id(self) -> str:
@@ -187,6 +189,8 @@ class Delegation:
             metadata=dict(metadata or {}),
             owner=self.owner,
         )
+        if self.hub.tracer.enabled:
+            self._trace(handle, record)
         await self.hub.store.save_task(record)
         if self.hub.hooks.has(HookTrigger.ON_TASK_DELEGATED, parent_room_id):
             await self.hub.run_hooks(
@@ -198,6 +202,23 @@ class Delegation:
         )
         handle._runner.add_done_callback(lambda _: self._runner_done(handle, record))
         return handle
+
+    def _trace(self, handle: TaskHandle, record: TaskRecord) -> None:
+        """The task's span, under the work that delegated it (or the trace its metadata
+        names: a task run again after its instance was lost); the record keeps it."""
+        handle.span = span = self.hub.tracer.start(
+            f"task {handle.agent_id}",
+            room_id=handle.parent_room_id,
+            parent=record.metadata.get(TRACE_KEY),
+            attributes={
+                "voicehub.task.id": handle.task_id,
+                "voicehub.agent.id": handle.agent_id,
+                "voicehub.room.id": handle.parent_room_id,
+                "voicehub.child_room.id": handle.task_id,
+                "voicehub.task.input": handle.input[:1000],
+            },
+        )
+        record.metadata[TRACE_KEY] = span.carrier()
 
     def _runner_done(self, handle: TaskHandle, record: TaskRecord) -> None:
         """A runner cancelled before its first step never enters `_run` (so none of its
@@ -231,7 +252,12 @@ class Delegation:
                 self._holding.add(handle.task_id)
                 record = await self._swap(record, status=TaskStatus.RUNNING) or record
             handle.status = TaskStatus.RUNNING
-            result = await self._work_with_timeout(handle, agent, shared, timeout, stop_tools)
+            if handle.span is None:
+                result = await self._work_with_timeout(handle, agent, shared, timeout, stop_tools)
+            else:
+                with handle.span.activate():  # the worker's tool calls are its children
+                    work = self._work_with_timeout(handle, agent, shared, timeout, stop_tools)
+                    result = await work
         except asyncio.CancelledError:
             result = TaskResult(
                 handle.task_id,
@@ -349,6 +375,9 @@ class Delegation:
                 )
                 await self.hub.run_hooks(HookTrigger.ON_TASK_COMPLETED, event)
         finally:
+            if handle.span is not None:
+                handle.span.set_attribute("voicehub.task.status", result.status.value)
+                handle.span.end(None if result.ok else result.describe())
             if not handle._future.done():
                 handle._future.set_result(result)
 

@@ -24,6 +24,7 @@ from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import TaskResult
 from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
+from voicehub.orchestration.spoken_results import without_draft_label
 from voicehub.orchestration.task_tools import task_tools
 
 if TYPE_CHECKING:
@@ -189,18 +190,21 @@ class Loop(Orchestration):
                     ]
                 )
                 continue
-            draft = produced.output
-            reviews = await self._review(hub, room_id, task, draft)
+            draft = without_draft_label(produced.output)  # it is spoken once approved
+            reviews = await self._review(hub, room_id, task, draft, iteration)
             rounds.append(reviews)
             if all(r.verdict.approved for r in reviews):
                 return LoopResult(draft, True, iteration, rounds)
         return LoopResult(draft, False, self.max_iterations, rounds)
 
     async def _review(
-        self, hub: OrchestrationRuntime, room_id: str, task: str, draft: str
+        self, hub: OrchestrationRuntime, room_id: str, task: str, draft: str, iteration: int
     ) -> list[Review]:
+        # Reviewers learn the round from the prompt, so a writer never needs to mark its
+        # draft for them (a marker would be read to the caller with the draft).
+        which = "this draft" if iteration == 1 else f"this revised draft (round {iteration})"
         prompt = (
-            f"Review this draft for the task: {task}\n\nDraft:\n{draft}\n\n"
+            f"Review {which} for the task: {task}\n\nDraft:\n{draft}\n\n"
             f"Call {VERDICT_TOOL} with approved=true, or approved=false and feedback."
         )
         if self.strategy == "parallel":

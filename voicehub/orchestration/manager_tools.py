@@ -27,6 +27,7 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.errors import ToolError
 from voicehub.orchestration.directory import Directory, Kind, Workflow
 from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
+from voicehub.orchestration.spoken_results import merge_answers
 
 if TYPE_CHECKING:
     from voicehub.delivery.policy import StrategyLike
@@ -132,7 +133,8 @@ async def _deliver_later(
             text = await run.agent(_runnable(run.hub, run.room_id, found), instruction)
         else:
             outcome = await run.workflow(found, instruction, directory)
-            text = "\n".join(answer for _, answer in outcome.answers) or outcome.started
+            answers = [answer for _, answer in outcome.answers]
+            text = merge_answers(answers) or outcome.started  # each finding once
     except ToolError as exc:
         text = f"Sorry, the {kind} {name} could not finish: {exc}"
     await run.hub.deliver(

@@ -29,6 +29,7 @@ from voicehub.errors import ConfigError, ToolError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import TaskHandle, TaskResult
 from voicehub.orchestration.runtime import OrchestrationRuntime, orchestration_runtime
+from voicehub.orchestration.spoken_results import merge_answers
 from voicehub.orchestration.task_tools import task_tools
 
 if TYPE_CHECKING:
@@ -297,7 +298,8 @@ class Supervisor(Orchestration):
 
 
 def combine(results: Sequence[TaskResult]) -> str:
-    """Worker results as one text to be spoken: each answer, or why there is none. Answers
-    are not prefixed with agent ids (a caller should not hear "analyst-a:"); a failure names
-    the worker so the caller knows which part is missing."""
-    return "\n".join(r.describe() for r in results)
+    """Worker results as one text to be spoken: the answers merged, each finding once
+    (`voicehub.orchestration.spoken_results`), or why there is none. Answers are not
+    prefixed with agent ids (a caller should not hear "analyst-a:"); a failure names the
+    worker so the caller knows which part is missing."""
+    return merge_answers([r.describe() for r in results], keep_whole=[not r.ok for r in results])

@@ -1,6 +1,7 @@
 """The read-only REST view of the server's store: desks, rooms, events, tasks, deliveries.
 
-    GET /health                         liveness, desks and live calls (no token needed)
+    GET /health                         liveness (no token needed); desks, live calls, memory
+                                        and loop lag too when the token is sent (or none set)
     GET /api/desks                      the desks and their call URLs
     GET /api/rooms?desk=&parent=&limit= conversations (top-level unless `parent` is given)
     GET /api/rooms/{room_id}            one room with its tasks, deliveries and last events
@@ -77,13 +78,19 @@ def protected(endpoint: Endpoint) -> Endpoint:
 
 
 async def health(request: Request) -> JSONResponse:
-    """Liveness: answers as long as the event loop runs."""
+    """Liveness: answers as long as the event loop runs, without a token. The details
+    (desks, live calls, memory, loop lag) go to requests that pass the token check: with
+    a token set, an anonymous probe learns the status only."""
     board = _board(request)
-    body: dict[str, Any] = {"status": "ok", "desks": sorted(board.desks), "calls": len(board.calls)}
+    body: dict[str, Any] = {"status": "ok"}
+    presented = presented_token(request.headers, request.query_params)
+    if token_problem(board.settings.token, presented) is not None:
+        return JSONResponse(body)
+    body |= {"desks": sorted(board.desks), "calls": len(board.calls)}
+    body["rss_mb"] = round(resident_mb(), 1)
     loop_health: LoopHealth | None = getattr(request.app.state, "loop_health", None)
-    if loop_health is not None:  # worst loop lag since the last /health, and memory
+    if loop_health is not None:  # the worst loop lag since the last /health
         body["loop_lag_ms"] = loop_health.read_lag_ms()
-        body["rss_mb"] = round(resident_mb(), 1)
     return JSONResponse(body)
 
 

@@ -11,6 +11,7 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     WS   /desks/{desk}/call         a call (protocol: `voicehub.transports.websocket`)
     POST /desks/{desk}/webrtc       a WebRTC call (signaling: `voicehub.server.webrtc`)
     GET  /health, /api/...          see `voicehub.server.api`
+    GET  /api/rooms/{id}/recordings desks with [record] (see `voicehub.server.recording_api`)
     GET  /ready, /metrics           readiness and Prometheus (see `voicehub.server.probes`)
     POST /twilio/{desk}/voice       phone calls (see `voicehub.server.twilio`)
 
@@ -44,19 +45,25 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.api import api_routes
+from voicehub.server.call_recordings import CallRecordings
+from voicehub.server.call_telemetry import CallTelemetry
 from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
+from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain, DrainGate
 from voicehub.server.instances import start_heartbeat
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
 from voicehub.server.probes import probe_routes
+from voicehub.server.recording_api import recording_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.store import describe_store, follow_store, open_store
 from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.twilio import PhoneLine, twilio_routes
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
+from voicehub.telemetry.setup import tracing_from_env
 
 if TYPE_CHECKING:
     import uvicorn
@@ -87,6 +94,7 @@ def create_app(
         else OfflineSessionFactory(batch_vad=settings.batch_vad)
     )
     drain = Drain(SystemClock(), settings.drain_seconds)
+    tracing = tracing_from_env()  # OTEL_* variables; a bad value fails here, naming it
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -104,6 +112,11 @@ def create_app(
             await factory.prepare(loaded.values())
         board = Switchboard(hub, loaded, factory, settings)
         metrics.watch(board)
+        telemetry = CallTelemetry.start(hub, board, factory, metrics, tracing)
+        folder = RecordingFolder(settings.recordings_folder)
+        app.state.recordings = recordings = CallRecordings(hub, folder)  # desks with [record]
+        board.observers.append(recordings)
+        board.session_taps.append(recordings)
         heartbeat = start_heartbeat(hub, loaded, board, settings)  # takes over lost instances' work
         clock = phone_clock if phone_clock is not None else SystemClock()
         number_key = await load_number_key(settings, store)  # the store itself, not timed
@@ -120,6 +133,7 @@ def create_app(
         drain.watch(board, app.state.webrtc.close_all)
         drain.refused = metrics.refused
         metrics.draining.set_function(lambda: float(drain.draining))
+        app.state.reloader = reloader = _desk_reloader(settings, loaded, factory)
         app.state.switchboard = board  # last: /ready says ready from here on
         # Models and modules loaded at start live as long as the process: move them out of
         # the collector's view, so full collections stay short with many calls (measured:
@@ -131,6 +145,8 @@ def create_app(
         try:
             yield
         finally:
+            if reloader is not None:
+                await reloader.aclose()
             await heartbeat.stop()
             if announcements is not None:
                 announcements.cancel()
@@ -138,7 +154,9 @@ def create_app(
             await app.state.webrtc.close_all()
             await callbacks.aclose()
             await board.close_all()
+            await recordings.aclose()
             await hub.aclose()  # undelivered results stay in the store
+            await telemetry.aclose()
             for desk in loaded.values():
                 await desk.aclose()
 
@@ -148,6 +166,7 @@ def create_app(
         WebSocketRoute("/desks/{desk}/call", call),
         *webrtc_routes(),
         *api_routes(),
+        *recording_routes(),
         *probe_routes(),
         *twilio_routes(),
         *callback_routes(),
@@ -157,6 +176,17 @@ def create_app(
     )
     app.state.drain, app.state.token = drain, settings.token
     return app
+
+
+def _desk_reloader(
+    settings: ServerSettings, desks: dict[str, Desk], factory: SessionFactory
+) -> DeskReloader | None:
+    """With `--reload`: watch the desk folder, swapping changed desks into `desks`."""
+    if not settings.reload_desks:
+        return None
+    reloader = DeskReloader(settings.channels_dir, desks, prepare=factory.prepare)
+    reloader.start()
+    return reloader
 
 
 async def index(request: Request) -> FileResponse:
@@ -187,8 +217,9 @@ def uvicorn_config(app: Starlette, settings: ServerSettings) -> uvicorn.Config:
     )
 
 
-def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> None:
-    """Run the server until interrupted (refuses a public address without a token).
+def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> bool:
+    """Run the server until interrupted (refuses a public address without a token); True
+    when it stopped by draining (SIGTERM), False when it stopped at once (Ctrl-C).
 
     `ready` is called with the server's URL once it accepts connections (with the port
     the system chose when `settings.port` is 0).
@@ -224,3 +255,4 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
             self.should_exit = True
 
     Server(config).run()
+    return drain.draining

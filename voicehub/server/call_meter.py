@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from voicehub.desks.voice_stack import transport_kind
 from voicehub.voice.events import AgentState, Transcript, UserState
 
 if TYPE_CHECKING:
@@ -41,8 +42,9 @@ class _Counts(Protocol):
 
 
 def transport_name(transport: CallTransport) -> str:
-    """ "websocket", "twilio", "webrtc": the module of the transport's class."""
-    return type(transport).__module__.rsplit(".", 1)[-1]
+    """ "websocket", "twilio", "webrtc": the module of the transport's class (under the
+    wrappers that observe a call)."""
+    return transport_kind(transport)
 
 
 class CallMeter:

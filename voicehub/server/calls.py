@@ -27,22 +27,26 @@ from typing import TYPE_CHECKING, Any, Protocol
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.auth import presented_token, token_problem
+from voicehub.server.keypad import Keypad
 from voicehub.server.memory_trim import MemoryTrimmer
 from voicehub.transports.websocket import (
     CloseCode,
     ProtocolViolation,
     WebSocketTransport,
+    call_rate,
     check_audio_message,
     error_event,
     parse_text_message,
 )
+from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
-    SAMPLE_RATE,
+    CallerText,
     CallSession,
     CallStatus,
     DeliveryAttempt,
     DeliveryOutcome,
     Hangup,
+    KeypadPress,
     Playout,
     ServerEvent,
     TaskFinished,
@@ -65,6 +69,7 @@ __all__ = [
     "CallLine",
     "CallObserver",
     "LiveCall",
+    "SessionTap",
     "SocketLine",
     "Switchboard",
 ]
@@ -98,7 +103,17 @@ class CallObserver(Protocol):
 
     def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport: ...
 
+    def call_accepted(self, call: LiveCall) -> None:
+        """The call's session started (a call whose desk cannot start never gets here)."""
+
     def call_ended(self, call: LiveCall) -> None: ...
+
+
+class SessionTap(Protocol):
+    """Sees each call's session as it starts (recordings): returns the session the server
+    feeds the caller's audio to, `session` itself or a wrapper of it."""
+
+    def session_started(self, call: LiveCall, session: VoiceSession) -> VoiceSession: ...
 
 
 class LiveCall:
@@ -140,6 +155,7 @@ class Switchboard:
         self.calls: dict[str, LiveCall] = {}
         self.memory = MemoryTrimmer()
         self.observers: list[CallObserver] = []
+        self.session_taps: list[SessionTap] = []
         self._install_hooks()
 
     # -- the WebSocket endpoint ------------------------------------------------------------
@@ -166,7 +182,11 @@ class Switchboard:
             )
             await _refuse(websocket, CloseCode.BAD_REQUEST, "bad_conversation", message)
             return
-        line = WebSocketTransport(sample_rate=SAMPLE_RATE)
+        rate = call_rate(query.get("rate"))
+        if isinstance(rate, ProtocolViolation):
+            await _refuse(websocket, CloseCode.BAD_REQUEST, rate.code, rate.message)
+            return
+        line = WebSocketTransport(sample_rate=rate)
         await self.run_socket_call(websocket, LiveCall(desk, conversation, line), line, self._read)
 
     async def run_socket_call(
@@ -232,12 +252,19 @@ class Switchboard:
                     title=desk.title,
                     resumed=resumed,
                     greeting=desk.greeting is not None and not resumed,
+                    sample_rate=call.transport.sample_rate,
+                    frame_bytes=frame_bytes(call.transport.sample_rate),
                 )
             )
             transport: CallTransport = call.transport
             for observer in self.observers:
                 transport = observer.call_started(call, transport)
-            call.session = await self.factory.start(hub, desk, room_id, transport)
+            session = await self.factory.start(hub, desk, room_id, transport)
+            for tap in self.session_taps:
+                session = tap.session_started(call, session)
+            call.session = session
+            for observer in self.observers:
+                observer.call_accepted(call)
         except Exception as exc:
             log.exception("room %s: could not start the voice session", room_id)
             message = f"could not start the call: {type(exc).__name__}: {exc}"
@@ -250,6 +277,15 @@ class Switchboard:
     async def _read(self, websocket: WebSocket, call: LiveCall) -> None:
         session = call.session
         assert session is not None
+        keypad = Keypad(session, call.desk.config.phone, self.hub.store, self.hub.clock)
+        try:
+            await self._read_messages(websocket, call, session, keypad)
+        finally:
+            await keypad.aclose()
+
+    async def _read_messages(
+        self, websocket: WebSocket, call: LiveCall, session: VoiceSession, keypad: Keypad
+    ) -> None:
         settings = self.settings
         while True:
             message = await websocket.receive()
@@ -259,7 +295,11 @@ class Switchboard:
             text: str | None = message.get("text")
             problem: ProtocolViolation | None
             if data is not None:
-                problem = check_audio_message(len(data), max_bytes=settings.max_audio_bytes)
+                problem = check_audio_message(
+                    len(data),
+                    max_bytes=settings.max_audio_bytes,
+                    sample_rate=call.transport.sample_rate,
+                )
                 if problem is None:
                     await session.push_audio(data)
                     continue
@@ -273,6 +313,13 @@ class Switchboard:
                 elif isinstance(parsed, Hangup):
                     call.end(CloseCode.NORMAL, "hangup")
                     return
+                elif isinstance(parsed, CallerText):
+                    await session.push_text(parsed.text)
+                    continue
+                elif isinstance(parsed, KeypadPress):
+                    for key in parsed.digits:
+                        keypad.press(key)
+                    continue
                 else:
                     call.send(self.status(call))
                     continue
@@ -423,6 +470,7 @@ def _delivery_fields(event: Event) -> dict[str, Any]:
         "kind": meta.get("kind"),
         "text": event.text,
         "room_id": event.room_id,
+        "topic": meta.get("task") if isinstance(meta.get("task"), str) else None,
     }
 
 

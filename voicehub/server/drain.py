@@ -120,6 +120,9 @@ class Drain:
     def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
         return transport
 
+    def call_accepted(self, call: LiveCall) -> None:
+        return None
+
     def call_ended(self, call: LiveCall) -> None:
         self._changed.set()
 

@@ -23,6 +23,7 @@ from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
 from voicehub.server.decoder_metrics import DecoderPoolCollector, WhisperQueueCollector
 from voicehub.server.timed_store import TimedStore
+from voicehub.telemetry.turn_metrics import TurnMetrics
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
@@ -62,7 +63,8 @@ class ServerMetrics:
         )
         self.calls_refused = Counter(
             "voicehub_calls_refused",
-            "Calls refused before they started, by entry point and reason.",
+            "Calls refused before they started, by entry point (or transport) and reason "
+            "(draining; session_failed: the desk's call could not start).",
             ["entry", "reason"],
             registry=registry,
         )
@@ -136,10 +138,13 @@ class ServerMetrics:
         self.draining = Gauge(
             "voicehub_draining", "1 while the server drains (SIGTERM).", registry=registry
         )
+        # per-turn stage latency, fed by each call's voice engine (`CallTelemetry`)
+        self.turn_stages = TurnMetrics(registry)
         registry.register(DecoderPoolCollector())
         registry.register(WhisperQueueCollector())
         self._board: Switchboard | None = None
         self._meters: dict[int, CallMeter] = {}  # by id(LiveCall)
+        self._transports: dict[int, str] = {}  # calls not yet accepted: their transport
         self._task_started: dict[str, float] = {}  # task id -> clock time of delegation
 
     # -- wiring ------------------------------------------------------------------------------
@@ -169,10 +174,13 @@ class ServerMetrics:
 
     def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
         desk = call.desk.name
-        self.calls.labels(desk, transport_name(transport)).inc()
+        self._transports[id(call)] = transport_name(transport)
         self.active_calls.inc()
         meter = self._meters[id(call)] = self.meter_for(desk)
         return MeteredTransport(transport, meter)
+
+    def call_accepted(self, call: LiveCall) -> None:
+        self.calls.labels(call.desk.name, self._transports.pop(id(call), "unknown")).inc()
 
     def meter_for(self, desk: str) -> CallMeter:
         """A new call's meter, counting into this desk's series."""
@@ -187,6 +195,9 @@ class ServerMetrics:
     def call_ended(self, call: LiveCall) -> None:
         if self._meters.pop(id(call), None) is not None:
             self.active_calls.dec()
+        never_started = self._transports.pop(id(call), None)  # its session did not start
+        if never_started is not None:
+            self.calls_refused.labels(never_started, "session_failed").inc()
 
     def _meter_of(self, room_id: str) -> CallMeter | None:
         if self._board is None:

@@ -46,6 +46,7 @@ _VARIABLES = {
     "heartbeat_interval": "VOICEHUB_HEARTBEAT_INTERVAL",
     "instance_timeout": "VOICEHUB_INSTANCE_TIMEOUT",
     "delivery_lease": "VOICEHUB_DELIVERY_LEASE",
+    "recordings_dir": "VOICEHUB_RECORDINGS",
 }
 
 
@@ -88,6 +89,9 @@ class ServerSettings(StoreChoice):
     webrtc_silence_timeout: float = Field(default=10.0, gt=0)
     log_level: str = "info"
     drain_seconds: float = Field(default=30.0, ge=0)
+    # `serve --reload`: watch the desk folder; changed desks serve new calls
+    # (`voicehub.server.desk_reload`).
+    reload_desks: bool = False
     # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
     # proxy the request's host is not it), the account's auth token that signs webhooks,
     # and the account sid for call-backs. See `voicehub.server.twilio`.
@@ -104,6 +108,13 @@ class ServerSettings(StoreChoice):
     heartbeat_interval: float = Field(default=2.0, gt=0, allow_inf_nan=False)
     instance_timeout: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     delivery_lease: float = Field(default=15.0, gt=0, allow_inf_nan=False)
+    # Where the recordings of desks with `[record]` go (default: `recordings/` beside the
+    # SQLite file); several instances need a shared folder to serve each other's.
+    recordings_dir: Path | None = None
+
+    @property
+    def recordings_folder(self) -> Path:
+        return self.recordings_dir or self.db_path.parent / "recordings"
 
     @field_validator("token")
     @classmethod

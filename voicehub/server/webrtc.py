@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ __all__ = ["Peer", "WebRTCDesk", "webrtc_routes"]
 log = logging.getLogger("voicehub.webrtc")
 
 MAX_OFFER_BYTES = 64 * 1024  # a real offer is 2-6 KB
+_ENDED_REMEMBERED = 1024  # ended calls whose DELETE still answers 200
 
 
 @dataclass
@@ -72,6 +74,8 @@ class WebRTCDesk:
         self.settings = board.settings
         self.clock = clock
         self.peers: dict[str, Peer] = {}
+        # Recently ended calls: hanging up twice (data channel, then DELETE) is no error.
+        self.ended: OrderedDict[str, None] = OrderedDict()
 
     # -- signaling ----------------------------------------------------------------------------
 
@@ -154,9 +158,12 @@ class WebRTCDesk:
         )
         if problem is not None:
             return _refuse(401, problem, {"WWW-Authenticate": "Bearer"})
-        peer = self.peers.get(request.path_params["peer"])
+        peer_id = request.path_params["peer"]
+        if peer_id in self.ended:
+            return Response(status_code=200)  # already over: the hangup is done
+        peer = self.peers.get(peer_id)
         if peer is None or peer.desk != request.path_params["desk"]:
-            return _refuse(404, "no such WebRTC call here (it may have ended already)")
+            return _refuse(404, "no such WebRTC call here")
         peer.transport.close(CloseCode.NORMAL, "hangup")
         return Response(status_code=200)
 
@@ -188,6 +195,9 @@ class WebRTCDesk:
             with contextlib.suppress(Exception):
                 await connection.close()
             self.peers.pop(peer.id, None)
+            self.ended[peer.id] = None
+            while len(self.ended) > _ENDED_REMEMBERED:
+                self.ended.popitem(last=False)
 
     async def _until_over(self, call: LiveCall, session: VoiceSession) -> None:
         transport = call.transport

@@ -32,6 +32,7 @@ from voicehub.voice.audio import (
     ulaw2lin,
 )
 from voicehub.voice.events import ServerEvent
+from voicehub.voice.transport import WireAudio
 
 __all__ = [
     "MAX_FRAME_CHARS",
@@ -227,6 +228,9 @@ class StreamReader:
 # -- the transport ------------------------------------------------------------------------
 
 
+_WIRE = WireAudio("mulaw", TWILIO_RATE)
+
+
 @dataclass(frozen=True, slots=True)
 class _Close:
     code: int
@@ -271,11 +275,20 @@ class TwilioMediaTransport:
             return pcm
         return int16_to_pcm16(self._up.push(pcm16_to_int16(pcm)))
 
+    @property
+    def wire_audio(self) -> WireAudio:
+        """Twilio's media: G.711 mu-law at 8 kHz (see `voice.transport`)."""
+        return _WIRE
+
     async def send_audio(self, pcm16: bytes) -> None:
         """Queue agent audio as 20 ms mu-law `media` frames."""
         if self._down is not None:
             pcm16 = int16_to_pcm16(self._down.push(pcm16_to_int16(pcm16)))
-        data = self._pending + lin2ulaw(pcm16)
+        await self.send_wire_audio(lin2ulaw(pcm16))
+
+    async def send_wire_audio(self, ulaw: bytes) -> None:
+        """Queue agent audio that is mu-law at 8 kHz already, as 20 ms `media` frames."""
+        data = self._pending + ulaw
         whole = len(data) - len(data) % _FRAME
         for at in range(0, whole, _FRAME):
             self._media(data[at : at + _FRAME])

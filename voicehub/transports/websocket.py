@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
+from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
     FRAME_BYTES,
     SAMPLE_RATE,
@@ -40,12 +41,14 @@ from voicehub.voice.events import (
 )
 
 __all__ = [
+    "CALL_RATES",
     "MAX_AUDIO_BYTES",
     "MAX_TEXT_BYTES",
     "CloseCode",
     "OutboundSocket",
     "ProtocolViolation",
     "WebSocketTransport",
+    "call_rate",
     "check_audio_message",
     "error_event",
     "parse_text_message",
@@ -78,20 +81,42 @@ class ProtocolViolation:
     close_code: CloseCode | None = None
 
 
-_FORMAT = f"send {SAMPLE_RATE // 1000} kHz mono PCM16 in multiples of {FRAME_BYTES} bytes (20 ms)"
+CALL_RATES = (8000, 16000, 24000)
+"""The PCM16 rates a WebSocket call may choose with `?rate=` (16 kHz when it does not);
+24 kHz is the OpenAI Realtime model's own: a realtime desk then resamples nothing."""
 
 
-def check_audio_message(size: int, *, max_bytes: int = MAX_AUDIO_BYTES) -> ProtocolViolation | None:
-    """None if a binary message of `size` bytes is valid caller audio, else what is wrong."""
+def call_rate(value: str | None) -> int | ProtocolViolation:
+    """The sample rate a call's `rate` query parameter asks for (None: the default)."""
+    if value is None or value == "":
+        return SAMPLE_RATE
+    if not value.isdigit() or int(value) not in CALL_RATES:
+        rates = ", ".join(str(rate) for rate in CALL_RATES)
+        return ProtocolViolation(
+            "bad_rate", f"rate {value[:20]!r} is not offered: choose one of {rates} (Hz)"
+        )
+    return int(value)
+
+
+def check_audio_message(
+    size: int, *, max_bytes: int = MAX_AUDIO_BYTES, sample_rate: int = SAMPLE_RATE
+) -> ProtocolViolation | None:
+    """None if a binary message of `size` bytes is valid caller audio at `sample_rate`,
+    else what is wrong."""
     if size > max_bytes:
         return ProtocolViolation(
             "message_too_big",
             f"audio message of {size} bytes is too big: at most {max_bytes} bytes "
-            f"({max_bytes / (2 * SAMPLE_RATE):g} s) per message",
+            f"({max_bytes / (2 * sample_rate):g} s) per message",
             CloseCode.MESSAGE_TOO_BIG,
         )
-    if size == 0 or size % FRAME_BYTES:
-        return ProtocolViolation("bad_audio_frame", f"audio message of {size} bytes: {_FORMAT}")
+    frame = frame_bytes(sample_rate)
+    if size == 0 or size % frame:
+        return ProtocolViolation(
+            "bad_audio_frame",
+            f"audio message of {size} bytes: send {sample_rate / 1000:g} kHz mono PCM16 in "
+            f"multiples of {frame} bytes (20 ms)",
+        )
     return None
 
 
@@ -189,6 +214,10 @@ class WebSocketTransport:
     def send_event_nowait(self, event: ServerEvent) -> None:
         """`send_event` for synchronous callers (hooks, the reader loop)."""
         self._put(event.to_wire())
+
+    async def hang_up(self, reason: str) -> None:
+        """The agent ends the call: what is queued goes out, then the socket closes."""
+        self.close(CloseCode.NORMAL, reason)
 
     def close(self, code: int = CloseCode.NORMAL, reason: str = "") -> None:
         """Send what is queued, then close the socket with `code` (reason cut to 123 bytes)."""

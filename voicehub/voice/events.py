@@ -39,11 +39,13 @@ __all__ = [
     "CallError",
     "CallSession",
     "CallStatus",
+    "CallerText",
     "ClearAudio",
     "ClientMessage",
     "DeliveryAttempt",
     "DeliveryOutcome",
     "Hangup",
+    "KeypadPress",
     "Playout",
     "ProviderError",
     "ServerEvent",
@@ -215,6 +217,7 @@ class DeliveryAttempt(WireModel):
     kind: str | None  # what produced the result, from the delivery's metadata, if said
     text: str
     room_id: str
+    topic: str | None = None  # the task the result answers ("heat pumps"), if known
 
 
 class DeliveryOutcome(WireModel):
@@ -227,6 +230,7 @@ class DeliveryOutcome(WireModel):
     kind: str | None
     text: str
     room_id: str
+    topic: str | None = None
     outcome: str | None
     final: bool | None  # no further attempt will follow
     error: str | None
@@ -295,7 +299,22 @@ class StatusRequest(_ClientModel):
     type: Literal["status"] = "status"
 
 
-ClientMessage = Playout | Hangup | StatusRequest
+class CallerText(_ClientModel):
+    """A caller turn typed instead of spoken: answered like a spoken turn."""
+
+    type: Literal["text"] = "text"
+    text: str = Field(min_length=1, max_length=2000)
+
+
+class KeypadPress(_ClientModel):
+    """Keys pressed on a keypad (0-9, `*`, `#`), handled as a phone call's keypad
+    (`[phone] digit_gap` and `[phone.keys]` of the desk)."""
+
+    type: Literal["keypad"] = "keypad"
+    digits: str = Field(min_length=1, max_length=32, pattern=r"^[0-9*#]+$")
+
+
+ClientMessage = Playout | Hangup | StatusRequest | CallerText | KeypadPress
 """Every text frame the client sends."""
 
 

@@ -1,7 +1,9 @@
 """The realtime `VoiceSession`: a lean relay to a speech-to-speech model (OpenAI Realtime).
 
-Caller audio goes to `input_audio_buffer.append` in batches at 24 kHz
-(`realtime.audio_batch`), and each frame's speech evidence to `VoiceActivity`, where a
+Caller audio goes to `input_audio_buffer.append` in batches at 24 kHz, or as G.711 mu-law
+on a phone line (`realtime.audio_batch`; the model's audio then comes back as mu-law and
+goes to the transport untouched: `voice.transport.plays_mulaw`), and each frame's speech
+evidence to `VoiceActivity`, where a
 delivery's last check before its first audio frame reads it (`realtime.model_events`).
 The model's audio goes to the transport with speech marks (`realtime.playout`). The
 model's server or semantic VAD drives turns; its events drive `VoiceActivity`
@@ -39,10 +41,12 @@ from voicehub.voice.realtime.resample import PcmResampler
 from voicehub.voice.realtime.responses import SpeakRequest
 from voicehub.voice.realtime.tool_runs import in_tool
 from voicehub.voice.speech_evidence import SpeechEvidence
+from voicehub.voice.transport import plays_mulaw
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
     from voicehub.agents.tools import Tool
+    from voicehub.voice.engine.latency import TurnObserver
     from voicehub.voice.session import CallRuntime
     from voicehub.voice.transport import CallTransport
 
@@ -63,6 +67,9 @@ class RealtimeVoiceSession:
     repeat it) or through the model ("generate": the result as a `settings.injection_role`
     item, then a response). `mark_every_ms` is the playout granularity a barge-in truncates
     at. `backoff` says how a dropped model connection is retried (on the hub's clock).
+    `turn_observer` hears each answered caller turn's voice-to-voice (the model's end of
+    the caller's speech to the answer's first audio sent; the model measures no other
+    stage for us).
     """
 
     def __init__(
@@ -82,6 +89,7 @@ class RealtimeVoiceSession:
         attach_delivery: bool = True,
         activity: VoiceActivity | None = None,
         backoff: Backoff | None = None,
+        turn_observer: TurnObserver | None = None,
     ) -> None:
         if delivery_mode not in ("say", "generate"):
             raise ConfigError(f"delivery_mode {delivery_mode!r}: expected 'say' or 'generate'")
@@ -92,13 +100,19 @@ class RealtimeVoiceSession:
         self.agent, self._extra_tools = agent, tuple(extra_tools)
         self.voice = agent_voice(agent, self.settings)
         self._attach_delivery = attach_delivery
+        self.turn_observer = turn_observer
         self.recorder = CallRecorder(hub, room_id, transport, lambda: self.agent.id)
         self.events = ModelEvents(self, mark_every_ms, answer_timeout)
         self._link = ModelLink(client, self.settings.model, hub.clock, self.events, backoff=backoff)
         self.events.link = self._link
-        self._batcher = AudioBatcher(transport.sample_rate)
+        # a phone line: mu-law both ways, never decoded or resampled for the model
+        self._wire = transport if plays_mulaw(transport) else None
+        self.mulaw = self._wire is not None
+        self._batcher = AudioBatcher(transport.sample_rate, mulaw=self.mulaw)
         self._evidence = SpeechEvidence(transport.sample_rate)
-        self._down = PcmResampler(MODEL_RATE, transport.sample_rate)
+        self._down = None if self.mulaw else PcmResampler(MODEL_RATE, transport.sample_rate)
+        # bytes of model audio per ms: mu-law at 8 kHz, or PCM16 at 24 kHz
+        self.model_bytes_per_ms = 8 if self.mulaw else 2 * MODEL_RATE // 1000
         self._ids = itertools.count(1)
         self._recap = ""  # the call so far, for a restored model session
         self._auto_reply = True
@@ -171,9 +185,16 @@ class RealtimeVoiceSession:
         """The transport played everything up to mark `speech_id`."""
         self.events.playout_confirmed(speech_id)
 
-    def downsample(self, model_audio: bytes) -> bytes:
-        """Model audio (24 kHz) at the transport's rate."""
-        return self._down.push(model_audio)
+    async def play(self, model_audio: bytes) -> None:
+        """Model audio to the transport: mu-law as it came (a phone line), else 24 kHz
+        PCM16 resampled to the transport's rate."""
+        if self._wire is not None:
+            await self._wire.send_wire_audio(model_audio)
+            return
+        assert self._down is not None
+        pcm = self._down.push(model_audio)
+        if pcm:
+            await self.transport.send_audio(pcm)
 
     def hearing_caller(self, in_turn: bool) -> None:
         """The model hears the caller (or stopped): pauses flush the audio batch at once."""
@@ -291,6 +312,7 @@ class RealtimeVoiceSession:
             voice=self.voice,
             instructions=with_recap(self.agent.instructions, self._recap),
             auto_reply=self._auto_reply,
+            mulaw=self.mulaw,
         )
         await self.update_session(config)
 

@@ -3,10 +3,13 @@
 Both ends of a WebRTC call use these: the server's transport and the synthetic caller.
 
 - `paced_track(queue, ...)` is an outbound aiortc audio track fed by a `PlayoutQueue`: one
-  20 ms frame per tick on the event loop's clock (silence when nothing is queued, so the
-  far end's jitter buffer keeps running), reporting marks as they fall due.
+  20 ms packet per tick on the event loop's clock (silence when nothing is queued, so the
+  far end's jitter buffer keeps running), reporting marks as they fall due. It hands aiortc
+  Opus packets it encoded itself (`OpusPackets`), not audio frames: aiortc packs a packet
+  inline, where a frame would cost a hop to its encoder thread per 20 ms, an audio-level
+  pass, and a resampling to 48 kHz stereo before the encoder.
 - `PcmDecoder` turns received frames (Opus decodes to 48 kHz stereo; G.711 to 8 kHz mono)
-  into PCM16 mono at the rate the caller of it wants.
+  into PCM16 mono at the rate the caller of it wants (soxr when installed).
 
 aiortc is imported lazily: without the `webrtc` extra nothing here loads it.
 """
@@ -21,10 +24,30 @@ from typing import Any
 import numpy as np
 
 from voicehub.errors import VoicehubError
-from voicehub.voice.audio import FRAME_MS, Resampler, int16_to_pcm16
+from voicehub.voice.audio import FRAME_MS, int16_to_pcm16
 from voicehub.voice.audio.playout import PlayoutQueue
+from voicehub.voice.realtime.resample import PcmResampler
 
-__all__ = ["PcmDecoder", "import_aiortc", "paced_track"]
+__all__ = [
+    "BROWSER_COMPLEXITY",
+    "OPUS_COMPLEXITY",
+    "OpusPackets",
+    "PcmDecoder",
+    "import_aiortc",
+    "paced_track",
+]
+
+OPUS_COMPLEXITY = 1
+"""libopus complexity (0-10) of agent audio. One 20 ms frame of speech at 16 kHz mono cost,
+on this project's shared 2-core test machine, about 240 us at 10 (libopus' default), 180 at
+5, 135 at 2, 80 at 1 and 75 at 0: the encoder was most of the transport's CPU. A lower
+setting spends its bits less cleverly (a little less quality at the same bitrate), which
+32 kb/s of mono speech affords."""
+# soxr's low quality for the caller's audio: 6 ms of delay where its high quality adds 21
+# (before VAD and STT, on every turn), for a passband that still holds telephone speech
+_CALLER_QUALITY = "LQ"
+BROWSER_COMPLEXITY = 10  # a browser's microphone: libopus' default (the synthetic caller's)
+OPUS_BITRATE = 32000  # mono wideband speech; aiortc's own encoder spends 96 kb/s on stereo
 
 _MAX_LATE = 0.5  # seconds behind schedule before the pacer gives up catching up
 
@@ -38,24 +61,82 @@ def import_aiortc() -> Any:
     return aiortc
 
 
+class OpusPackets:
+    """PCM16 mono 20 ms frames at `rate` in, Opus `av.Packet`s out (pts at `rate`).
+
+    libopus takes 8, 12, 16, 24 and 48 kHz as they are: the session's audio is never
+    resampled on its way out (RTP's 48 kHz clock is aiortc's conversion of the pts). Silence
+    is one packet encoded once and sent again (a quiet call costs no encoding)."""
+
+    def __init__(self, rate: int, complexity: int = OPUS_COMPLEXITY) -> None:
+        import av
+
+        self._av = av
+        self.rate = rate
+        self.samples = rate * FRAME_MS // 1000
+        self.time_base = fractions.Fraction(1, rate)
+        self._codec = self._encoder(complexity)
+        self._pts = 0
+        self._silence = self._silence_packet(complexity)
+
+    def _encoder(self, complexity: int) -> Any:
+        codec = self._av.CodecContext.create("libopus", "w")
+        codec.format = "s16"
+        codec.layout = "mono"
+        codec.sample_rate = self.rate
+        codec.time_base = self.time_base
+        codec.bit_rate = OPUS_BITRATE
+        codec.options = {"application": "voip", "compression_level": str(complexity)}
+        return codec
+
+    def _silence_packet(self, complexity: int) -> bytes:
+        codec, quiet = self._encoder(complexity), bytes(self.samples * 2)
+        encoded: list[Any] = []
+        for number in range(4):  # past the encoder's look-ahead: a steady silent packet
+            encoded += codec.encode(self._frame(quiet, number * self.samples))
+        return bytes(encoded[-1])
+
+    def _frame(self, pcm16: bytes, pts: int) -> Any:
+        frame = self._av.AudioFrame(format="s16", layout="mono", samples=self.samples)
+        frame.planes[0].update(pcm16)
+        frame.sample_rate = self.rate
+        frame.pts = pts
+        frame.time_base = self.time_base
+        return frame
+
+    def packet(self, pcm16: bytes | None) -> Any:
+        """The next 20 ms as one packet: `pcm16` encoded, or the silent packet for None.
+        None while the encoder still fills its look-ahead (aiortc skips the tick)."""
+        pts = self._pts
+        self._pts += self.samples
+        if pcm16 is None:
+            data = self._silence
+        else:
+            encoded = self._codec.encode(self._frame(pcm16, pts))
+            if not encoded:
+                return None
+            data = bytes(encoded[-1])
+        packet = self._av.Packet(data)
+        packet.pts = pts
+        packet.time_base = self.time_base
+        return packet
+
+
 def paced_track(
     queue: PlayoutQueue,
     *,
     on_marks: Callable[[tuple[str, ...]], None],
     on_audio: Callable[[], None] | None = None,
+    complexity: int = OPUS_COMPLEXITY,
 ) -> Any:
-    """An aiortc `MediaStreamTrack` (kind "audio") playing `queue` in real time.
+    """An aiortc `MediaStreamTrack` (kind "audio") playing `queue` in real time, as Opus
+    packets (`OpusPackets` at `complexity`).
 
     `on_marks` gets the marks whose audio has just been handed to the encoder; `on_audio`
     is called for each frame that carried queued audio (not silence).
     """
-    import av
-
     aiortc = import_aiortc()
-    rate = queue.sample_rate
-    samples = rate * FRAME_MS // 1000
-    time_base = fractions.Fraction(1, rate)
-    silence = bytes(queue.frame_bytes)
+    packets = OpusPackets(queue.sample_rate, complexity)
 
     track_base: Any = aiortc.MediaStreamTrack
 
@@ -64,33 +145,29 @@ def paced_track(
 
         def __init__(self) -> None:
             super().__init__()
-            self._pts = 0
             self._next_at: float | None = None
 
         async def recv(self) -> Any:
-            if self.readyState != "live":
-                raise aiortc.mediastreams.MediaStreamError
-            loop = asyncio.get_running_loop()
-            if self._next_at is None:
-                self._next_at = loop.time()
-            delay = self._next_at - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            elif delay < -_MAX_LATE:  # the loop stalled: resume the clock, do not burst
-                self._next_at = loop.time()
-            self._next_at += FRAME_MS / 1000
-            tick = queue.tick()
-            if tick.marks:
-                on_marks(tick.marks)
-            if tick.audio is not None and on_audio is not None:
-                on_audio()
-            frame = av.AudioFrame(format="s16", layout="mono", samples=samples)
-            frame.planes[0].update(tick.audio if tick.audio is not None else silence)
-            frame.sample_rate = rate
-            frame.pts = self._pts
-            frame.time_base = time_base
-            self._pts += samples
-            return frame
+            while True:
+                if self.readyState != "live":
+                    raise aiortc.mediastreams.MediaStreamError
+                loop = asyncio.get_running_loop()
+                if self._next_at is None:
+                    self._next_at = loop.time()
+                delay = self._next_at - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                elif delay < -_MAX_LATE:  # the loop stalled: resume the clock, do not burst
+                    self._next_at = loop.time()
+                self._next_at += FRAME_MS / 1000
+                tick = queue.tick()
+                if tick.marks:
+                    on_marks(tick.marks)
+                if tick.audio is not None and on_audio is not None:
+                    on_audio()
+                packet = packets.packet(tick.audio)
+                if packet is not None:
+                    return packet
 
     return PacedTrack()
 
@@ -100,22 +177,27 @@ class PcmDecoder:
 
     def __init__(self, rate: int) -> None:
         self.rate = rate
-        self._resampler: Resampler | None = None
+        self._resampler: PcmResampler | None = None
         self._from_rate = 0
 
     def decode(self, frame: Any) -> bytes:
         """One av `AudioFrame` (packed s16, any rate and channel count) as PCM16 bytes."""
         if frame.format.name != "s16":
             raise ValueError(f"expected s16 audio frames, got {frame.format.name}")
-        channels = len(frame.layout.channels)
-        samples = frame.to_ndarray().reshape(-1, channels)
+        channels = frame.layout.nb_channels
+        samples = np.frombuffer(frame.planes[0], dtype="<i2", count=frame.samples * channels)
         if channels == 1:
-            mono = samples[:, 0].astype(np.int16)
-        else:  # integer sum: several times cheaper than a float mean per frame
-            mono = (samples.astype(np.int32).sum(axis=1) // channels).astype(np.int16)
+            mono = samples
+        elif channels == 2:  # column by column: several times cheaper than a sum on an axis
+            pairs = samples.reshape(-1, 2)
+            mono = ((pairs[:, 0].astype(np.int32) + pairs[:, 1]) >> 1).astype(np.int16)
+        else:
+            mono = (samples.reshape(-1, channels).astype(np.int32).sum(axis=1) // channels).astype(
+                np.int16
+            )
         if frame.sample_rate == self.rate:
             return int16_to_pcm16(mono)
         if self._resampler is None or frame.sample_rate != self._from_rate:
-            self._resampler = Resampler(frame.sample_rate, self.rate)
+            self._resampler = PcmResampler(frame.sample_rate, self.rate, quality=_CALLER_QUALITY)
             self._from_rate = frame.sample_rate
-        return int16_to_pcm16(self._resampler.push(mono))
+        return self._resampler.push(mono.data)

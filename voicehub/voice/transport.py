@@ -5,11 +5,20 @@ directions is PCM16 mono at `sample_rate`; a transport converts to and from its 
 (Twilio's 8 kHz mu-law, say). Playout confirmation is the transport's job: after `mark(id)`
 it must call the session's `playout_confirmed(id)` once every byte sent before the mark has
 really been played to the caller (Twilio echoes marks; the browser page acks).
+
+Optional, for a transport whose wire carries audio another way than PCM16 at its session
+rate (Twilio: G.711 mu-law at 8 kHz): `wire_audio` names that format, and
+`send_wire_audio(data)` queues agent audio already in it. A provider that can produce the
+wire's own format (Deepgram's Aura speaks mu-law at 8 kHz, OpenAI Realtime emits
+`audio/pcmu`) then skips a decode on its side and an encode on the transport's, and no
+audio is resampled on the way. `wire_audio_of` reads it (PCM16 at the session rate when a
+transport does not say).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard
 
 if TYPE_CHECKING:
     from voicehub.voice.events import ServerEvent
@@ -38,3 +47,41 @@ class CallTransport(Protocol):
     async def send_event(self, event: ServerEvent) -> None:
         """Send an event to the client (transcripts, states, tasks, deliveries)."""
         ...
+
+
+@dataclass(frozen=True)
+class WireAudio:
+    """How a transport carries audio on its wire: `encoding` at `sample_rate`."""
+
+    encoding: Literal["pcm16", "mulaw"]
+    sample_rate: int
+
+
+def wire_audio_of(transport: CallTransport) -> WireAudio:
+    """The transport's `wire_audio`, or PCM16 at its session rate when it has none."""
+    wire = getattr(transport, "wire_audio", None)
+    return wire if isinstance(wire, WireAudio) else WireAudio("pcm16", transport.sample_rate)
+
+
+class WireAudioTransport(CallTransport, Protocol):
+    """A `CallTransport` that also takes agent audio in its `wire_audio` format."""
+
+    @property
+    def wire_audio(self) -> WireAudio:
+        """The encoding and rate of the transport's wire."""
+        ...
+
+    async def send_wire_audio(self, data: bytes) -> None:
+        """Queue agent audio already in `wire_audio`'s format (no conversion)."""
+        ...
+
+
+def plays_mulaw(transport: CallTransport) -> TypeGuard[WireAudioTransport]:
+    """The transport's session rate and wire are both 8 kHz and it takes mu-law as it is
+    (`send_wire_audio`): a provider can hand it G.711 with no conversion at all."""
+    wire = wire_audio_of(transport)
+    return (
+        wire == WireAudio("mulaw", 8000)
+        and transport.sample_rate == 8000
+        and callable(getattr(transport, "send_wire_audio", None))
+    )

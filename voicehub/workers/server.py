@@ -18,7 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import cancel_and_wait
@@ -36,6 +39,7 @@ from voicehub.workers.dispatch import DispatchError, choose_desk
 from voicehub.workers.job import CallRoom, DeskJob
 from voicehub.workers.load import CallLoad
 from voicehub.workers.settings import WorkerSettings
+from voicehub.workers.telemetry import JobTelemetry
 
 with vendor_import("livekit-agents"):
     from livekit import agents
@@ -116,6 +120,9 @@ class DeskEntrypoint:
             else None
         )
         factory = self._factory() if self._factory is not None else OfflineSessionFactory()
+        telemetry = JobTelemetry(hub)  # turn histograms; traces when OTEL_* ask
+        if isinstance(factory, OfflineSessionFactory):
+            factory.turn_observers = telemetry
         await factory.prepare([desk])
         if self._room is not None:
             room = self._room(ctx)
@@ -161,6 +168,7 @@ def build_server(
     if not desks:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
     executor_type = agents.JobExecutorType(executor)
+    metrics = metrics_options(settings)
     load = CallLoad(settings.capacity, context=_mp_context(executor_type))
     entrypoint = DeskEntrypoint(settings, desks, load, session_factory=session_factory, room=room)
     options = agents.WorkerOptions(
@@ -176,8 +184,21 @@ def build_server(
         api_key=settings.api_key,
         api_secret=settings.api_secret,
         port=settings.http_port,
+        **metrics,
     )
     return agents.AgentServer.from_server_options(options), load
+
+
+def metrics_options(settings: WorkerSettings) -> dict[str, Any]:
+    """The `WorkerOptions` of livekit's Prometheus endpoint in multiprocess mode: each job
+    process writes its figures (the per-turn histograms) to files in one folder, the
+    endpoint sums them."""
+    if settings.metrics_port is None:
+        return {}
+    folder = settings.metrics_dir or Path(tempfile.mkdtemp(prefix="voicehub-worker-metrics-"))
+    # set before any job process starts (and imports prometheus_client): they inherit it
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    return {"prometheus_port": settings.metrics_port, "prometheus_multiproc_dir": str(folder)}
 
 
 def _mp_context(executor: Any) -> Any:

@@ -30,6 +30,8 @@ ENVIRONMENT = {
     "desk": "VOICEHUB_DESK",
     "agent_name": "VOICEHUB_AGENT_NAME",
     "capacity": "VOICEHUB_WORKER_CAPACITY",
+    "metrics_port": "VOICEHUB_WORKER_METRICS_PORT",
+    "metrics_dir": "PROMETHEUS_MULTIPROC_DIR",
     "url": "LIVEKIT_URL",
     "api_key": "LIVEKIT_API_KEY",
     "api_secret": "LIVEKIT_API_SECRET",
@@ -54,6 +56,10 @@ class WorkerSettings(StoreChoice):
     api_secret: str | None = Field(default=None, repr=False)
     http_port: int = Field(default=8081, ge=0, le=65535)
     shutdown_grace: float = Field(default=20.0, ge=0)
+    # Prometheus on :metrics_port/metrics (livekit's server), gathering every job process'
+    # figures (multiprocess mode) from files in `metrics_dir` (default: a temporary folder).
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_dir: Path | None = None
 
     @classmethod
     def from_env(cls, **overrides: Any) -> WorkerSettings:

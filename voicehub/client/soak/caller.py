@@ -65,6 +65,10 @@ class CallerLines:
         follow_ups = tuple((text, caller_audio(text=text)) for text in FOLLOW_UPS)
         return cls(requests, follow_ups, chatter=caller_audio(text=CHATTER))
 
+    def all(self) -> list[tuple[str, bytes]]:
+        """Every line with its words (what a fake recognizer is told to expect)."""
+        return [*self.requests, *self.follow_ups, (CHATTER, self.chatter)]
+
 
 class SoakCaller:
     """Caller number `index` of a run; `calls` holds a log per call placed."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = ["SoakOptions"]
 
@@ -40,6 +41,9 @@ class SoakOptions:
     collect_attempts: int = 3  # tries of the last call that collects held results
     sample_every: float = 5.0  # seconds between samples of the server's RSS and loop lag
     playout_speed: float = 1.0  # the callers' virtual speakers (1.0: real time)
+    # "cloud": the desk on Deepgram against the fake Deepgram in its own process
+    # (`client.soak.cloud_stack`); "offline": the desk as its file says
+    stack: Literal["offline", "cloud"] = "offline"
 
     def __post_init__(self) -> None:
         if self.calls < 1:
@@ -52,6 +56,10 @@ class SoakOptions:
                 raise ValueError(
                     f"{name} is a range (low, high) with 0 <= low <= high, got {low}, {high}"
                 )
+        if self.stack not in ("offline", "cloud"):
+            raise ValueError(f"stack is 'offline' or 'cloud', got {self.stack!r}")
+        if self.stack == "cloud" and self.url is not None:
+            raise ValueError("--stack cloud starts its own server (and fake Deepgram): drop --url")
         for name in ("barge_in", "hang_up"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

@@ -42,7 +42,13 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
             "pause": list(options.pause),
             "ramp": options.ramp_seconds,
             "server": result.server,
+            "stack": options.stack,
         },
+        "provider_cpu_seconds": (
+            round(result.provider_cpu_seconds, 1)
+            if result.provider_cpu_seconds is not None
+            else None
+        ),
         "seconds": round(result.seconds, 1),
         "calls": tally.calls,
         "failed_calls": tally.failed_calls,
@@ -91,6 +97,7 @@ def format_soak(result: SoakResult) -> str:
     talk, yielded, server = figures["talkover_ms"], figures["yield_ms"], figures["server"]
     rows = [
         ("callers at once", figures["settings"]["callers"]),
+        ("stack", figures["settings"]["stack"]),
         ("seconds", figures["seconds"]),
         ("calls (failed)", f"{figures['calls']} ({figures['failed_calls']})"),
         ("calls the agent never answered", figures["unanswered_calls"]),
@@ -119,6 +126,10 @@ def format_soak(result: SoakResult) -> str:
             f"{server['loop_lag_ms_median']} / {server['loop_lag_ms_max']}",
         ),
     ]
+    if figures["provider_cpu_seconds"] is not None:
+        seconds = figures["seconds"] or 1.0
+        cpu = figures["provider_cpu_seconds"]
+        rows.append(("fake Deepgram CPU s (% of a core)", f"{cpu} ({100 * cpu / seconds:.1f}%)"))
     lines = [f"{name:34s} {value}" for name, value in rows]
     lines += ["", "   time  calls  rss MB  loop lag ms"]
     lines += [

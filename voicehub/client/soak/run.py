@@ -33,6 +33,7 @@ class SoakResult:
     samples: list[HealthSample] = field(default_factory=list)
     logs: list[CallLog] = field(default_factory=list)
     stuck_calls: int = 0  # live on the server 2 minutes after every caller hung up
+    provider_cpu_seconds: float | None = None  # the fake Deepgram's CPU (--stack cloud)
 
 
 async def run_soak(
@@ -41,14 +42,16 @@ async def run_soak(
     folder: Path | None = None,
     channels: Path | None = None,
     lines: CallerLines | None = None,
+    server_environment: dict[str, str] | None = None,
 ) -> SoakResult:
     """Run `options`; `folder` keeps the started server's store and log (a temporary
-    folder by default), `lines` the callers' synthesized words (made once if not given)."""
+    folder by default), `lines` the callers' synthesized words (made once if not given),
+    `server_environment` variables the started server gets on top of this process's."""
     words = lines if lines is not None else await asyncio.to_thread(CallerLines.synthesize)
     with contextlib.ExitStack() as stack:
         if folder is None:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
-        process = None if options.url else ServerProcess(folder, channels)
+        process = None if options.url else ServerProcess(folder, channels, server_environment)
         try:
             server = options.url.rstrip("/") if options.url else await _start(process)
             return await _soak(options, server, process, words)
@@ -57,10 +60,11 @@ async def run_soak(
                 await process.stop()
 
 
-async def _check_server(server: str, desk: str) -> None:
+async def _check_server(server: str, desk: str, token: str | None) -> None:
     """Fail at once, with the reason, if the server is not there or lacks the desk."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        async with httpx.AsyncClient(base_url=server, timeout=30) as http:
+        async with httpx.AsyncClient(base_url=server, timeout=30, headers=headers) as http:
             desks = (await http.get("/health")).raise_for_status().json()["desks"]
     except (httpx.HTTPError, ValueError, KeyError) as exc:
         raise VoicehubError(f"{server} does not answer /health as voicehub does: {exc}") from None
@@ -76,7 +80,7 @@ async def _start(process: ServerProcess | None) -> str:
 async def _soak(
     options: SoakOptions, server: str, process: ServerProcess | None, lines: CallerLines
 ) -> SoakResult:
-    await _check_server(server, options.desk)
+    await _check_server(server, options.desk, options.token)
     sampler = HealthSampler(server, options.sample_every, process, options.token)
     sampling = asyncio.create_task(sampler.run())
     callers = [SoakCaller(index, options, server, lines) for index in range(options.calls)]

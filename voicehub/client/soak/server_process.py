@@ -30,9 +30,12 @@ _READY = re.compile(r"serving at (\S+)")
 class ServerProcess:
     """`voicehub serve --port 0` in a subprocess; `url` once it listens."""
 
-    def __init__(self, folder: Path, channels: Path | None = None) -> None:
+    def __init__(
+        self, folder: Path, channels: Path | None = None, environment: dict[str, str] | None = None
+    ) -> None:
         self.folder = folder
         self.channels = channels
+        self.environment = dict(environment or {})
         self.url = ""
         self._process: Process | None = None
 
@@ -45,7 +48,12 @@ class ServerProcess:
         command += ["--db", str(self.folder / "soak.db"), "--log-level", "warning"]
         if self.channels is not None:
             command += ["--channels", str(self.channels)]
-        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        environment = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            **self.environment,
+        }
         with (self.folder / "server.log").open("w") as log_file:
             self._process = process = await asyncio.create_subprocess_exec(
                 sys.executable, *command, stdout=PIPE, stderr=log_file, env=environment

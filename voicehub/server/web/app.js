@@ -3,7 +3,8 @@
 // timeline; open a past conversation's timeline from the store. Protocols:
 // voicehub/transports/websocket.py and voicehub/server/webrtc.py.
 
-import { LiveTimeline, Timeline, storedTimeline } from "./timeline.js";
+import { LiveTimeline, Timeline, storedTimeline, topicOf } from "./timeline.js";
+import { showRecordings } from "./recordings.js";
 import { startWebRTC, webrtcSupported } from "./webrtc.js";
 
 const RATE = 16000;
@@ -56,12 +57,17 @@ $("new-conversation").addEventListener("click", () => {
 });
 $("dial").addEventListener("submit", (event) => {
   event.preventDefault();
-  startCall().catch((error) => { setStatus(`Could not start the call: ${error}`); endCall(); });
+  startCall().catch((error) => {
+    endCall("server", String(error));
+    setStatus(`Could not start the call: ${error}`);
+  });
 });
 ui.hangup.addEventListener("click", () => {
-  if (call?.rtc) call.rtc.hangup();
-  else if (call?.socket.readyState === WebSocket.OPEN) call.socket.send(JSON.stringify({ type: "hangup" }));
-  endCall();
+  if (!call) return;
+  call.hungUp = true;
+  if (call.rtc) call.rtc.hangup();
+  else if (call.socket.readyState === WebSocket.OPEN) call.socket.send(JSON.stringify({ type: "hangup" }));
+  endCall("caller");
 });
 if (!webrtcSupported()) {
   ui.transport.querySelector('option[value="webrtc"]').disabled = true;
@@ -100,6 +106,7 @@ async function startCall() {
   source.connect(node); // not connected to the speakers: no echo of the caller
 
   const live = new LiveTimeline(timeline);
+  for (const list of [ui.transcript, ui.tasks, ui.deliveries]) list.replaceChildren();
   localStorage.setItem("voicehub.transport", ui.transport.value);
   if (ui.transport.value === "webrtc") {
     call = { kind: "webrtc", rtc: null, context, stream, node, live };
@@ -111,8 +118,9 @@ async function startCall() {
       desk, conversation, token, stream, player: ui.agentAudio,
       onEvent,
       onEnd: (reason) => {
-        setStatus(`Call ended (${reason}).`);
-        endCall();
+        if (reason === "hung up") endCall("caller");
+        else if (reason === "the connection failed") endCall("lost");
+        else endCall("server");
       },
     });
     if (call?.live === live) call.rtc = rtc;
@@ -136,13 +144,23 @@ async function startCall() {
     else onEvent(JSON.parse(data));
   };
   socket.onclose = ({ code, reason }) => {
-    setStatus(`Call ended (${code}${reason ? `: ${reason}` : ""}).`);
-    endCall();
+    if (call?.socket !== socket) return;
+    if (code === 1006) endCall("lost");
+    else endCall("server", code === 1000 ? "" : reason);
   };
 }
 
-function endCall() {
+// One wording for a call's end, whatever the transport: who ended it, and why.
+function endCall(by, detail = "") {
   if (!call) return;
+  // the server's last error event says why on every transport (the socket's reason may be cut)
+  const said = call.lastError ?? detail;
+  const why = {
+    caller: "Call ended: you hung up.",
+    server: `Call ended by the server${said ? `: ${said}` : ""}.`,
+    lost: "Call ended: the connection was lost.",
+  };
+  setStatus(why[call.hungUp ? "caller" : by] ?? "Call ended.");
   const { socket, rtc, context, stream, player, live } = call;
   call = null;
   player?.clear();
@@ -225,18 +243,22 @@ function onEvent(event) {
       break;
     case "tool_call": add(ui.transcript, "tool", `${event.name} ${event.arguments}`); break;
     case "task_started":
-      upsert(ui.tasks, event.task_id, "running", `${event.agent_id}: ${event.task}`);
+      taskTopics.set(event.task_id, event.task);
+      upsert(ui.tasks, event.task_id, "running", `${event.agent_id}: ${event.task}`, event.task);
       break;
     case "task_finished":
-      upsert(ui.tasks, event.task_id, event.status, `${event.agent_id}: ${event.summary}`);
+      upsert(ui.tasks, event.task_id, event.status, `${event.agent_id}: ${event.summary}`, taskTopics.get(event.task_id));
       break;
     case "delivery_attempt":
-      upsert(ui.deliveries, event.delivery_id, "speaking", event.text);
+      upsert(ui.deliveries, event.delivery_id, "speaking", event.text, event.topic);
       break;
     case "delivery":
-      upsert(ui.deliveries, event.delivery_id, event.outcome, event.error ? `${event.text} (${event.error})` : event.text);
+      upsert(ui.deliveries, event.delivery_id, event.outcome, event.error ? `${event.text} (${event.error})` : event.text, event.topic);
       break;
-    case "error": add(ui.transcript, "error", `${event.code}: ${event.message}`); break;
+    case "error":
+      if (call) call.lastError = event.message;
+      add(ui.transcript, "error", `${event.code}: ${event.message}`);
+      break;
     default: break;
   }
 }
@@ -251,7 +273,10 @@ function add(list, who, text) {
   item.scrollIntoView({ block: "nearest" });
 }
 
-function upsert(list, id, state, text) {
+const taskTopics = new Map(); // task id -> its task text, to name the task's list entry
+
+// A list entry per task or delivery: its state, its topic, its text (full text on hover).
+function upsert(list, id, state, text, topic) {
   let item = list.querySelector(`[data-id="${CSS.escape(id)}"]`);
   if (!item) {
     item = document.createElement("li");
@@ -261,7 +286,17 @@ function upsert(list, id, state, text) {
   const label = document.createElement("b");
   label.className = `badge ${state}`;
   label.textContent = state;
-  item.replaceChildren(label, " ", text);
+  const parts = [label, " "];
+  const named = topic ?? item.dataset.topic;
+  if (named) {
+    item.dataset.topic = named;
+    const heading = document.createElement("span");
+    heading.className = "topic";
+    heading.textContent = topicOf(named);
+    parts.push(heading, " ");
+  }
+  item.title = text;
+  item.replaceChildren(...parts, text);
 }
 
 function setStatus(text) {
@@ -290,5 +325,30 @@ async function showPast(roomId) {
     fetch(`${base}/events?limit=1000`, { headers: apiHeaders() }).then((r) => r.json()),
   ]);
   storedTimeline(timeline, detail.room, stored.events, detail.tasks, detail.deliveries);
+  fillPastLists(stored.events, detail.tasks, detail.deliveries);
+  const box = $("recordings");
+  showRecordings({ box, timeline, room: detail.room, events: stored.events, token });
   setStatus(`Timeline of ${roomId}, from the store (speech start times estimated).`);
+}
+
+// The lists below the timeline, for a past conversation: as complete as during the call.
+function fillPastLists(events, tasks, deliveries) {
+  for (const list of [ui.transcript, ui.tasks, ui.deliveries]) list.replaceChildren();
+  ui.interim.textContent = "";
+  for (const event of events) {
+    if (event.kind === "transcript") {
+      const who = event.role === "user" ? "caller" : "agent";
+      add(ui.transcript, who, event.metadata?.interrupted ? `${event.text} (cut off)` : event.text);
+    } else if (event.kind === "tool_call") {
+      add(ui.transcript, "tool", `${event.metadata?.tool ?? "tool"} ${event.text}`);
+    }
+  }
+  for (const task of tasks) {
+    const said = task.output || task.reason || task.input;
+    upsert(ui.tasks, task.id, task.status, `${task.agent_id}: ${said}`, task.input);
+  }
+  for (const delivery of deliveries) {
+    const text = delivery.error ? `${delivery.content} (${delivery.error})` : delivery.content;
+    upsert(ui.deliveries, delivery.id, delivery.status, text, delivery.metadata?.task);
+  }
 }

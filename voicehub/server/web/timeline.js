@@ -1,15 +1,20 @@
 // The call timeline: one lane per actor on one time axis (seconds since the call started),
 // bars for what each did when. Lanes: caller speech, agent speech, turn latency (end of
-// caller speech to first agent audio), tool calls, one lane per background task, one per
-// delivery (waiting, speaking, interrupted, delivered). Hover a bar for its text.
+// caller speech to first agent audio), tool calls, one lane per background task and one per
+// result being delivered, each named by its topic. Hover a bar for its text and times; the
+// legend (index.html) names the colours.
 //
 // `LiveTimeline` builds it from call events as they arrive; `storedTimeline` from a past
 // conversation in the store (there, speech start times are estimated from the text: the
 // store keeps when a line ended, not when it began).
 
 const PX_PER_SECOND = 20;
-const MIN_BAR_PX = 4;
+const MIN_BAR_PX = 8; // a tool call or a task done in milliseconds stays visible and hoverable
 const CHARS_PER_SECOND = 16; // a rough speaking rate, for bars rebuilt from the store
+const TOPIC_CHARS = 32;
+// Tools that hand work on: their tasks start while the tool runs, so the tick goes there
+// (the tool_call event itself arrives once the agent's line about it has been spoken).
+const DELEGATING = new Set(["delegate_workers", "delegate_loop", "delegate", "start_report"]);
 
 export class Timeline {
   constructor(root) {
@@ -48,6 +53,11 @@ export class Timeline {
     return last && last.end === null ? last : null;
   }
 
+  lastBar(laneId) {
+    const bars = this.lanes.get(laneId)?.bars ?? [];
+    return bars[bars.length - 1] ?? null;
+  }
+
   close(bar, at, state) {
     if (!bar) return;
     bar.end = Math.max(bar.start, at);
@@ -72,6 +82,7 @@ export class Timeline {
       row.dataset.lane = lane.id;
       const label = div("lane-label");
       label.textContent = lane.label;
+      label.title = lane.label;
       const track = div("lane-track");
       track.style.width = `${width}px`;
       for (const bar of lane.bars) track.append(this.drawBar(bar));
@@ -90,11 +101,46 @@ export class Timeline {
     element.dataset.state = bar.state;
     element.dataset.start = bar.start.toFixed(2);
     element.dataset.end = bar.end === null ? "" : bar.end.toFixed(2);
-    const span = `${bar.start.toFixed(1)}-${bar.end === null ? "now" : `${end.toFixed(1)} s`}`;
-    element.title = `${bar.state} ${span}${bar.text ? `\n${bar.text}` : ""}`;
+    const span = bar.end === null ? `${bar.start.toFixed(1)} s - now` : `${bar.start.toFixed(1)} - ${end.toFixed(1)} s`;
+    element.title = `${STATE_WORDS[bar.state] ?? bar.state}, ${span}${bar.text ? `\n${bar.text}` : ""}`;
     if (bar.label) element.textContent = bar.label;
     return element;
   }
+}
+
+// What a bar's state means, for its hover text.
+const STATE_WORDS = {
+  speaking: "speaking",
+  interrupted: "interrupted (cut off)",
+  latency: "turn latency",
+  tool: "tool call",
+  running: "running",
+  ok: "finished",
+  failed: "failed",
+  timed_out: "timed out",
+  cancelled: "cancelled",
+  waiting: "waiting for a quiet moment",
+  delivered: "delivered",
+  held: "held for the next call",
+  expired: "expired",
+};
+
+export function topicOf(text) {
+  const words = String(text ?? "").split("\n")[0].trim();
+  return words.length > TOPIC_CHARS ? `${words.slice(0, TOPIC_CHARS - 1)}…` : words;
+}
+
+function taskLabel(agent, task) {
+  return `${agent ?? "task"}: ${topicOf(task)}`;
+}
+
+function resultLabel(topic) {
+  return topic ? `result: ${topicOf(topic)}` : "result";
+}
+
+function addLatency(t, from, to, estimated) {
+  const bar = t.bar("latency", from, "latency", `end of caller speech to first agent audio${estimated ? " (estimated)" : ""}`, to);
+  bar.label = `${(to - from).toFixed(2)} s`;
 }
 
 // -- live: from the call's events --------------------------------------------------------
@@ -106,12 +152,11 @@ export class LiveTimeline {
     this.callerEnded = null; // when the caller last stopped speaking, awaiting an answer
     this.pendingDelivery = null; // lane of a result that finished but has no delivery id yet
     this.deliveries = 0;
+    this.taskTopics = new Map(); // task id -> its task text
+    this.unclaimedTaskStarts = []; // tasks started since the last tool call
     timeline.clear();
     timeline.live = true;
-    timeline.lane("caller", "caller speech", "caller");
-    timeline.lane("agent", "agent speech", "agent");
-    timeline.lane("latency", "turn latency", "latency");
-    timeline.lane("tools", "tool calls", "tools");
+    addFixedLanes(timeline);
     this.timer = setInterval(() => this.tick(), 250);
   }
 
@@ -148,41 +193,54 @@ export class LiveTimeline {
         if (event.state === "speaking") {
           if (!t.openBar("agent")) t.bar("agent", at, "speaking", "");
           if (this.callerEnded !== null) {
-            const latency = at - this.callerEnded;
-            const bar = t.bar("latency", this.callerEnded, "latency", "end of caller speech to first agent audio", at);
-            bar.label = `${latency.toFixed(2)} s`;
+            addLatency(t, this.callerEnded, at, false);
             this.callerEnded = null;
           }
         } else {
           t.close(t.openBar("agent"), at);
         }
         break;
+      case "clear": {
+        // the caller talked over the agent: what it was saying was cut off
+        const open = t.openBar("agent");
+        const last = t.lastBar("agent");
+        if (open) t.close(open, at, "interrupted");
+        else if (last && at - last.end < 1.0) last.state = "interrupted";
+        break;
+      }
       case "transcript":
         if (event.final) this.label(event.role === "user" ? "caller" : "agent", event.text);
         break;
-      case "tool_call":
-        t.bar("tools", at, "tool", `${event.name} ${event.arguments}`, at + 0.2);
+      case "tool_call": {
+        const started = this.unclaimedTaskStarts;
+        const ranAt = DELEGATING.has(event.name) && started.length ? Math.min(...started) : at;
+        this.unclaimedTaskStarts = [];
+        t.bar("tools", ranAt, "tool", `${event.name} ${event.arguments}`, ranAt + 0.2).label = event.name;
         break;
+      }
       case "task_started":
-        t.lane(`task:${event.task_id}`, `task ${event.agent_id}`, "task");
+        this.taskTopics.set(event.task_id, event.task);
+        this.unclaimedTaskStarts.push(at);
+        t.lane(`task:${event.task_id}`, taskLabel(event.agent_id, event.task), "task");
         t.bar(`task:${event.task_id}`, at, "running", event.task);
         break;
       case "task_finished":
         t.close(t.openBar(`task:${event.task_id}`), at, event.status);
         this.labelTask(event);
         if (!this.pendingDelivery) {
-          this.pendingDelivery = t.lane(`delivery:pending-${++this.deliveries}`, "delivery", "delivery");
+          const topic = this.taskTopics.get(event.task_id);
+          this.pendingDelivery = t.lane(`delivery:pending-${++this.deliveries}`, resultLabel(topic), "delivery");
           t.bar(this.pendingDelivery.id, at, "waiting", "a result is waiting for a quiet moment");
         }
         break;
       case "delivery_attempt": {
-        const lane = this.deliveryLane(event.delivery_id);
+        const lane = this.deliveryLane(event);
         t.close(t.openBar(lane.id), at);
         t.bar(lane.id, at, "speaking", event.text);
         break;
       }
       case "delivery": {
-        const lane = this.deliveryLane(event.delivery_id);
+        const lane = this.deliveryLane(event);
         const bar = t.openBar(lane.id);
         t.close(bar, at, event.outcome);
         if (bar) bar.text = event.text;
@@ -200,34 +258,37 @@ export class LiveTimeline {
 
   // The transcript of a speech arrives around its end: it labels the last bar of the lane.
   label(laneId, text) {
-    const bars = this.t.lanes.get(laneId).bars;
-    const bar = bars[bars.length - 1];
+    const bar = this.t.lastBar(laneId);
     if (bar) bar.text = bar.text ? `${bar.text} ${text}` : text;
   }
 
   labelTask(event) {
-    const bars = this.t.lanes.get(`task:${event.task_id}`)?.bars ?? [];
-    const bar = bars[bars.length - 1];
+    const bar = this.t.lastBar(`task:${event.task_id}`);
     if (bar) bar.text = `${bar.text}\n-> ${event.summary}`;
   }
 
-  deliveryLane(id) {
-    const key = `delivery:${id}`;
-    if (this.t.lanes.has(key)) return this.t.lanes.get(key);
-    let lane;
-    if (this.pendingDelivery) {
+  deliveryLane(event) {
+    const key = `delivery:${event.delivery_id}`;
+    let lane = this.t.lanes.get(key);
+    if (!lane && this.pendingDelivery) {
       // the result that was waiting is this delivery: give its lane the delivery's id
       lane = this.pendingDelivery;
       this.t.lanes.delete(lane.id);
       lane.id = key;
       this.t.lanes.set(key, lane);
       this.pendingDelivery = null;
-    } else {
-      lane = this.t.lane(key, "delivery", "delivery");
     }
-    lane.label = `delivery ${String(id).slice(4, 10)}`;
+    lane = lane ?? this.t.lane(key, resultLabel(null), "delivery");
+    if (event.topic) lane.label = resultLabel(event.topic);
     return lane;
   }
+}
+
+function addFixedLanes(t) {
+  t.lane("caller", "caller speech", "caller");
+  t.lane("agent", "agent speech", "agent");
+  t.lane("latency", "turn latency", "latency");
+  t.lane("tools", "tool calls", "tools");
 }
 
 // -- a past conversation, from the store ---------------------------------------------------
@@ -239,29 +300,35 @@ export function storedTimeline(timeline, room, events, tasks, deliveries) {
   const origin = Math.min(room.created_at, ...events.map((e) => e.created_at));
   const at = (stamp) => Math.max(0, stamp - origin);
   const spoken = (text) => Math.max(0.5, text.length / CHARS_PER_SECOND);
-  t.lane("caller", "caller speech", "caller");
-  t.lane("agent", "agent speech", "agent");
-  t.lane("tools", "tool calls", "tools");
+  addFixedLanes(t);
+  let callerEnded = null;
   for (const event of events) {
     const end = at(event.created_at);
     if (event.kind === "transcript") {
-      const lane = event.role === "user" ? "caller" : "agent";
+      const caller = event.role === "user";
       const state = event.metadata?.interrupted ? "interrupted" : "speaking";
-      t.bar(lane, Math.max(0, end - spoken(event.text)), state, `${event.text}\n(start estimated)`, end);
+      const start = Math.max(0, end - spoken(event.text));
+      t.bar(caller ? "caller" : "agent", start, state, `${event.text}\n(start estimated)`, end);
+      if (caller) callerEnded = end;
+      else if (callerEnded !== null && start >= callerEnded) {
+        addLatency(t, callerEnded, start, true);
+        callerEnded = null;
+      }
     } else if (event.kind === "tool_call") {
-      t.bar("tools", end, "tool", `${event.metadata?.tool ?? "tool"} ${event.text}`, end + 0.2);
+      const name = event.metadata?.tool ?? "tool";
+      t.bar("tools", end, "tool", `${name} ${event.text}`, end + 0.2).label = name;
     }
   }
   for (const task of tasks) {
     const id = `task:${task.id}`;
-    t.lane(id, `task ${task.agent_id}`, "task");
+    t.lane(id, taskLabel(task.agent_id, task.input), "task");
     const start = at(task.created_at ?? origin);
-    const finished = task.finished_at ?? task.updated_at ?? null;
-    t.bar(id, start, task.status, `${task.input}\n-> ${task.output ?? ""}`, finished ? at(finished) : start);
+    const finished = task.finished_at ?? null;
+    t.bar(id, start, task.status, `${task.input}\n-> ${task.output || task.reason || ""}`, finished ? at(finished) : start);
   }
   for (const delivery of deliveries) {
     const id = `delivery:${delivery.id}`;
-    t.lane(id, `delivery ${delivery.id.slice(4, 10)}`, "delivery");
+    t.lane(id, resultLabel(delivery.metadata?.task), "delivery");
     const done = at(delivery.updated_at);
     const speaking = delivery.status === "delivered" ? Math.max(at(delivery.created_at), done - spoken(delivery.content)) : done;
     t.bar(id, at(delivery.created_at), "waiting", "waiting for a quiet moment", speaking);

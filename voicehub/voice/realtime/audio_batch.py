@@ -19,10 +19,16 @@ cost. So frames are batched, by what they hold (the caller's per-frame speech ev
   silence that ends the turn reaches the server as it happens.
 
 Control events flush first as well (`flush`), so audio and commits keep their order.
+
+A batch goes to the model as 24 kHz PCM16 (`audio/pcm`), or, on a phone line, as G.711
+mu-law at 8 kHz (`audio/pcmu`, `mulaw=True`): the caller's own mu-law again (encoding the
+transport's decode is exact), one numpy pass per batch, nothing resampled.
 """
 
 from __future__ import annotations
 
+from voicehub.errors import ConfigError
+from voicehub.voice.audio import lin2ulaw
 from voicehub.voice.realtime.config import MODEL_RATE
 from voicehub.voice.realtime.resample import PcmResampler
 
@@ -33,15 +39,23 @@ QUIET_BATCH_MS = 120
 
 
 class AudioBatcher:
-    """PCM16 frames at the transport rate in, model-rate PCM16 batches out."""
+    """PCM16 frames at the transport rate in, batches in the model's input format out
+    (24 kHz PCM16, or mu-law at 8 kHz with `mulaw`)."""
 
     def __init__(
-        self, from_rate: int, batch_ms: int = BATCH_MS, quiet_batch_ms: int = QUIET_BATCH_MS
+        self,
+        from_rate: int,
+        batch_ms: int = BATCH_MS,
+        quiet_batch_ms: int = QUIET_BATCH_MS,
+        *,
+        mulaw: bool = False,
     ) -> None:
+        if mulaw and from_rate != 8000:
+            raise ConfigError(f"mu-law batches need 8 kHz audio, not {from_rate} Hz")
         self.batch_bytes = from_rate * 2 * batch_ms // 1000
         self.quiet_batch_bytes = from_rate * 2 * quiet_batch_ms // 1000
         self.in_turn = False  # the model hears the caller speaking: flush at pauses
-        self._resampler = PcmResampler(from_rate, MODEL_RATE)
+        self._resampler = None if mulaw else PcmResampler(from_rate, MODEL_RATE)
         self._pending = bytearray()
         self._voiced = False  # the last frame was speech-like
 
@@ -59,7 +73,8 @@ class AudioBatcher:
         """Everything waiting, resampled (may be empty)."""
         if not self._pending:
             return b""
-        batch = self._resampler.push(self._pending)  # read in place, not copied
+        resampler = self._resampler  # both read the buffer in place, not copied
+        batch = lin2ulaw(self._pending) if resampler is None else resampler.push(self._pending)
         self._pending.clear()
         return batch
 

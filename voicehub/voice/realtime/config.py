@@ -28,6 +28,9 @@ __all__ = [
 
 MODEL_RATE = 24000
 """`audio/pcm` is PCM16 mono at 24 kHz, the only rate the API takes."""
+PCM_FORMAT = {"type": "audio/pcm", "rate": MODEL_RATE}
+PCMU_FORMAT = {"type": "audio/pcmu"}
+"""G.711 mu-law at 8 kHz, both ways: a phone call's own audio."""
 
 REALTIME_VOICES = (
     "alloy",
@@ -122,11 +125,14 @@ def session_config(
     voice: str | None,
     instructions: str | None = None,
     auto_reply: bool = True,
+    mulaw: bool = False,
 ) -> dict[str, Any]:
     """The `session` of a `session.update`: the whole configuration when `full` (at the
     start of a call, or of a restored connection), else only the agent's part
     (instructions, tools, and `voice` unless None: the API refuses a new voice once the
-    model has spoken). `instructions` replaces the agent's (a recap added to them)."""
+    model has spoken). `instructions` replaces the agent's (a recap added to them). With
+    `mulaw`, audio goes both ways as G.711 mu-law (`audio/pcmu`), else 24 kHz PCM16."""
+    audio_format = dict(PCMU_FORMAT if mulaw else PCM_FORMAT)
     session: dict[str, Any] = {
         "type": "realtime",
         "instructions": agent.instructions if instructions is None else instructions,
@@ -140,12 +146,12 @@ def session_config(
         session["model"] = settings.model
         session["output_modalities"] = ["audio"]
         audio_input: dict[str, Any] = {
-            "format": {"type": "audio/pcm", "rate": MODEL_RATE},
+            "format": audio_format,
             "turn_detection": settings.turn_detection_config(auto_reply=auto_reply),
         }
         if settings.transcription_model:
             audio_input["transcription"] = {"model": settings.transcription_model}
-        output["format"] = {"type": "audio/pcm", "rate": MODEL_RATE}
+        output["format"] = dict(audio_format)
         session["audio"] = {"input": audio_input, "output": output}
     elif output:
         session["audio"] = {"output": output}

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from voicehub.core.events import EventKind
 from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.errors import VoicehubError
+from voicehub.voice.engine.latency import TurnLatency
 from voicehub.voice.events import Transcript, UserState
-from voicehub.voice.realtime.config import MODEL_RATE
 from voicehub.voice.realtime.connection import ModelConnectionLost
 from voicehub.voice.realtime.playout import Playout, Speech
 from voicehub.voice.realtime.responses import ModelResponse, SpeakRequest
@@ -68,6 +68,8 @@ class ModelEvents:
         self.tool_runs = ToolRuns(session.hub, session.room_id, session.recorder)
         self.tool_rounds: set[str] = set()  # event ids of response.create after tools
         self.spoken = False
+        self._speech_ended_at: float | None = None  # the caller's turn awaiting its answer
+        self._turns = 0
         self.link_up = True  # false from a drop until the restored session is configured
         self._answer_timer: asyncio.Task[None] | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
@@ -173,12 +175,14 @@ class ModelEvents:
         self.recorder.report(str(code or error.get("type") or "error"), message)
 
     async def _on_speech_started(self, event: dict[str, Any]) -> None:
+        self._speech_ended_at = None
         self.activity.user_speech_started()
         self.session.hearing_caller(True)
         self.recorder.send_client(UserState(state="speaking"))
         await self.cut()
 
     async def _on_speech_stopped(self, event: dict[str, Any]) -> None:
+        self._speech_ended_at = self.session.hub.clock.now()
         self.session.hearing_caller(False)
         self._await_answer()
         self.activity.user_speech_stopped()
@@ -211,7 +215,7 @@ class ModelEvents:
         model_audio = binascii.a2b_base64(event["delta"], strict_mode=True)
         if response is None or not model_audio:
             return
-        ms = len(model_audio) / 2 / MODEL_RATE * 1000
+        ms = len(model_audio) / self.session.model_bytes_per_ms
         speech, new, mark = self.playout.audio(str(event["item_id"]), response.id, ms)
         if speech.cut:
             return  # cancelled: its late audio must not play
@@ -222,15 +226,26 @@ class ModelEvents:
                 await self._withhold(response, speech)
                 return
             self.spoken = True
+            self._turn_answered()
             self.activity.agent_speech_started(speech.item_id)  # first: never idle between
             if not self.tool_runs.running:  # a tool asking aloud still counts as thinking
                 self.activity.agent_thinking_finished()
             self.session.agent_state("speaking")
-        pcm = self.session.downsample(model_audio)
-        if pcm:
-            await transport.send_audio(pcm)
+        await self.session.play(model_audio)
         if mark is not None:
             await transport.mark(mark)
+
+    def _turn_answered(self) -> None:
+        """The first audio after the caller's speech ended: the turn's voice-to-voice."""
+        ended, observer = self._speech_ended_at, self.session.turn_observer
+        if ended is None or observer is None:
+            return
+        self._speech_ended_at = None
+        self._turns += 1
+        now = self.session.hub.clock.now()
+        observer.turn_measured(
+            TurnLatency(self.session.room_id, self._turns, ended, voice_to_voice=now - ended)
+        )
 
     async def _on_audio_done(self, event: dict[str, Any]) -> None:
         item_id = str(event["item_id"])

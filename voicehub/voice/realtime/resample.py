@@ -22,9 +22,10 @@ SOXR_QUALITY = "HQ"
 
 
 class PcmResampler:
-    """PCM16 mono bytes in, PCM16 bytes out, at a fixed pair of rates."""
+    """PCM16 mono bytes in, PCM16 bytes out, at a fixed pair of rates. `quality` is soxr's
+    ("HQ", "MQ", "LQ"): the higher, the longer its delay (48 -> 16 kHz: 21, 15, 6 ms)."""
 
-    def __init__(self, from_rate: int, to_rate: int) -> None:
+    def __init__(self, from_rate: int, to_rate: int, quality: str = SOXR_QUALITY) -> None:
         self.passthrough = from_rate == to_rate
         self._soxr: Any = None
         self._numpy: Resampler | None = None
@@ -33,13 +34,11 @@ class PcmResampler:
         try:
             import soxr
 
-            self._soxr = soxr.ResampleStream(
-                from_rate, to_rate, 1, dtype="int16", quality=SOXR_QUALITY
-            )
+            self._soxr = soxr.ResampleStream(from_rate, to_rate, 1, dtype="int16", quality=quality)
         except ImportError:
             self._numpy = Resampler(from_rate, to_rate)
 
-    def push(self, pcm16: bytes | bytearray) -> bytes:
+    def push(self, pcm16: bytes | bytearray | memoryview) -> bytes:
         """Resample one chunk (read, never kept: a bytearray may be reused at once); the
         output may lag the input by a few samples."""
         if self.passthrough:

@@ -8,7 +8,9 @@ the wall clock); :class:`RetryPolicy` with an injectable sleep does it instead.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -58,16 +60,41 @@ class DeepgramEndpoint:
         return key
 
     def client(self) -> Any:
-        """A fresh `AsyncDeepgramClient` for this endpoint (SDK retries off)."""
-        with vendor_import("deepgram-sdk", "deepgram"):
-            from deepgram import AsyncDeepgramClient, DeepgramClientEnvironment
+        """The `AsyncDeepgramClient` for this endpoint and key (SDK retries off).
 
+        One per event loop, key and URLs, shared by every stream: building one costs about
+        5 ms (an HTTP client and its TLS context), too much for each reply's socket."""
+        key = self.key()
         base = self.base_url.rstrip("/")
         sockets = (self.websocket_url or _websocket_base(base)).rstrip("/")
-        environment = DeepgramClientEnvironment(
-            base=base, production=sockets, agent=sockets, agent_rest=base
-        )
-        return AsyncDeepgramClient(api_key=self.key(), environment=environment, max_retries=0)
+        try:
+            clients = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
+        except RuntimeError:  # no loop: nothing to share it with
+            clients = {}
+        client = clients.get((key, base, sockets))
+        if client is None:
+            with vendor_import("deepgram-sdk", "deepgram"):
+                from deepgram import AsyncDeepgramClient, DeepgramClientEnvironment
+
+            environment = DeepgramClientEnvironment(
+                base=base, production=sockets, agent=sockets, agent_rest=base
+            )
+            from voicehub.voice.providers.deepgram.socket_transport import PlainSocket
+
+            client = AsyncDeepgramClient(
+                api_key=key,
+                environment=environment,
+                max_retries=0,
+                transport_factory=PlainSocket,  # uncompressed (see socket_transport)
+            )
+            clients[(key, base, sockets)] = client
+        return client
+
+
+# The shared clients, per event loop (an HTTP client's connections belong to one loop).
+_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str, str], Any]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _websocket_base(url: str) -> str:
@@ -98,8 +125,10 @@ class RetryPolicy:
 
 
 def fault_status(exc: BaseException) -> int | None:
-    """The HTTP status behind an SDK error (handshake or REST), if it carries one."""
+    """The HTTP status behind an SDK error (REST) or a refused handshake, if it has one."""
     status = getattr(exc, "status_code", None)
+    if status is None:  # websockets' InvalidStatus: the handshake's response
+        status = getattr(getattr(exc, "response", None), "status_code", None)
     return status if isinstance(status, int) else None
 
 

@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.deepgram.socket_transport import opened_sockets
 
 __all__ = ["CLOSED", "SpeakSocket"]
 
@@ -36,7 +37,10 @@ class SpeakSocket:
     async def open(cls, client: Any, **query: Any) -> SpeakSocket:
         stack = AsyncExitStack()
         try:
-            socket = await stack.enter_async_context(client.speak.v1.connect(**query))
+            with opened_sockets() as opened:
+                socket = await stack.enter_async_context(client.speak.v1.connect(**query))
+            for plain in opened:
+                await plain.open()  # the handshake: a refusal raises here, with its status
         except BaseException:
             await stack.aclose()
             raise

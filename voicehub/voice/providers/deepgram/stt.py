@@ -9,15 +9,24 @@ after 10 s. A dropped socket, 429 or 5xx reconnects with backoff and replays the
 yet covered by a final result (`stt_audio.AudioLedger`); each fault is reported as a
 recoverable livekit `error` event. When Deepgram stays down, a `fallback` STT (PocketSphinx)
 takes over the stream with the audio owed.
+
+Caller audio goes out in chunks of `send_ms` (100 ms by default; Deepgram asks for 20 to
+250 ms per message): one WebSocket message and one socket write per chunk, not per 20 ms
+frame. A flush (the end of a turn) sends what is waiting at once, before `Finalize`, so the
+chunking adds nothing to the end of a turn. Frames are taken in `push_frame`'s own call
+(no channel, no task wake-up per frame); the sending task wakes once per chunk. The stream
+is a `DirectEvents`: after `deliver_to(sink)` its speech events go to `sink` as they are
+read off the socket, not through livekit's event channel and its two readers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Never
 
 from voicehub.core.clock import Clock, SystemClock
@@ -32,12 +41,15 @@ from voicehub.voice.providers.deepgram.connection import (
     fault_status,
     is_retryable,
 )
+from voicehub.voice.providers.deepgram.socket_transport import opened_sockets
 from voicehub.voice.providers.deepgram.stt_audio import AudioLedger, Chunk
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
     from livekit.agents import APIConnectionError, APIStatusError, stt, utils
     from livekit.agents.language import LanguageCode
+    from livekit.agents.metrics import STTMetrics
+    from livekit.agents.metrics.base import Metadata
     from livekit.agents.types import (
         DEFAULT_API_CONNECT_OPTIONS,
         NOT_GIVEN,
@@ -50,6 +62,7 @@ __all__ = ["DeepgramSTT", "DeepgramSTTStream"]
 log = logging.getLogger("voicehub.voice.deepgram")
 
 Encoding = Literal["linear16", "mulaw"]
+SpeechSink = Callable[[stt.SpeechEvent], None]
 
 
 class DeepgramSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
@@ -57,7 +70,8 @@ class DeepgramSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
 
     `encoding="mulaw"` with `sample_rate=8000` sends phone audio as G.711 without
     resampling. `keyterms` prompt the recognizer with the desk's vocabulary (`keyterm` on
-    nova-3, `keywords` on older models). `clock` times KeepAlive, `sleep` the backoff.
+    nova-3, `keywords` on older models). `send_ms` is the audio per message (20-250 ms, as
+    Deepgram asks; a flush sends at once). `clock` times KeepAlive, `sleep` the backoff.
     """
 
     def __init__(
@@ -73,6 +87,7 @@ class DeepgramSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
         keyterms: Sequence[str] = (),
         smart_format: bool = True,
         keepalive_interval: float = 4.0,
+        send_ms: int = 100,
         max_buffer_seconds: float = 20.0,
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
@@ -90,6 +105,9 @@ class DeepgramSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
         self.endpointing_ms, self.utterance_end_ms = endpointing_ms, utterance_end_ms
         self.keyterms, self.smart_format = tuple(keyterms), smart_format
         self.keepalive_interval, self.max_buffer_seconds = keepalive_interval, max_buffer_seconds
+        if not 20 <= send_ms <= 250:
+            raise ValueError(f"send_ms must be from 20 to 250 (Deepgram's range), got {send_ms}")
+        self.send_ms = send_ms
         self.retry = retry or RetryPolicy()
         self.clock: Clock = clock or SystemClock()
         self.sleep: Sleep = sleep or self.clock.sleep
@@ -157,14 +175,22 @@ class DeepgramSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
 
 class DeepgramSTTStream(stt.RecognizeStream):
     """One caller's live recognition; reconnects and falls back on its own (so livekit's
-    retry loop, which would lose the audio in flight, never sees a retryable error)."""
+    retry loop, which would lose the audio in flight, never sees a retryable error).
+
+    Frames are taken synchronously by `push_frame` (resampled first if they are not at the
+    plugin's rate) and sent in chunks (see the module docstring)."""
 
     def __init__(self, *, stt: DeepgramSTT, conn_options: APIConnectOptions) -> None:
         super().__init__(stt=stt, conn_options=conn_options, sample_rate=stt.sample_rate)
         self._dg = stt
-        width = 1 if stt.encoding == "mulaw" else 2
+        self._mulaw = stt.encoding == "mulaw"
+        width = 1 if self._mulaw else 2
         self._ledger = AudioLedger(stt.sample_rate * width, stt.max_buffer_seconds)
+        self._chunk_bytes = stt.sample_rate * 2 * stt.send_ms // 1000  # of PCM16
+        self._pending = bytearray()  # PCM16 not yet cut into a chunk
+        self._resampler: rtc.AudioResampler | None = None
         self._wake = asyncio.Event()
+        self._sink: SpeechSink | None = None
         self._request_id = uuid.uuid4().hex[:12]
         self._speaking = False
         self._attempt = 0
@@ -172,24 +198,92 @@ class DeepgramSTTStream(stt.RecognizeStream):
         self._usage_seconds = 0.0
         self.reconnects = 0
 
-    async def _run(self) -> None:
-        reader = asyncio.create_task(self._read_input())
-        try:
-            await self._serve()
-        finally:
-            await cancel_and_wait(reader)
+    # -- DirectEvents ---------------------------------------------------------------------
 
-    async def _read_input(self) -> None:
-        async for item in self._input_ch:
-            if isinstance(item, self._FlushSentinel):
-                self._ledger.mark("finalize")
-            else:
-                pcm = bytes(item.data)
-                self._ledger.push(lin2ulaw(pcm) if self._dg.encoding == "mulaw" else pcm)
-                self._usage_seconds += item.duration
-            self._wake.set()
+    def deliver_to(self, sink: SpeechSink) -> None:
+        """From now on hand every speech event to `sink` as it is read off the socket
+        (`voicehub.voice.engine.direct_events.DirectEvents`); none go to the iterator."""
+        self._sink = sink
+
+    def _emit(self, event: stt.SpeechEvent) -> None:
+        sink = self._sink
+        if sink is None:
+            self._event_ch.send_nowait(event)
+            return
+        if event.type is stt.SpeechEventType.RECOGNITION_USAGE:
+            self._emit_usage_metrics(event)  # what livekit's monitor task does off the channel
+        sink(event)
+
+    def _emit_usage_metrics(self, event: stt.SpeechEvent) -> None:
+        usage = event.recognition_usage
+        assert usage is not None
+        dg = self._dg
+        metrics = STTMetrics(
+            request_id=event.request_id,
+            timestamp=time.time(),
+            duration=0.0,
+            label=dg.label,
+            audio_duration=usage.audio_duration,
+            streamed=True,
+            metadata=Metadata(model_name=dg.model, model_provider=dg.provider),
+        )
+        dg.emit("metrics_collected", metrics)
+
+    # -- input ----------------------------------------------------------------------------
+
+    def push_frame(self, frame: rtc.AudioFrame) -> None:
+        """Take one frame of caller audio (PCM16 mono) now; a chunk goes out when full."""
+        self._check_open()
+        rate = self._dg.sample_rate
+        if frame.sample_rate != rate:
+            if self._resampler is None:
+                self._resampler = rtc.AudioResampler(
+                    frame.sample_rate, rate, quality=rtc.AudioResamplerQuality.HIGH
+                )
+            for resampled in self._resampler.push(frame):
+                self._take(resampled.data.cast("b"))
+            return
+        self._take(frame.data.cast("b"))
+
+    def flush(self) -> None:
+        """The end of a turn: send what waits, then `Finalize`."""
+        self._check_open()
+        if self._resampler is not None:
+            for resampled in self._resampler.flush():
+                self._take(resampled.data.cast("b"))
+        self._cut()
+        self._ledger.mark("finalize")
+        self._wake.set()
+
+    def end_input(self) -> None:
+        """No more audio: flush, then `CloseStream` once everything went out."""
+        self.flush()
         self._ledger.mark("end")
         self._wake.set()
+        self._input_ch.close()
+
+    def _check_open(self) -> None:
+        if self._input_ch.closed or self._event_ch.closed:
+            raise RuntimeError(f"{type(self).__name__}: the stream's input has ended")
+
+    def _take(self, pcm: memoryview) -> None:
+        pending = self._pending
+        pending += pcm
+        self._usage_seconds += len(pcm) / (2 * self._dg.sample_rate)
+        if len(pending) >= self._chunk_bytes:
+            self._cut()
+            self._wake.set()
+
+    def _cut(self) -> None:
+        """What waits becomes one chunk in the ledger (encoded for the wire)."""
+        pending = self._pending
+        if not pending:
+            return
+        self._ledger.push(lin2ulaw(pending) if self._mulaw else bytes(pending))
+        pending.clear()
+
+    async def _run(self) -> None:
+        await self._serve()
 
     # -- connection lifecycle -------------------------------------------------------------
 
@@ -219,7 +313,13 @@ class DeepgramSTTStream(stt.RecognizeStream):
 
     async def _connection(self) -> None:
         client = self._dg.endpoint.client()
-        async with client.listen.v1.connect(**self._dg.query()) as socket:
+        async with contextlib.AsyncExitStack() as stack:
+            with opened_sockets() as opened:
+                socket = await stack.enter_async_context(
+                    client.listen.v1.connect(**self._dg.query())
+                )
+            for plain in opened:
+                await plain.open()  # the handshake: a refusal raises here, with its status
             if self._attempt:
                 self.reconnects += 1
                 log.info("Deepgram STT reconnected after %d attempt(s)", self._attempt)
@@ -233,16 +333,15 @@ class DeepgramSTTStream(stt.RecognizeStream):
                     await cancel_and_wait(task)
 
     async def _send(self, socket: Any, receiver: asyncio.Task[None]) -> None:
-        ledger = self._ledger
+        ledger, wake = self._ledger, self._wake
+        receiver.add_done_callback(lambda _: wake.set())  # a failed socket wakes the sender
         while True:
             while not ledger.has_unsent():
-                self._wake.clear()
-                waiter = asyncio.create_task(self._wake.wait())
-                await asyncio.wait({waiter, receiver}, return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
                 if receiver.done():
                     receiver.result()  # the socket failed: raise its error
                     raise ConnectionError("Deepgram closed the listen socket")
+                wake.clear()
+                await wake.wait()
             item = ledger.next_unsent()
             if item == "end":
                 await socket.send_close_stream()
@@ -284,7 +383,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
 
         async def relay() -> None:
             async for event in stream:
-                self._event_ch.send_nowait(event)
+                self._emit(event)
 
         relaying = asyncio.create_task(relay())
         try:
@@ -365,22 +464,20 @@ class DeepgramSTTStream(stt.RecognizeStream):
                 if message.is_final
                 else stt.SpeechEventType.INTERIM_TRANSCRIPT
             )
-            self._event_ch.send_nowait(
-                stt.SpeechEvent(type=kind, request_id=self._request_id, alternatives=[data])
-            )
+            self._emit(stt.SpeechEvent(type=kind, request_id=self._request_id, alternatives=[data]))
         if message.speech_final or finalized:
             self._end_speech()
 
     def _start_speech(self) -> None:
         if not self._speaking:
             self._speaking = True
-            self._event_ch.send_nowait(stt.SpeechEvent(type=stt.SpeechEventType.START_OF_SPEECH))
+            self._emit(stt.SpeechEvent(type=stt.SpeechEventType.START_OF_SPEECH))
 
     def _end_speech(self) -> None:
         if not self._speaking:
             return
         self._speaking = False
-        send = self._event_ch.send_nowait
+        send = self._emit
         send(stt.SpeechEvent(type=stt.SpeechEventType.END_OF_SPEECH))
         if self._usage_seconds > 0:
             usage = stt.RecognitionUsage(audio_duration=self._usage_seconds)

@@ -11,7 +11,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -155,7 +155,7 @@ class ESpeakEngine:
         """22050 Hz."""
         return self._rate
 
-    def _on_audio(self, wav: ctypes._Pointer[ctypes.c_short], count: int, _events: int) -> int:
+    def _on_audio(self, wav: Any, count: int, _events: int) -> int:
         if count > 0:
             self._chunks.append(ctypes.string_at(wav, count * 2))
         return 0  # 0 = continue synthesis

@@ -1,0 +1,63 @@
+"""The README and the docs as a newcomer meets them: short, linked, and their examples run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from voicehub.desks.config import DeskConfig
+from voicehub.desks.desk import build_desk
+from voicehub.desks.reference import MARKER
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def test_the_readme_is_a_page_with_the_two_commands() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 220
+    assert "make run    #" in text and "make test   #" in text
+
+
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda path: path.name)
+def test_relative_links_resolve(page: Path) -> None:
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        assert path.exists(), f"{page.name}: link to {target} goes nowhere"
+
+
+def test_the_generated_references_have_their_markers() -> None:
+    assert MARKER in (DOCS / "desk-file.md").read_text()
+    assert "<!-- call-events-reference -->" in (DOCS / "protocols.md").read_text()
+
+
+def _toml_blocks(text: str) -> list[str]:
+    return re.findall(r"```toml\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("page", [README, DOCS / "writing-a-desk.md"], ids=lambda p: p.name)
+def test_the_whole_desks_shown_load(page: Path) -> None:
+    desks = [b for b in _toml_blocks(page.read_text()) if re.search(r'^name = "', b, re.M)]
+    assert desks
+    for block in desks:
+        build_desk(DeskConfig.model_validate(tomllib.loads(block)), base_dir=REPO / "channels")
+
+
+def test_the_python_example_runs() -> None:
+    [example] = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    done = subprocess.run(
+        [sys.executable, "-c", example], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "On it." and "tidal power" in lines[-1]

@@ -1,0 +1,37 @@
+"""The realtime session reports each answered caller turn's voice-to-voice to its
+`TurnObserver`: from the model's end of the caller's speech to the answer's first audio
+handed to the transport, on the hub's clock (the fake Realtime server, the real SDK)."""
+
+from __future__ import annotations
+
+from tests.voice.test_realtime_session import Harness, call, speak, until
+from voicehub.core.clock import VirtualClock
+from voicehub.voice.engine.latency import TurnLatency
+from voicehub.voice.providers.offline import synthesize
+
+__all__ = ["call"]
+
+RATE = 16000
+
+
+class Turns:
+    def __init__(self) -> None:
+        self.measured: list[TurnLatency] = []
+
+    def turn_measured(self, latency: TurnLatency) -> None:
+        self.measured.append(latency)
+
+
+async def test_each_answered_turn_reports_its_voice_to_voice(call: Harness) -> None:
+    turns = Turns()
+    session, _, activity = await call.start(ack="immediate", turn_observer=turns)
+    assert isinstance(call.hub.clock, VirtualClock)
+    await speak(session, synthesize("hello there", voice="piper", sample_rate=RATE))
+    await until(activity, lambda s: s.agent_speaking)
+    [turn] = turns.measured  # at the answer's first audio
+    await until(activity, lambda s: s.is_idle)
+    assert turns.measured == [turn]  # once per turn
+    assert (turn.room_id, turn.turn) == ("call-1", 1)
+    assert turn.speech_ended_at is not None and turn.voice_to_voice is not None
+    assert 0.0 <= turn.voice_to_voice < 5.0
+    assert turn.llm_ttft is None and turn.tts_ttfb is None  # the model measures no stage

@@ -1,0 +1,149 @@
+"""Smart Turn v3.2 run locally: hash-checked, batched, and telling complete from cut-off
+speech on synthesized utterances."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from voicehub.voice.providers.offline import synthesize
+from voicehub.voice.turns import setup
+from voicehub.voice.turns.log_mel import WINDOW_SAMPLES, fit_window, log_mel_batch
+from voicehub.voice.turns.smart_turn import (
+    SmartTurnModel,
+    TurnModelError,
+    check_model_file,
+    model_file,
+)
+
+RATE = 16000
+
+
+def floats(pcm16: bytes) -> np.ndarray:
+    return np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def cut_at_comma(audio: np.ndarray) -> np.ndarray:
+    """The words before the longest quiet stretch inside `audio` (where the comma was)."""
+    hop = RATE // 100
+    frames = audio[: len(audio) // hop * hop].reshape(-1, hop)
+    levels = np.sqrt((frames * frames).mean(axis=1))
+    quiet = levels < levels.max() / 31.6
+    loud = np.flatnonzero(~quiet)
+    best, start = (0, 0), None
+    for index in range(int(loud[0]), int(loud[-1]) + 1):
+        if quiet[index] and start is None:
+            start = index
+        elif not quiet[index] and start is not None:
+            best = max(best, (index - start, start))
+            start = None
+    return audio[: best[1] * hop]
+
+
+def then_silence(audio: np.ndarray, seconds: float = 0.2) -> np.ndarray:
+    return np.concatenate([audio, np.zeros(round(seconds * RATE), dtype=np.float32)])
+
+
+@pytest.fixture(scope="module")
+def model() -> SmartTurnModel:
+    return SmartTurnModel.load()
+
+
+# Requests said with a comma where a caller might hesitate: the words before it are a half
+# request (with the voice's continuing intonation), the whole is a complete one.
+HESITATIONS = (
+    "I would like you to, um, research electric cars",
+    "please find out about, wind turbines",
+    "what is, a smart meter",
+)
+
+
+@pytest.fixture(scope="module")
+def utterances() -> list[tuple[np.ndarray, np.ndarray]]:
+    spoken = [floats(synthesize(text, voice="piper", sample_rate=RATE)) for text in HESITATIONS]
+    return [(then_silence(cut_at_comma(a)), then_silence(a)) for a in spoken]
+
+
+def test_complete_and_cut_off_speech_get_clearly_different_probabilities(
+    model: SmartTurnModel, utterances: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
+    cut = model.probabilities([c for c, _ in utterances])
+    whole = model.probabilities([w for _, w in utterances])
+    for text, p_cut, p_whole in zip(HESITATIONS, cut, whole, strict=True):
+        assert p_cut < 0.4 < 0.9 < p_whole, (text, p_cut, p_whole)
+
+
+async def test_requests_of_many_calls_share_one_batch_off_the_loop(
+    model: SmartTurnModel, utterances: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
+    audio = [a for pair in utterances for a in pair]
+    alone = model.probabilities(audio[:1])
+    before = model.stats.batches
+    # one request first (it runs at once on an idle model), then the rest arrive while it
+    # runs: they wait and go through together
+    answers = await asyncio.gather(*(model.completion_probability(a) for a in audio))
+    batches = model.stats.batches - before
+    assert batches == 2  # the first alone, the other five in one run
+    assert model.stats.sizes[-2:] == [1, len(audio) - 1]
+    expected = model.probabilities(audio)
+    assert np.allclose(answers, expected, atol=1e-4)
+    assert answers[0] == pytest.approx(alone[0], abs=1e-4)
+
+
+async def test_bad_audio_is_refused_with_a_clear_error(model: SmartTurnModel) -> None:
+    with pytest.raises(ValueError, match="one-dimensional"):
+        await model.completion_probability(np.zeros((2, 160), dtype=np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        await model.completion_probability(np.zeros(160, dtype=np.int16))  # type: ignore[arg-type]
+
+
+def test_the_model_file_is_checked_against_its_hash(tmp_path: Path) -> None:
+    assert check_model_file(model_file()) == model_file()
+    altered = tmp_path / "smart-turn-v3.2-cpu.onnx"
+    altered.write_bytes(model_file().read_bytes()[:-1] + b"\x00")
+    with pytest.raises(TurnModelError, match="does not match the pinned hash") as error:
+        SmartTurnModel.load(altered)
+    assert str(altered) in str(error.value)
+    with pytest.raises(TurnModelError, match="is missing"):
+        check_model_file(tmp_path / "gone.onnx")
+
+
+def test_a_desk_falls_back_to_vad_turns_with_a_warning_when_the_model_cannot_load(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(setup, "turn_model_unavailable", lambda: "pipecat-ai is not installed")
+    with caplog.at_level(logging.WARNING, logger="voicehub.voice"):
+        chosen = setup.turn_setup("model", 1.5, owner="desk 'research'")
+    assert chosen.model is None
+    assert chosen.settings.mode == "vad" and chosen.settings.max_silence == 1.5
+    assert "desk 'research': turn 'model' falls back to VAD-only turns" in caplog.text
+    assert "pipecat-ai is not installed" in caplog.text
+    assert setup.turn_setup("vad", 2.0, owner="x").model is None
+
+
+def test_features_match_faster_whispers_extractor() -> None:
+    """The batched features are Whisper's: faster-whisper's extractor on the same 8 s
+    (scaled first, as Smart Turn's training did), for a short padded utterance and for
+    audio longer than the window."""
+    from faster_whisper.feature_extractor import FeatureExtractor
+
+    extractor = FeatureExtractor(feature_size=80)
+    short = floats(synthesize("could you research heat pumps", voice="piper", sample_rate=RATE))
+    noise = np.random.default_rng(1).standard_normal(9 * RATE).astype(np.float32) * 0.1
+    windows = np.stack([fit_window(short), fit_window(noise)])
+    ours = log_mel_batch(windows)
+    assert ours.shape == (2, 80, 800)
+    for row, window in enumerate(windows):
+        scaled = (window - window.mean()) / np.sqrt(window.var() + 1e-7)
+        reference = extractor(scaled, padding=0)[:, :800]
+        assert np.abs(ours[row] - reference).max() < 1e-4
+    assert np.array_equal(log_mel_batch(windows[:1])[0], ours[0])  # rows do not mix
+    with pytest.raises(ValueError, match=str(WINDOW_SAMPLES)):
+        log_mel_batch(np.zeros((1, 100), dtype=np.float32))

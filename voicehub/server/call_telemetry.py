@@ -1,0 +1,133 @@
+"""The server's observability of calls: traces (when `OTEL_*` turn them on) and the
+per-turn latency histograms, wired to the switchboard and the session factory.
+
+    telemetry = CallTelemetry.start(hub, board, factory, metrics, tracing_settings)
+    ...
+    await telemetry.aclose()
+
+It sees each call start and end (a `CallObserver`: the call's span) and gives each call's
+voice session a `TurnObserver` labelled with its desk and transport (the turn histograms,
+and a span per turn), through the factory's `turn_observers`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from voicehub.server.call_meter import transport_name
+from voicehub.telemetry.span_metrics import SpanCountCollector
+from voicehub.telemetry.turn_metrics import TurnObservers
+
+if TYPE_CHECKING:
+    from voicehub.desks.voice_stack import SessionFactory
+    from voicehub.hub import Hub
+    from voicehub.server.calls import LiveCall, Switchboard
+    from voicehub.server.metrics import ServerMetrics
+    from voicehub.telemetry.call_spans import CallSpans
+    from voicehub.telemetry.setup import Tracing, TracingSettings
+    from voicehub.voice.engine.latency import TurnObserver
+    from voicehub.voice.transport import CallTransport
+
+__all__ = ["CallTelemetry"]
+
+log = logging.getLogger("voicehub.server")
+_SHUTDOWN_WAIT = 3.0  # seconds the last export may take at shutdown (a collector away)
+
+
+class CallTelemetry:
+    """Call spans and turn observers for one server."""
+
+    def __init__(self, hub: Hub, metrics: ServerMetrics, tracing: Tracing | None) -> None:
+        self.hub = hub
+        self.metrics = metrics
+        self.tracing = tracing
+        self.spans: CallSpans | None = None
+        if tracing is not None:
+            from voicehub.telemetry.call_spans import CallSpans
+
+            hub.tracer = tracing.tracer
+            self.spans = CallSpans(hub, tracing.tracer)
+        metrics.registry.register(SpanCountCollector(tracing.counts if tracing else None))
+
+    @classmethod
+    def start(
+        cls,
+        hub: Hub,
+        board: Switchboard,
+        factory: SessionFactory,
+        metrics: ServerMetrics,
+        settings: TracingSettings | None,
+    ) -> CallTelemetry:
+        """Turn tracing on (with `settings`), follow `board`'s calls and give `factory`'s
+        sessions their turn observers."""
+        tracing = None
+        if settings is not None:
+            from voicehub.telemetry.setup import start_tracing
+
+            tracing = start_tracing(settings, resource={"service.instance.id": hub.instance_id})
+            log.info("tracing on: %s over %s", settings.exporter, settings.protocol)
+        telemetry = cls(hub, metrics, tracing)
+        board.observers.append(telemetry)
+        if hasattr(factory, "turn_observers"):  # the embedded stack's factory
+            factory.turn_observers = telemetry
+        return telemetry
+
+    async def aclose(self) -> None:
+        """Export what is left, waiting at most a few seconds for the collector. The export
+        runs on a daemon thread of its own: the loop's executor would hold the process' exit
+        until a collector that does not answer timed out."""
+        if self.tracing is None:
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def finished() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def shut_down() -> None:
+            try:
+                assert self.tracing is not None
+                self.tracing.shutdown()
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(finished)
+
+        threading.Thread(target=shut_down, name="voicehub-trace-shutdown", daemon=True).start()
+        try:
+            await asyncio.wait_for(done, _SHUTDOWN_WAIT)
+        except TimeoutError:
+            log.warning("tracing: the collector did not take the last spans in time")
+
+    # -- CallObserver ------------------------------------------------------------------
+
+    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
+        if self.spans is not None:
+            attributes = {
+                "voicehub.desk": call.desk.name,
+                "voicehub.transport": transport_name(transport),
+                "voicehub.conversation": call.conversation,
+                "voicehub.instance": self.hub.instance_id,
+            }
+            self.spans.call_started(call.room_id, attributes)
+        return transport
+
+    def call_accepted(self, call: LiveCall) -> None:
+        pass
+
+    def call_ended(self, call: LiveCall) -> None:
+        if self.spans is not None:
+            self.spans.call_ended(call.room_id)
+
+    # -- the factory's TurnObserverSource --------------------------------------------------
+
+    def turn_observer(self, desk: str, transport: str, room_id: str) -> TurnObserver:
+        """The observer of one call's turns: its histograms, and its turn spans."""
+        histograms = self.metrics.turn_stages.observer(desk, transport)
+        if self.spans is None:
+            return histograms
+        return TurnObservers([histograms, self.spans.turn_spans(room_id, self.hub.clock)])

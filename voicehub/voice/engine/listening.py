@@ -1,0 +1,125 @@
+"""The caller's audio into the VAD and the recognizer, and their events back out.
+
+`CallerAudio` cuts caller PCM16 into 20 ms frames and hands each, as one `rtc.AudioFrame`,
+to the VAD stream and the recognizer stream (livekit's public `push_frame`), after measuring
+its speech evidence (`SpeechEvidence`, for the delivery's per-frame yield). It keeps the last
+seconds of the caller's audio for the end-of-turn model.
+
+`follow_events` reads a provider stream's events: through `DirectEvents.deliver_to` when the
+stream offers it (our providers: no task wake-up per event), else with a task iterating the
+stream, as any livekit consumer does. A stream that ends with an error is reported to
+`on_error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from voicehub.voice.audio import FrameSplitter, frame_bytes, resample
+from voicehub.voice.engine.direct_events import DirectEvents
+from voicehub.voice.providers import vendor_import
+from voicehub.voice.speech_evidence import SpeechEvidence
+
+with vendor_import("livekit-agents"):
+    from livekit import rtc
+
+__all__ = ["CallerAudio", "follow_events"]
+
+log = logging.getLogger("voicehub.voice")
+
+E = TypeVar("E")
+
+MODEL_RATE = 16000  # what the end-of-turn model listens at
+
+
+class CallerAudio:
+    """One call's caller audio (see the module docstring).
+
+    `on_voiced` is called for every speech-like frame; `keep_seconds` of audio are kept for
+    `recent_audio` (0 keeps none).
+    """
+
+    def __init__(
+        self, sample_rate: int, on_voiced: Callable[[], None], *, keep_seconds: float = 0.0
+    ) -> None:
+        self.sample_rate = sample_rate
+        self._frame = frame_bytes(sample_rate)
+        self._samples = self._frame // 2
+        self._splitter = FrameSplitter(sample_rate)
+        self._evidence = SpeechEvidence(sample_rate)
+        self._on_voiced = on_voiced
+        self.streams: list[Any] = []  # livekit VAD and STT streams, fed in this order
+        self.frames = 0
+        keep = int(keep_seconds * 1000 / 20)
+        self._recent: collections.deque[bytes] | None = (
+            collections.deque(maxlen=keep) if keep else None
+        )
+
+    @property
+    def seconds(self) -> float:
+        """Caller audio pushed so far."""
+        return self.frames * 0.02
+
+    def push(self, pcm16: bytes) -> None:
+        """Caller PCM16 at `sample_rate`, any whole number of samples."""
+        if len(pcm16) == self._frame and not self._splitter.pending:
+            self._push_frame(pcm16)
+            return
+        for chunk in self._splitter.push(pcm16):
+            self._push_frame(chunk)
+
+    def recent_audio(self) -> npt.NDArray[np.float32]:
+        """The kept audio at 16 kHz, float32 in [-1, 1], oldest first."""
+        if not self._recent:
+            return np.zeros(0, dtype=np.float32)
+        samples = np.frombuffer(b"".join(self._recent), dtype="<i2")
+        if self.sample_rate != MODEL_RATE:
+            samples = resample(samples, self.sample_rate, MODEL_RATE)
+        return (samples.astype(np.float32) / 32768.0).astype(np.float32)
+
+    def _push_frame(self, pcm16: bytes) -> None:
+        self.frames += 1
+        if self._evidence.voiced_frames(pcm16):
+            self._on_voiced()
+        if self._recent is not None:
+            self._recent.append(pcm16)
+        frame = rtc.AudioFrame(pcm16, self.sample_rate, 1, self._samples)
+        for stream in self.streams:
+            try:
+                stream.push_frame(frame)
+            except RuntimeError:  # the stream ended (closing, or failed): nothing to feed
+                log.debug("caller frame after %s ended", type(stream).__name__)
+
+
+def follow_events(
+    stream: Any,
+    sink: Callable[[E], None],
+    on_error: Callable[[BaseException], None],
+    name: str,
+) -> asyncio.Task[None] | None:
+    """Hand `stream`'s events to `sink`: directly when it offers `DirectEvents` (returns
+    None), else from a task iterating it (returned; cancel it to stop)."""
+    if isinstance(stream, DirectEvents):
+        stream.deliver_to(sink)
+        return None
+
+    async def read() -> None:
+        try:
+            async for event in stream:
+                try:
+                    sink(event)
+                except Exception:
+                    log.exception("%s event handler failed", name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            on_error(error)
+
+    return asyncio.get_running_loop().create_task(read(), name=f"voicehub-{name}-events")

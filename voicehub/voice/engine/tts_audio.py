@@ -1,0 +1,101 @@
+"""Speech audio from any livekit TTS, as PCM16 at the transport's rate.
+
+A streaming TTS (`capabilities.streaming`: a speak socket) gets the texts on one
+`stream()`, each pushed and flushed as it comes, while its audio is read; another TTS
+synthesizes each text with `synthesize()`, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from voicehub.voice.audio import Resampler, int16_to_pcm16
+
+__all__ = ["one_text", "synthesized_pcm"]
+
+
+async def synthesized_pcm(
+    tts: Any,
+    texts: AsyncIterator[str],
+    sample_rate: int,
+    *,
+    first_audio: Callable[[], None] | None = None,
+) -> AsyncIterator[bytes]:
+    """Each text of `texts` synthesized by `tts` (a livekit `tts.TTS`), in order, as PCM16
+    mono at `sample_rate` (resampled when the TTS speaks at another rate).
+    `first_audio` is called when the first audio of all arrives (time to first byte)."""
+    converter = _ToRate(sample_rate)
+    frames = (
+        _streamed(tts, texts)
+        if getattr(tts.capabilities, "streaming", False)
+        else _chunked(tts, texts)
+    )
+    async for frame in frames:
+        if first_audio is not None:
+            first_audio()
+            first_audio = None
+        pcm = converter.convert(frame)
+        if pcm:
+            yield pcm
+    rest = converter.flush()
+    if rest:
+        yield rest
+
+
+async def one_text(text: str) -> AsyncIterator[str]:
+    """`text` as a stream of one."""
+    yield text
+
+
+async def _chunked(tts: Any, texts: AsyncIterator[str]) -> AsyncIterator[Any]:
+    async for text in texts:
+        if not text.strip():
+            continue
+        async with tts.synthesize(text) as stream:
+            async for chunk in stream:
+                yield chunk.frame
+
+
+async def _streamed(tts: Any, texts: AsyncIterator[str]) -> AsyncIterator[Any]:
+    stream = tts.stream()
+
+    async def feed() -> None:
+        async for text in texts:
+            if text.strip():
+                stream.push_text(text)
+                stream.flush()
+        stream.end_input()
+
+    feeding = asyncio.create_task(feed())
+    try:
+        async for chunk in stream:
+            yield chunk.frame
+        await feeding  # a failed feed is the speech's failure
+    finally:
+        feeding.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await feeding
+        await stream.aclose()
+
+
+class _ToRate:
+    """livekit audio frames as PCM16 bytes at one rate (resampled when they differ)."""
+
+    def __init__(self, sample_rate: int) -> None:
+        self.rate = sample_rate
+        self._resampler: Resampler | None = None
+        self._from = 0
+
+    def convert(self, frame: Any) -> bytes:
+        pcm: bytes = frame.data.tobytes()
+        if frame.sample_rate == self.rate:
+            return pcm
+        if self._resampler is None or self._from != frame.sample_rate:
+            self._resampler, self._from = Resampler(frame.sample_rate, self.rate), frame.sample_rate
+        return int16_to_pcm16(self._resampler.push(pcm))
+
+    def flush(self) -> bytes:
+        return int16_to_pcm16(self._resampler.flush()) if self._resampler is not None else b""

@@ -1,0 +1,510 @@
+"""The pipeline engine's turn state machine: pure, no asyncio, no I/O, no livekit.
+
+`TurnEngine` is fed what happens on one call, each input stamped by the caller with `now`
+(clock seconds): the VAD's start and end of caller speech, per-frame speech evidence, the
+recognizer's interim and final transcripts, typed turns, the end-of-turn model's verdicts,
+what the agent is saying, and `tick` when the time it asked for (`next_wake`) comes. Each
+input returns the decisions it leads to (`voicehub.voice.engine.decisions`); the asyncio
+driver carries them out. Nothing here reads a clock, so the same inputs always give the same
+decisions.
+
+A caller turn goes through these states:
+
+- **speaking**: the VAD hears speech. Transcripts accumulate (finals joined, the latest
+  interim kept).
+- **quiet**: the VAD heard the speech end; the recognizer is asked to finalize
+  (`FlushRecognizer`). The turn may still go on: speech before the commit joins it. Once
+  the words are in, the turn policy (`voicehub.voice.turns.policy`) says when it is over:
+  after a silence in "vad" mode; in "model" mode when the end-of-turn model says complete
+  and the words do not stop mid-request ("could you research"), or at the silence ceiling.
+  Meanwhile the reply may be prepared (`PrepareReply`). A recognizer that never finalizes
+  holds a turn at most `final_timeout`.
+- **committed** (`CallerTurnCommitted`), or **dropped** (`CallerTurnDropped`: no words).
+
+A committed turn is never lost: every final with words ends in exactly one commit. A turn
+committed while the reply to the previous one has not been heard yet (the caller paused
+mid-request and went on) `continues` that turn: its text holds both, and the driver cancels
+the unheard reply.
+
+Caller sound over the agent's speech (an overlap) first pauses the agent (`PauseAgent`: at
+once for a result, after `min_interruption` of speech for a reply), then what it was
+decides (`voicehub.voice.turns.overlap`): an acknowledgement ("uh-huh", "okay") or a noise
+resumes the agent where the caller stopped hearing it (`ResumeAgent`) and is not answered;
+a stop ("wait", "hold on") or a real turn stops it for good (`InterruptAgent`), and only the
+real turn is answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from voicehub.voice.engine.decisions import (
+    AskEndOfTurn,
+    CallerTurnCommitted,
+    CallerTurnDropped,
+    CallerTurnStarted,
+    CallerWentQuiet,
+    Decision,
+    DropPreparedReply,
+    FlushRecognizer,
+    InterruptAgent,
+    PauseAgent,
+    PrepareReply,
+    ResumeAgent,
+)
+from voicehub.voice.turns.overlap import MAX_BACKCHANNEL_SECONDS, classify_overlap
+from voicehub.voice.turns.policy import AskModel, Commit, TurnEvidence, WakeAt, decide
+from voicehub.voice.turns.policy import TurnSettings as TurnPolicy
+from voicehub.voice.turns.words import ends_open
+
+__all__ = ["AgentSpeech", "TurnEngine", "TurnPolicy", "TurnSettings"]
+
+AgentSpeech = Literal["reply", "say", "delivery"]
+
+
+def _vad_policy() -> TurnPolicy:
+    return TurnPolicy(mode="vad")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    """When turns end and when the caller takes the floor.
+
+    - `policy`: when a quiet turn is over (`voicehub.voice.turns.policy.TurnSettings`:
+      "vad" or "model", the silences, the ceiling).
+    - `final_timeout`: how long a quiet turn waits for the recognizer's final.
+    - `min_interruption`: caller speech that long over a reply pauses it.
+    - `resume_after`: a result paused by a sound that never became speech resumes after this
+      much quiet.
+    - `flush_finalizes`: the recognizer answers a flush with a final (livekit's
+      `manual_flush`), so a quiet turn waits for that final; otherwise for a final of
+      every stretch of speech (the recognizer ends its segments itself).
+    - `prepare_replies`: prepare the reply while a likely-complete turn is still quiet.
+    """
+
+    policy: TurnPolicy = field(default_factory=_vad_policy)
+    final_timeout: float = 2.0
+    min_interruption: float = 0.3
+    resume_after: float = 0.5
+    flush_finalizes: bool = True
+    prepare_replies: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("final_timeout", "min_interruption", "resume_after"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+
+    @property
+    def mode(self) -> str:
+        return self.policy.mode
+
+
+@dataclass(slots=True)
+class _Turn:
+    id: int
+    finals: list[str] = field(default_factory=list)
+    interim: str = ""
+    speaking: bool = True
+    speech_ended_at: float | None = None  # end of the caller's speech (clock)
+    quiet_since: float | None = None  # when the VAD said so
+    awaiting_final: bool = True  # speech (or a flush) the recognizer has not finalized
+    final_at: float | None = None
+    asked: bool = False  # the end-of-turn model was asked about this silence
+    complete: float | None = None  # its answer
+    wake_at: float | None = None  # when the policy wants to decide again
+    prepared: str | None = None  # the text a reply was prepared for
+    over_agent: _Overlap | None = None  # this turn began over the agent's speech
+    stop_only: bool = False  # its words over the agent only asked it to stop
+
+    def text(self, *, with_interim: bool = False) -> str:
+        words = [*self.finals, self.interim] if with_interim else self.finals
+        return " ".join(w for w in words if w)
+
+
+@dataclass(slots=True)
+class _Overlap:
+    started_at: float
+    paused: bool = False
+    pause_at: float | None = None  # a reply pauses then, if the caller still speaks
+    last_voiced: float = 0.0
+
+
+@dataclass(slots=True)
+class _Reply:
+    turn: int
+    text: str
+    heard: bool = False  # its first audio went out
+    used_tools: bool = False  # its tools ran: a new turn must not cancel it
+
+
+class TurnEngine:
+    """One call's turn-taking (see the module docstring). `words_open(text)` says whether a
+    caller's words stop mid-request (a desk knows its own half requests)."""
+
+    def __init__(
+        self,
+        settings: TurnSettings | None = None,
+        *,
+        words_open: Callable[[str], bool] = ends_open,
+    ) -> None:
+        self.settings = settings or TurnSettings()
+        self._words_open = words_open
+        self._turn: _Turn | None = None
+        self._turn_ids = 0
+        self._reply: _Reply | None = None
+        self._speech: AgentSpeech | None = None
+        self._interruptible = False
+        self._overlap: _Overlap | None = None
+        self.committed = 0  # turns committed so far (for figures and tests)
+
+    # -- reading ------------------------------------------------------------------------
+
+    @property
+    def caller_has_floor(self) -> bool:
+        """Whether a caller turn is open (speaking, or quiet but not committed yet)."""
+        return self._turn is not None
+
+    @property
+    def caller_speaking(self) -> bool:
+        return self._turn is not None and self._turn.speaking
+
+    @property
+    def open_turn(self) -> int | None:
+        return self._turn.id if self._turn is not None else None
+
+    @property
+    def agent_paused(self) -> bool:
+        return self._overlap is not None and self._overlap.paused
+
+    def next_wake(self) -> float | None:
+        """The clock time at which `tick` has something to decide (None: nothing)."""
+        times = [t for t in (self._overlap_check_at(), self._commit_check_at()) if t is not None]
+        return min(times) if times else None
+
+    # -- caller -------------------------------------------------------------------------
+
+    def speech_started(self, now: float) -> list[Decision]:
+        """The VAD heard the caller start speaking."""
+        decisions: list[Decision] = []
+        turn = self._turn
+        if turn is None:
+            turn = self._turn = self._new_turn()
+            decisions.append(CallerTurnStarted(turn.id))
+        else:  # a pause inside the turn: it goes on
+            turn.speaking = True
+            turn.speech_ended_at = turn.quiet_since = turn.wake_at = None
+            turn.awaiting_final = True
+            turn.asked, turn.complete = False, None
+            if turn.prepared is not None:
+                turn.prepared = None
+                decisions.append(DropPreparedReply(turn.id))
+        if self._speech is not None and self._interruptible:
+            overlap = self._overlap
+            if overlap is None:
+                overlap = self._overlap = _Overlap(started_at=now, last_voiced=now)
+            if turn.over_agent is None:
+                turn.over_agent = overlap
+            if not overlap.paused:
+                overlap.pause_at = now + self.settings.min_interruption
+        return decisions + self.tick(now)
+
+    def speech_ended(self, now: float, ended_at: float | None = None) -> list[Decision]:
+        """The VAD heard the caller stop speaking (`ended_at`: when their speech really
+        ended, before the VAD's silence wait; defaults to `now`)."""
+        turn = self._turn
+        if self._overlap is not None:
+            self._overlap.pause_at = None
+        if turn is None or not turn.speaking:
+            return []
+        turn.speaking = False
+        turn.speech_ended_at = now if ended_at is None else min(ended_at, now)
+        turn.quiet_since = now
+        decisions: list[Decision] = [CallerWentQuiet(turn.id)]
+        if self.settings.flush_finalizes:
+            turn.awaiting_final = True
+            decisions.append(FlushRecognizer(turn.id))
+        return decisions + self._try_commit(now)
+
+    def voiced(self, now: float) -> list[Decision]:
+        """A speech-like caller frame arrived (per-frame evidence, ahead of the VAD): a
+        result being spoken pauses at once."""
+        if self._speech != "delivery" or not self._interruptible:
+            return []
+        overlap = self._overlap
+        if overlap is None:
+            overlap = self._overlap = _Overlap(started_at=now)
+        overlap.last_voiced = now
+        if overlap.paused:
+            return []
+        overlap.paused, overlap.pause_at = True, None
+        return [PauseAgent("caller voice")]
+
+    def transcript(self, text: str, *, final: bool, now: float) -> list[Decision]:
+        """The recognizer's interim or final transcript of the caller's speech."""
+        text = text.strip()
+        turn = self._turn
+        decisions: list[Decision] = []
+        if turn is None:
+            if not text:
+                return []
+            # words ahead of the VAD's start (an interim) or that it never heard as speech (a
+            # late final): a turn of their own, settled by a final or `final_timeout`
+            turn = self._turn = self._new_turn()
+            turn.speaking = False
+            turn.awaiting_final = not final
+            turn.speech_ended_at = turn.quiet_since = now
+            decisions.append(CallerTurnStarted(turn.id))
+            if self._speech in ("reply", "say") and self._interruptible and self._overlap is None:
+                # words over the agent's own speech that the VAD did not hear: judged as
+                # words (a result yields only to the caller's live voice, or their turn)
+                turn.over_agent = self._overlap = _Overlap(started_at=now, last_voiced=now)
+        if final:
+            if text:
+                turn.finals.append(text)
+            turn.interim = ""
+            turn.final_at = now
+            turn.awaiting_final = False
+        else:
+            turn.interim = text
+        decisions += self._judge_overlap(turn, now, final=final)
+        return decisions + self._try_commit(now)
+
+    def typed(self, text: str, now: float) -> list[Decision]:
+        """A turn typed, not said (keypad): committed at once, after any open turn."""
+        turn = self._turn
+        if turn is not None and turn.text(with_interim=True):
+            # what was said before the keys counts first, in the same turn
+            turn.finals = [turn.text(with_interim=True), text.strip()]
+            turn.interim = ""
+            turn.speaking = False
+            turn.over_agent = None  # keys are never an acknowledgement
+            if turn.speech_ended_at is None:
+                turn.speech_ended_at = now
+            return self._commit(turn, now)
+        decisions: list[Decision] = []
+        if turn is not None:
+            self._turn = None
+            decisions.append(CallerTurnDropped(turn.id))
+        turn = self._new_turn()
+        turn.finals.append(text.strip())
+        turn.speaking = False
+        decisions.append(CallerTurnStarted(turn.id))
+        return decisions + self._commit(turn, now, spoken=False)
+
+    def end_of_turn(self, turn: int, probability: float, now: float) -> list[Decision]:
+        """The end-of-turn model's verdict for `turn` (ignored if the turn moved on)."""
+        current = self._turn
+        if current is None or current.id != turn or current.speaking:
+            return []
+        current.complete = probability
+        return self._try_commit(now)
+
+    def tick(self, now: float) -> list[Decision]:
+        """Time passed: pause or resume the agent, commit what is due."""
+        return self._check_overlap(now) + self._try_commit(now)
+
+    # -- agent --------------------------------------------------------------------------
+
+    def agent_speaking(self, kind: AgentSpeech | None, *, interruptible: bool = True) -> None:
+        """What the agent starts saying now (None: nothing); nothing overlaps it yet."""
+        self._overlap = None
+        self._speech, self._interruptible = kind, interruptible
+
+    def reply_started(self, turn: int, text: str) -> None:
+        """The driver started the reply to committed turn `turn` (whose text is `text`)."""
+        self._reply = _Reply(turn, text)
+
+    def reply_heard(self) -> None:
+        """The reply's first audio went out: a new turn no longer continues its turn."""
+        if self._reply is not None:
+            self._reply.heard = True
+
+    def reply_used_tools(self) -> None:
+        """The reply called tools: what they did stands, so a later turn never replaces it."""
+        if self._reply is not None:
+            self._reply.used_tools = True
+
+    def reply_ended(self, turn: int) -> None:
+        if self._reply is not None and self._reply.turn == turn:
+            self._reply = None
+
+    # -- overlaps -----------------------------------------------------------------------
+
+    def _overlap_check_at(self) -> float | None:
+        overlap = self._overlap
+        if overlap is None:
+            return None
+        if overlap.pause_at is not None and not overlap.paused:
+            return overlap.pause_at
+        if overlap.paused and self.caller_speaking:  # long enough, it is a turn
+            return overlap.started_at + MAX_BACKCHANNEL_SECONDS
+        if overlap.paused and self._turn is None:  # a sound that never became speech
+            return overlap.last_voiced + self.settings.resume_after
+        return None
+
+    def _check_overlap(self, now: float) -> list[Decision]:
+        overlap = self._overlap
+        if overlap is None or self._speech is None:
+            return []
+        if overlap.pause_at is not None and not overlap.paused and now >= overlap.pause_at:
+            overlap.pause_at = None
+            if self.caller_speaking:
+                overlap.paused = True
+                return [PauseAgent("caller speech")]
+        if not overlap.paused:
+            return []
+        if self.caller_speaking and now >= overlap.started_at + MAX_BACKCHANNEL_SECONDS:
+            return self._stop_agent("caller turn")
+        if self._turn is None and now >= overlap.last_voiced + self.settings.resume_after:
+            return self._resume_agent("noise")
+        return []
+
+    def _judge_overlap(self, turn: _Turn, now: float, *, final: bool) -> list[Decision]:
+        """Words heard over the agent: a stop or a turn stops it at once."""
+        overlap = turn.over_agent
+        if overlap is None or overlap is not self._overlap or self._speech is None:
+            return []
+        end = turn.speech_ended_at if turn.speech_ended_at is not None else now
+        verdict = classify_overlap(
+            turn.text(with_interim=True), voiced_seconds=end - overlap.started_at, final=final
+        )
+        if verdict.interrupts:
+            turn.stop_only = verdict.kind == "stop" and _only_stop(verdict.words)
+            return self._stop_agent(f"caller {verdict.kind}")
+        return []
+
+    def _stop_agent(self, reason: str) -> list[Decision]:
+        self._overlap = None
+        return [InterruptAgent(reason)]
+
+    def _resume_agent(self, reason: str) -> list[Decision]:
+        overlap, self._overlap = self._overlap, None
+        return [ResumeAgent(reason)] if overlap is not None and overlap.paused else []
+
+    # -- turns --------------------------------------------------------------------------
+
+    def _new_turn(self) -> _Turn:
+        self._turn_ids += 1
+        return _Turn(self._turn_ids)
+
+    def _commit_check_at(self) -> float | None:
+        turn = self._turn
+        if turn is None or turn.speaking or turn.quiet_since is None:
+            return None
+        if turn.awaiting_final:  # a final is an input; only the recognizer's deadline is time
+            return turn.quiet_since + self.settings.final_timeout
+        return turn.wake_at
+
+    def _evidence(self, turn: _Turn) -> TurnEvidence:
+        text = turn.text(with_interim=True)
+        words_open = None if turn.awaiting_final else bool(text) and self._words_open(text)
+        return TurnEvidence(
+            speech_ended_at=turn.speech_ended_at,
+            words_open=words_open,
+            asked=turn.asked,
+            probability=turn.complete,
+        )
+
+    def _try_commit(self, now: float) -> list[Decision]:
+        turn = self._turn
+        if turn is None or turn.speaking or turn.quiet_since is None:
+            return []
+        decisions: list[Decision] = []
+        if turn.awaiting_final:
+            if now < turn.quiet_since + self.settings.final_timeout:
+                # the words are not in yet; the model may already be asked about the sound
+                decision = decide(self._evidence(turn), self.settings.policy, now)
+                if isinstance(decision, AskModel):
+                    turn.asked = True
+                    decisions.append(AskEndOfTurn(turn.id))
+                return decisions
+            turn.finals = [turn.text(with_interim=True)]  # what it heard, never lost
+            turn.interim = ""
+            return self._end(turn, now)
+        while True:
+            decision = decide(self._evidence(turn), self.settings.policy, now)
+            if isinstance(decision, AskModel):
+                turn.asked = True
+                decisions.append(AskEndOfTurn(turn.id))
+                continue
+            break
+        if isinstance(decision, Commit):
+            return decisions + self._end(turn, now)
+        turn.wake_at = decision.time if isinstance(decision, WakeAt) else None
+        if self._may_prepare(turn):
+            turn.prepared = turn.text()
+            decisions.append(PrepareReply(turn.id, turn.prepared))
+        return decisions
+
+    def _may_prepare(self, turn: _Turn) -> bool:
+        """Prepare a reply for a settled turn whose words are not half a request, when the
+        agent is not busy (no reply to stop, nothing it says the turn could be about)."""
+        text = turn.text()
+        return (
+            self.settings.prepare_replies
+            and bool(text)
+            and turn.prepared != text
+            and turn.over_agent is None
+            and self._reply is None
+            and self._speech is None
+            and not self._words_open(text)
+        )
+
+    def _end(self, turn: _Turn, now: float) -> list[Decision]:
+        """The quiet turn is over: commit it, or drop it (no words, or an acknowledgement
+        said over the agent)."""
+        text = turn.text(with_interim=True)
+        overlap = turn.over_agent
+        if overlap is not None and text:
+            end = turn.speech_ended_at if turn.speech_ended_at is not None else now
+            verdict = classify_overlap(text, voiced_seconds=end - overlap.started_at, final=True)
+            if verdict.kind in ("backchannel", "noise"):  # listening, not asking: no answer
+                self._turn = None
+                resume = self._resume_agent(verdict.kind) if overlap is self._overlap else []
+                return [CallerTurnDropped(turn.id), *resume]
+            if verdict.kind == "stop" and _only_stop(verdict.words):
+                turn.stop_only = True
+        if turn.stop_only:
+            return self._commit(turn, now, answer=False)
+        if not text:
+            self._turn = None
+            return [CallerTurnDropped(turn.id), *self._resume_agent("noise")]
+        return self._commit(turn, now)
+
+    def _commit(
+        self, turn: _Turn, now: float, *, spoken: bool = True, answer: bool = True
+    ) -> list[Decision]:
+        if self._turn is turn:
+            self._turn = None
+        text = turn.text(with_interim=True)
+        decisions: list[Decision] = []
+        continues: int | None = None
+        reply = self._reply
+        if reply is not None and not reply.heard and not reply.used_tools and answer:
+            continues, text = reply.turn, f"{reply.text} {text}".strip()
+        elif self._speech is not None and self._interruptible:
+            decisions += self._stop_agent("caller turn")
+        self.committed += 1
+        decisions.append(
+            CallerTurnCommitted(
+                turn=turn.id,
+                text=text,
+                spoken=spoken,
+                speech_ended_at=turn.speech_ended_at if spoken else None,
+                final_at=turn.final_at,
+                committed_at=now,
+                continues=continues,
+                answer=answer,
+                prepared=turn.prepared is not None and turn.prepared == text,
+            )
+        )
+        return decisions
+
+
+def _only_stop(words: tuple[str, ...]) -> bool:
+    """Whether `words` ask the agent to stop and nothing more ("wait", "hold on please")."""
+    filler = {"please", "a", "sec", "second", "moment", "just", "oh", "um", "uh", "ok", "okay"}
+    stops = {"stop", "wait", "hold", "on", "hang", "no", "nope", "pause", "enough", "quiet"}
+    return all(word in stops or word in filler for word in words)
