@@ -162,9 +162,10 @@ class VoiceConfig(StrictModel):
     `openai-realtime`: one speech-to-speech model (`[voice.realtime]`)."""
     vad: Literal["silero", "webrtc"] = "silero"
     """Voice activity detection: Silero (default) or WebRTC's."""
-    stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "pocketsphinx"
-    """Speech recognition: PocketSphinx (offline, streaming), Whisper (offline, better on the
-    phone), `auto` (Whisper where its model loads, else PocketSphinx), or Deepgram (cloud)."""
+    stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "auto"
+    """Speech recognition: `auto` (the default: Whisper where its model loads, else
+    PocketSphinx, docs/speech-recognition.md), Whisper or PocketSphinx (offline), or Deepgram
+    (cloud)."""
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
     """Speech synthesis: Piper (offline), eSpeak NG (offline), or Deepgram Aura (cloud)."""
     stt_fallback: Literal["pocketsphinx"] | None = None
