@@ -92,7 +92,11 @@ def test_the_triage_desk_runs_a_staged_pipeline(desks: dict[str, Desk]) -> None:
     ]
     # The strategy runs the agents with what the desk adds (ask_user for the handler only).
     members = {agent.id: tool_names(agent) for agent in strategy.agents()}
-    assert members == {"triage": [], "handler": ["ask_user"], "resolver": []}
+    assert members == {
+        "triage": ["transfer_call", "take_message"],
+        "handler": ["ask_user"],
+        "resolver": [],
+    }
     assert tool_names(desk.agents["handler"]) == []  # the desk's own agent stays plain
     assert desk.entry_agent.id == "triage" and desk.front_agent.id == "triage"
     assert desk.handoff_instruction == "You have just been handed the caller: introduce yourself."

@@ -1,6 +1,6 @@
-"""`[voice] stt` picks the offline recognizer of a desk's calls: PocketSphinx (streaming,
-with partials) or Whisper (per utterance, biased to the desk's vocabulary), or "auto":
-Whisper where its model loads, else PocketSphinx."""
+"""`[voice] stt` picks the offline recognizer of a desk's calls: PocketSphinx or Whisper
+(biased to the desk's vocabulary), or "auto" (the default): Whisper where its model loads,
+else PocketSphinx."""
 
 from __future__ import annotations
 
@@ -24,10 +24,12 @@ CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 def research_with(folder: Path, stt_line: str) -> Path:
     """A copy of the research desk (and its knowledge file) with `stt = ...` replaced."""
     shutil.copytree(CHANNELS / "knowledge", folder / "knowledge")
-    text = (CHANNELS / "research.toml").read_text()
-    assert 'stt = "pocketsphinx"' in text
+    lines = (CHANNELS / "research.toml").read_text().splitlines()
+    chosen = [number for number, line in enumerate(lines) if line.startswith("stt = ")]
+    assert len(chosen) == 1
+    lines[chosen[0]] = stt_line
     path = folder / "research.toml"
-    path.write_text(text.replace('stt = "pocketsphinx"', stt_line, 1))
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -48,10 +50,14 @@ def test_a_desk_choosing_whisper_gets_whisper_biased_to_its_vocabulary(tmp_path:
     assert desk_vocabulary(desk)[0] == "solar panels"  # topics first
 
 
-def test_pocketsphinx_stays_the_default(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("fresh_whisper_check")
+def test_auto_is_the_default_and_the_example_desks_use_it(tmp_path: Path) -> None:
     desk = research_desk(tmp_path, "")
-    assert desk.config.voice.stt == "pocketsphinx"
-    assert isinstance(speech_to_text_for(desk), PocketSphinxSTT)
+    assert desk.config.voice.stt == "auto"
+    assert isinstance(speech_to_text_for(desk), WhisperSTT)
+    for name, example in load_desks(CHANNELS).items():
+        if example.config.voice.engine == "pipeline" and example.config.voice.stt != "deepgram":
+            assert example.config.voice.stt == "auto", name
 
 
 def test_an_unknown_stt_name_is_refused_naming_the_file_and_the_choices(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
         await call.agent_said("What seems to be the problem?")  # the desk's greeting
         assert session.agent.id == "triage"
         assert session.agent.instructions.startswith("You answer")
-        assert tool_ids(session) == [HANDOFF_TOOL]
+        assert tool_ids(session) == ["transfer_call", "take_message", HANDOFF_TOOL]
         assert voice_of(session) is None  # the session's voice
 
         await call.caller_says("my internet is broken")

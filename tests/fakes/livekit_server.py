@@ -1,5 +1,5 @@
 """A fake LiveKit server: the agent worker protocol over a WebSocket on 127.0.0.1, and the
-two server API calls a fail-over needs.
+server API calls fail-over (room participants, dispatch) and SIP control need.
 
 It speaks the `livekit.protocol.agent` messages the way the server does (as read from
 livekit-agents' `worker.py` and the protocol definitions): the worker connects to `/agent`
@@ -10,25 +10,36 @@ and may send a `termination`. The worker sends `update_worker` (status, load, jo
 and `update_job` messages on the same socket. Several workers may be connected at once;
 `send` and `offer` go to the last one unless told which.
 
-The server API is Twirp (protobuf over HTTP POST, a bearer JWT with the `roomAdmin` grant),
-as livekit's `api.LiveKitAPI` calls it: `RoomService/ListParticipants` answers from
-`participants` (room name -> identities, set by the test), and
-`AgentDispatchService/CreateDispatch` records the dispatch and offers a job for the room to
-a connected worker registered under its agent name (one that did not run the room's last
-job, if there is one). Rooms themselves (WebRTC) are not faked.
+The server API is Twirp (protobuf over HTTP POST, a bearer JWT, errors as Twirp JSON), as
+livekit's `api.LiveKitAPI` calls it. Rooms themselves (WebRTC) are not faked.
+
+- `RoomService/ListParticipants` (grant `roomAdmin`) answers from `participants` (room name
+  -> identities, set by the test).
+- `AgentDispatchService/CreateDispatch` (grant `roomAdmin`) records the dispatch and offers a
+  job for the room to a connected worker registered under its agent name (one that did not
+  run the room's last job, if there is one).
+- The SIP service (`POST /twirp/livekit.SIP/<Method>`): `TransferSIPParticipant` (a cold
+  transfer: SIP REFER) and `CreateSIPParticipant` (dialling someone into a room), each
+  checking the token's grants as the server does (`sip.call`; for a transfer also
+  `roomAdmin` on that room). `sip_outcomes` says how each call goes: "answered", or "busy"
+  (SIP 486) and "no-answer" (480) as the SIP errors livekit returns; `sip_requests` records
+  every accepted request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import jwt
 from aiohttp import WSMsgType, web
 from livekit import api
-from livekit.protocol import agent, agent_dispatch, models, room
+from livekit.protocol import agent, agent_dispatch, models, room, sip
+
+_SIP_ERRORS = {"busy": ("486", "Busy Here"), "no-answer": ("480", "Temporarily Unavailable")}
 
 
 class FakeLiveKitServer:
@@ -52,6 +63,8 @@ class FakeLiveKitServer:
         self.dispatches: list[agent_dispatch.CreateAgentDispatchRequest] = []
         self.jobs: list[tuple[str, agent.Job]] = []  # (worker id, job) of each assignment
         self._ids = itertools.count(1)
+        self.sip_outcomes: deque[str] = deque()
+        self.sip_requests: list[tuple[str, Any]] = []  # (method, request message)
 
     async def start(self) -> str:
         app = web.Application()
@@ -60,6 +73,7 @@ class FakeLiveKitServer:
         app.router.add_post(
             "/twirp/livekit.AgentDispatchService/CreateDispatch", self._create_dispatch
         )
+        app.router.add_post("/twirp/livekit.SIP/{method}", self._sip)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -73,6 +87,53 @@ class FakeLiveKitServer:
             await socket.close()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    # -- the SIP service -----------------------------------------------------------------
+
+    async def _sip(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        kinds = {
+            "TransferSIPParticipant": sip.TransferSIPParticipantRequest,
+            "CreateSIPParticipant": sip.CreateSIPParticipantRequest,
+        }
+        if method not in kinds:
+            return _twirp_error(404, "bad_route", f"no method {method}")
+        if request.content_type != "application/protobuf":
+            return _twirp_error(400, "malformed", f"content type {request.content_type}")
+        message = kinds[method]()
+        message.ParseFromString(await request.read())
+        try:
+            claims = jwt.decode(
+                request.headers.get("Authorization", "").removeprefix("Bearer "),
+                self.api_secret,
+                algorithms=["HS256"],
+            )
+        except jwt.PyJWTError:
+            return _twirp_error(401, "unauthenticated", "invalid token")
+        video = claims.get("video", {})
+        admin = video.get("roomAdmin") and video.get("room") == message.room_name
+        if not claims.get("sip", {}).get("call") or (
+            method == "TransferSIPParticipant" and not admin
+        ):
+            return _twirp_error(403, "permission_denied", "the token lacks the SIP grants")
+        self.sip_requests.append((method, message))
+        outcome = self.sip_outcomes.popleft() if self.sip_outcomes else "answered"
+        if outcome in _SIP_ERRORS:
+            code, status = _SIP_ERRORS[outcome]
+            meta = {"sip_status_code": code, "sip_status": status}
+            return _twirp_error(503, "unavailable", f"sip call failed: {code} {status}", meta)
+        if method == "TransferSIPParticipant":
+            answer: Any = sip.TransferSIPParticipantResponse(
+                transfer_id="STR_fake", status=sip.STS_TRANSFER_SUCCESSFUL
+            )
+        else:
+            answer = sip.SIPParticipantInfo(
+                participant_id="PA_fake",
+                participant_identity=message.participant_identity,
+                room_name=message.room_name,
+                sip_call_id="SCL_fake",
+            )
+        return web.Response(body=answer.SerializeToString(), content_type="application/protobuf")
 
     # -- the protocol, server side ---------------------------------------------------------
 
@@ -201,7 +262,7 @@ class FakeLiveKitServer:
         asked = room.ListParticipantsRequest()
         asked.ParseFromString(await request.read())
         if not self._admin(request, asked.room):
-            return web.json_response({"code": "unauthenticated", "msg": "no"}, status=401)
+            return _twirp_error(401, "unauthenticated", "the token lacks roomAdmin")
         found = room.ListParticipantsResponse(
             participants=[
                 models.ParticipantInfo(identity=identity, state=models.ParticipantInfo.ACTIVE)
@@ -214,7 +275,7 @@ class FakeLiveKitServer:
         asked = agent_dispatch.CreateAgentDispatchRequest()
         asked.ParseFromString(await request.read())
         if not self._admin(request, asked.room):
-            return web.json_response({"code": "unauthenticated", "msg": "no"}, status=401)
+            return _twirp_error(401, "unauthenticated", "the token lacks roomAdmin")
         self.dispatches.append(asked)
         number = len(self.dispatches)
         job = self.job(
@@ -235,3 +296,10 @@ class FakeLiveKitServer:
 
     async def terminate(self, job_id: str) -> None:
         await self.send(agent.ServerMessage(termination=agent.JobTermination(job_id=job_id)))
+
+
+def _twirp_error(
+    status: int, code: str, message: str, meta: dict[str, str] | None = None
+) -> web.Response:
+    body = {"code": code, "msg": message, **({"meta": meta} if meta else {})}
+    return web.json_response(body, status=status)

@@ -173,6 +173,27 @@ async def test_research_is_delegated_and_the_result_spoken_once_everyone_is_idle
     assert all(0 < latency < 5 for latency in report.latencies())
 
 
+async def test_a_request_with_a_pause_inside_it_reaches_its_tool_once(
+    server: RunningServer,
+) -> None:
+    # "could you research ... heat pumps for me please": 0.8 s of silence mid-request, as a
+    # caller looking for the words; VAD silence alone would end the turn at "research"
+    pause = bytes(2 * int(0.8 * 16000))
+    pcm = (
+        caller_audio(text="could you research")
+        + pause
+        + caller_audio(text="heat pumps for me please")
+    )
+    line = "could you research ... heat pumps for me please"
+    report = await place_call(options(server, "research", "e2e-pause"), [(line, pcm)])
+    print(f"\n{format_timeline(report)}")
+    assert report.settled
+    [tool] = report.events_of(ToolCall)  # one request, its tool called once
+    assert tool.name == "delegate_workers" and "pump" in json.loads(tool.arguments)["task"]
+    asks = [e.text for e in report.events_of(Transcript) if "what should" in e.text.lower()]
+    assert not asks  # the half request was never answered on its own
+
+
 async def test_a_draft_goes_through_the_review_loop_and_is_read_back(
     server: RunningServer, speech: dict[str, bytes]
 ) -> None:

@@ -75,9 +75,9 @@ class Line:
         await asyncio.wait_for(live(), 10)
         return self.factory.sessions[count]
 
-    async def held_result(self, text: str) -> str:
+    async def held_result(self, text: str, task: str = "") -> str:
         delivery = self.server.switchboard.hub.delivery
-        delivery_id = await delivery.deliver(ROOM, text)
+        delivery_id = await delivery.deliver(ROOM, text, metadata={"task": task} if task else None)
         assert [r.status for r in delivery.pending(ROOM)][-1] == "held"
         return delivery_id
 
@@ -120,23 +120,27 @@ async def line(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
             yield Line(server, rest, clock)
 
 
-async def test_no_answer_then_a_machine_then_a_person_hears_the_result_once(line: Line) -> None:
+async def test_no_answer_then_a_person_hears_the_result_once(line: Line) -> None:
     await line.call_and_hang_up()
     delivery_id = await line.held_result("Solar panels pay back in about ten years.")
 
-    line.rest.callees.extend(["no-answer", "machine", "human"])
+    line.rest.callees.extend(["no-answer", "human"])
     assert line.callbacks.knows(ROOM)
     assert await line.next_attempt(0) == (ROOM, "no-answer")
     created = line.rest.created[0]
     assert (created["To"], created["From"]) == (CALLER, "+15550009999")  # from the number called
-    assert created["MachineDetection"] == "Enable"
+    # Asynchronous detection, its verdict at the end of a machine's greeting (the beep).
+    assert (created["MachineDetection"], created["AsyncAmd"]) == ("DetectMessageEnd", "true")
+    assert created["AsyncAmdStatusCallback"].startswith(f"{PUBLIC}/twilio/research/callback/")
     assert created["Url"].startswith(f"{PUBLIC}/twilio/research/callback/")
-    assert await line.next_attempt(1) == (ROOM, "machine")
     assert [r.id for r in line.server.switchboard.hub.delivery.pending(ROOM)] == [delivery_id]
 
     sessions = len(line.factory.sessions)
-    assert await line.next_attempt(2) == (ROOM, "answered")
+    assert await line.next_attempt(1) == (ROOM, "answered")
     phone = await asyncio.wait_for(line.rest.answered.get(), 10)
+    [person] = [c for c in line.rest.calls.values() if c.answered_by == "human"]
+    [(sid, update)] = line.rest.updates  # the verdict moved the call from its pause to the stream
+    assert sid == person.sid and "<Connect><Stream" in update["Twiml"]
     try:
         session = await line.session_after(sessions)
         await phone.wait_quiet(0.2)
@@ -156,16 +160,53 @@ async def test_no_answer_then_a_machine_then_a_person_hears_the_result_once(line
     assert len(line.factory.sessions) == 3 and line.factory.sessions[2].said == []
     await line.clock.advance(10 * DELAY)
     await settle()
-    assert len(line.rest.created) == 3 and line.rest.problems == [] and line.rest.refused == 0
+    assert len(line.rest.created) == 2 and line.rest.problems == [] and line.rest.refused == 0
+
+
+async def test_a_machine_gets_one_voicemail_and_the_results_stay_held(line: Line) -> None:
+    await line.call_and_hang_up()
+    first = await line.held_result("Heat pumps move heat rather than make it.", task="heat pumps")
+    second = await line.held_result("Panels pay back in ten years.", task="solar panels")
+    line.rest.callees.extend(["machine", "human"])
+    assert await line.next_attempt(0) == (ROOM, "voicemail")
+    [call] = [c for c in line.rest.calls.values() if c.direction == "outbound-api"]
+    await asyncio.wait_for(call.ended.wait(), 10)
+    # At the beep: the message, once, then the call hangs up; no stream was opened.
+    assert call.said == [
+        "Hello, this is Research desk calling back. Your results on heat pumps and solar "
+        "panels are ready: call us back to hear them."
+    ]
+    assert call.status == "completed" and line.rest.answered.empty()
+    pending = line.server.switchboard.hub.delivery.pending(ROOM)
+    assert [(r.id, r.status) for r in pending] == [(first, "held"), (second, "held")]
+    await line.clock.advance(10 * DELAY)  # no second call for that result set
+    await settle()
+    assert len(line.rest.created) == 1 and line.rest.problems == []
+
+    sessions = len(line.factory.sessions)
+    answer = await line.twilio.incoming_call("research", CALLER)  # they call back: both heard
+    async with line.twilio.stream(answer, playout_speed=16.0) as phone:
+        session = await line.session_after(sessions)
+
+        async def spoken() -> None:
+            while len(session.said) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(spoken(), 10)
+        await phone.wait_quiet(0.2, after=0)
+    assert session.said == [
+        "Heat pumps move heat rather than make it.",
+        "Panels pay back in ten years.",
+    ]
 
 
 @pytest.mark.parametrize("line", [2], indirect=True)
 async def test_after_the_last_attempt_the_result_stays_held_for_a_call_in(line: Line) -> None:
     await line.call_and_hang_up()
-    line.rest.callees.extend(["busy", "machine"])
+    line.rest.callees.extend(["busy", "no-answer"])
     delivery_id = await line.held_result("Heat pumps work down to minus twenty.")
     assert await line.next_attempt(0) == (ROOM, "busy")
-    assert await line.next_attempt(1) == (ROOM, "machine")
+    assert await line.next_attempt(1) == (ROOM, "no-answer")
     await line.clock.advance(10 * DELAY)
     await settle()
     assert len(line.rest.created) == 2  # at most `callback_attempts` calls

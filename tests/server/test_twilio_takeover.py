@@ -21,7 +21,8 @@ from tests.e2e_helpers import _Server
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import CallRecord, CallState
 from voicehub.core.store.memory import MemoryStore
-from voicehub.server.twilio_takeover import PhoneTakeover, TwilioRedirector
+from voicehub.server.twilio_rest import TwilioRest
+from voicehub.server.twilio_takeover import PhoneTakeover
 
 ACCOUNT, TOKEN = "AC" + "1" * 32, "t" * 32
 ROOM = "research:tel-1"
@@ -79,7 +80,7 @@ def record(owner: str, stream: str, fence: int = 1) -> CallRecord:
 
 
 def takeover(store: MemoryStore, api: CallUpdates, clock: VirtualClock) -> PhoneTakeover:
-    redirector = TwilioRedirector(ACCOUNT, TOKEN, api_url=api.url)
+    redirector = TwilioRest(ACCOUNT, TOKEN, api_url=api.url)
     return PhoneTakeover(
         store, "b", redirector, lambda desk: VOICE, clock, wall=clock.now, grace=5.0
     )

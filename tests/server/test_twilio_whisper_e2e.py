@@ -33,8 +33,11 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
     folder = tmp_path / "channels"
     folder.mkdir()
     shutil.copytree(CHANNELS / "knowledge", folder / "knowledge")
-    text = (CHANNELS / "research.toml").read_text()
-    (folder / "research.toml").write_text(text.replace('stt = "pocketsphinx"', 'stt = "whisper"'))
+    lines = [
+        'stt = "whisper"' if line.startswith("stt = ") else line
+        for line in (CHANNELS / "research.toml").read_text().splitlines()
+    ]
+    (folder / "research.toml").write_text("\n".join(lines) + "\n")
     desks = {"research": load_desks(folder)["research"]}
     assert desks["research"].config.voice.stt == "whisper"
     settings = ServerSettings(

@@ -19,6 +19,7 @@ from voicehub.voice.events import (
     CallError,
     CallSession,
     CallStatus,
+    CallTransferred,
     ClearAudio,
     ClientMessage,
     DeliveryAttempt,
@@ -105,6 +106,12 @@ EXAMPLES: dict[type[ServerEvent], ServerEvent] = {
     ),
     CallError: CallError(code="bad_json", message="text message is not JSON"),
     ProviderError: ProviderError(source="stt_error", message="reconnecting", recoverable=True),
+    CallTransferred: CallTransferred(
+        desk="swarm",
+        title="Service line",
+        conversation="c-1",
+        url="/desks/swarm/call?conversation=c-1",
+    ),
 }
 
 SERVER_EVENTS: list[type[ServerEvent]] = list(get_args(ServerEvent))

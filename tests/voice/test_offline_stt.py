@@ -266,7 +266,28 @@ def test_a_released_decoder_recognizes_as_a_fresh_one_after_a_phone_call() -> No
     assert recognize_pcm(again, phone, 8000).text == fresh
 
 
-# -- decoders lent per utterance -------------------------------------------------------------
+# -- decoding in worker processes, decoders lent per utterance -------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_decoder() -> Iterator[Any]:
+    """One worker process with a single decoder: utterances take turns."""
+    from voicehub.voice.providers.offline.sphinx_workers import SphinxWorkers
+
+    workers = SphinxWorkers(processes=1, max_decoders=1, wait_timeout=120)
+    workers.prewarm(1)
+    yield workers
+    workers.close()
+
+
+@pytest.fixture(scope="module")
+def two_decoders() -> Iterator[Any]:
+    from voicehub.voice.providers.offline.sphinx_workers import SphinxWorkers
+
+    workers = SphinxWorkers(processes=1, max_decoders=2, wait_timeout=120)
+    workers.prewarm(2)
+    yield workers
+    workers.close()
 
 
 async def speak_together(streams: list[Any], lines: list[bytes]) -> list[list[Any]]:
@@ -277,7 +298,6 @@ async def speak_together(streams: list[Any], lines: list[bytes]) -> list[list[An
         for stream, frame in zip(streams, batch, strict=True):
             if frame is not None:
                 stream.push_frame(frame)
-        await asyncio.sleep(0)  # each stream's task takes its frame, like live calls
     for stream in streams:
         stream.flush()
         stream.end_input()
@@ -290,95 +310,104 @@ def final_texts(events: list[Any]) -> list[str]:
     return [e.alternatives[0].text for e in events if e.type == T.FINAL_TRANSCRIPT]
 
 
-async def test_two_calls_decoding_at_once_each_get_their_own_words() -> None:
+async def test_two_calls_decoding_at_once_each_get_their_own_words(two_decoders: Any) -> None:
     from voicehub.voice.providers.offline import PocketSphinxSTT
 
-    pool = DecoderPool(max_decoders=2, wait_timeout=120)
-    stt = PocketSphinxSTT(pool=pool)
+    stt = PocketSphinxSTT(workers=two_decoders)
     lines = [silence(0.3) + speech(RESEARCH) + silence(1.2), silence(0.3) + speech(WEATHER)]
     research, weather = await speak_together([stt.stream(), stt.stream()], lines)
 
-    assert pool.stats().peak_busy == 2  # they did decode at the same time
+    assert two_decoders.stats().peak_busy == 2  # they did decode at the same time
     assert {"research", "solar"} <= words(final_texts(research)[0])
     assert not words(final_texts(research)[0]) & {"weather", "tomorrow"}
     assert {"weather", "tomorrow"} <= words(final_texts(weather)[0])
     assert not words(final_texts(weather)[0]) & {"research", "solar"}
-    assert pool.stats().busy == 0  # every decoder back once the finals were out
+    assert two_decoders.stats().busy == 0  # every decoder back once the finals were out
 
 
-async def test_a_call_waits_for_a_busy_decoder_and_loses_nothing() -> None:
+async def test_a_call_waits_for_a_busy_decoder_and_loses_nothing(one_decoder: Any) -> None:
     from voicehub.voice.providers.offline import PocketSphinxSTT
 
-    pool = DecoderPool(max_decoders=1, wait_timeout=120)
-    stt = PocketSphinxSTT(pool=pool, endpoint_silence=1.0)
+    stt = PocketSphinxSTT(workers=one_decoder, endpoint_silence=1.0)
+    before = one_decoder.stats()
     lines = [silence(0.3) + speech(RESEARCH) + silence(1.2), silence(0.3) + speech(WEATHER)]
     research, weather = await speak_together([stt.stream(), stt.stream()], lines)
 
-    stats = pool.stats()
-    assert (stats.built, stats.waits, stats.timeouts) == (1, 1, 0)
+    stats = one_decoder.stats()
+    assert (stats.built, stats.waits - before.waits, stats.timeouts) == (1, 1, 0)
     assert {"research", "solar"} <= words(final_texts(research)[0])
-    # its speech waited in the stream until the other call's utterance ended
+    # its speech waited in its recognizer until the other call's utterance ended
     assert {"weather", "tomorrow"} <= words(final_texts(weather)[0])
 
 
-async def test_a_call_holds_no_decoder_while_silent_or_between_utterances() -> None:
+async def test_a_call_holds_a_decoder_only_while_an_utterance_is_decoded(
+    one_decoder: Any,
+) -> None:
     from voicehub.voice.providers.offline import PocketSphinxSTT
 
-    pool = DecoderPool(max_decoders=1, wait_timeout=120)
-    stt = PocketSphinxSTT(pool=pool, endpoint_silence=1.0)
+    stt = PocketSphinxSTT(workers=one_decoder, endpoint_silence=1.0)
+    before = one_decoder.stats().acquired
     stream = stt.stream()
-    for frame in frames(silence(1.0)):
-        stream.push_frame(frame)
-    for _ in range(50):
-        await asyncio.sleep(0)
-    assert pool.stats().acquired == 0  # silence never reaches a decoder
-
     for text in (RESEARCH, WEATHER):
-        for frame in frames(speech(text) + silence(1.2)):
+        for frame in frames(silence(1.0) + speech(text) + silence(1.2)):
             stream.push_frame(frame)
     stream.end_input()
     finals = [text for text in final_texts(await collect(stream)) if text]
     assert {"research", "solar"} <= words(finals[0])
     assert {"weather", "tomorrow"} <= words(finals[1])
-    stats = pool.stats()
-    assert stats.acquired == 2 and stats.busy == 0  # one loan per utterance, both returned
+    stats = one_decoder.stats()
+    # silence never reached a decoder: one loan per utterance, both returned
+    assert stats.acquired - before == 2 and stats.busy == 0
 
 
-async def test_frames_are_decoded_where_they_are_pushed() -> None:
+async def test_no_decoder_runs_in_the_servers_process(two_decoders: Any) -> None:
     from livekit.agents.stt import SpeechEventType as T
 
-    from voicehub.voice.providers.offline import PocketSphinxSTT
+    from voicehub.voice.providers.offline import PocketSphinxSTT, decoder_pool
 
-    stt = PocketSphinxSTT(endpoint_silence=None)
-    stt.prewarm()  # an idle decoder: lent without waiting
+    stt = PocketSphinxSTT(workers=two_decoders, endpoint_silence=None)
+    in_process = decoder_pool.built_shared_pool()
+    lent_here = in_process.stats().acquired if in_process is not None else 0
     stream = stt.stream()
     pushed = list(frames(silence(0.4) + speech(RESEARCH)))
-    for frame in pushed[:20]:  # silence: the gate takes each frame, nothing waits
+    for frame in pushed:
         stream.push_frame(frame)
-    channel = stream._input_ch
-    assert (channel.direct, channel.queued) == (20, 0)  # taken in push_frame, no task ran
-    for frame in pushed[20:]:
-        stream.push_frame(frame)
-        await asyncio.sleep(0)  # a paced call: the stream's task lends a decoder once
     stream.flush()
     stream.end_input()
     events = await collect(stream)
     finals = [e.alternatives[0].text for e in events if e.type == T.FINAL_TRANSCRIPT]
     assert {"research", "solar"} <= words(finals[0])
-    # the speech asked for a decoder once (a marker for the task); every frame and both
-    # flushes (ours and end_input's) went direct
-    assert channel.direct == len(pushed) + 2 and channel.queued == 1
+    assert stream.worker_pid in two_decoders.pids and stream.worker_pid != os.getpid()
+    in_process = decoder_pool.built_shared_pool()
+    assert (in_process.stats().acquired if in_process is not None else 0) == lent_here
+    # every frame and both flushes (ours and end_input's) were taken where they were
+    # pushed: no task woke for them
+    assert (stream.taken_inline, stream.taken_queued) == (len(pushed) + 2, 0)
 
 
-async def test_a_frame_that_fails_ends_the_stream_with_its_error() -> None:
+async def test_a_worker_that_dies_fails_its_streams_and_the_next_gets_a_new_one() -> None:
+    import signal
+
+    from livekit.agents.stt import SpeechEventType as T
+
     from voicehub.voice.providers.offline import PocketSphinxSTT
+    from voicehub.voice.providers.offline.sphinx_workers import SphinxWorkers
 
-    stream = PocketSphinxSTT().stream()
-
-    def broken(*_: Any) -> list[Any]:
-        raise ValueError("decoder broke")
-
-    stream._recognizer.feed = broken  # type: ignore[method-assign]
-    stream.push_frame(next(frames(silence(0.02))))  # the caller's push does not raise
-    with pytest.raises(ValueError, match="decoder broke"):
-        await collect(stream)
+    workers = SphinxWorkers(processes=1, max_decoders=1)
+    try:
+        stt = PocketSphinxSTT(workers=workers)
+        stream = stt.stream()
+        stream.push_frame(next(frames(silence(0.02))))
+        (first,) = workers.pids
+        os.kill(first, signal.SIGKILL)  # the worker this test started
+        with pytest.raises(RuntimeError, match="worker process ended"):
+            await collect(stream)
+        again = stt.stream()
+        for frame in frames(speech(WEATHER)):
+            again.push_frame(frame)
+        again.end_input()
+        finals = [e for e in await collect(again) if e.type == T.FINAL_TRANSCRIPT]
+        assert {"weather", "tomorrow"} <= words(finals[0].alternatives[0].text)
+        assert again.worker_pid != first
+    finally:
+        workers.close()

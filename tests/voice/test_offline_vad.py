@@ -210,18 +210,113 @@ def test_missing_packages_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         offline.load_vad  # noqa: B018  (the lazy import is what fails)
 
 
-def test_each_call_gets_its_own_vad_object_on_the_shared_model() -> None:
-    from livekit.plugins import silero
+def test_a_missing_silero_model_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
 
+    from voicehub.errors import VoicehubError
+    from voicehub.voice.providers.offline.silero_model import SileroModel
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(MissingExtraError, match=r"onnxruntime .*voicehub\[voice\]"):
+        SileroModel()
+    monkeypatch.undo()
+
+    def no_distribution(name: str) -> None:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "files", no_distribution)
+    with pytest.raises(MissingExtraError, match=r"livekit-plugins-silero .*voicehub\[voice\]"):
+        SileroModel()
+    monkeypatch.setattr(metadata, "files", lambda name: [])
+    with pytest.raises(VoicehubError, match=r"installed without its silero_vad\.onnx"):
+        SileroModel()
+
+
+def test_each_call_gets_its_own_vad_object_on_the_shared_model() -> None:
     from voicehub.voice.providers.offline import load_vad
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroVAD
     from voicehub.voice.providers.offline.vad import WebRtcVAD, vad_for_call
 
     shared = load_vad("silero")
-    assert isinstance(shared, silero.VAD)
+    assert isinstance(shared, SileroVAD)
     mine = vad_for_call(shared)
-    assert isinstance(mine, silero.VAD) and mine is not shared
-    assert mine._onnx_session is shared._onnx_session  # one model, loaded once
+    assert isinstance(mine, SileroVAD) and mine is not shared
+    assert mine.silero_model is shared.silero_model  # one model, loaded once
+    batched = BatchedSileroVAD(shared)
+    theirs = vad_for_call(batched)
+    assert isinstance(theirs, BatchedSileroVAD) and theirs.batcher is batched.batcher
     webrtc = WebRtcVAD(mode=2, min_silence_duration=0.5)
     copy = vad_for_call(webrtc)
     assert isinstance(copy, WebRtcVAD) and copy is not webrtc
     assert (copy.mode, copy.min_silence_duration) == (2, 0.5)
+
+
+def _event_key(event: Any) -> tuple[Any, ...]:
+    return (
+        event.type,
+        event.samples_index,
+        event.timestamp,
+        event.speech_duration,
+        event.silence_duration,
+        event.probability,
+        event.speaking,
+        event.raw_accumulated_silence,
+        event.raw_accumulated_speech,
+        [(f.sample_rate, f.data.tobytes()) for f in event.frames],
+    )
+
+
+async def test_silero_decides_exactly_as_livekits_silero_plugin() -> None:
+    """With the silence gate off, every event equals livekit-plugins-silero's, field for
+    field and sample for sample: its options, its model file, its rules."""
+    from livekit.plugins import silero
+
+    from voicehub.voice.providers.offline.silero_batch import SileroVAD
+    from voicehub.voice.providers.offline.silero_model import SileroOptions
+
+    options = {"min_speech_duration": 0.06, "min_silence_duration": 0.35}
+    theirs = silero.VAD.load(**options, prefix_padding_duration=0.3, max_buffered_speech=1.0)
+    ours = SileroVAD.load(
+        SileroOptions(
+            **options, prefix_padding_duration=0.3, max_buffered_speech=1.0, silent_peak_dbfs=None
+        )
+    )
+    # two utterances (the second outlasts the 1 s speech buffer), 5 s of silence between
+    pcm, _ = padded_speech(16000)
+    pcm = pcm + bytes(2 * 16000 * 5) + pcm
+    expected = await vad_events(theirs, pcm, 16000)
+    got = await vad_events(ours, pcm, 16000)
+    assert [e.type.value for e in boundaries(got)] == ["start_of_speech", "end_of_speech"] * 2
+    assert [_event_key(e) for e in got] == [_event_key(e) for e in expected]
+
+
+def assert_same_segments_near(got: list[Any], expected: list[Any], pcm: bytes) -> None:
+    """Resampled input: livekit's resampler dithers (its output differs from run to run by
+    a unit), so the probabilities differ slightly; the segments are the same to a window
+    (512 samples at 16 kHz), and every boundary carries the caller's audio up to it."""
+    ours, theirs = boundaries(got), boundaries(expected)
+    assert [e.type for e in ours] == [e.type for e in theirs]
+    for event, reference in zip(ours, theirs, strict=True):
+        assert abs(event.samples_index - reference.samples_index) <= 512
+        audio = event.frames[0].data.tobytes()
+        stop = event.samples_index  # 16 kHz model samples: bytes of 8 kHz audio
+        assert audio == pcm[stop - len(audio) : stop]
+
+
+async def test_silero_resampled_input_decides_as_livekits_plugin() -> None:
+    """8 kHz input on the 16 kHz model, as livekit's plugin resamples and decides it."""
+    from livekit.plugins import silero
+
+    from voicehub.voice.providers.offline.silero_batch import SileroVAD
+    from voicehub.voice.providers.offline.silero_model import SileroOptions
+
+    options = {"min_speech_duration": 0.06, "min_silence_duration": 0.35}
+    theirs = silero.VAD.load(**options, prefix_padding_duration=0.3)
+    ours = SileroVAD.load(
+        SileroOptions(**options, prefix_padding_duration=0.3, silent_peak_dbfs=None)
+    )
+    pcm, _ = padded_speech(8000)
+    expected = await vad_events(theirs, pcm, 8000)
+    got = await vad_events(ours, pcm, 8000)
+    assert len(got) == len(expected)
+    assert_same_segments_near(got, expected, pcm)

@@ -3,7 +3,9 @@ phone path (8 kHz, G.711 mu-law round trip), checked by keywords."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -118,34 +120,142 @@ def frames(pcm: bytes, rate: int, ms: int = 20) -> Iterator[Any]:
         yield rtc.AudioFrame(chunk, rate, 1, len(chunk) // 2)
 
 
+class CountingRecognizer(WhisperRecognizer):
+    """The shared model, counting decodings and noting the thread each ran on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[int, str]] = []  # (bytes decoded, thread name)
+
+    def recognize(self, pcm16: bytes, sample_rate: int, **options: Any) -> Any:
+        self.calls.append((len(pcm16), threading.current_thread().name))
+        return shared_recognizer().recognize(pcm16, sample_rate, **options)
+
+
 async def test_the_plugin_recognizes_a_buffer_at_the_phone_rate() -> None:
     from voicehub.voice.providers.offline import WhisperSTT
 
     stt = WhisperSTT(vocabulary=["heat pumps", "dig into"])
-    assert not stt.capabilities.streaming  # AgentSession feeds it VAD segments
+    assert stt.capabilities.streaming and stt.capabilities.manual_flush
     assert stt.prompt == "heat pumps, dig into."
     event = await stt.recognize(list(frames(phone(speech(RESEARCH, 8000)), 8000)))
     assert {"heat", "pumps"} <= words(event.alternatives[0].text)
 
 
-async def test_a_vad_stream_adapter_gives_one_final_per_utterance() -> None:
-    # What AgentSession does with a non-streaming STT: the VAD cuts utterances out of the
-    # call's audio and each goes to Whisper whole.
-    from livekit.agents import stt as lk_stt
+async def events_until(stream: Any, kind: Any) -> list[Any]:
+    """The stream's events up to the first of `kind` (a guard against hangs only)."""
 
-    from voicehub.voice.providers.offline import WhisperSTT, load_vad
+    async def read() -> list[Any]:
+        seen = []
+        async for event in stream:
+            seen.append(event)
+            if event.type == kind:
+                break
+        return seen
 
-    adapter = lk_stt.StreamAdapter(stt=WhisperSTT(), vad=load_vad("silero"))
-    stream = adapter.stream()
-    gap = bytes(2 * 16000)  # a second of silence
-    for frame in frames(gap + speech(RESEARCH) + gap + speech(WEATHER) + gap, 16000):
+    return await asyncio.wait_for(read(), timeout=60)
+
+
+async def test_each_flush_gets_one_final_in_order() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    stream = WhisperSTT().stream()
+    gap = bytes(2 * 16000 // 2)
+    for text in (RESEARCH, WEATHER):
+        for frame in frames(gap + speech(text) + gap, 16000):
+            stream.push_frame(frame)
+        stream.flush()  # what the session does at the VAD's end of speech
+    stream.flush()  # nothing said since: an empty final
+    stream.end_input()
+    events = [event async for event in stream]
+    finals = [e.alternatives[0] for e in events if e.type == T.FINAL_TRANSCRIPT]
+    assert len(finals) == 4  # end_input flushes too
+    assert {"heat", "pumps"} <= words(finals[0].text)
+    assert {"weather", "tomorrow"} <= words(finals[1].text)
+    assert [f.text for f in finals[2:]] == ["", ""]
+    assert finals[0].start_time < finals[0].end_time < finals[1].start_time
+    assert T.RECOGNITION_USAGE in [e.type for e in events]
+
+
+async def test_the_decoding_at_the_pause_is_the_final_and_none_runs_on_the_loop() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    recognizer = CountingRecognizer()
+    stt = WhisperSTT(recognizer=recognizer)
+    stream = stt.stream()
+    for frame in frames(bytes(8000) + speech(RESEARCH) + bytes(16000), 16000):
+        stream.push_frame(frame)  # the caller spoke, then paused: decoded meanwhile
+    ahead = await events_until(stream, T.INTERIM_TRANSCRIPT)
+    assert [e.type for e in ahead] == [T.START_OF_SPEECH, T.INTERIM_TRANSCRIPT]
+    decoded = len(recognizer.calls)
+    received: list[Any] = []
+    stream.deliver_to(received.append)  # DirectEvents: straight to the sink from now on
+    stream.flush()
+    # the final was there at the flush: handed over inside flush(), nothing decoded again
+    assert [e.type for e in received] == [
+        T.FINAL_TRANSCRIPT,
+        T.END_OF_SPEECH,
+        T.RECOGNITION_USAGE,
+    ]
+    assert received[0].alternatives[0].text == ahead[-1].alternatives[0].text
+    assert {"heat", "pumps"} <= words(received[0].alternatives[0].text)
+    assert len(recognizer.calls) == decoded
+    assert recognizer.calls and all(
+        thread != threading.current_thread().name and thread.startswith("whisper")
+        for _, thread in recognizer.calls
+    )
+    await stream.aclose()
+
+
+async def test_speech_after_the_pause_is_decoded_with_the_rest() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    stream = WhisperSTT().stream()
+    first, rest = "could you research", "heat pumps for me please"
+    for frame in frames(speech(first) + bytes(16000), 16000):
+        stream.push_frame(frame)
+    await events_until(stream, T.INTERIM_TRANSCRIPT)  # the first part, decoded at its pause
+    for frame in frames(speech(rest) + bytes(8000), 16000):
+        stream.push_frame(frame)
+    stream.flush()
+    final = (await events_until(stream, T.FINAL_TRANSCRIPT))[-1].alternatives[0].text
+    assert {"research", "pumps", "please"} <= words(final)  # both parts
+    await stream.aclose()
+
+
+async def test_the_stream_decodes_phone_audio_at_its_own_rate() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    stream = WhisperSTT().stream()
+    for frame in frames(bytes(8000) + phone(speech(RESEARCH, 8000)) + bytes(8000), 8000):
         stream.push_frame(frame)
     stream.end_input()
-    finals = []
-    async for event in stream:
-        if event.type == lk_stt.SpeechEventType.FINAL_TRANSCRIPT:
-            finals.append(event.alternatives[0].text)
-    await stream.aclose()
-    assert len(finals) == 2, finals
-    assert {"heat", "pumps"} <= words(finals[0])
-    assert {"weather", "tomorrow"} <= words(finals[1])
+    assert stream.rate == 8000
+    finals = [e for e in [e async for e in stream] if e.type == T.FINAL_TRANSCRIPT]
+    assert {"heat", "pumps"} <= words(finals[0].alternatives[0].text)
+
+
+async def test_a_failed_decoding_loses_that_utterance_only() -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    class Broken(WhisperRecognizer):
+        def recognize(self, pcm16: bytes, sample_rate: int, **options: Any) -> Any:
+            raise RuntimeError("model broke")
+
+    stream = WhisperSTT(recognizer=Broken()).stream()
+    for frame in frames(speech(RESEARCH) + bytes(3200), 16000):
+        stream.push_frame(frame)
+    stream.flush()
+    stream.end_input()
+    finals = [e for e in [e async for e in stream] if e.type == T.FINAL_TRANSCRIPT]
+    assert [f.alternatives[0].text for f in finals] == ["", ""]

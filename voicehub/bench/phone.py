@@ -5,16 +5,17 @@
 - `tool_accuracy` / `tool_accuracy_wideband`: requests to the research desk, spoken by
   Piper, eSpeak and flite, recognized at 16 kHz (wideband) or after the phone path (8 kHz,
   300-3400 Hz, mu-law) by Whisper tiny.en biased to the desk's vocabulary (the headline
-  figures) and by PocketSphinx (under `pocketsphinx`, for comparison), then answered by the
-  desk's scripted front agent; a request counts when the agent picks the expected tool with
-  the expected topic word. Whisper listens to audio heard as no request, or as one about
-  none of the desk's topics, a second time, slowed and primed with the desk's requests as
-  sentences (`whisper_relisten`). Under `halves`: the set's tuning and held-out halves
-  (what settings are chosen on, and the rest), fresh phrasings (written before, and
-  measured once after, the second listening was chosen) and `fresh2` (written before the
-  vocabulary correction was built) and `fresh3` (written before the third pass of changes,
-  the sound-alike trigger words and what followed, was measured: its held-out figure,
-  reported on its own); the headline figures are the first four parts together.
+  figures: the window of speech a Whisper stream would decode, cut by its speech gate from
+  the request between silences) and by PocketSphinx (under `pocketsphinx`, for comparison),
+  then answered by the desk's scripted front agent; a request counts when the agent picks
+  the expected tool with the expected topic word. Whisper listens to audio heard as no
+  request, or as one about none of the desk's topics, a second time, slowed and primed with
+  the desk's requests as sentences (`whisper_relisten`). Under `halves`: the set's tuning
+  and held-out halves (what settings are chosen on, and the rest), fresh phrasings (written
+  before, and measured once after, the second listening was chosen) and `fresh2` (written
+  before the vocabulary correction was built) and `fresh3` (written before the third pass of
+  changes, the sound-alike trigger words and what followed, was measured: its held-out
+  figure, reported on its own); the headline figures are the first four parts together.
 - `false_trigger_rate` / `false_trigger_rate_wideband`: the share of unrelated utterances
   (chatter, near-misses of trigger phrases) for which the agent called a tool.
 - `stt_ms_per_request`, `stt_cpu_ms_per_request`: median wall and CPU time of recognizing
@@ -105,10 +106,38 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
             pcm16, rate, prompt=prompt, relisten=relisten, correction=correction
         ).text
 
+    def as_streamed(pcm16: bytes, rate: int) -> str:
+        window = streamed_window(pcm16, rate)
+        if window is None:
+            return ""
+        audio, window_rate = window
+        return by_whisper(audio, window_rate)
+
     def by_whisper_once(pcm16: bytes, rate: int) -> str:
         return whisper.recognize(pcm16, rate, prompt=prompt).text
 
-    return {"whisper": by_whisper, "whisper-once": by_whisper_once, "pocketsphinx": transcribe}
+    return {
+        "whisper": as_streamed,
+        "whisper-whole": by_whisper,
+        "whisper-once": by_whisper_once,
+        "pocketsphinx": transcribe,
+    }
+
+
+def streamed_window(pcm16: bytes, rate: int) -> tuple[bytes, int] | None:
+    """What a Whisper stream decodes of a caller saying `pcm16` between half a second of
+    silence and the VAD's end of speech: the window its speech gate cuts (`utterance_window`,
+    with the stream's settings), and its rate."""
+    from voicehub.voice.providers.offline.speech_gate import SpeechGate
+    from voicehub.voice.providers.offline.utterance_window import window_of
+    from voicehub.voice.providers.offline.whisper_stt import WindowSettings
+
+    settings = WindowSettings()
+    gate = SpeechGate(rate)
+    quiet = bytes(2 * rate // 2)
+    frames, speech = gate.decide_all(quiet + pcm16 + quiet)
+    window = window_of(frames, speech, pre_roll=settings.pre_roll, tail=settings.tail)
+    return None if window is None else (window.audio, gate.rate)
 
 
 def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:

@@ -106,7 +106,7 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
                 batched = await calls_per_core(
                     silero_load, silero_steps, 1.0, 2.0 if quick else 4.0, "per-call", tries=1
                 )
-            vad_cost_figures = await vad_cost(64 if quick else 200)
+            vad_cost_figures = await vad_cost(64 if quick else 200, 1)
         finally:
             gc.unfreeze()
     silero = latency["silero"]
@@ -156,11 +156,9 @@ def package_lines() -> int:
 
 def _batched_silero() -> Any:
     """A factory of per-call Silero VADs sharing one model and one batcher."""
-    from livekit.plugins import silero
-
     from voicehub.voice.providers.offline import load_vad
-    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
+    from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroVAD
 
     shared = load_vad("silero")
-    assert isinstance(shared, silero.VAD)
+    assert isinstance(shared, SileroVAD)
     return BatchedSileroVAD(shared).for_call

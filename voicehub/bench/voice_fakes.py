@@ -128,11 +128,7 @@ class _FakeSTTStream(InlineRecognizeStream):
     def _take(self, item: InputItem) -> bool:
         if isinstance(item, self._FlushSentinel):
             # always answer a flush: a session waits for a final after one
-            final = _final(self._text if self._heard else "")
-            if self._sink is not None:
-                self._sink(final)
-            else:
-                self._event_ch.send_nowait(final)
+            self._emit(_final(self._text if self._heard else ""))
             self._heard = False
         else:
             self._heard = True

@@ -88,6 +88,20 @@ def add_parser(commands: Subcommands) -> None:
         default="+15550100000",
         help="the caller's number (the conversation; default +15550100000)",
     )
+    phone.add_argument(
+        "--twilio-api",
+        type=int,
+        metavar="PORT",
+        help="also stand in for the account's REST API on 127.0.0.1:PORT (start the server "
+        "with TWILIO_API_URL=http://127.0.0.1:PORT and TWILIO_ACCOUNT_SID): transfers, "
+        "call-backs and texts then play out here",
+    )
+    phone.add_argument(
+        "--callee",
+        action="append",
+        choices=["human", "machine", "no-answer", "busy", "failed"],
+        help="who answers each call the server places, in turn (repeatable; default no-answer)",
+    )
     call.add_argument(
         "--timeout",
         type=float,
@@ -180,6 +194,10 @@ def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: T
         caller=args.caller,
         api_token=args.token or os.environ.get("VOICEHUB_TOKEN") or None,
         playout_speed=16.0 if args.fast else 1.0,
+        account_sid=os.environ.get("TWILIO_ACCOUNT_SID") or "AC" + "0" * 32,
+        twilio_api=args.twilio_api,
+        callees=tuple(args.callee or ()),
+        answer_wait=max(20.0, min(60.0, args.timeout / 2)),  # a busy server answers late
     )
     try:
         report = asyncio.run(place_phone_call(options, lines, settle_timeout=args.timeout))

@@ -45,6 +45,7 @@ from voicehub.voice.events import (
     CallerText,
     CallSession,
     CallStatus,
+    CallTransferred,
     ClearAudio,
     ClientMessage,
     DeliveryAttempt,
@@ -459,6 +460,7 @@ class CallClient:
                 | DeliveryOutcome()
                 | CallError()
                 | ProviderError()
+                | CallTransferred()
             ):
                 pass  # recorded for the report and the waits above; nothing to play or ack
             case _:

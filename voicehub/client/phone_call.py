@@ -8,6 +8,13 @@ once it has played; when a stream closes without a hang-up it follows the TwiML'
 `<Redirect>` as Twilio does (the call goes on on another instance). It waits for the agent
 after each line and, at the end, until the conversation settles: the agent quiet, and the
 server's REST view showing no running task and no result left to speak in the room.
+
+Twilio's side of the call is a call of the stand-in account (`TwilioCall` on
+`TwilioAccount`). With `twilio_api` the account also serves its REST API (on that 127.0.0.1
+port, the server started with `TWILIO_API_URL` pointing there): the server may then move the
+call (a transfer: the stream ends, the caller waits on hold in a conference), call out (the
+person a warm transfer calls answers as `callees` say) and text; the report tells what each
+call did, and a transfer is followed until the caller is connected or back with the agent.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from dataclasses import dataclass, field
 import httpx
 
 from voicehub.client.twilio import PhoneLineClient, TwilioCaller
+from voicehub.client.twilio_api import TwilioAccount
 from voicehub.client.twilio_call import TwilioCall
+from voicehub.client.twilio_calls import Call
 from voicehub.core.clock import SystemClock
 from voicehub.errors import VoicehubError
 
@@ -40,6 +49,10 @@ class PhoneCallOptions:
     api_token: str | None = None  # the server's access token, for its REST view
     playout_speed: float = 1.0
     quiet: float = 1.5  # seconds without agent audio that end the agent's turn
+    answer_wait: float = 20.0  # seconds of silence after a line that mean "no answer"
+    account_sid: str = "AC" + "0" * 32
+    twilio_api: int | None = None  # the port to serve the account's REST API on
+    callees: tuple[str, ...] = ()  # who answers the calls the server places, in turn
 
 
 @dataclass
@@ -53,6 +66,7 @@ class PhoneCallReport:
     problems: list[str] = field(default_factory=list)
     settled: bool = False
     streams: int = 1  # media streams the call ran on (more after a fail-over or hand-over)
+    calls: list[str] = field(default_factory=list)  # what the account's calls did
 
 
 async def place_phone_call(
@@ -63,26 +77,55 @@ async def place_phone_call(
 ) -> PhoneCallReport:
     """Ring the desk, say `lines` ((label, PCM16 at 16 kHz)) one after another, wait for the
     conversation to settle (at most `settle_timeout` seconds), hang up."""
-    caller = TwilioCaller(options.server, options.public_url, options.auth_token)
+    caller = TwilioCaller(
+        options.server, options.public_url, options.auth_token, account_sid=options.account_sid
+    )
+    port = options.twilio_api
+    account = TwilioAccount(caller, playout_speed=options.playout_speed, port=port or 0)
+    account.callees.extend(options.callees)
+    if port is None:  # no REST API: the call runs its TwiML all the same
+        try:
+            report = await _place(options, account, lines, settle_timeout, transfers=False)
+        finally:
+            await account.end_calls()
+    else:
+        async with account:
+            report = await _place(options, account, lines, settle_timeout, transfers=True)
+    report.problems += account.problems
+    return report
+
+
+async def _place(
+    options: PhoneCallOptions,
+    account: TwilioAccount,
+    lines: Sequence[tuple[str, bytes]],
+    settle_timeout: float,
+    *,
+    transfers: bool,
+) -> PhoneCallReport:
     # Twilio's side of the call: it follows the TwiML's redirect when a stream's instance
     # goes away, so the call goes on on another (`voicehub.client.twilio_call`).
-    call = TwilioCall(caller, playout_speed=options.playout_speed)
+    call = TwilioCall(account.twilio, account=account)
     await call.dial(options.desk, options.caller)
     conversation = call.line.answer.parameters.get("conversation")
     report = PhoneCallReport(room_id=f"{options.desk}:{conversation}")
     try:
-        await _agent_turn(call.line, options.quiet, 0)  # the greeting (none when resuming)
+        await _agent_turn(call.line, options, 0)  # the greeting (none when resuming)
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
             frames = call.line.media_frames()
             await call.say(audio)
-            await _agent_turn(call.line, options.quiet, frames)
+            await _agent_turn(call.line, options, frames)
         try:
             await asyncio.wait_for(_settle(options, report.room_id, call), settle_timeout)
+            if transfers:
+                await asyncio.wait_for(_transfer_done(account, call.call, options), settle_timeout)
             report.settled = True
         except TimeoutError:
             report.settled = False
     finally:
+        if transfers:  # as things stand when the caller hangs up
+            report.calls = describe_calls(account)
         await call.hang_up()
     phone = call.line
     report.streams = len(call.legs)
@@ -93,11 +136,43 @@ async def place_phone_call(
     return report
 
 
-async def _agent_turn(phone: PhoneLineClient, quiet: float, after: int) -> None:
-    """Until the agent has spoken (beyond `after` frames) and gone quiet, or 20 s of
-    silence show it will not speak."""
+async def _transfer_done(account: TwilioAccount, call: Call, options: PhoneCallOptions) -> None:
+    """When the server moved the call: until the caller is connected with someone (the
+    conference started), hung up, or back with the agent (whose words are then heard)."""
+    if not call.conference and call.stream is not None and not call.stream.closed.is_set():
+        return  # still with the agent: no transfer
+
+    def resolved() -> bool:
+        conference = account.conferences.get(call.conference or "")
+        joined = conference is not None and conference.status == "in-progress"
+        back = call.stream is not None and not call.stream.closed.is_set()
+        return joined or back or call.ended.is_set() or call.bridged
+
+    await account.wait_for(resolved, timeout=120.0)
+    if call.stream is not None and not call.stream.closed.is_set():
+        await _agent_turn(call.stream, options, 0)  # the agent says what happened
+
+
+def describe_calls(account: TwilioAccount) -> list[str]:
+    """What each call of the account did, one line per step."""
+    lines: list[str] = []
+    for call in account.calls.values():
+        who = f"call {call.sid[-6:]} {call.direction} {call.from_} -> {call.to}"
+        lines += [f"{who}: {step}" for step in call.history]
+        lines += [f"{who}: hold audio: {url}" for url in call.played]
+    for conference in account.conferences.values():
+        lines.append(
+            f"conference {conference.name}: {conference.status}, {len(conference.joined)} joined"
+        )
+    lines += [f"SMS to {m['to']}: {m['body']!r}" for m in account.messages]
+    return lines
+
+
+async def _agent_turn(phone: PhoneLineClient, options: PhoneCallOptions, after: int) -> None:
+    """Until the agent has spoken (beyond `after` frames) and gone quiet, or `answer_wait`
+    seconds of silence show it will not speak."""
     with contextlib.suppress(TimeoutError):  # no answer to that line: go on
-        await phone.wait_quiet(quiet, after=after, timeout=20.0)
+        await phone.wait_quiet(options.quiet, after=after, timeout=options.answer_wait)
 
 
 async def _settle(options: PhoneCallOptions, room_id: str, call: TwilioCall) -> None:
@@ -135,5 +210,6 @@ def format_phone_report(report: PhoneCallReport) -> str:
     if report.clears:
         out.append(f"barge-in: the server sent clear {report.clears} time(s)")
     out += [f"PROTOCOL PROBLEM: {problem}" for problem in report.problems]
+    out += [f"twilio: {line}" for line in report.calls]
     out.append("settled" if report.settled else "did not settle in time")
     return "\n".join(out)

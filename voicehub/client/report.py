@@ -14,6 +14,7 @@ from voicehub.voice.events import (
     CallError,
     CallSession,
     CallStatus,
+    CallTransferred,
     ClearAudio,
     DeliveryAttempt,
     DeliveryOutcome,
@@ -216,6 +217,8 @@ def describe_event(event: ServerEvent) -> tuple[str, str] | None:
             return "error", f"{event.code}: {event.message}"
         case ProviderError():
             return "provider", f"{event.source}: {event.message}"
+        case CallTransferred():
+            return "system", f"transferred to the {event.title} ({event.url})"
         case Transcript() | CallStatus() | UserState() | AgentState() | SpeechMark():
             return None  # interim words, polling and audio bookkeeping: not news
         case _:

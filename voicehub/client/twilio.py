@@ -252,7 +252,13 @@ class PhoneLineClient:
         ulaw += SILENCE[: -len(ulaw) % FRAME]
         self._speech.extend(ulaw[i : i + FRAME] for i in range(0, len(ulaw), FRAME))
         self._speech_done = done = asyncio.Event()
-        await done.wait()
+        spoken = asyncio.ensure_future(done.wait())
+        gone = asyncio.ensure_future(self.closed.wait())  # the call moved on: stop talking
+        try:
+            await asyncio.wait({spoken, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            spoken.cancel()
+            gone.cancel()
 
     async def hang_up(self) -> None:
         """The caller hangs up: Twilio sends `stop` and closes the socket."""

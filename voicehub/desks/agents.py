@@ -20,7 +20,7 @@ from voicehub.desks.sections import AgentConfig
 from voicehub.errors import ConfigError
 from voicehub.orchestration.planner import PlanAndExecute
 from voicehub.tools.knowledge import KnowledgeBase
-from voicehub.tools.registry import DeskResources, make_tool
+from voicehub.tools.registry import DeskResources, make_tools
 
 
 def desk_knowledge(config: DeskConfig, base: Path, where: str) -> KnowledgeBase | None:
@@ -44,7 +44,7 @@ def build_agents(config: DeskConfig, where: str, resources: DeskResources) -> di
 def build_agent(spec: AgentConfig, where: str, resources: DeskResources, desk: str) -> Agent:
     """One agent; `where` prefixes errors (`channels/x.toml: agents[1]`)."""
     try:
-        tools = tuple(make_tool(name, resources) for name in spec.tools)
+        tools = tuple(make_tools(spec.tools, resources))
         llm = _build_llm(spec)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None

@@ -25,10 +25,16 @@ from voicehub.desks.sections import (
     VoiceConfig,
     field_error,
 )
+from voicehub.desks.transfer import TransferConfig
 from voicehub.orchestration.board_state import BOARD_TOOLS
 from voicehub.orchestration.manager_tools import PRE_RUN_TOOLS
 from voicehub.orchestration.planner import ANALYSIS_TOOL, THOUGHT_TOOL
-from voicehub.tools.registry import BUILTIN_TOOLS, needs_knowledge_message
+from voicehub.tools.registry import (
+    BUILTIN_TOOLS,
+    NEEDS_TRANSFER,
+    needs_knowledge_message,
+    with_companions,
+)
 
 REPORT_TOOL = "start_report"
 
@@ -67,6 +73,8 @@ class DeskConfig(StrictModel):
     """Agents that may ask the caller questions (`ask_user`): `[ask_user]`."""
     phone: PhoneConfig = Field(default_factory=PhoneConfig)
     """How phone calls (Twilio) reach the desk: `[phone]`."""
+    transfer: TransferConfig | None = None
+    """Where `transfer_call` may put a caller through (people, desks): `[transfer]`."""
     manager: ManagerConfig | None = None
     """A manager agent routing work to agents and workflows by name (`delegate`): `[manager]`."""
     blackboard: BlackboardConfig | None = None
@@ -214,6 +222,12 @@ def _reference_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
     for path, ref in refs:
         if ref is not None and ref not in ids:
             yield path, f"unknown agent {ref!r}; agents in this desk: {', '.join(ids)}"
+    if desk.delivery.fallback == "sms" and desk.phone.conversation != "caller":
+        yield (
+            "delivery.fallback",
+            'fallback "sms" texts the caller\'s number, which a desk with [phone] '
+            'conversation = "call" does not keep: use "webhook", or conversation = "caller"',
+        )
     if desk.pipeline is not None and desk.swarm is not None:
         yield "swarm", "a desk runs [pipeline] or [swarm], not both: keep one of them"
     if desk.swarm is not None:
@@ -258,9 +272,11 @@ def _tool_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
         for j, name in enumerate(agent.tools):
             if BUILTIN_TOOLS[name].needs_knowledge and desk.knowledge is None:
                 yield f"agents[{i}].tools[{j}]", needs_knowledge_message(name)
+            if BUILTIN_TOOLS[name].needs_transfer and desk.transfer is None:
+                yield f"agents[{i}].tools[{j}]", NEEDS_TRANSFER
         if agent.scripted is None:
             continue
-        offered = [*agent.tools, *desk.orchestration_tools(agent.id)]
+        offered = [*with_companions(agent.tools), *desk.orchestration_tools(agent.id)]
         for j, rule in enumerate(agent.scripted.rules):
             if rule.tool is not None and rule.tool not in offered:
                 has = ", ".join(offered) or "no tools"

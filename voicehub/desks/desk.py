@@ -204,7 +204,8 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
     else:
         base = config.source.parent if config.source is not None else Path.cwd()
     knowledge = desk_knowledge(config, base, where)
-    agents = build_agents(config, where, DeskResources(knowledge=knowledge))
+    transfer = config.transfer.plan() if config.transfer is not None else None
+    agents = build_agents(config, where, DeskResources(knowledge=knowledge, transfer=transfer))
     strategy = config.delivery.to_strategy()
     manager = build_manager(config, agents, where=where, base=base, strategy=strategy)
     if manager is not None:

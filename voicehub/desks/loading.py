@@ -10,8 +10,9 @@ the file and the field path (`channels/research.toml: agents[1].scripted.rules[0
 
     [voice]                           # the embedded stack; "openai-realtime" is reserved
     vad = "silero"                    # "silero" | "webrtc"
-    stt = "pocketsphinx"              # "pocketsphinx" | "whisper" | "auto" | "deepgram"; "auto":
-                                      #   Whisper where its model loads, else PocketSphinx
+    stt = "auto"                      # "auto" | "whisper" | "pocketsphinx" | "deepgram"; "auto"
+                                      #   (default): Whisper where its model loads, else
+                                      #   PocketSphinx
     tts = "piper"                     # "piper" | "espeak" | "deepgram"
     stt_fallback = "pocketsphinx"     # optional, stt "deepgram" only: if Deepgram stays down
     [voice.deepgram]                  # optional with "deepgram" (these are the defaults);
@@ -145,6 +146,7 @@ from voicehub.desks.sections import (
     SwarmConfig,
     VoiceConfig,
 )
+from voicehub.desks.transfer import check_transfer_desks
 from voicehub.errors import ConfigError
 from voicehub.tools.knowledge import KnowledgeBase
 
@@ -205,4 +207,5 @@ def load_desk_folder(folder: str | Path) -> dict[str, DeskConfig]:
                 "desk names must be unique"
             )
         desks[config.name] = config
+    check_transfer_desks(desks)
     return desks

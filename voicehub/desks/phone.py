@@ -5,6 +5,8 @@ conversation = "caller"   # or "call": a fresh conversation for every call
 callback = false          # call the caller back when a result is held after a hang-up
 callback_attempts = 2     # calls placed at most per held result
 callback_delay = 60.0     # seconds before each of them
+voicemail = "Hello, this is {desk} calling back. Your results on {topics} are ready: ..."
+                          # left once on an answering machine a call-back reaches ("" hangs up)
 digit_gap = 1.0           # keypad digits pressed within this many seconds are one answer
 
 [phone.keys]              # what `#` and `*` do on the keypad
@@ -14,13 +16,20 @@ digit_gap = 1.0           # keypad digits pressed within this many seconds are o
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from voicehub.desks.sections import StrictModel
 
-__all__ = ["KeyBinding", "PhoneConfig"]
+__all__ = ["DEFAULT_VOICEMAIL", "KeyBinding", "PhoneConfig"]
+
+DEFAULT_VOICEMAIL = (
+    "Hello, this is {desk} calling back. Your results on {topics} are ready: "
+    "call us back to hear them."
+)
+_VOICEMAIL_NAMES = frozenset({"desk", "topics"})
 
 
 class KeyBinding(StrictModel):
@@ -46,6 +55,9 @@ class PhoneConfig(StrictModel):
     `callback = true` (needs `conversation = "caller"`) calls the caller back when a result
     is held because they hung up: up to `callback_attempts` calls, `callback_delay` seconds
     apart (and before the first, so a caller who rings back themselves is not called too).
+    A call-back that reaches an answering machine waits for the beep and leaves `voicemail`
+    once (`{desk}`: the desk's title, `{topics}`: what the held results are about); the
+    results stay held and that call-back is not tried again. `voicemail = ""` hangs up.
     """
 
     conversation: Literal["caller", "call"] = "caller"
@@ -62,6 +74,17 @@ class PhoneConfig(StrictModel):
     """Keypad digits pressed within this many seconds are one answer."""
     keys: dict[Literal["#", "*"], KeyBinding] = Field(default_factory=dict)
     """What `#` and `*` do on the keypad: `[phone.keys]`."""
+    voicemail: str = Field(default=DEFAULT_VOICEMAIL, max_length=500)
+    """Left once on an answering machine a call-back reaches (`{desk}`: the desk's title,
+    `{topics}`: what the held results are about); "" hangs up instead."""
+
+    @field_validator("voicemail")
+    @classmethod
+    def _known_placeholders(cls, value: str) -> str:
+        for name in re.findall(r"\{([^{}]*)\}", value):
+            if name not in _VOICEMAIL_NAMES:
+                raise ValueError(f"unknown placeholder {{{name}}}; usable: {{desk}}, {{topics}}")
+        return value
 
     @model_validator(mode="after")
     def _callback_needs_caller(self) -> PhoneConfig:

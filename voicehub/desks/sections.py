@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError
 
 from voicehub.agents.scripted import ScriptedRule
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
+from voicehub.desks.durations import Duration
 from voicehub.tools.registry import BUILTIN_TOOLS, unknown_tool_message
 
 DEFAULT_FALLBACK = "Sorry, I can't help with that yet."
@@ -161,9 +162,10 @@ class VoiceConfig(StrictModel):
     `openai-realtime`: one speech-to-speech model (`[voice.realtime]`)."""
     vad: Literal["silero", "webrtc"] = "silero"
     """Voice activity detection: Silero (default) or WebRTC's."""
-    stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "pocketsphinx"
-    """Speech recognition: PocketSphinx (offline, streaming), Whisper (offline, better on the
-    phone), `auto` (Whisper where its model loads, else PocketSphinx), or Deepgram (cloud)."""
+    stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "auto"
+    """Speech recognition: `auto` (the default: Whisper where its model loads, else
+    PocketSphinx, docs/speech-recognition.md), Whisper or PocketSphinx (offline), or Deepgram
+    (cloud)."""
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
     """Speech synthesis: Piper (offline), eSpeak NG (offline), or Deepgram Aura (cloud)."""
     stt_fallback: Literal["pocketsphinx"] | None = None
@@ -224,7 +226,10 @@ class VoiceConfig(StrictModel):
 
 
 class DeliveryConfig(StrictModel):
-    """When and how background results are spoken into the call."""
+    """When and how background results are spoken into the call, and what becomes of a
+    result nobody collects: after `hold_for` (held, the caller gone), the `fallback` sends
+    it by SMS to the caller's number, POSTs it to `webhook`, or ("none") lets it expire
+    (`voicehub.delivery.followup`)."""
 
     strategy: Literal["immediate", "wait_for_idle", "queued"] = "wait_for_idle"
     """`wait_for_idle`: speak after `buffer` seconds of quiet; `queued`: batch results arriving
@@ -238,6 +243,16 @@ class DeliveryConfig(StrictModel):
     it never talks over the caller."""
     mode: Literal["say", "generate"] = "say"
     """`say`: results are spoken word for word; `generate`: the front agent's model words them."""
+    hold_for: Duration | None = None
+    """How long a result may wait, held, for its caller to come back (`24h`, `90m`, seconds);
+    then `fallback` sends it. Unset: held until the outbox's time to live."""
+    fallback: Literal["sms", "webhook", "none"] = "none"
+    """After `hold_for`: `sms` texts a summary to the caller's number, `webhook` POSTs it
+    (signed), `none` lets it expire."""
+    webhook: str | None = None
+    """The https URL results are POSTed to (`fallback = "webhook"`)."""
+    webhook_secret_env: str = Field(default="VOICEHUB_WEBHOOK_SECRET", min_length=1)
+    """The environment variable holding the webhook's signing secret (16 characters or more)."""
 
     @model_validator(mode="after")
     def _fits_strategy(self) -> DeliveryConfig:
@@ -245,6 +260,25 @@ class DeliveryConfig(StrictModel):
             raise field_error("buffer", "strategy 'immediate' speaks at once: remove buffer")
         if self.strategy != "wait_for_idle" and self.max_wait is not None:
             raise field_error("max_wait", "only strategy 'wait_for_idle' takes max_wait")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_fallback(self) -> DeliveryConfig:
+        if self.fallback != "none" and self.hold_for is None:
+            raise field_error(
+                "fallback", f'fallback {self.fallback!r} needs hold_for (such as "24h")'
+            )
+        if self.fallback == "webhook" and self.webhook is None:
+            raise field_error("webhook", "fallback 'webhook' needs the URL to POST results to")
+        if self.webhook is not None:
+            if self.fallback != "webhook":
+                raise field_error("webhook", "only used with fallback = 'webhook'")
+            if not re.fullmatch(r"https://[^/?#\s]+(/\S*)?", self.webhook):
+                raise field_error(
+                    "webhook",
+                    f"{self.webhook!r} is not an https URL: results carry what callers asked "
+                    "for, so they are only sent encrypted (https://...)",
+                )
         return self
 
     def to_strategy(self) -> DeliveryStrategy:

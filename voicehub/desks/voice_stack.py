@@ -30,6 +30,7 @@ __all__ = [
     "TurnObserverSource",
     "offline_stt_name",
     "speech_to_text_for",
+    "uses_pocketsphinx",
 ]
 
 log = logging.getLogger("voicehub.desks")
@@ -123,11 +124,13 @@ class OfflineSessionFactory:
         """
         from voicehub.desks import deepgram_stack
 
-        models = [self._speech_to_text()]
+        models: list[Any] = []
         for desk in desks:
             if desk.config.voice.engine == "openai-realtime":
                 continue  # the model runs remotely; its key is checked at call start
             self._vad(desk.config.voice.vad)
+            if uses_pocketsphinx(desk) and self._stt is None:
+                models.append(self._speech_to_text())  # starts its worker processes
             if offline_stt_name(desk) == "whisper":
                 models.append(speech_to_text_for(desk))
             if deepgram_stack.uses_deepgram(desk):
@@ -255,6 +258,15 @@ def offline_stt_name(desk: Desk) -> str:
         return "whisper"
     log.warning("desk %r: stt 'auto' uses PocketSphinx: %s", desk.name, problem)
     return "pocketsphinx"
+
+
+def uses_pocketsphinx(desk: Desk) -> bool:
+    """Whether `desk`'s calls may recognize with PocketSphinx: as their recognizer, or as
+    Deepgram's fallback."""
+    voice = desk.config.voice
+    if voice.stt == "deepgram":
+        return voice.stt_fallback == "pocketsphinx"
+    return offline_stt_name(desk) == "pocketsphinx"
 
 
 def speech_to_text_for(desk: Desk) -> Any:

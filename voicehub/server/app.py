@@ -53,7 +53,6 @@ from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.api import api_routes
 from voicehub.server.call_recordings import CallRecordings
 from voicehub.server.call_telemetry import CallTelemetry
-from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain
@@ -64,8 +63,9 @@ from voicehub.server.probes import probe_routes
 from voicehub.server.recording_api import recording_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.stream_tokens import StreamTokens
+from voicehub.server.telephony import Telephony, telephony_routes
 from voicehub.server.twilio import PhoneLine, twilio_routes
-from voicehub.server.twilio_takeover import PhoneTakeover, redirector_from
+from voicehub.server.twilio_takeover import PhoneTakeover
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 from voicehub.telemetry.setup import tracing_from_env
 
@@ -123,14 +123,15 @@ def create_app(
         # signed under the store's secret: any instance lets in a stream another one minted
         tokens = StreamTokens(phone_clock, secret=runtime.number_key)
         app.state.phone = line = PhoneLine(board, settings, tokens, runtime.number_key, clock=clock)
-        takeover = app.state.phone_takeover = _phone_takeover(runtime, line, clock)
+        app.state.telephony = telephony = Telephony(
+            line, settings, clock, draining=lambda: drain.draining
+        )
+        takeover = app.state.phone_takeover = _phone_takeover(runtime, line, telephony, clock)
         if takeover is not None:
             line.stream_ended = takeover.stream_ended
             runtime.on_instance_lost(takeover.instance_lost)
-        app.state.callbacks = callbacks = CallBacks(
-            line, dialer_from(settings), clock, draining=lambda: drain.draining
-        )
-        line.remember = callbacks.remember
+        app.state.callbacks, app.state.transfers = telephony.callbacks, telephony.transfers
+        telephony.start()
         app.state.webrtc = WebRTCDesk(board)
         meter = LoadMeter(calls=lambda: len(board.calls), max_calls=settings.max_calls)
         board.observers.append(_Starts(meter))
@@ -162,7 +163,7 @@ def create_app(
             await loop_health.aclose()
             await board.close_all()  # handed over: callers who come back go on elsewhere
             await app.state.webrtc.close_all()
-            await callbacks.aclose()
+            await telephony.aclose()
             if takeover is not None:
                 await takeover.aclose()
             await recordings.aclose()
@@ -178,7 +179,7 @@ def create_app(
         *recording_routes(),
         *probe_routes(),
         *twilio_routes(),
-        *callback_routes(),
+        *telephony_routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(EntryGate, door=door)])
     app.state.drain, app.state.token = drain, settings.token
@@ -213,15 +214,16 @@ def _desk_reloader(
     return reloader
 
 
-def _phone_takeover(runtime: ProcessRuntime, line: PhoneLine, clock: Clock) -> PhoneTakeover | None:
+def _phone_takeover(
+    runtime: ProcessRuntime, line: PhoneLine, telephony: Telephony, clock: Clock
+) -> PhoneTakeover | None:
     """Taking up phone calls no instance carries, when the REST API is set up."""
-    redirector = redirector_from(line.settings)
-    if redirector is None:
+    if telephony.rest is None:
         return None
     return PhoneTakeover(
         runtime.store,
         runtime.instance_id,
-        redirector,
+        telephony.rest,
         lambda desk: line.public(f"/twilio/{desk}/voice?resume=1"),
         clock,
         wall=runtime.hub.wall,

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
-from voicehub.server.decoder_metrics import DecoderPoolCollector
+from voicehub.server.decoder_metrics import DecoderPoolCollector, WhisperQueueCollector
 from voicehub.server.timed_store import TimedStore
 from voicehub.telemetry.turn_metrics import TurnMetrics
 
@@ -141,6 +141,7 @@ class ServerMetrics:
         # per-turn stage latency, fed by each call's voice engine (`CallTelemetry`)
         self.turn_stages = TurnMetrics(registry)
         registry.register(DecoderPoolCollector())
+        registry.register(WhisperQueueCollector())
         self._board: Switchboard | None = None
         self._meters: dict[int, CallMeter] = {}  # by id(LiveCall)
         self._transports: dict[int, str] = {}  # calls not yet accepted: their transport

@@ -252,7 +252,9 @@ async def media_stream(websocket: WebSocket) -> None:
         log.warning("media stream %s refused: %s", start.streamSid, grant)
         await _close(websocket, 1008, grant)
         return
-    transport = TwilioMediaTransport(start.streamSid, sample_rate=_SESSION_RATE)
+    transport = TwilioMediaTransport(
+        start.streamSid, sample_rate=_SESSION_RATE, call_sid=grant.call_sid
+    )
     ids = {"call_sid": grant.call_sid, "stream_sid": start.streamSid}
     call = LiveCall(
         line.board.desks[grant.desk], grant.conversation, transport, kind="twilio", line=ids

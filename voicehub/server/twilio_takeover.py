@@ -23,14 +23,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from voicehub.core.store.base import CallRecord, CallState
 from voicehub.core.trusted import replace
-from voicehub.errors import MissingExtraError
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.core.store.base import Store
-    from voicehub.server.settings import ServerSettings
 
-__all__ = ["CallRedirector", "PhoneTakeover", "TwilioRedirector", "redirector_from"]
+__all__ = ["CallRedirector", "PhoneTakeover"]
 
 log = logging.getLogger("voicehub.twilio")
 
@@ -40,39 +38,12 @@ call is redirected through the REST API (a redirect takes well under a second)."
 
 
 class CallRedirector(Protocol):
-    """Makes a live call fetch new TwiML from `url` (Twilio's call update)."""
+    """Makes a live call fetch new TwiML from `url` (Twilio's call update; the server's
+    `voicehub.server.twilio_rest.TwilioRest`)."""
 
-    async def redirect(self, call_sid: str, url: str) -> None:
+    async def redirect_to(self, call_sid: str, url: str) -> None:
         """Raises when the API refuses (the call is over, say)."""
         ...
-
-
-class TwilioRedirector:
-    """`CallRedirector` on the `twilio` package's REST client; `api_url` replaces Twilio's
-    own address (a proxy, or a fake Twilio in tests)."""
-
-    def __init__(self, account_sid: str, auth_token: str, *, api_url: str | None = None) -> None:
-        try:
-            from twilio.rest import Client
-        except ImportError:
-            raise MissingExtraError("twilio", "twilio") from None
-        self._client = Client(account_sid, auth_token)
-        if api_url is not None:
-            self._client.api.base_url = api_url.rstrip("/")
-
-    async def redirect(self, call_sid: str, url: str) -> None:
-        # The client is synchronous (requests); a thread keeps the event loop free.
-        calls = self._client.calls(call_sid)
-        await asyncio.to_thread(calls.update, url=url, method="POST")
-
-
-def redirector_from(settings: ServerSettings) -> CallRedirector | None:
-    """The REST redirector the settings allow, or None (then only Twilio's own redirect
-    brings calls back)."""
-    sid, token = settings.twilio_account_sid, settings.twilio_auth_token
-    if sid is None or token is None or settings.public_url is None:
-        return None
-    return TwilioRedirector(sid, token, api_url=settings.twilio_api_url)
 
 
 class PhoneTakeover:
@@ -128,7 +99,7 @@ class PhoneTakeover:
             return False
         call_sid = record.line.get("call_sid", "")
         try:
-            await self.redirector.redirect(call_sid, self.voice_url(record.desk))
+            await self.redirector.redirect_to(call_sid, self.voice_url(record.desk))
         except Exception as exc:
             log.info("call %s could not be redirected (%r): recorded ended", call_sid, exc)
             ended = replace(claimed, state=CallState.ENDED, fence=claimed.fence + 1)

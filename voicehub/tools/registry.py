@@ -4,17 +4,23 @@ Each builtin is a factory from the desk's resources (its knowledge base, ...) to
 two desks never share state through a tool. Orchestration tools (`delegate_workers`,
 `delegate_loop`, `check_tasks`, `cancel_task`, `submit_verdict`) are not builtins: the desk's
 `[supervisor]` and `[loop]` sections add them to the right agents.
+
+The telephony tools act on the live call (`voicehub.tools.telephony`): `transfer_call` needs
+the desk's `[transfer]` table and brings `take_message` with it (when nobody answers, the agent
+offers to take a message); `send_dtmf` presses keys on the caller's phone line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from voicehub.agents.tools import Tool
 from voicehub.errors import ConfigError
+from voicehub.tools.call_control import TransferPlan
 from voicehub.tools.knowledge import KnowledgeBase, search_knowledge_tool
+from voicehub.tools.telephony import send_dtmf_tool, take_message_tool, transfer_call_tool
 
 ORCHESTRATION_TOOLS: Mapping[str, str] = MappingProxyType(
     {
@@ -32,15 +38,19 @@ class DeskResources:
     """What builtin tools of one desk may use."""
 
     knowledge: KnowledgeBase | None = None
+    transfer: TransferPlan | None = None
 
 
 @dataclass(frozen=True)
 class BuiltinTool:
-    """A named tool factory, and what the desk must provide for it."""
+    """A named tool factory, and what the desk must provide for it. `companions` come
+    with it (named in `tools` or not)."""
 
     name: str
     factory: Callable[[DeskResources], Tool]
     needs_knowledge: bool = False
+    needs_transfer: bool = False
+    companions: tuple[str, ...] = ()
 
 
 def _search_knowledge(resources: DeskResources) -> Tool:
@@ -48,6 +58,17 @@ def _search_knowledge(resources: DeskResources) -> Tool:
         raise ConfigError(_NEEDS_KNOWLEDGE.format(name="search_knowledge"))
     return search_knowledge_tool(resources.knowledge)
 
+
+def _transfer_call(resources: DeskResources) -> Tool:
+    if resources.transfer is None:
+        raise ConfigError(NEEDS_TRANSFER)
+    return transfer_call_tool(resources.transfer)
+
+
+NEEDS_TRANSFER = (
+    "tool 'transfer_call' needs a [transfer] table with targets, for example: "
+    '[transfer.targets] billing = "+15550100300"'
+)
 
 _NEEDS_KNOWLEDGE = (
     'tool {name!r} needs a knowledge base: add `[knowledge] file = "knowledge/<desk>.toml"` '
@@ -59,6 +80,11 @@ BUILTIN_TOOLS: Mapping[str, BuiltinTool] = MappingProxyType(
         "search_knowledge": BuiltinTool(
             "search_knowledge", _search_knowledge, needs_knowledge=True
         ),
+        "transfer_call": BuiltinTool(
+            "transfer_call", _transfer_call, needs_transfer=True, companions=("take_message",)
+        ),
+        "take_message": BuiltinTool("take_message", lambda _: take_message_tool()),
+        "send_dtmf": BuiltinTool("send_dtmf", lambda _: send_dtmf_tool()),
     }
 )
 
@@ -79,6 +105,22 @@ def unknown_tool_message(name: str) -> str:
 def needs_knowledge_message(name: str) -> str:
     """The error for a knowledge tool on a desk without a `[knowledge]` table."""
     return _NEEDS_KNOWLEDGE.format(name=name)
+
+
+def with_companions(names: Sequence[str]) -> list[str]:
+    """`names` and the tools that come with them, each once, in order."""
+    found: list[str] = []
+    for name in names:
+        builtin = BUILTIN_TOOLS.get(name)
+        for each in (name, *(builtin.companions if builtin is not None else ())):
+            if each not in found:
+                found.append(each)
+    return found
+
+
+def make_tools(names: Sequence[str], resources: DeskResources) -> list[Tool]:
+    """The builtin tools `names` and their companions (see `make_tool`)."""
+    return [make_tool(name, resources) for name in with_companions(names)]
 
 
 def make_tool(name: str, resources: DeskResources) -> Tool:

@@ -247,8 +247,11 @@ class TwilioMediaTransport:
     `clear` drops what is queued here and tells Twilio to flush its buffer.
     """
 
-    def __init__(self, stream_sid: str, *, sample_rate: int = TWILIO_RATE) -> None:
+    def __init__(
+        self, stream_sid: str, *, sample_rate: int = TWILIO_RATE, call_sid: str = ""
+    ) -> None:
         self.stream_sid = stream_sid
+        self.call_sid = call_sid  # the call the REST API acts on (transfers, keypad tones)
         self._sample_rate = sample_rate
         self._down = Resampler(sample_rate, TWILIO_RATE) if sample_rate != TWILIO_RATE else None
         self._up = Resampler(TWILIO_RATE, sample_rate) if sample_rate != TWILIO_RATE else None

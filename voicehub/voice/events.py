@@ -39,6 +39,7 @@ __all__ = [
     "CallError",
     "CallSession",
     "CallStatus",
+    "CallTransferred",
     "CallerText",
     "ClearAudio",
     "ClientMessage",
@@ -239,6 +240,17 @@ class DeliveryOutcome(WireModel):
     error: str | None
 
 
+class CallTransferred(WireModel):
+    """The caller is handed to another desk of this server (a transfer for a browser or
+    WebSocket caller): connect to `url` (same conversation); this call then ends."""
+
+    type: Literal["transfer"] = "transfer"
+    desk: str
+    title: str
+    conversation: str
+    url: str
+
+
 class CallError(WireModel):
     """What went wrong, for the client to show: a bad frame (the call goes on), a refused
     call or a failed start (the socket closes next)."""
@@ -273,6 +285,7 @@ ServerEvent = (
     | DeliveryOutcome
     | CallError
     | ProviderError
+    | CallTransferred
 )
 """Every text frame the server sends."""
 

@@ -19,10 +19,11 @@ import logging
 import uuid
 from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from voicehub.core.store.number_key import number_conversation
 from voicehub.desks.call_lifecycle import LiveCall
+from voicehub.tools.call_control import live_calls
 from voicehub.transports.livekit import RoomAudioTransport, forward_caller_audio
 from voicehub.workers.dispatch import conversation_for
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from voicehub.voice.events import ServerEvent
     from voicehub.voice.session import VoiceSession
     from voicehub.workers.load import CallLoad
+    from voicehub.workers.sip_control import SipControls
 
 __all__ = ["CallRoom", "Caller", "CallerAudio", "DeskJob", "RoomLine"]
 
@@ -147,17 +149,21 @@ class DeskJob:
         *,
         number_key: bytes,
         line: dict[str, str] | None = None,
+        controls: SipControls | None = None,
     ) -> None:
         self.calls, self.hub, self.desk, self.room = calls, calls.hub, desk, room
         self.load = load
         self.line = dict(line or {})  # the job's ids (room, agent, metadata) for call records
         self.number_key = number_key  # the store's secret behind caller-number ids
+        self.controls = controls  # transfers and keypad tones (livekit's SIP API)
         self.room_ids: list[str] = []  # the conversations served, in order
         self.session: VoiceSession | None = None
+        self.handed_over = False  # a caller was transferred: the agent's part is over
 
     async def run(self) -> None:
-        """Serve callers one after the other until cancelled (the job's shutdown)."""
-        while True:
+        """Serve callers one after the other until cancelled (the job's shutdown), or until
+        a caller is transferred (the room is theirs and the person's then)."""
+        while not self.handed_over:
             caller = await self.room.next_caller()
             try:
                 await self.serve(caller)
@@ -181,19 +187,32 @@ class DeskJob:
             self.load.call_started()
             counted = True
             log.info("room %s: %s caller %s joined", call.room_id, caller.kind, caller.identity)
-            waits = [
+            waits: list[asyncio.Task[Any]] = [
                 asyncio.create_task(forward_caller_audio(audio.frames(), session.push_audio)),
                 asyncio.create_task(self.room.left(caller)),
                 asyncio.create_task(line.closed.wait()),
             ]
+            control = forget = None
+            if self.controls is not None:
+                control = self.controls.for_caller(
+                    self.hub, self.desk, call.room_id, caller, lambda: self.session
+                )
+                forget = live_calls(self.hub).register(call.room_id, control)
+                waits.append(asyncio.create_task(control.handed_over.wait()))
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if not line.closed.is_set():  # the caller left the room (or their track)
+                if control is not None and control.handed_over.is_set():
+                    self.handed_over = True  # the room is the caller's and the person's
+                    call.hang_up("the caller was transferred")
+                elif not line.closed.is_set():  # the caller left the room (or their track)
                     call.hang_up("the caller left")
             finally:
                 for task in waits:
                     task.cancel()
                 await asyncio.gather(*waits, return_exceptions=True)
+                if control is not None and forget is not None:
+                    forget()
+                    await control.aclose()
 
         try:
             await self.calls.run(call, until_over)

@@ -16,6 +16,7 @@ from voicehub.transports.livekit_transcripts import RoomTranscripts
 from voicehub.voice.events import SAMPLE_RATE
 from voicehub.voice.providers import vendor_import
 from voicehub.workers.job import Caller
+from voicehub.workers.sip_control import TRANSFER_IDENTITY
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
@@ -87,6 +88,11 @@ class _TrackAudio:
         await self._source.aclose()
 
 
+def _caller(identity: str) -> bool:
+    """A person a warm transfer called into the room is the caller's, not the desk's."""
+    return not identity.startswith(TRANSFER_IDENTITY)
+
+
 class LiveKitCallRoom:
     """The job's room: connects with audio-only subscriptions on first use."""
 
@@ -102,14 +108,28 @@ class LiveKitCallRoom:
         present = [
             p
             for p in room.remote_participants.values()
-            if p.kind in _CALLER_KINDS and p.identity not in self._served
+            if p.kind in _CALLER_KINDS and p.identity not in self._served and _caller(p.identity)
         ]
-        participant = present[0] if present else None
-        if participant is None:
-            participant = await self._ctx.wait_for_participant(kind=list(_CALLER_KINDS))
+        participant = present[0] if present else await self._next_joining(room)
         self._served.add(participant.identity)
         kind = _CALLER_KINDS.get(participant.kind, "standard")
         return Caller.of(participant.identity, kind, participant.attributes)
+
+    @staticmethod
+    async def _next_joining(room: rtc.Room) -> rtc.RemoteParticipant:
+        """The next caller to join (a person or phone, not one a transfer called in)."""
+        joined: asyncio.Future[rtc.RemoteParticipant] = asyncio.get_running_loop().create_future()
+
+        def on_connected(participant: rtc.RemoteParticipant) -> None:
+            wanted = participant.kind in _CALLER_KINDS and _caller(participant.identity)
+            if wanted and not joined.done():
+                joined.set_result(participant)
+
+        room.on("participant_connected", on_connected)
+        try:
+            return await joined
+        finally:
+            room.off("participant_connected", on_connected)
 
     async def open_audio(self, caller: Caller) -> _TrackAudio:
         room = self._ctx.room

@@ -41,6 +41,7 @@ from voicehub.workers.job import CallRoom, DeskJob
 from voicehub.workers.load import CallLoad, machine_cpu
 from voicehub.workers.redispatch import LINE_AGENT, LINE_METADATA, LINE_ROOM, RoomRedispatch
 from voicehub.workers.settings import WorkerSettings
+from voicehub.workers.sip_control import SipAccess, SipControls
 from voicehub.workers.telemetry import JobTelemetry
 
 with vendor_import("livekit-agents"):
@@ -48,6 +49,8 @@ with vendor_import("livekit-agents"):
 
 if TYPE_CHECKING:
     from livekit.agents import JobContext, JobRequest
+
+    from voicehub.core.clock import Clock
 
 __all__ = ["DeskEntrypoint", "DeskRequest", "build_server", "run_worker"]
 
@@ -123,6 +126,7 @@ class DeskEntrypoint:
         if isinstance(factory, OfflineSessionFactory):
             factory.turn_observers = telemetry
         await factory.prepare([desk])
+        controls: SipControls | None = None
         if self._room is not None:
             room = self._room(ctx)
         else:
@@ -132,6 +136,7 @@ class DeskEntrypoint:
 
             await ctx.connect(auto_subscribe=AutoSubscribe.AUDIO_ONLY)
             room = LiveKitCallRoom(ctx)
+            controls = sip_controls(ctx, self.settings, runtime.hub.clock)
         redispatch_lost_rooms(runtime, self.settings)
         line = {
             LINE_ROOM: job.room.name,
@@ -139,9 +144,17 @@ class DeskEntrypoint:
             LINE_METADATA: job.metadata,
         }
         desk_job = DeskJob(
-            runtime.calls, desk, room, self.load, number_key=runtime.number_key, line=line
+            runtime.calls,
+            desk,
+            room,
+            self.load,
+            number_key=runtime.number_key,
+            line=line,
+            controls=controls,
         )
         runner = asyncio.create_task(desk_job.run(), name=f"voicehub-desk-{name}")
+        # A transferred caller ends the agent's part: the job leaves the room.
+        runner.add_done_callback(lambda done: _left_after_transfer(ctx, done))
 
         async def shut_down(reason: str) -> None:
             await cancel_and_wait(runner)
@@ -185,6 +198,24 @@ async def standby_runtime(settings: WorkerSettings) -> AsyncIterator[ProcessRunt
         yield runtime
     finally:
         await runtime.aclose()
+
+
+def sip_controls(ctx: JobContext, settings: WorkerSettings, clock: Clock) -> SipControls:
+    """Transfers and keypad tones in the job's room, through livekit's SIP API."""
+    room = ctx.room
+    access = None
+    if settings.url and settings.api_key and settings.api_secret:
+        access = SipAccess(settings.url, settings.api_key, settings.api_secret)
+
+    async def publish_dtmf(code: int, digit: str) -> None:
+        await room.local_participant.publish_dtmf(code=code, digit=digit)
+
+    return SipControls(room_name=room.name, access=access, publish_dtmf=publish_dtmf, clock=clock)
+
+
+def _left_after_transfer(ctx: JobContext, runner: asyncio.Task[None]) -> None:
+    if not runner.cancelled() and runner.exception() is None:
+        ctx.shutdown("the caller was transferred")
 
 
 def build_server(

@@ -295,6 +295,9 @@ function onEvent(event) {
     case "delivery":
       upsert(ui.deliveries, event.delivery_id, event.outcome, event.error ? `${event.text} (${event.error})` : event.text, event.topic);
       break;
+    case "transfer": // handed to another desk: the same conversation goes on there
+      add(ui.transcript, "system", `Transferred to the ${event.title}: call ${event.desk} to go on (conversation ${event.conversation}).`);
+      break;
     case "error":
       if (call) call.lastError = event.message;
       add(ui.transcript, "error", `${event.code}: ${event.message}`);

@@ -219,7 +219,8 @@ class CallerTurns:
             self.records.user_state("listening")
             self.replies.drop_prepared()
         elif isinstance(decision, d.PrepareReply):
-            self.replies.prepare(decision.turn, decision.text)
+            if self._reply_gate is None or self._reply_gate():  # else no reply will come
+                self.replies.prepare(decision.turn, decision.text)
         elif isinstance(decision, d.DropPreparedReply):
             self.replies.drop_prepared()
         elif isinstance(decision, d.PauseAgent):

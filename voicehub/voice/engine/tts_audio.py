@@ -28,11 +28,8 @@ async def synthesized_pcm(
     mono at `sample_rate` (resampled when the TTS speaks at another rate).
     `first_audio` is called when the first audio of all arrives (time to first byte)."""
     converter = _ToRate(sample_rate)
-    frames = (
-        _streamed(tts, texts)
-        if getattr(tts.capabilities, "streaming", False)
-        else _chunked(tts, texts)
-    )
+    streaming = getattr(getattr(tts, "capabilities", None), "streaming", False)
+    frames = _streamed(tts, texts) if streaming else _chunked(tts, texts)
     async for frame in frames:
         if first_audio is not None:
             first_audio()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -26,8 +25,16 @@ from typing import Any
 
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.environment import whole_number
 
-__all__ = ["DecoderPool", "DecoderPoolExhausted", "PoolStats", "shared_pool"]
+__all__ = [
+    "DECODERS_ENV",
+    "DecoderPool",
+    "DecoderPoolExhausted",
+    "PoolStats",
+    "decoders_from_environment",
+    "shared_pool",
+]
 
 log = logging.getLogger("voicehub.voice.stt")
 
@@ -53,6 +60,8 @@ class PoolStats:
     wait_seconds: float = 0.0  # total time they waited
     max_wait_seconds: float = 0.0
     timeouts: int = 0  # waits that gave up
+    oldest_wait_seconds: float = 0.0  # how long the oldest waiting acquisition has waited
+    decode_seconds: float = 0.0  # time spent decoding (worker processes report it)
 
 
 class _Waiter:
@@ -131,6 +140,23 @@ class DecoderPool:
         if timed_out:
             raise self._exhausted(waiter)
         return waiter.decoder
+
+    def try_acquire(self) -> Any:
+        """An idle decoder, or a new one while under the cap (blocking while it builds,
+        about a second), or None when every decoder is busy: never waits."""
+        with self._lock:
+            stats = self._stats
+            if self._idle:
+                decoder = self._idle.pop()
+            elif stats.built < self.max_decoders:
+                stats.built += 1
+                decoder = None
+            else:
+                return None
+            stats.acquired += 1
+            stats.busy += 1
+            stats.peak_busy = max(stats.peak_busy, stats.busy)
+        return decoder if decoder is not None else self._build_counted()
 
     async def acquire_async(self, timeout: float | None = None) -> Any:
         """Like :meth:`acquire` without blocking the event loop while it waits (building
@@ -288,17 +314,10 @@ class DecoderPool:
         return decoder
 
 
-def _decoders_from_environment() -> int:
-    raw = os.environ.get(DECODERS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_DECODERS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(f"{DECODERS_ENV}={raw!r}: expected a whole number of decoders, 1 or more")
-    return value
+def decoders_from_environment() -> int:
+    """`$VOICEHUB_STT_DECODERS`, or the default when unset (ConfigError when not a whole
+    number of 1 or more)."""
+    return whole_number(DECODERS_ENV, DEFAULT_MAX_DECODERS)
 
 
 _shared_pool: DecoderPool | None = None
@@ -311,7 +330,7 @@ def shared_pool() -> DecoderPool:
     global _shared_pool
     with _shared_lock:
         if _shared_pool is None:
-            _shared_pool = DecoderPool(max_decoders=_decoders_from_environment())
+            _shared_pool = DecoderPool(max_decoders=decoders_from_environment())
         return _shared_pool
 
 

@@ -1,8 +1,10 @@
-"""Offline VAD for livekit-agents: :func:`load_vad` (Silero or WebRTC) and :class:`WebRtcVAD`.
+"""Offline VAD for livekit-agents: :func:`load_vad` (Silero or WebRTC), :func:`vad_for_call`
+and :class:`WebRtcVAD`.
 
-Silero is the accurate default (about 50 us of CPU per 20 ms frame, robust in noise).
-WebRTC's GMM detector costs about 2 us per frame but raises false alarms in noise; it is
-the choice when many calls share a core.
+Silero is the accurate default, robust in noise: `SileroVAD` (one model run per window per
+call) or `BatchedSileroVAD` (runs batched across calls), both deciding as livekit's Silero
+plugin. WebRTC's GMM detector costs a few us per frame but raises false alarms in noise; it
+is the choice when many calls share a core. See docs/vad.md.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import Literal
 
 from voicehub.voice.audio import FrameSplitter, Resampler, int16_to_pcm16
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.silero_model import SILENT_PEAK_DBFS
 from voicehub.voice.providers.offline.vad_segmenter import SpeechSegmenter, Transition
+from voicehub.voice.providers.offline.vad_stream import InlineVADStream
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
@@ -33,22 +37,29 @@ def load_vad(
     min_silence_duration: float = 0.35,
     prefix_padding_duration: float = 0.3,
     silero_sample_rate: Literal[8000, 16000] = 16000,
+    silent_peak_dbfs: float | None = SILENT_PEAK_DBFS,
     webrtc_mode: int = 3,
 ) -> vad.VAD:
     """Build a VAD tuned for quick turn-taking: speech ends after 0.35 s of silence.
 
-    Loading Silero is blocking (about 100 ms); build it once and share it across calls:
-    every ``stream()`` has its own state.
+    Silero gives a `SileroVAD` (livekit's Silero rules, one model run per window per call;
+    `BatchedSileroVAD(load_vad())` batches the runs across calls). Windows quieter than
+    `silent_peak_dbfs` outside speech skip the model (None: never). Loading Silero is
+    blocking (about 100 ms); build it once and share it: every ``stream()`` has its own
+    state, and `vad_for_call` gives each call a VAD object of its own on the same model.
     """
     if kind == "silero":
-        with vendor_import("livekit-plugins-silero"):
-            from livekit.plugins import silero
+        from voicehub.voice.providers.offline.silero_batch import SileroVAD
+        from voicehub.voice.providers.offline.silero_model import SileroOptions
 
-        return silero.VAD.load(
-            min_speech_duration=min_speech_duration,
-            min_silence_duration=min_silence_duration,
-            prefix_padding_duration=prefix_padding_duration,
-            sample_rate=silero_sample_rate,
+        return SileroVAD.load(
+            SileroOptions(
+                min_speech_duration=min_speech_duration,
+                min_silence_duration=min_silence_duration,
+                prefix_padding_duration=prefix_padding_duration,
+                sample_rate=silero_sample_rate,
+                silent_peak_dbfs=silent_peak_dbfs,
+            )
         )
     if kind == "webrtc":
         return WebRtcVAD(
@@ -63,11 +74,11 @@ def load_vad(
 def vad_for_call(shared: vad.VAD) -> vad.VAD:
     """A VAD object of its own for one call, sharing `shared`'s model.
 
-    livekit sessions subscribe to their VAD's metrics events, so one VAD object shared by N
-    calls runs N handlers for every stream's metrics: a cost that grows with the square of
-    the calls (the voice bench measured 50 calls per core shared, 75 per call). The model
-    (Silero's ONNX session, about 100 ms to load) stays shared; onnxruntime runs it from
-    several streams safely. A `BatchedSileroVAD` gives a VAD on its shared batcher.
+    A VAD object carries its listeners (`metrics_collected`): one object shared by N calls
+    whose consumers each subscribe runs N handlers for every stream's report, a cost that
+    grows with the square of the calls. The model stays shared (Silero's ONNX session runs
+    from several streams safely). A `BatchedSileroVAD` gives a VAD on its shared batcher;
+    a VAD of another kind (a livekit plugin's) is returned as given.
     """
     if isinstance(shared, WebRtcVAD):
         return WebRtcVAD(
@@ -77,17 +88,11 @@ def vad_for_call(shared: vad.VAD) -> vad.VAD:
             prefix_padding_duration=shared.prefix_padding_duration,
             max_buffered_speech=shared.max_buffered_speech,
         )
-    with vendor_import("livekit-plugins-silero"):
-        from livekit.plugins import silero
+    from voicehub.voice.providers.offline.silero_batch import SileroVAD
 
-        from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
-    if isinstance(shared, BatchedSileroVAD):
-        return shared.for_call()  # inferences batched with every other call's
-    if isinstance(shared, silero.VAD):
-        # livekit-plugins-silero 1.8.9 (pinned) has no public way to share the model between
-        # VAD objects; its public constructor takes the session and options `load` made.
-        return silero.VAD(session=shared._onnx_session, opts=shared._opts)
-    return shared  # an unknown VAD: shared as given
+    if isinstance(shared, SileroVAD):
+        return shared.for_call()  # a batched one's: on the same batcher
+    return shared
 
 
 class WebRtcVAD(vad.VAD):
@@ -143,73 +148,96 @@ class WebRtcVAD(vad.VAD):
         )
 
 
-class WebRtcVADStream(vad.VADStream):
-    """Emits INFERENCE_DONE per frame and START_OF_SPEECH / END_OF_SPEECH like Silero's."""
+class WebRtcVADStream(InlineVADStream):
+    """Emits INFERENCE_DONE per 20 ms frame and START_OF_SPEECH / END_OF_SPEECH as
+    Silero's, each decided in `push_frame` (an `InlineVADStream`)."""
 
     def __init__(self, owner: WebRtcVAD) -> None:
         import webrtcvad
 
-        self._owner = owner
-        self._detector = webrtcvad.Vad(owner.mode)
         super().__init__(owner)
+        self.settings = owner
+        self.detector = webrtcvad.Vad(owner.mode)
+        self.segmenter: SpeechSegmenter | None = None  # per segment (a flush starts anew)
+        self.splitter: FrameSplitter | None = None
+        self.resampler: Resampler | None = None
+        self.rate = 0
 
-    async def _main_task(self) -> None:
-        segmenter: SpeechSegmenter | None = None
-        splitter: FrameSplitter | None = None
-        resampler: Resampler | None = None
-        rate = 0
-        async for item in self._input_ch:
-            if isinstance(item, self._FlushSentinel):
-                segmenter = splitter = resampler = None  # a hard segment boundary
-                continue
-            if segmenter is None or splitter is None:
-                rate = item.sample_rate if item.sample_rate in _WEBRTC_RATES else 16000
-                segmenter = self._owner.new_segmenter(rate)
-                splitter = FrameSplitter(rate, 20)
-                if rate != item.sample_rate:
-                    resampler = Resampler(item.sample_rate, rate)
-            pcm = item.data.tobytes()
-            if resampler is not None:
-                pcm = int16_to_pcm16(resampler.push(item.data))
-            if splitter.pending == 0 and _is_webrtc_frame(len(pcm), rate):
-                # the common case: no re-framing, and the event can carry the input frame
-                self._process(segmenter, pcm, rate, item if resampler is None else None)
-                continue
-            for frame in splitter.push(pcm):
-                self._process(segmenter, frame, rate)
+    def process_frame(self, frame: rtc.AudioFrame) -> None:
+        """Decide the frame (re-framed to 20 ms, resampled when WebRTC cannot take its rate)."""
+        segmenter, splitter = self.segmenter, self.splitter
+        self.input_rate = frame.sample_rate
+        self.analysed_samples += frame.samples_per_channel  # decided before this returns
+        if segmenter is None or splitter is None:
+            rate = frame.sample_rate if frame.sample_rate in _WEBRTC_RATES else 16000
+            segmenter = self.segmenter = self.settings.new_segmenter(rate)
+            splitter = self.splitter = FrameSplitter(rate, 20)
+            self.resampler = (
+                Resampler(frame.sample_rate, rate) if rate != frame.sample_rate else None
+            )
+            self.rate = rate
+        rate, resampler = self.rate, self.resampler
+        pcm = (
+            frame.data.tobytes()
+            if resampler is None
+            else int16_to_pcm16(resampler.push(frame.data))
+        )
+        if splitter.pending == 0 and _is_webrtc_frame(len(pcm), rate):
+            # the common case: no re-framing, and the event can carry the input frame
+            self.decide(segmenter, pcm, rate, frame if resampler is None else None)
+            return
+        for part in splitter.push(pcm):
+            self.decide(segmenter, part, rate)
 
-    def _process(
+    def process_flush(self) -> None:
+        """A hard segment boundary: the next frame starts a fresh segment."""
+        self.segmenter = self.splitter = self.resampler = None
+
+    def process_end(self) -> None:
+        """Every frame is decided already: the events end."""
+        self.finish()
+
+    def decide(
         self,
         segmenter: SpeechSegmenter,
         frame: bytes,
         rate: int,
         source: rtc.AudioFrame | None = None,
     ) -> None:
+        """One 20 ms frame: WebRTC's decision, the segment rules, the events."""
         started = time.perf_counter()
-        speech = bool(self._detector.is_speech(frame, rate))
+        speech = bool(self.detector.is_speech(frame, rate))
         inference_duration = time.perf_counter() - started
         transition = segmenter.process(frame, speech)
-        samples = len(frame) // 2
-        send = self._event_ch.send_nowait
-        send(
-            vad.VADEvent(
-                type=vad.VADEventType.INFERENCE_DONE,
-                samples_index=segmenter.samples_processed,
-                timestamp=segmenter.elapsed,
-                speech_duration=segmenter.speech_duration,
-                silence_duration=segmenter.silence_duration,
-                frames=[source if source is not None else rtc.AudioFrame(frame, rate, 1, samples)],
-                probability=1.0 if speech else 0.0,
-                inference_duration=inference_duration,
-                speaking=segmenter.speaking,
-                raw_accumulated_silence=segmenter.raw_silence,
-                raw_accumulated_speech=segmenter.raw_speech,
+        if self.speech_inferences and (
+            self.quiet_inferences
+            or segmenter.speaking
+            or segmenter.raw_speech
+            or segmenter.speech_duration
+        ):
+            samples = len(frame) // 2
+            self.send(
+                vad.VADEvent(
+                    type=vad.VADEventType.INFERENCE_DONE,
+                    samples_index=segmenter.samples_processed,
+                    timestamp=segmenter.elapsed,
+                    speech_duration=segmenter.speech_duration,
+                    silence_duration=segmenter.silence_duration,
+                    frames=[
+                        source if source is not None else rtc.AudioFrame(frame, rate, 1, samples)
+                    ],
+                    probability=1.0 if speech else 0.0,
+                    inference_duration=inference_duration,
+                    speaking=segmenter.speaking,
+                    raw_accumulated_silence=segmenter.raw_silence,
+                    raw_accumulated_speech=segmenter.raw_speech,
+                )
             )
-        )
+        self.count_inference(inference_duration)
         if transition is Transition.NONE:
             return
         audio = segmenter.speech_audio()
-        send(
+        self.send(
             vad.VADEvent(
                 type=vad.VADEventType.START_OF_SPEECH
                 if transition is Transition.STARTED

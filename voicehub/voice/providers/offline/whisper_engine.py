@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,18 @@ import numpy as np
 from voicehub.errors import VoicehubError
 from voicehub.voice.audio import pcm16_to_int16, resample_pcm16
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.decode_queue import DecodeQueue, lower_priority
+from voicehub.voice.providers.offline.environment import whole_number
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten
 
 __all__ = [
     "MODEL_FILES",
+    "THREADS_ENV",
+    "WORKERS_ENV",
     "WhisperModelError",
     "WhisperRecognizer",
+    "built_shared_recognizer",
     "sentences_prompt",
     "shared_recognizer",
     "vocabulary_prompt",
@@ -61,6 +66,8 @@ _NO_SPEECH = 0.8  # a segment Whisper itself thinks is not speech
 # decoded from noise or a voice it cannot follow, not what the caller said.
 _REPETITIVE = 2.4
 _PHONE_RATE = 8000  # and below: phone audio, decoded with a beam
+WORKERS_ENV = "VOICEHUB_WHISPER_WORKERS"
+THREADS_ENV = "VOICEHUB_WHISPER_THREADS"
 
 
 class WhisperModelError(VoicehubError):
@@ -162,13 +169,24 @@ def _within_budget(texts: Iterable[str], *, separator: str) -> list[str]:
 class WhisperRecognizer:
     """The loaded model; :meth:`recognize` is blocking and thread-safe.
 
-    CTranslate2 releases the GIL while it decodes, so calls from worker threads do not stall
-    the event loop; concurrent calls queue on its one worker, each decoding on `threads`
-    cores (one by default: on a small server, calls share the cores).
+    CTranslate2 releases the GIL while it decodes, so decoding on worker threads does not
+    hold the event loop: streams hand their decodings to :attr:`queue`, whose `workers`
+    threads each decode on one of the model's `workers` replicas, on `threads` cores each
+    (one and one by default: on a small server the event loop needs the other core).
     """
 
-    def __init__(self, *, threads: int = 1, beam_size: int = 1, phone_beam_size: int = 5) -> None:
+    def __init__(
+        self,
+        *,
+        threads: int = 1,
+        workers: int = 1,
+        beam_size: int = 1,
+        phone_beam_size: int = 5,
+    ) -> None:
         self._threads = threads
+        self._workers = workers
+        self.queue = DecodeQueue(workers, name="whisper")
+        """Where streams decode (most urgent first, `decode_queue`)."""
         self._beam_size = beam_size
         # Phone audio (8 kHz and below) is more ambiguous: a beam search there chose the
         # right tool more often (the phone bench: 0.893 -> 0.92 on phone audio; wideband
@@ -184,18 +202,24 @@ class WhisperRecognizer:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                directory = model_directory()
-                with vendor_import("faster-whisper"):
-                    from faster_whisper import WhisperModel
-
-                self._model = WhisperModel(
-                    str(directory),
-                    device="cpu",
-                    compute_type="int8",
-                    cpu_threads=self._threads,
-                    local_files_only=True,
-                )
+                # CTranslate2 starts its threads with the model: built on a thread of
+                # lower priority, they inherit it (`decode_queue.DECODER_NICE`).
+                self._model = _on_lower_priority_thread(self._new_model)
             return self._model
+
+    def _new_model(self) -> Any:
+        directory = model_directory()
+        with vendor_import("faster-whisper"):
+            from faster_whisper import WhisperModel
+
+        return WhisperModel(
+            str(directory),
+            device="cpu",
+            compute_type="int8",
+            cpu_threads=self._threads,
+            num_workers=self._workers,
+            local_files_only=True,
+        )
 
     def recognize(
         self,
@@ -271,9 +295,49 @@ class WhisperRecognizer:
         )
 
 
-_shared = WhisperRecognizer()
+def _on_lower_priority_thread(build: Callable[[], Any]) -> Any:
+    """`build()` run on a new thread of lower priority; its result (or its error)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        lower_priority()
+        try:
+            outcome.append(build())
+        except BaseException as exc:  # raised again in the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, name="whisper-load", daemon=True)
+    thread.start()
+    thread.join()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _workers_from_environment() -> int:
+    return whole_number(WORKERS_ENV, 1)
+
+
+def _threads_from_environment() -> int:
+    return whole_number(THREADS_ENV, 1)
+
+
+_shared: WhisperRecognizer | None = None
+_shared_lock = threading.Lock()
+
+
+def built_shared_recognizer() -> WhisperRecognizer | None:
+    """The process-wide recognizer if something asked for it, else None (never makes it)."""
+    return _shared
 
 
 def shared_recognizer() -> WhisperRecognizer:
-    """The process-wide model, loaded on first use."""
-    return _shared
+    """The process-wide model, loaded on first use, decoding on `$VOICEHUB_WHISPER_WORKERS`
+    threads (1 when unset), each decoding on `$VOICEHUB_WHISPER_THREADS` cores (1)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = WhisperRecognizer(
+                threads=_threads_from_environment(), workers=_workers_from_environment()
+            )
+        return _shared

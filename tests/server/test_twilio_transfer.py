@@ -1,0 +1,289 @@
+"""Transfers and keypad tones on Twilio calls, over real sockets: the triage desk's tools
+act through the real `twilio` REST client on the fake account (calls redirected,
+conferences, a person's phone called), with a scripted session in the server; the agent's
+wait for its own reply to play runs on a virtual clock."""
+
+from __future__ import annotations
+
+import asyncio
+import xml.etree.ElementTree as ET
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from twilio.rest import Client
+
+from tests.e2e_helpers import RunningServer, running_server
+from tests.fakes.server_session import ScriptedFactory, ScriptedSession
+from tests.fakes.twilio import FakeTwilio, PhoneLineClient
+from tests.fakes.twilio_rest import Call, FakeTwilioRest
+from voicehub.agents.tools import ToolContext
+from voicehub.core.clock import VirtualClock
+from voicehub.delivery.policy import WaitForIdle
+from voicehub.desks.desk import Desk, load_desks
+from voicehub.server.settings import ServerSettings
+from voicehub.server.transfer import TwilioTransfers
+from voicehub.server.twilio import caller_conversation
+from voicehub.tools.telephony import send_dtmf_tool
+
+CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+PUBLIC = "https://voicehub.test"
+AUTH_TOKEN = "c" * 32
+NUMBER_KEY = "k" * 32
+ACCOUNT = "AC" + "0" * 32
+CALLER = "+15550100201"
+BILLING = "+15550100300"
+ROOM = f"triage:{caller_conversation(CALLER, NUMBER_KEY.encode())}"
+
+
+class Line:
+    """The server, the fake Twilio account, the virtual clock, and one caller's call."""
+
+    def __init__(self, server: RunningServer, rest: FakeTwilioRest, clock: VirtualClock) -> None:
+        self.server, self.rest, self.clock, self.twilio = server, rest, clock, rest.twilio
+        self.factory: ScriptedFactory = server.switchboard.factory  # type: ignore[assignment]
+
+    @property
+    def transfers(self) -> TwilioTransfers:
+        found: TwilioTransfers = self.server.app.state.transfers
+        return found
+
+    @property
+    def desk(self) -> Desk:
+        return self.server.switchboard.desks["triage"]
+
+    async def call_in(self) -> tuple[Call, PhoneLineClient, ScriptedSession]:
+        """The caller rings the triage desk; the account knows the call (it may redirect it)."""
+        sessions = len(self.factory.sessions)
+        answer = await self.twilio.incoming_call("triage", CALLER)
+        phone = self.rest.phone_line(answer)
+        await phone.open()
+        call = self.rest.adopt_inbound(answer, phone, CALLER)
+        session = await self.session_after(sessions)
+        await phone.wait_quiet(0.2)  # the greeting
+        return call, phone, session
+
+    async def session_after(self, count: int) -> ScriptedSession:
+        async def live() -> None:
+            while len(self.factory.sessions) <= count:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)  # polling the factory, not waiting for time
+
+        await asyncio.wait_for(live(), 10)
+        return self.factory.sessions[count]
+
+    async def use(self, tool_name: str, session: ScriptedSession, **arguments: Any) -> Any:
+        """The triage agent calls `tool_name`, then says its answer (as its reply would)."""
+        [tool] = [t for t in self.desk.agents["triage"].tools if t.name == tool_name]
+        context = ToolContext(hub=self.server.switchboard.hub, room_id=ROOM, agent_id="triage")
+        result = await tool.invoke(arguments, context)
+        await session.say(result.data["say"])
+        await self.clock.advance(1.0)  # the agent has been quiet long enough
+        return result.data
+
+    async def outcome(self, seen: int = 0) -> tuple[str, str]:
+        async def done() -> None:
+            while len(self.transfers.history) <= seen:
+                self.transfers.changed.clear()
+                await self.transfers.changed.wait()
+
+        await asyncio.wait_for(done(), 20)
+        return self.transfers.history[seen]
+
+    def client(self) -> Client:
+        client = Client(ACCOUNT, AUTH_TOKEN)
+        client.api.base_url = self.rest.url
+        return client
+
+
+@pytest_asyncio.fixture
+async def line(tmp_path: Path) -> AsyncIterator[Line]:
+    settings = ServerSettings(
+        channels_dir=CHANNELS,
+        db_path=tmp_path / "voicehub.db",
+        public_url=PUBLIC,
+        twilio_auth_token=AUTH_TOKEN,
+        number_key=NUMBER_KEY,
+        twilio_account_sid=ACCOUNT,
+    )
+    twilio = FakeTwilio("http://unset", public_url=PUBLIC, auth_token=AUTH_TOKEN)
+    async with FakeTwilioRest(twilio) as rest:
+        settings = settings.model_copy(update={"twilio_api_url": rest.url})
+        clock = VirtualClock()
+        loaded = load_desks(CHANNELS)
+        desks = {name: loaded[name] for name in ("triage", "swarm")}
+        async with running_server(
+            settings, session_factory=ScriptedFactory(), desks=desks, phone_clock=clock
+        ) as server:
+            twilio.local_url = server.url
+            yield Line(server, rest, clock)
+
+
+def twiml(form: dict[str, str]) -> ET.Element:
+    return ET.fromstring(form["Twiml"])
+
+
+async def test_a_warm_transfer_briefs_the_person_and_joins_the_two(line: Line) -> None:
+    caller, phone, session = await line.call_in()
+    line.rest.callees.append("human")
+    await line.server.switchboard.hub.delivery.deliver(  # waiting for a gap, not spoken yet
+        ROOM,
+        "Your refund was approved.",
+        strategy=WaitForIdle(600),
+        metadata={"task": "your refund"},
+    )
+    said = await line.use("transfer_call", session, target="Billing", summary="Double charge")
+    assert said == {
+        "status": "transferring",
+        "target": "billing",
+        "mode": "warm",
+        "say": "Please hold while I call billing for you.",
+    }
+    assert await line.outcome() == (ROOM, "connected")
+
+    # The caller was put on hold in a conference of their own (the stream ended), ...
+    (sid, hold), *_ = line.rest.updates
+    conference = twiml(hold).find("./Dial/Conference")
+    assert sid == caller.sid and conference is not None and phone.closed.is_set()
+    assert conference.get("startConferenceOnEnter") == "false"
+    assert conference.get("endConferenceOnExit") == "true"
+    # ... the person was called from the number the caller dialled, with detection, ...
+    [created] = line.rest.created
+    assert (created["To"], created["From"]) == (BILLING, "+15550009999")
+    assert created["MachineDetection"] == "Enable" and created["Timeout"] == "20"
+    [person] = [c for c in line.rest.calls.values() if c.to == BILLING]
+    # ... heard the briefing (the summary and the result waiting), and joined them.
+    assert person.said == [
+        "Hello, this is the Help desk, with a caller for you. They said: Double charge. "
+        "Results on your refund are waiting for them. Connecting you now."
+    ]
+    name = conference.text or ""
+    assert caller.conference == name and person.conference == name
+    # Read back through the real client (in a thread: the fake API serves on this loop).
+    client = line.client()
+    [found] = await asyncio.to_thread(
+        client.conferences.list, friendly_name=name, status="in-progress"
+    )
+    participants = await asyncio.to_thread(client.conferences(found.sid).participants.list)
+    assert {p.call_sid for p in participants} == {caller.sid, person.sid}
+
+    # The conversation keeps the outcome (REST view), and the agent is off the call.
+    room = (await line.server.get(f"/api/rooms/{ROOM}")).json()
+    [transfer] = room["room"]["metadata"]["transfers"]
+    assert (transfer["target"], transfer["mode"], transfer["outcome"]) == (
+        "billing",
+        "warm",
+        "connected",
+    )
+    assert "Transfer to billing (warm): connected" in [e["text"] for e in room["events"]]
+    assert ROOM not in line.server.switchboard.calls and line.rest.problems == []
+
+
+@pytest.mark.parametrize("callee", ["no-answer", "busy", "machine"])
+async def test_nobody_answering_brings_the_caller_back_to_take_a_message(
+    line: Line, callee: str
+) -> None:
+    caller, _, session = await line.call_in()
+    line.rest.callees.append(callee)
+    await line.use("transfer_call", session, target="billing", summary="Invoice question")
+    assert await line.outcome() == (ROOM, "machine" if callee == "machine" else callee)
+
+    # Back to the agent: a fresh stream on the same call, and the agent says why at once.
+    back = await line.session_after(1)
+    hold, stream = [form for sid, form in line.rest.updates if sid == caller.sid]
+    assert twiml(hold).find("./Dial/Conference") is not None
+    assert twiml(stream).find("./Connect/Stream") is not None
+    reason = {
+        "no-answer": "nobody at billing answered",
+        "busy": "the line at billing is busy",
+        "machine": "billing is not picking up",
+    }[callee]
+
+    async def told() -> None:
+        while not back.said:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # polling the scripted session, not waiting for time
+
+    await asyncio.wait_for(told(), 10)
+    assert back.said == [
+        f"Sorry, {reason}. I can take a message for them, or help you with something else."
+    ]
+    assert caller.stream is not None and not caller.stream.closed.is_set()
+
+    # The caller leaves a message: kept with the conversation, for billing.
+    taken = await line.use("take_message", back, message="Please call me about invoice 42.")
+    assert taken["say"] == "I've taken your message for billing. They will get back to you."
+    room = (await line.server.get(f"/api/rooms/{ROOM}")).json()
+    [message] = room["room"]["metadata"]["messages"]
+    assert (message["for"], message["text"]) == ("billing", "Please call me about invoice 42.")
+    assert "Message for billing: Please call me about invoice 42." in [
+        e["text"] for e in room["events"]
+    ]
+    [transfer] = room["room"]["metadata"]["transfers"]
+    assert transfer["outcome"] == ("machine" if callee == "machine" else callee)
+    [person] = [c for c in line.rest.calls.values() if c.to == BILLING]
+    assert person.said == [] and line.rest.problems == []
+    await caller.end()
+
+
+async def test_a_cold_transfer_dials_the_target_and_leaves(line: Line) -> None:
+    caller, phone, session = await line.call_in()
+    line.rest.callees.append("human")
+    said = await line.use("transfer_call", session, target="billing", mode="cold")
+    assert said["say"] == "I'm putting you through to billing now."
+    await line.rest.wait_for(lambda: f"dial: {BILLING} answered: bridged" in caller.history)
+    [(sid, form)] = line.rest.updates
+    dial = twiml(form).find("./Dial")
+    assert sid == caller.sid and dial is not None and phone.closed.is_set()
+    assert (dial.findtext("Number"), dial.get("timeout")) == (BILLING, "20")
+    assert line.rest.created == []  # no call of ours: Twilio dials from the caller's call
+    await caller.end()  # the two talk, then hang up: the dial's action says so
+    assert await line.outcome() == (ROOM, "connected")
+
+
+async def test_a_cold_transfer_nobody_answers_comes_back_to_the_agent(line: Line) -> None:
+    caller, _, session = await line.call_in()
+    line.rest.callees.append("busy")
+    await line.use("transfer_call", session, target="billing", mode="cold")
+    assert await line.outcome() == (ROOM, "busy")
+    back = await line.session_after(1)
+
+    async def told() -> None:
+        while not back.said:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(told(), 10)
+    assert back.said[0].startswith("Sorry, the line at billing is busy.")
+    await caller.end()
+
+
+async def test_bad_targets_are_refused_and_the_caller_stays(line: Line) -> None:
+    caller, phone, session = await line.call_in()
+    unknown = await line.use("transfer_call", session, target="accounts")
+    assert unknown["status"] == "refused"
+    assert unknown["error"] == (
+        "there is no transfer target called 'accounts'; I can put the caller through to: billing."
+    )
+    assert unknown["say"].endswith("You are still with me.")
+    number = await line.use("transfer_call", session, target="+1 (555) 010-0999")
+    assert number["error"].startswith("this desk does not allow transfers to +15550100999")
+    assert line.rest.updates == [] and line.rest.created == []
+    assert not phone.closed.is_set() and ROOM in line.server.switchboard.calls
+    await caller.end()
+
+
+async def test_keypad_tones_play_and_the_agent_comes_back(line: Line) -> None:
+    caller, _, session = await line.call_in()
+    context = ToolContext(hub=line.server.switchboard.hub, room_id=ROOM, agent_id="triage")
+    bad = await send_dtmf_tool().invoke({"digits": "12x"}, context)
+    assert bad.is_error and "digits" in bad.content
+    result = await send_dtmf_tool().invoke({"digits": "1w2#"}, context)
+    assert result.data == {"status": "sent", "digits": "1w2#", "say": "Pressing 1 2 #."}
+    await session.say(result.data["say"])
+    await line.clock.advance(1.0)
+    back = await line.session_after(1)
+    assert back.room_id == ROOM and caller.digits == ["1w2#"]
+    [(_, form)] = line.rest.updates
+    # the stream again, with the <Redirect> that brings the call back if it drops
+    assert [v.tag for v in twiml(form)] == ["Play", "Connect", "Redirect"]
+    await caller.end()

@@ -1,0 +1,90 @@
+"""The offline recognizers' load (the admission signal) and their queue on /metrics, on an
+injected clock."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from voicehub.server.decoder_metrics import WhisperQueueCollector
+from voicehub.voice.providers.offline.decode_queue import DecodeQueue, Urgency
+from voicehub.voice.providers.offline.recognizer_load import (
+    DEFAULT_MAX_LOAD,
+    Capacity,
+    RecognizerLoad,
+    offline_recognizer_load,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_load_is_the_busiest_recognizers_share_of_its_time() -> None:
+    clock = Clock()
+    whisper = {"busy": 0.0}
+    sphinx: dict[str, Capacity | None] = {"now": None}
+    load = RecognizerLoad(
+        [lambda: Capacity(whisper["busy"], 1), lambda: sphinx["now"]],
+        min_window=2.0,
+        clock=clock,
+    )
+    assert load() == 0.0  # the first reading only starts the count
+    clock.now += 4.0
+    whisper["busy"] = 2.0  # half of one decoder's time
+    assert load() == 0.5
+    clock.now += 1.0
+    whisper["busy"] = 3.0
+    assert load() == 0.5  # under the window: the previous figure
+    clock.now += 1.0
+    whisper["busy"] = 4.0  # 2 s of decoding over 2 s: never idle
+    assert load() == 1.0
+    sphinx["now"] = Capacity(10.0, 2)
+    clock.now += 2.0
+    whisper["busy"] = 4.0
+    assert load() == 0.0  # PocketSphinx's first reading; Whisper idle
+    sphinx["now"] = Capacity(13.0, 2)  # 3 s over 2 processes and 2 s
+    clock.now += 2.0
+    assert load() == 0.75
+    assert 0.75 < DEFAULT_MAX_LOAD < 1.0
+
+
+def test_a_final_waiting_a_second_means_full_at_once() -> None:
+    clock = Clock()
+    load = RecognizerLoad([lambda: Capacity(0.0, 1, oldest_final_wait=1.5)], clock=clock)
+    assert load() == 1.0
+
+
+def test_recognizers_not_in_use_weigh_nothing() -> None:
+    assert offline_recognizer_load(clock=Clock())() >= 0.0
+
+
+def test_the_whisper_queue_is_scraped() -> None:
+    queue = DecodeQueue(1)
+    finished = threading.Event()
+
+    def done(result: Any, error: BaseException | None) -> None:
+        finished.set()
+
+    queue.submit(object(), Urgency.FINAL, lambda: "words", done)
+    assert finished.wait(10)
+    registry = CollectorRegistry()
+    registry.register(WhisperQueueCollector(lambda: queue))
+    figures = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+    }
+    assert figures["voicehub_whisper_workers"] == 1
+    assert figures["voicehub_whisper_decodings_total"] == 1
+    assert figures["voicehub_whisper_queued"] == 0
+    empty = CollectorRegistry()
+    empty.register(WhisperQueueCollector(lambda: None))
+    assert b"voicehub_whisper" not in generate_latest(empty)

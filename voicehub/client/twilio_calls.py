@@ -1,0 +1,251 @@
+"""Calls and conferences of the stand-in Twilio account (`voicehub.client.twilio_api`): each
+call runs its TwiML verb by verb, as Twilio does, until it ends or the REST API redirects it.
+
+Verbs run: `<Say>` (its text is what the other end heard: `Call.said`), `<Play>` (a URL,
+or `digits`: `Call.digits`), `<Pause length>`, `<Hangup/>`, `<Redirect>`, `<Connect><Stream>`
+(a media stream to the server, `PhoneLineClient`; it runs until either side closes it),
+`<Dial>` with a number, `<Number>`, `<Sip>` (a leg to a callee: bridged when answered, the
+`action` URL told `DialCallStatus` otherwise) or `<Conference>` (`startConferenceOnEnter`,
+`endConferenceOnExit`, `waitUrl` and the conference's status callbacks, to the first
+participant's `statusCallback`: `conference-start`, `participant-join`, `participant-leave`,
+`conference-end`). A redirect (calls update with
+`Twiml` or `Url`) stops the verb running, closing a live stream Twilio's way (`stop`, then
+the socket closes), and runs the new TwiML. When the TwiML runs out, the call is over.
+
+A stream the server closes without a hang-up lets the TwiML go on: the `<Redirect>` after
+`<Connect><Stream>` brings the call to another instance (fail-over). Each stream is a leg
+(`Call.legs`); a new one carries over the caller's words not yet sent and the agent's audio
+played so far, as on a phone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from voicehub.client.twilio import PhoneLineClient, StreamAnswer
+from voicehub.client.twilio_rooms import join_conference, rfc2822
+
+if TYPE_CHECKING:
+    from voicehub.client.twilio_api import TwilioAccount
+
+__all__ = ["ENDED", "Call", "StreamLeg"]
+
+ENDED = frozenset({"completed", "busy", "no-answer", "failed", "canceled"})
+
+
+@dataclass
+class StreamLeg:
+    """One media stream of a call: when it opened and closed (the account's clock)."""
+
+    line: PhoneLineClient
+    opened_at: float
+    closed_at: float | None = None
+
+
+class Call:
+    """One call of the account, inbound or outbound, running its TwiML."""
+
+    def __init__(
+        self,
+        account: TwilioAccount,
+        *,
+        to: str,
+        from_: str,
+        direction: str,
+        form: dict[str, str] | None = None,
+        sid: str | None = None,
+    ) -> None:
+        self.account = account
+        self.sid = sid or "CA" + uuid.uuid4().hex
+        self.to, self.from_, self.direction = to, from_, direction
+        self.form = form or {}
+        self.status = "queued"
+        self.created = time.time()
+        self.answered_by: str | None = None
+        self.stream: PhoneLineClient | None = None  # the live stream, if any
+        self.legs: list[StreamLeg] = []  # every stream the call ran, in order
+        self.said: list[str] = []  # <Say> texts: what the other end heard
+        self.digits: list[str] = []  # <Play digits>
+        self.played: list[str] = []  # <Play> URLs (hold music, recordings)
+        self.conference: str | None = None
+        self.bridged = False  # a <Dial> leg of this call was answered
+        self.history: list[str] = []  # what the call did, for reports
+        self.ended = asyncio.Event()
+        self._runner: asyncio.Task[None] | None = None
+
+    # -- the resource ----------------------------------------------------------------------
+
+    def resource(self) -> dict[str, Any]:
+        account = self.account.account_sid
+        return {
+            "sid": self.sid,
+            "account_sid": account,
+            "to": self.to,
+            "from": self.from_,
+            "status": self.status,
+            "direction": self.direction,
+            "answered_by": self.answered_by,
+            "api_version": "2010-04-01",
+            "date_created": rfc2822(self.created),
+            "uri": f"/2010-04-01/Accounts/{account}/Calls/{self.sid}.json",
+        }
+
+    def params(self, **extra: str) -> dict[str, str]:
+        """What Twilio posts about this call to a webhook."""
+        params = {
+            "AccountSid": self.account.account_sid,
+            "CallSid": self.sid,
+            "From": self.from_,
+            "To": self.to,
+            "Direction": self.direction,
+            "ApiVersion": "2010-04-01",
+            "CallStatus": self.status,
+        }
+        if self.answered_by is not None:
+            params["AnsweredBy"] = self.answered_by
+        return {**params, **extra}
+
+    # -- running TwiML ---------------------------------------------------------------------
+
+    def run(self, twiml: str) -> None:
+        """Run `twiml` from its first verb, replacing whatever the call was running."""
+        previous = self._runner
+        self._runner = asyncio.create_task(self._run(twiml, previous))
+
+    async def wait_ended(self) -> None:
+        await self.ended.wait()
+
+    async def end(self, status: str = "completed") -> None:
+        """Hang the call up (the caller, the callee or the API)."""
+        if self.status in ENDED:
+            return
+        self.status = status
+        runner, self._runner = self._runner, None
+        if runner is not None and runner is not asyncio.current_task():
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await runner
+        await self._close_stream()
+        self.history.append(f"ended: {status}")
+        self.ended.set()
+        await self.account.call_ended(self)
+
+    async def _run(self, twiml: str, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None and not previous.done():
+            previous.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await previous
+        await self._close_stream()
+        try:
+            root = ET.fromstring(twiml)
+        except ET.ParseError as exc:
+            self.account.problems.append(f"call {self.sid}: TwiML is not XML ({exc}): {twiml!r}")
+            await self.end("failed")
+            return
+        if root.tag != "Response":
+            self.account.problems.append(f"call {self.sid}: TwiML root is <{root.tag}>")
+        for verb in list(root):
+            if self.status in ENDED:
+                return
+            follow_up = await self._verb(verb)
+            if follow_up is not None:  # <Redirect>, a <Dial action>: their TwiML goes on
+                self._runner = asyncio.create_task(self._run(follow_up, None))
+                return
+        await self.end("completed")
+
+    async def _verb(self, verb: ET.Element) -> str | None:
+        tag = verb.tag
+        if tag == "Say":
+            self.said.append((verb.text or "").strip())
+            self.history.append(f"say: {(verb.text or '').strip()}")
+        elif tag == "Play":
+            digits = verb.get("digits")
+            if digits is not None:
+                self.digits.append(digits)
+                self.history.append(f"digits: {digits}")
+            else:
+                self.played.append((verb.text or "").strip())
+        elif tag == "Pause":
+            await self.account.clock.sleep(float(verb.get("length", "1")))
+        elif tag == "Hangup":
+            await self.end("completed")
+        elif tag == "Redirect":
+            return await self.account.fetch_twiml(self, (verb.text or "").strip())
+        elif tag == "Connect":
+            stream = verb.find("Stream")
+            if stream is None:
+                self.account.problems.append(f"call {self.sid}: <Connect> without <Stream>")
+            else:
+                await self._stream(stream)
+        elif tag == "Dial":
+            return await self._dial(verb)
+        else:
+            self.account.problems.append(f"call {self.sid}: unsupported TwiML verb <{tag}>")
+        return None
+
+    async def _stream(self, stream: ET.Element) -> None:
+        parameters = {p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")}
+        url = stream.get("url", "")
+        if not url.startswith("wss://") or "?" in url:
+            self.account.problems.append(f"call {self.sid}: bad <Stream url> {url!r}")
+            return
+        answer = StreamAnswer(url, parameters, self.sid, stream.get("statusCallback"))
+        phone = self.account.phone_line(answer)
+        if self.legs:
+            phone.carry_over(self.legs[-1].line)
+        await phone.open()
+        self.add_leg(phone)
+        self.history.append("stream: connected to the server")
+        await self.account.stream_opened(self, phone)
+        await phone.closed.wait()
+        self._leg_closed(phone)
+        self.stream = None
+        self.history.append("stream: closed")
+
+    def add_leg(self, phone: PhoneLineClient) -> None:
+        """`phone` (open) carries the call from now on."""
+        self.legs.append(StreamLeg(phone, self.account.clock.now()))
+        self.stream = phone
+
+    def _leg_closed(self, phone: PhoneLineClient) -> None:
+        for leg in self.legs:
+            if leg.line is phone and leg.closed_at is None:
+                leg.closed_at = self.account.clock.now()
+
+    async def _close_stream(self) -> None:
+        phone, self.stream = self.stream, None
+        if phone is not None and not phone.closed.is_set():
+            why = "the call ended" if self.status in ENDED else "the call was redirected"
+            self.history.append(f"stream: stopped ({why})")
+            await phone.hang_up()  # Twilio's `stop`, then the socket closes
+        if phone is not None:
+            self._leg_closed(phone)
+
+    async def _dial(self, dial: ET.Element) -> str | None:
+        timeout = float(dial.get("timeout", "30"))
+        conference = dial.find("Conference")
+        if conference is not None:
+            await join_conference(self.account, self, conference)
+            status = "completed"
+        else:
+            nouns = [n for n in dial if n.tag in ("Number", "Sip")]
+            to = (nouns[0].text if nouns else dial.text) or ""
+            try:
+                status = await self.account.dial_leg(self, to.strip(), timeout)
+            except asyncio.CancelledError:
+                # Hung up during the dial: Twilio still requests the action (its TwiML unused).
+                action = dial.get("action")
+                if action is not None and self.status in ENDED:
+                    ended = "completed" if self.bridged else "canceled"
+                    self.account.spawn(self.account.fetch_twiml(self, action, DialCallStatus=ended))
+                raise
+        action = dial.get("action")
+        if action is None or self.status in ENDED:
+            return None
+        return await self.account.fetch_twiml(self, action, DialCallStatus=status)

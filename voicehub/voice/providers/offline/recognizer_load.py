@@ -1,0 +1,112 @@
+"""How loaded this process's offline recognizers are: the signal for admitting calls.
+
+An offline call costs the machine mostly its speech recognition: Whisper's decodings on the
+decoding threads (`decode_queue`), PocketSphinx's in its worker processes
+(`sphinx_workers`). Each reports the seconds it spent decoding; `RecognizerLoad` turns them
+into the share of the recognizers' capacity used over the last stretch (at least
+`min_window` seconds): 1.0 means they decoded all the time and can no longer keep up, so
+callers would wait longer and longer for their answers. A final transcript that has waited
+for a decoder longer than `late_final` seconds also counts as 1.0 at once (the queue is
+already behind). Admission (`voicehub.desks.admission`, `--max-load`) refuses new calls
+above a limit: `DEFAULT_MAX_LOAD` leaves headroom for the calls already admitted, whose
+turns come in bursts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_MAX_LOAD", "RecognizerLoad", "offline_recognizer_load"]
+
+DEFAULT_MAX_LOAD = 0.8
+"""The admission limit for the offline stack: new calls are refused once the recognizers
+were busy 80% of the time (docs/speech-recognition.md: the calls that makes per machine)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """Seconds of decoding done so far, by how many decoders at once, and how long the
+    oldest final waiting for one has waited."""
+
+    busy_seconds: float
+    decoders: int
+    oldest_final_wait: float = 0.0
+
+
+class RecognizerLoad:
+    """The load of the recognizers `sources` report (each a `Capacity` now, or None for
+    one not in use): the busiest one's share of its capacity since the previous reading
+    (readings closer than `min_window` seconds repeat the previous figure)."""
+
+    def __init__(
+        self,
+        sources: list[Callable[[], Capacity | None]],
+        *,
+        min_window: float = 2.0,
+        late_final: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sources = sources
+        self._min_window = min_window
+        self._late_final = late_final
+        self._clock = clock
+        self._last: dict[int, tuple[float, float]] = {}  # source index -> (time, busy)
+        self._loads: dict[int, float] = {}
+
+    def __call__(self) -> float:
+        """The load now: 0.0 (idle) to 1.0 (decoding all the time), or more."""
+        now = self._clock()
+        worst = 0.0
+        for index, source in enumerate(self._sources):
+            capacity = source()
+            if capacity is None:
+                continue
+            worst = max(worst, self._load_of(index, capacity, now))
+        return worst
+
+    def _load_of(self, index: int, capacity: Capacity, now: float) -> float:
+        if capacity.oldest_final_wait >= self._late_final:
+            return 1.0
+        last = self._last.get(index)
+        if last is None:
+            self._last[index] = (now, capacity.busy_seconds)
+            return 0.0
+        since, busy = last
+        elapsed = now - since
+        if elapsed < self._min_window:
+            return self._loads.get(index, 0.0)
+        load = (capacity.busy_seconds - busy) / (elapsed * max(1, capacity.decoders))
+        self._last[index] = (now, capacity.busy_seconds)
+        self._loads[index] = max(0.0, load)
+        return self._loads[index]
+
+
+def _whisper_capacity() -> Capacity | None:
+    from voicehub.voice.providers.offline import whisper_engine
+
+    recognizer = whisper_engine.built_shared_recognizer()
+    if recognizer is None:
+        return None
+    stats = recognizer.queue.stats()
+    return Capacity(stats.busy_seconds, stats.workers, stats.oldest_final_wait)
+
+
+def _sphinx_capacity() -> Capacity | None:
+    from voicehub.voice.providers.offline import sphinx_workers
+
+    workers = sphinx_workers.built_shared_workers()
+    if workers is None:
+        return None
+    stats = workers.stats()
+    return Capacity(stats.decode_seconds, workers.processes, stats.oldest_wait_seconds)
+
+
+def offline_recognizer_load(
+    *, min_window: float = 2.0, clock: Callable[[], float] = time.monotonic
+) -> RecognizerLoad:
+    """The load of this process's shared Whisper and PocketSphinx recognizers (those in
+    use): a callable to read whenever a call asks to be admitted."""
+    sources = [_whisper_capacity, _sphinx_capacity]
+    return RecognizerLoad(sources, min_window=min_window, clock=clock)
