@@ -136,12 +136,14 @@ async def _idle(test: Harness) -> None:
 
 
 async def _caller_turn_over(test: Harness) -> None:
-    """Wait (real time) until the VAD has heard the caller start and stop."""
+    """Wait (real time) until the VAD has heard the caller start and stop, then let hub
+    time pass until the engine has settled the turn (the recognizer answers in real time)."""
     await test.transport.wait_for(
         lambda: (
             [e.state for e in test.transport.events_of(UserState)][-2:] == ["speaking", "listening"]
         )
     )
+    await _idle(test)
 
 
 async def _result_playing(test: Harness) -> None:

@@ -239,6 +239,22 @@ def test_a_turn_committed_before_the_reply_was_heard_continues_that_turn() -> No
     assert third.continues is None and InterruptAgent in kinds(decisions)
 
 
+def test_a_final_that_restates_the_interim_a_turn_was_committed_on_is_joined_once() -> None:
+    # a recognizer far behind (a burst on a loaded server): the turn commits on its interim
+    # after final_timeout, then its final says those words again with the rest
+    engine = TurnEngine(TurnSettings(policy=VAD.policy, final_timeout=1.0, prepare_replies=False))
+    engine.speech_started(0.0)
+    engine.transcript("could you research", final=False, now=0.5)
+    engine.speech_ended(1.0)
+    [first] = commits(engine.tick(2.0))
+    assert first.text == "could you research"
+    engine.reply_started(first.turn, first.text)
+    engine.transcript("could you research heat pumps for me please", final=True, now=2.2)
+    [second] = commits(engine.tick(2.2 + 0.65))
+    assert second.continues == first.turn
+    assert second.text == "could you research heat pumps for me please"
+
+
 def test_a_reply_whose_tools_ran_is_never_continued() -> None:
     engine = TurnEngine(VAD)
     engine.typed("research solar", 0.0)

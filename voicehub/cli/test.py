@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from voicehub.cli.subcommands import Subcommands
 from voicehub.errors import VoicehubError
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(commands: Subcommands) -> None:
     """Add `test` to an `add_subparsers()` object."""
     parser = commands.add_parser(
         "test",

@@ -117,6 +117,8 @@ class _Turn:
     prepared: str | None = None  # the text a reply was prepared for
     over_agent: _Overlap | None = None  # this turn began over the agent's speech
     stop_only: bool = False  # its words over the agent only asked it to stop
+    unsettled: str = ""  # words committed as an interim the recognizer never finalized
+    restates: tuple[int, str] | None = None  # (turn, words): its first final says them again
 
     def text(self, *, with_interim: bool = False) -> str:
         words = [*self.finals, self.interim] if with_interim else self.finals
@@ -154,6 +156,7 @@ class TurnEngine:
         self._turn: _Turn | None = None
         self._turn_ids = 0
         self._reply: _Reply | None = None
+        self._unsettled: tuple[int, str] | None = None  # the last turn committed on an interim
         self._speech: AgentSpeech | None = None
         self._interruptible = False
         self._overlap: _Overlap | None = None
@@ -261,6 +264,10 @@ class TurnEngine:
                 # words (a result yields only to the caller's live voice, or their turn)
                 turn.over_agent = self._overlap = _Overlap(started_at=now, last_voiced=now)
         if final:
+            if self._unsettled is not None and turn.restates is None:
+                # a recognizer's final replaces its interims: it says the words a turn
+                # was committed on without one again
+                turn.restates, self._unsettled = self._unsettled, None
             if text:
                 turn.finals.append(text)
             turn.interim = ""
@@ -421,7 +428,7 @@ class TurnEngine:
                     decisions.append(AskEndOfTurn(turn.id))
                 return decisions
             turn.finals = [turn.text(with_interim=True)]  # what it heard, never lost
-            turn.interim = ""
+            turn.unsettled, turn.interim = turn.interim, ""
             return self._end(turn, now)
         while True:
             decision = decide(self._evidence(turn), self.settings.policy, now)
@@ -482,8 +489,13 @@ class TurnEngine:
         decisions: list[Decision] = []
         continues: int | None = None
         reply = self._reply
+        unsettled = turn.unsettled or (turn.interim if turn.awaiting_final else "")
+        self._unsettled = (turn.id, unsettled) if unsettled else None
         if reply is not None and not reply.heard and not reply.used_tools and answer:
-            continues, text = reply.turn, f"{reply.text} {text}".strip()
+            earlier = reply.text
+            if turn.restates is not None and turn.restates[0] == reply.turn:
+                earlier = earlier.removesuffix(turn.restates[1]).strip()
+            continues, text = reply.turn, f"{earlier} {text}".strip()
         elif self._speech is not None and self._interruptible:
             decisions += self._stop_agent("caller turn")
         self.committed += 1
