@@ -34,6 +34,7 @@ from voicehub.core.clock import VirtualClock, settle
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
+from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
@@ -170,7 +171,10 @@ class PipelineHarness(Harness):
             tts=models["tts"],
             vad=models["vad"],
             voices={"robot": models["robot"]},
-            options=EngineOptions(delivery_mode=mode),
+            # the recognizer answers in real time while this clock runs ahead of it: the
+            # turn waits for its final, as it does on a live call (final_timeout is for a
+            # recognizer that never finalizes, tested on the turn engine alone)
+            options=EngineOptions(delivery_mode=mode, turn=TurnSettings(final_timeout=60.0)),
             **options,
         )
         transport.session = session
