@@ -270,7 +270,9 @@ async def test_caller_asks_agent_calls_tool_and_answers(
     assert transport.acked == transport.marks  # every segment confirmed, none cut
 
     history = await call.hub.history(ROOM)
-    [user] = events(history, EventKind.TRANSCRIPT, "user")
+    users = events(history, EventKind.TRANSCRIPT, "user")
+    assert len(users) == 1, [(e.text, e.metadata) for e in history]
+    [user] = users
     assert "solar" in user.text
     [tool_call] = events(history, EventKind.TOOL_CALL)
     assert tool_call.metadata["tool"] == "research"
@@ -296,7 +298,8 @@ async def test_caller_asks_agent_calls_tool_and_answers(
     # never idle, not even for an instant, from the caller's first word to the last playout
     first = names.index("user_speech_started")
     last = len(names) - 1 - names[::-1].index("playout_confirmed")
-    assert not any(snapshot.is_idle for _, _, snapshot in activity.log[first : last + 1])
+    idle = [(name, at) for name, at, snapshot in activity.log[first : last + 1] if snapshot.is_idle]
+    assert not idle, (idle, [(name, at) for name, at, _ in activity.log])
     assert activity.log[-1][2].is_idle
     assert (True,) in activity.calls("user_turn_awaiting_answer")
     assert all(not s.is_idle for name, _, s in activity.log if name == "agent_speech_started")

@@ -47,6 +47,7 @@ log = logging.getLogger("voicehub.voice")
 
 VAD_LAG_ALLOWED = 0.1  # seconds of caller audio the VAD may not have analysed yet
 VAD_STALL_LIMIT = 5.0  # a lagging VAD that analyses nothing for this long holds no turn
+RECOGNIZER_WAIT_LIMIT = 15.0  # a final owed is waited for this long past final_timeout
 
 
 class CallerTurns:
@@ -80,6 +81,7 @@ class CallerTurns:
         self._vad_moved = asyncio.Event()  # set when it analysed more
         # what the VAD had analysed, and when that was last seen to grow (from the start)
         self._vad_seen = (0.0, clock.now())
+        self._owed_since: float | None = None  # when a tick first waited for an owed final
         self._floor = asyncio.Event()  # set while the caller does not hold the floor
         self._floor.set()
         self._wake = asyncio.Event()
@@ -153,7 +155,27 @@ class CallerTurns:
                 self._vad_moved.clear()
                 await wait_or_sleep(self.clock, self._vad_moved, VAD_STALL_LIMIT)
                 continue
+            waited = self._final_owed()
+            if waited is not None:
+                # a recognizer of ours still decoding the turn's words (a loaded machine):
+                # a turn committed on its interim would be said again by its final
+                await wait_or_sleep(self.clock, self._wake, RECOGNIZER_WAIT_LIMIT - waited)
+                continue
             self.apply(self.engine.tick(self.clock.now()))
+
+    def _final_owed(self) -> float | None:
+        """How long ticks have waited for a final the recognizer still owes the quiet turn
+        (None: nothing to wait for). A recognizer stream of ours says how many flushes it
+        has not answered (`finals_owed`); livekit's do not, and `final_timeout` holds."""
+        owed = getattr(self.recognizer, "finals_owed", 0)
+        now = self.clock.now()
+        if not (isinstance(owed, int) and owed > 0 and self.engine.awaiting_final):
+            self._owed_since = None
+            return None
+        if self._owed_since is None:
+            self._owed_since = now
+        waited = now - self._owed_since
+        return waited if waited < RECOGNIZER_WAIT_LIMIT else None
 
     def _vad_behind(self) -> bool:
         """Whether the caller audio pushed runs ahead of what the VAD analysed: a VAD stream

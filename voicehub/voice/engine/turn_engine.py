@@ -181,6 +181,12 @@ class TurnEngine:
     def agent_paused(self) -> bool:
         return self._overlap is not None and self._overlap.paused
 
+    @property
+    def awaiting_final(self) -> bool:
+        """Whether the caller went quiet and the turn waits for the recognizer's final."""
+        turn = self._turn
+        return turn is not None and not turn.speaking and turn.awaiting_final
+
     def next_wake(self) -> float | None:
         """The clock time at which `tick` has something to decide (None: nothing)."""
         times = [t for t in (self._overlap_check_at(), self._commit_check_at()) if t is not None]

@@ -63,6 +63,7 @@ class UtteranceStream:
         self._jobs: asyncio.Queue[list[rtc.AudioFrame] | None] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
+        self.finals_owed = 0  # flushes whose final has not been sent yet
 
     def deliver_to(self, sink: Callable[[lk_stt.SpeechEvent], None]) -> None:
         """`DirectEvents`: finals go to `sink`."""
@@ -86,6 +87,7 @@ class UtteranceStream:
     def flush(self) -> None:
         """The utterance ended: recognize what was kept (a final, possibly empty, follows)."""
         frames, self._frames, self._seconds = list(self._frames), collections.deque(), 0.0
+        self.finals_owed += 1
         self._jobs.put_nowait(frames)
 
     def end_input(self) -> None:
@@ -112,5 +114,6 @@ class UtteranceStream:
                 type=lk_stt.SpeechEventType.FINAL_TRANSCRIPT,
                 alternatives=[lk_stt.SpeechData(language=_ENGLISH, text=text)],
             )
+            self.finals_owed -= 1
             if self._sink is not None:
                 self._sink(final)

@@ -136,6 +136,11 @@ class PocketSphinxStream(InlineRecognizeStream):
         )
 
     @property
+    def finals_owed(self) -> int:
+        """Flushes whose final has not come back yet (the engine waits for them)."""
+        return self._flushes_out
+
+    @property
     def worker_pid(self) -> int:
         """The process decoding this stream."""
         return self._link.pid

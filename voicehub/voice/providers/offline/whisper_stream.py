@@ -87,6 +87,11 @@ class WhisperStream(InlineRecognizeStream):
 
     # -- input (on the loop, inline) -----------------------------------------------------------
 
+    @property
+    def finals_owed(self) -> int:
+        """Flushes whose final has not been sent yet (the engine waits for them)."""
+        return len(self._flushed)
+
     def _take(self, item: InputItem) -> bool:
         if isinstance(item, self._FlushSentinel):
             self._flush_utterance()
