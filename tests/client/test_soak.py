@@ -113,6 +113,24 @@ async def test_soak_reports_a_result_spoken_twice_a_held_one_and_a_lost_one(
     assert tally.results_lost == 1
 
 
+async def test_a_call_refused_busy_is_counted_as_refused_not_failed_nor_unanswered(
+    server: RunningServer, lines: CallerLines
+) -> None:
+    admission = server.app.state.admission
+    max_load = admission.max_load
+    admission.max_load = -1.0  # any load is above it: every new call is refused busy
+    try:
+        caller = SoakCaller(0, options(server, seed=21, ramp=0.0), server.url, lines)
+        await caller._call(collect=False)  # a conversing call, as the soak's loop places
+        await caller.run(until=0.0)  # and the collecting one
+    finally:
+        admission.max_load = max_load
+    assert [log.refused_busy for log in caller.calls] == [True, True]
+    tally = account(caller.calls, {})
+    assert (tally.calls, tally.refused_busy) == (2, 2)
+    assert (tally.failed_calls, tally.unanswered_calls) == (0, 0)
+
+
 async def test_soak_options_reject_bad_ranges() -> None:
     with pytest.raises(ValueError, match="turn_pause is a range"):
         SoakOptions(turn_pause=(2.0, 1.0))

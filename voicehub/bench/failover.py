@@ -176,23 +176,30 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
                         await fleet.ready(2)
                         handovers[transport].append(await measure(fleet, drain=True))
                 tally = {"calls": 0, "ended": 0, "lost": 0, "twice": 0}
+                by_phase = {
+                    phase: {"calls": 0, "ended": 0, "lost": 0, "twice": 0} for phase in PHASES
+                }
                 for number in range(kills):
                     await fleet.ready(2)
-                    found = await kill_mid_call(fleet, speech, PHASES[number % len(PHASES)])
-                    tally["calls"] += 1
-                    for key, value in found.items():
-                        tally[key] += value
+                    phase = PHASES[number % len(PHASES)]
+                    found = await kill_mid_call(fleet, speech, phase)
+                    for counts in (tally, by_phase[phase]):
+                        counts["calls"] += 1
+                        for key, value in found.items():
+                            counts[key] += value
     return {
         "failover": {
             "gap_ms": {t: statistics.median(v) for t, v in gaps.items()},
             "gap_ms_max": {t: max(v) for t, v in gaps.items()},
             "handover_gap_ms": {t: statistics.median(v) for t, v in handovers.items()},
             "handover_gap_ms_max": {t: max(v) for t, v in handovers.items()},
+            "samples_ms": {"gap": gaps, "handover_gap": handovers},
             "kills": {
                 "count": tally["calls"],
                 "calls_ended": tally["ended"],
                 "results_lost": tally["lost"],
                 "spoken_twice": tally["twice"],
+                "by_phase": by_phase,
             },
             "settings": {
                 "samples_per_transport": samples,

@@ -123,16 +123,16 @@ class SoakCaller:
                 if not _refused_busy(client.report):
                     raise
                 entry.refused_busy = True  # at its limit: an answer, not a failure
-                return
-            stage = "greeting"
-            await client.wait_for_turn()
-            stage = "conversation"
-            if collect:
-                await client.settle(options.settle_timeout)
-            else:
-                await self._converse(client, entry)
-            stage = "hang-up (the server did not close the call)"
-            await client.hangup()
+            if not entry.refused_busy:
+                stage = "greeting"
+                await client.wait_for_turn()
+                stage = "conversation"
+                if collect:
+                    await client.settle(options.settle_timeout)
+                else:
+                    await self._converse(client, entry)
+                stage = "hang-up (the server did not close the call)"
+                await client.hangup()
         except Exception as exc:  # a failed call is counted, the caller carries on
             entry.error = f"{stage}: {type(exc).__name__}: {exc}"
             log.warning("%s: call failed: %s", self.conversation, entry.error)
@@ -143,7 +143,12 @@ class SoakCaller:
         entry.seconds = client.now()
         entry.talk_seconds = sum(u.seconds for u in report.utterances if u.started_at is not None)
         entry.agent_seconds = sum(segment.seconds for segment in report.segments)
-        entry.unanswered = not collect and not entry.hung_up_early and _unanswered(report)
+        entry.unanswered = (
+            not collect
+            and not entry.hung_up_early
+            and not entry.refused_busy
+            and _unanswered(report)
+        )
         entry.turns = len(report.utterances)
         entry.attempts = len(report.events_of(DeliveryAttempt))
         entry.delivered = [
