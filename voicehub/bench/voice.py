@@ -101,7 +101,7 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
             wakeups = await wakeups_per_frame(
                 silero_load, 25 if quick else 40, 1.0, 2.0 if quick else 4.0, "per-call"
             )
-            silero_steps = [50, 100] if quick else [100, 200, 300, 350, 400, 450, 500, 600]
+            silero_steps = [50, 100] if quick else [100, 125, 150, 175, 200, 250, 300, 400]
             with pinned_to_one_cpu() as cpu:  # "per core": every thread on one CPU
                 batched = await calls_per_core(
                     silero_load, silero_steps, 1.0, 2.0 if quick else 4.0, "per-call", tries=1
