@@ -54,6 +54,11 @@ class _Stream:
         self.owner, self.inner = owner, inner
         self._reader: asyncio.Task[None] | None = None
 
+    @property
+    def finals_owed(self) -> int:
+        """What the wrapped stream says it owes (the engine waits for those finals)."""
+        return int(getattr(self.inner, "finals_owed", 0))
+
     def push_frame(self, frame: Any) -> None:
         self.inner.push_frame(frame)
 
