@@ -138,7 +138,7 @@ class CallerTurns:
                 await self._wake.wait()
                 continue
             delay = wake - self.clock.now()
-            if delay > 0:
+            if delay > 1e-6:  # less is due now: a sleep that short may round to no time
                 sleeper = asyncio.ensure_future(self.clock.sleep(delay))
                 woken = asyncio.ensure_future(self._wake.wait())
                 try:
@@ -155,18 +155,19 @@ class CallerTurns:
                 self._vad_moved.clear()
                 await wait_or_sleep(self.clock, self._vad_moved, VAD_STALL_LIMIT)
                 continue
-            waited = self._final_owed()
-            if waited is not None:
+            left = self._final_owed()
+            if left is not None:
                 # a recognizer of ours still decoding the turn's words (a loaded machine):
                 # a turn committed on its interim would be said again by its final
-                await wait_or_sleep(self.clock, self._wake, RECOGNIZER_WAIT_LIMIT - waited)
+                await wait_or_sleep(self.clock, self._wake, left)
                 continue
             self.apply(self.engine.tick(self.clock.now()))
 
     def _final_owed(self) -> float | None:
-        """How long ticks have waited for a final the recognizer still owes the quiet turn
-        (None: nothing to wait for). A recognizer stream of ours says how many flushes it
-        has not answered (`finals_owed`); livekit's do not, and `final_timeout` holds."""
+        """How much longer ticks wait for a final the recognizer still owes the quiet turn
+        (None: nothing to wait for, or the wait is over). A recognizer stream of ours says
+        how many flushes it has not answered (`finals_owed`); livekit's do not, and
+        `final_timeout` holds."""
         owed = getattr(self.recognizer, "finals_owed", 0)
         now = self.clock.now()
         if not (isinstance(owed, int) and owed > 0 and self.engine.awaiting_final):
@@ -174,8 +175,10 @@ class CallerTurns:
             return None
         if self._owed_since is None:
             self._owed_since = now
-        waited = now - self._owed_since
-        return waited if waited < RECOGNIZER_WAIT_LIMIT else None
+        left = self._owed_since + RECOGNIZER_WAIT_LIMIT - now
+        # a remainder under a millisecond is over: sleeping it could round to no time at
+        # all on a clock far from zero, and the loop would spin
+        return left if left >= 0.001 else None
 
     def _vad_behind(self) -> bool:
         """Whether the caller audio pushed runs ahead of what the VAD analysed: a VAD stream
