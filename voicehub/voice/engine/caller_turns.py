@@ -138,7 +138,7 @@ class CallerTurns:
                 await self._wake.wait()
                 continue
             delay = wake - self.clock.now()
-            if delay > 1e-6:  # less is due now: a sleep that short may round to no time
+            if delay > 0:
                 sleeper = asyncio.ensure_future(self.clock.sleep(delay))
                 woken = asyncio.ensure_future(self._wake.wait())
                 try:
