@@ -31,6 +31,7 @@ from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
 from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.providers.offline.vad import VADKind
+from voicehub.voice.turns.setup import TurnSetup, turn_setup
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -56,6 +57,10 @@ TURNS: list[tuple[str, str, str]] = [
     ("what time does the train to berlin leave", "train", "The train leaves at noon."),
 ]
 WARMUP_TURN = ("hello can you hear me", "hello", "Yes, I can hear you.")
+
+# A desk's settings as shipped: Silero with its default silence, `turn = "model"` (Smart
+# Turn, `max_turn_silence` 2 s), and `stt = "auto"` (Whisper): `v2v_shipped`.
+SHIPPED = {"vad_min_silence_s": 0.35, "min_endpointing_delay_s": 0.0}
 
 
 def frames_of(pcm16: bytes) -> list[bytes]:
@@ -118,11 +123,13 @@ async def v2v_latency(
     *,
     providers: tuple[Any, Any] | None = None,
     before_turn: Callable[[str], None] | None = None,
+    turns_setup: TurnSetup | None = None,
 ) -> dict[str, Any]:
     """End of caller speech (its last voiced frame pushed) to the first agent audio frame at
     the transport: Piper + PocketSphinx + `vad_kind` + the scripted agent, turn by turn.
     The first turn warms the pipeline up and is not counted. `providers` replaces the
-    offline (STT, TTS); `before_turn` gets each turn's words before the caller says them."""
+    offline (STT, TTS); `before_turn` gets each turn's words before the caller says them;
+    `turns_setup` replaces the VAD-only turns of `tuning` (a desk's turn policy and model)."""
     if providers is None:
         stt, tts = PocketSphinxSTT(), PiperTTS()
         await asyncio.to_thread(stt.prewarm)
@@ -130,6 +137,14 @@ async def v2v_latency(
     else:
         stt, tts = providers
     vad = load_vad(vad_kind, min_silence_duration=tuning["vad_min_silence_s"])
+    policy = (
+        turns_setup.settings
+        if turns_setup is not None
+        else TurnPolicy(
+            mode="vad",
+            vad_silence=tuning["vad_min_silence_s"] + tuning["min_endpointing_delay_s"],
+        )
+    )
     script = [WARMUP_TURN, *TURNS[:turns]]
     speech = [await asyncio.to_thread(synthesize, text, "piper", RATE) for text, _, _ in script]
     latencies: list[float] = []
@@ -145,14 +160,8 @@ async def v2v_latency(
             stt=stt,
             tts=tts,
             vad=vad,
-            options=EngineOptions(
-                turn=TurnSettings(
-                    policy=TurnPolicy(
-                        mode="vad",
-                        vad_silence=tuning["vad_min_silence_s"] + tuning["min_endpointing_delay_s"],
-                    )
-                )
-            ),
+            options=EngineOptions(turn=TurnSettings(policy=policy)),
+            end_of_turn=turns_setup.model if turns_setup is not None else None,
         )
         await call.start()
         caller = PacedCaller(call.push)
@@ -248,3 +257,20 @@ async def _until_idle(call: VoicehubCall, timeout: float) -> None:
             snapshot = await activity.wait_for_change(snapshot.version)
 
     await asyncio.wait_for(wait(), timeout)
+
+
+async def v2v_shipped(store: str, folder: Path, turns: int) -> dict[str, Any]:
+    """`v2v_latency` with a desk's settings as shipped (`SHIPPED`): the accurate recognizer
+    (Whisper, as `stt = "auto"` picks it) and the end-of-turn model."""
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    stt, tts = WhisperSTT(), PiperTTS()
+    await asyncio.to_thread(stt.prewarm)
+    await asyncio.to_thread(tts.prewarm)
+    setup = await asyncio.to_thread(turn_setup, "model", 2.0, owner="the v2v bench")
+    if setup.model is None:
+        raise RuntimeError("the end-of-turn model did not load: see the warning above")
+    figures = await v2v_latency(
+        store, folder, turns, "silero", SHIPPED, providers=(stt, tts), turns_setup=setup
+    )
+    return {**figures, "stt": "whisper", "turn": "model"}
