@@ -255,6 +255,25 @@ def test_a_final_that_restates_the_interim_a_turn_was_committed_on_is_joined_onc
     assert second.text == "could you research heat pumps for me please"
 
 
+def test_an_interim_arriving_after_final_timeout_does_not_end_the_turn_under_its_final() -> None:
+    # a starved recognizer: nothing for seconds after the flush, then its interims and final
+    # all at once. The driver holds ticks while the final is owed; an interim must not
+    # commit the turn on the way (its final would then stand as a second turn)
+    engine = TurnEngine(TurnSettings(policy=VAD.policy, final_timeout=1.0, prepare_replies=False))
+    engine.speech_started(0.0)
+    engine.speech_ended(1.0)
+    assert not commits(engine.transcript("laser", final=False, now=4.0))
+    assert not commits(engine.transcript("please research solar", final=False, now=4.0))
+    [turn] = commits(engine.transcript("please research solar panels", final=True, now=4.5))
+    assert turn.text == "please research solar panels" and turn.continues is None
+    # with no final at all, the tick past the deadline commits what was heard
+    engine.speech_started(6.0)
+    engine.transcript("and wind", final=False, now=6.5)
+    engine.speech_ended(7.0)
+    [late] = commits(engine.tick(8.0))
+    assert late.text == "and wind"
+
+
 def test_a_reply_whose_tools_ran_is_never_continued() -> None:
     engine = TurnEngine(VAD)
     engine.typed("research solar", 0.0)

@@ -316,7 +316,7 @@ class TurnEngine:
 
     def tick(self, now: float) -> list[Decision]:
         """Time passed: pause or resume the agent, commit what is due."""
-        return self._check_overlap(now) + self._try_commit(now)
+        return self._check_overlap(now) + self._try_commit(now, deadline=True)
 
     # -- agent --------------------------------------------------------------------------
 
@@ -420,13 +420,17 @@ class TurnEngine:
             probability=turn.complete,
         )
 
-    def _try_commit(self, now: float) -> list[Decision]:
+    def _try_commit(self, now: float, *, deadline: bool = False) -> list[Decision]:
+        """Commit the quiet turn if it is over. A turn still awaiting its final ends on
+        `final_timeout` only in a `tick` (`deadline`): the driver holds ticks while a
+        recognizer still owes the final, and an interim arriving late must not end the
+        turn under it (its final would then be a turn of its own)."""
         turn = self._turn
         if turn is None or turn.speaking or turn.quiet_since is None:
             return []
         decisions: list[Decision] = []
         if turn.awaiting_final:
-            if now < turn.quiet_since + self.settings.final_timeout:
+            if not deadline or now < turn.quiet_since + self.settings.final_timeout:
                 # the words are not in yet; the model may already be asked about the sound
                 decision = decide(self._evidence(turn), self.settings.policy, now)
                 if isinstance(decision, AskModel):
