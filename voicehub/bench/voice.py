@@ -108,6 +108,12 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
                 batched = await calls_per_core(
                     silero_load, silero_steps, 1.0, 2.0 if quick else 4.0, "per-call", tries=1
                 )
+                # the same with the end-of-turn model asked at every pause (`turn = "model"`)
+                model_load = dataclasses.replace(silero_load, session_options=_turn_model())
+                model_steps = [25, 50] if quick else [25, 50, 75, 100, 125, 150, 175]
+                with_model = await calls_per_core(
+                    model_load, model_steps, 1.0, 2.0 if quick else 4.0, "per-call", tries=1
+                )
             vad_cost_figures = await vad_cost(64 if quick else 200, 1)
         finally:
             gc.unfreeze()
@@ -135,6 +141,8 @@ async def _run(store: str, quick: bool) -> dict[str, Any]:
             "calls_per_core": batched["calls_per_core"],
             "calls_per_core_cpu": cpu,
             "calls_per_core_vad": "silero, batched across calls (one ONNX run per 20 ms tick)",
+            "calls_per_core_turn_model": with_model["calls_per_core"],
+            "calls_ramp_turn_model": with_model["calls_ramp_detail"],
             "package_lines": package_lines(),
             "calls_ramp_silero_batched": batched["calls_ramp_detail"],
             **vad_cost_figures,
@@ -156,6 +164,22 @@ def package_lines() -> int:
     """Lines of Python in the `voicehub.voice` package (the engine, its providers, the relay)."""
     root = Path(__file__).resolve().parents[1] / "voice"
     return sum(len(path.read_text().splitlines()) for path in root.rglob("*.py"))
+
+
+def _turn_model() -> dict[str, Any]:
+    """Session options for turns ended by the end-of-turn model (Smart Turn), as a desk's
+    `turn = "model"` sets them."""
+    from voicehub.voice.engine.options import EngineOptions
+    from voicehub.voice.engine.turn_engine import TurnSettings
+    from voicehub.voice.turns.setup import turn_setup
+
+    setup = turn_setup("model", 2.0, owner="the calls-per-core bench")
+    if setup.model is None:
+        raise RuntimeError("the end-of-turn model did not load: see the warning above")
+    return {
+        "options": EngineOptions(turn=TurnSettings(policy=setup.settings)),
+        "end_of_turn": setup.model,
+    }
 
 
 def _batched_silero() -> Any:

@@ -217,6 +217,8 @@ class Load:
     pattern: list[bytes]
     runs: int = 0
     vad: Callable[[], Any] | None = None  # a VAD per call; None: WebRTC's
+    # more options for voicehub's sessions (e.g. the turn policy and its end-of-turn model)
+    session_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def cycle(self) -> float:
@@ -256,7 +258,9 @@ class Load:
             elif variant == "bare":
                 calls.append(BareCall(llm=FakeLLM(), **providers))
             else:
-                calls.append(VoicehubCall(hub, f"call-{i}", agent, **providers))
+                calls.append(
+                    VoicehubCall(hub, f"call-{i}", agent, **providers, **self.session_options)
+                )
         try:
             await asyncio.gather(*(call.start() for call in calls))
             # The calls' objects, made all at once, would otherwise make the collector's
