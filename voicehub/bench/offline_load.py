@@ -40,11 +40,12 @@ _CHANNELS = Path("channels")
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
-    """The `offline` section: about 3 minutes with `quick`, 20-40 without."""
+    """The `offline` section: about 3 minutes with `quick`, 15-40 without."""
     from voicehub.voice.providers.offline.recognizer_load import DEFAULT_MAX_LOAD
 
     stt = os.environ.get("VOICEHUB_BENCH_STT", "auto")
-    ramp = [4, 8] if quick else [10, 20, 30, 40, 50, 60, 80, 100, 120, 150]
+    # fine at the bottom: an offline stack on a small machine carries calls by the handful
+    ramp = [4, 8] if quick else [2, 4, 6, 8, 10, 15, 20, 30, 40, 60, 80, 100, 150]
     minutes = 0.5 if quick else 2.0
     lines = await asyncio.to_thread(CallerLines.synthesize)
     started = time.perf_counter()
