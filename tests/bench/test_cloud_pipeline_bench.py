@@ -18,6 +18,7 @@ async def test_the_cloud_pipeline_section_reports_cpu_and_latency() -> None:
     for value in (
         figures["us_per_frame"],
         figures["offline_us_per_frame"],
+        figures["harness_us_per_frame"],
         figures["v2v_latency_ms"]["median"],
         figures["providers"]["stt_us_per_frame"] + figures["providers"]["harness_us_per_frame"],
         figures["providers"]["tts_us_per_frame"],

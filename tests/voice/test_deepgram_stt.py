@@ -289,6 +289,25 @@ async def test_direct_events_hear_the_same_as_the_iterator(fake: FakeDeepgram) -
     ]
 
 
+async def test_unknown_and_malformed_messages_are_skipped(
+    fake: FakeDeepgram, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Results are read as Deepgram's JSON by field name: a type this plugin does not know
+    (Deepgram adds some), a message that is not an object, and one that is not JSON at all
+    are passed over (the last with a warning naming it) and the utterance is still heard."""
+    fake.transcripts.append(WORDS)
+    fake.listen_preamble = [
+        '{"type": "Metadata", "request_id": "r1", "duration": 0.0}',
+        '{"type": "SomethingNew", "channel": 3}',
+        "[1, 2, 3]",
+        "this is not json",
+    ]
+    events = await recognize(DeepgramSTT(endpoint=endpoint(fake)), piper_speech(WORDS, 16000))
+    assert finals(events) == [WORDS]
+    assert [e.type for e in events].count(Kind.START_OF_SPEECH) == 1
+    assert "not JSON: 'this is not json'" in caplog.text
+
+
 def test_send_ms_is_held_to_deepgrams_range() -> None:
     with pytest.raises(ValueError, match="20 to 250"):
         DeepgramSTT(send_ms=500)

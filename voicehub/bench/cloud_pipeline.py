@@ -9,6 +9,9 @@ and Deepgram TTS (Aura, streaming) against the fake Deepgram on loopback
   replies, its sockets) is not counted: what is timed is voicehub, livekit-agents, the
   Deepgram SDK and the client side of the sockets. ``offline_us_per_frame``: the same calls
   with PocketSphinx and Piper in process instead (same VAD, agent and caller pattern).
+  ``harness_us_per_frame``: the same pacing with no session (`voice_load.HarnessCall`): what
+  the bench's own feeding costs, in the figures above; ``net_us_per_frame`` is the Deepgram
+  figure less it.
 - ``calls_per_core``: the Deepgram calls one CPU carries (the bench pinned to CPU 0, the
   fake Deepgram to CPU 1), ramped until the loop's lag p99 reaches 20 ms or a call that had
   a whole turn never answered (`calls_ramp_detail` has every step).
@@ -52,7 +55,7 @@ STT_DELAY_S = 0.3  # assumption: "under 300 ms" streaming STT (see the docstring
 TTS_FIRST_BYTE_S = 0.2  # Aura-2 sub-200 ms time to first byte (Deepgram's blog)
 RATE = 16000
 
-Stack = Literal["deepgram", "offline"]
+Stack = Literal["deepgram", "offline", "harness"]
 
 
 def _serve_fake(conn: Connection, transcript: str, replies: list[str]) -> None:
@@ -98,15 +101,18 @@ async def _paced_window(
     from voicehub.agents.agent import Agent
     from voicehub.agents.scripted import ScriptedLLM
     from voicehub.bench.voice_fakes import CALLER_TEXT, REPLY_TEXT, VoicehubCall
-    from voicehub.bench.voice_load import STAGGER, pace
+    from voicehub.bench.voice_load import STAGGER, HarnessCall, pace
     from voicehub.hub import Hub
     from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
 
     agent = Agent(id="desk", llm=ScriptedLLM([], fallback=REPLY_TEXT))
-    calls: list[VoicehubCall] = []
+    calls: list[VoicehubCall | HarnessCall] = []
     closers: list[Any] = []
     async with Hub() as hub:
         for i in range(count):
+            if stack == "harness":
+                calls.append(HarnessCall())
+                continue
             if stack == "deepgram":
                 assert fake is not None
                 stt, tts = _deepgram_providers(*fake, tuple(CALLER_TEXT.split()))
@@ -123,7 +129,7 @@ async def _paced_window(
         finally:
             await asyncio.gather(*(call.aclose() for call in calls))
             await asyncio.gather(*(tts.aclose() for tts in closers))
-    silent = sum(1 for call in calls if call.replies() == 0)
+    silent = sum(1 for call in calls if call.replies() == 0) if stack != "harness" else 0
     return window, silent
 
 
@@ -195,14 +201,14 @@ async def cpu_per_frame(
         if not ready:
             raise RuntimeError("the fake Deepgram process did not start")
         fake: tuple[str, str] = parent.recv()
-        samples: dict[Stack, list[float]] = {"deepgram": [], "offline": []}
-        silent: dict[Stack, int] = {"deepgram": 0, "offline": 0}
-        delivered: dict[Stack, list[float]] = {"deepgram": [], "offline": []}
+        samples: dict[Stack, list[float]] = {"deepgram": [], "offline": [], "harness": []}
+        silent: dict[Stack, int] = {"deepgram": 0, "offline": 0, "harness": 0}
+        delivered: dict[Stack, list[float]] = {"deepgram": [], "offline": [], "harness": []}
         await _paced_run("deepgram", fake, pattern, 2, 2.0)  # warm-up: imports, first turns
         await _paced_run("offline", None, pattern, 2, 2.0)
-        order: list[Stack] = ["deepgram", "offline"]
+        order: list[Stack] = ["deepgram", "offline", "harness"]
         for round_ in range(rounds):
-            for stack in order[round_ % 2 :] + order[: round_ % 2]:
+            for stack in order[round_ % 3 :] + order[: round_ % 3]:
                 us, pct, quiet = await _paced_run(stack, fake, pattern, count, measure)
                 samples[stack].append(us)
                 delivered[stack].append(pct)
@@ -223,10 +229,17 @@ async def cpu_per_frame(
         "providers": alone,
         "us_per_frame": round(statistics.median(samples["deepgram"]), 1),
         "offline_us_per_frame": round(statistics.median(samples["offline"]), 1),
+        "harness_us_per_frame": round(statistics.median(samples["harness"]), 1),
+        "net_us_per_frame": round(  # each round's own difference: drift cancels out
+            statistics.median(
+                [d - h for d, h in zip(samples["deepgram"], samples["harness"], strict=True)]
+            ),
+            1,
+        ),
         "runs_us_per_frame": {k: [round(v, 1) for v in vs] for k, vs in samples.items()},
         # calls that never answered in the window (an overloaded loop starves turns), and
         # the caller frames pushed against what the clock asked for (below 100: behind)
-        "silent_calls": silent,
+        "silent_calls": {k: v for k, v in silent.items() if k != "harness"},
         "delivered_pct_min": {k: round(min(vs), 1) for k, vs in delivered.items()},
         "cpu_setup": {
             "calls": count,
@@ -290,6 +303,8 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
         "cloud_pipeline": {
             "us_per_frame": cpu.pop("us_per_frame"),
             "offline_us_per_frame": cpu.pop("offline_us_per_frame"),
+            "harness_us_per_frame": cpu.pop("harness_us_per_frame"),
+            "net_us_per_frame": cpu.pop("net_us_per_frame"),
             "load_average_1m": round(os.getloadavg()[0], 2),
             **cpu,
             "v2v_latency_ms": {key: latency[key] for key in ("median", "p95", "max")},

@@ -101,6 +101,8 @@ class FakeDeepgram:
         self.handshakes: list[tuple[str, int]] = []  # (path, status)
         self.extensions: list[str] = []  # each handshake's Sec-WebSocket-Extensions offer
         self.keep_audio = False  # record each listen socket's audio (tests; costs memory)
+        # text each listen socket sends first, as it is (tests: types a parser must skip)
+        self.listen_preamble: list[str] = []
         # known lines (`fake_deepgram_listen.line_keys`): heard by their audio, not in order
         self.lines: dict[bytes, str] | None = None
         self._synthesize = synthesize
@@ -204,6 +206,8 @@ class FakeDeepgram:
                 await connection.send(json.dumps(message))
 
         delivering = asyncio.create_task(deliver()) if delay > 0 else None
+        for text in self.listen_preamble:
+            await connection.send(text)
 
         async def send(messages: list[dict[str, Any]]) -> None:
             for message in messages:

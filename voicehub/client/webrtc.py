@@ -30,6 +30,7 @@ from voicehub.voice.audio import FrameSplitter
 from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.events import SAMPLE_RATE
 from voicehub.voice.rtc_media import (
+    BROWSER_APPLICATION,
     BROWSER_COMPLEXITY,
     PcmDecoder,
     import_aiortc,
@@ -173,7 +174,12 @@ async def open_webrtc_link(
     channel = connection.createDataChannel("voicehub")
     link = WebRTCLink(connection, channel)
     # the caller's microphone encodes as a browser's does (recognition hears it)
-    mic = paced_track(link.mic, on_marks=lambda marks: None, complexity=BROWSER_COMPLEXITY)
+    mic = paced_track(
+        link.mic,
+        on_marks=lambda marks: None,
+        complexity=BROWSER_COMPLEXITY,
+        application=BROWSER_APPLICATION,
+    )
     connection.addTrack(mic)
     await connection.setLocalDescription(await connection.createOffer())
     url = offer_url(server, desk, conversation, token)

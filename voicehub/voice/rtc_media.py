@@ -29,7 +29,9 @@ from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.realtime.resample import PcmResampler
 
 __all__ = [
+    "BROWSER_APPLICATION",
     "BROWSER_COMPLEXITY",
+    "OPUS_APPLICATION",
     "OPUS_COMPLEXITY",
     "OpusPackets",
     "PcmDecoder",
@@ -37,16 +39,21 @@ __all__ = [
     "paced_track",
 ]
 
-OPUS_COMPLEXITY = 1
-"""libopus complexity (0-10) of agent audio. One 20 ms frame of speech at 16 kHz mono cost,
-on this project's shared 2-core test machine, about 240 us at 10 (libopus' default), 180 at
-5, 135 at 2, 80 at 1 and 75 at 0: the encoder was most of the transport's CPU. A lower
-setting spends its bits less cleverly (a little less quality at the same bitrate), which
-32 kb/s of mono speech affords."""
+OPUS_APPLICATION = "lowdelay"
+"""libopus application of agent audio: "restricted low delay", Opus' CELT mode alone (no
+SILK speech coder, no mode switching). For 20 ms of Piper speech at 16 kHz mono and about
+31 kb/s, on this project's shared 2-core test machine: CELT at complexity 0 costs about
+45 us a frame against 80 for "voip" (SILK) at complexity 1, decodes closer to what was sent
+(correlation 0.994 against 0.927), and its look-ahead is 2.5 ms against 6.5. SILK earns
+its place below about 20 kb/s or on a lossy uplink; the agent's voice is neither."""
+OPUS_COMPLEXITY = 0
+"""libopus complexity (0-10) of agent audio: the encoder is most of the transport's CPU
+(SILK at 16 kHz cost about 240 us a frame at 10, libopus' default, and 80 at 1)."""
 # soxr's low quality for the caller's audio: 6 ms of delay where its high quality adds 21
 # (before VAD and STT, on every turn), for a passband that still holds telephone speech
 _CALLER_QUALITY = "LQ"
-BROWSER_COMPLEXITY = 10  # a browser's microphone: libopus' default (the synthetic caller's)
+# a browser's microphone (the synthetic caller's): libopus' defaults for speech
+BROWSER_APPLICATION, BROWSER_COMPLEXITY = "voip", 10
 OPUS_BITRATE = 32000  # mono wideband speech; aiortc's own encoder spends 96 kb/s on stereo
 
 _MAX_LATE = 0.5  # seconds behind schedule before the pacer gives up catching up
@@ -68,13 +75,19 @@ class OpusPackets:
     resampled on its way out (RTP's 48 kHz clock is aiortc's conversion of the pts). Silence
     is one packet encoded once and sent again (a quiet call costs no encoding)."""
 
-    def __init__(self, rate: int, complexity: int = OPUS_COMPLEXITY) -> None:
+    def __init__(
+        self,
+        rate: int,
+        complexity: int = OPUS_COMPLEXITY,
+        application: str = OPUS_APPLICATION,
+    ) -> None:
         import av
 
         self._av = av
         self.rate = rate
         self.samples = rate * FRAME_MS // 1000
         self.time_base = fractions.Fraction(1, rate)
+        self._application = application
         self._codec = self._encoder(complexity)
         self._pts = 0
         self._silence = self._silence_packet(complexity)
@@ -86,7 +99,7 @@ class OpusPackets:
         codec.sample_rate = self.rate
         codec.time_base = self.time_base
         codec.bit_rate = OPUS_BITRATE
-        codec.options = {"application": "voip", "compression_level": str(complexity)}
+        codec.options = {"application": self._application, "compression_level": str(complexity)}
         return codec
 
     def _silence_packet(self, complexity: int) -> bytes:
@@ -128,15 +141,16 @@ def paced_track(
     on_marks: Callable[[tuple[str, ...]], None],
     on_audio: Callable[[], None] | None = None,
     complexity: int = OPUS_COMPLEXITY,
+    application: str = OPUS_APPLICATION,
 ) -> Any:
     """An aiortc `MediaStreamTrack` (kind "audio") playing `queue` in real time, as Opus
-    packets (`OpusPackets` at `complexity`).
+    packets (`OpusPackets` at `complexity` and `application`).
 
     `on_marks` gets the marks whose audio has just been handed to the encoder; `on_audio`
     is called for each frame that carried queued audio (not silence).
     """
     aiortc = import_aiortc()
-    packets = OpusPackets(queue.sample_rate, complexity)
+    packets = OpusPackets(queue.sample_rate, complexity, application)
 
     track_base: Any = aiortc.MediaStreamTrack
 

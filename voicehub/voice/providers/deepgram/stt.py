@@ -16,13 +16,16 @@ frame. A flush (the end of a turn) sends what is waiting at once, before `Finali
 chunking adds nothing to the end of a turn. Frames are taken in `push_frame`'s own call
 (no channel, no task wake-up per frame); the sending task wakes once per chunk. The stream
 is a `DirectEvents`: after `deliver_to(sink)` its speech events go to `sink` as they are
-read off the socket, not through livekit's event channel and its two readers.
+read off the socket, not through livekit's event channel and its two readers. Results are
+read as Deepgram's JSON off voicehub's own socket (`socket_transport.PlainSocket`), by the
+wire's field names; the SDK opens the socket and sends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -41,7 +44,7 @@ from voicehub.voice.providers.deepgram.connection import (
     fault_status,
     is_retryable,
 )
-from voicehub.voice.providers.deepgram.socket_transport import opened_sockets
+from voicehub.voice.providers.deepgram.socket_transport import PlainSocket, opened_sockets
 from voicehub.voice.providers.deepgram.stt_audio import AudioLedger, Chunk
 
 with vendor_import("livekit-agents"):
@@ -186,6 +189,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
         self._mulaw = stt.encoding == "mulaw"
         width = 1 if self._mulaw else 2
         self._ledger = AudioLedger(stt.sample_rate * width, stt.max_buffer_seconds)
+        self._rate = stt.sample_rate
         self._chunk_bytes = stt.sample_rate * 2 * stt.send_ms // 1000  # of PCM16
         self._pending = bytearray()  # PCM16 not yet cut into a chunk
         self._resampler: rtc.AudioResampler | None = None
@@ -195,7 +199,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
         self._speaking = False
         self._attempt = 0
         self._last_send = stt.clock.now()
-        self._usage_seconds = 0.0
+        self._cut_bytes = self._reported_bytes = 0  # PCM16 cut into chunks, and billed
         self.reconnects = 0
 
     # -- DirectEvents ---------------------------------------------------------------------
@@ -233,24 +237,28 @@ class DeepgramSTTStream(stt.RecognizeStream):
 
     def push_frame(self, frame: rtc.AudioFrame) -> None:
         """Take one frame of caller audio (PCM16 mono) now; a chunk goes out when full."""
-        self._check_open()
-        rate = self._dg.sample_rate
-        if frame.sample_rate != rate:
+        if self._input_ch.closed or self._event_ch.closed:  # `_check_open`, inlined (per frame)
+            self._check_open()
+        if frame.sample_rate != self._rate:
             if self._resampler is None:
                 self._resampler = rtc.AudioResampler(
-                    frame.sample_rate, rate, quality=rtc.AudioResamplerQuality.HIGH
+                    frame.sample_rate, self._rate, quality=rtc.AudioResamplerQuality.HIGH
                 )
             for resampled in self._resampler.push(frame):
-                self._take(resampled.data.cast("b"))
+                self._take(resampled.data)
             return
-        self._take(frame.data.cast("b"))
+        pending = self._pending  # `_take`, inlined: this runs for every caller frame
+        pending += frame.data
+        if len(pending) >= self._chunk_bytes:
+            self._cut()
+            self._wake.set()
 
     def flush(self) -> None:
         """The end of a turn: send what waits, then `Finalize`."""
         self._check_open()
         if self._resampler is not None:
             for resampled in self._resampler.flush():
-                self._take(resampled.data.cast("b"))
+                self._take(resampled.data)
         self._cut()
         self._ledger.mark("finalize")
         self._wake.set()
@@ -268,8 +276,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
 
     def _take(self, pcm: memoryview) -> None:
         pending = self._pending
-        pending += pcm
-        self._usage_seconds += len(pcm) / (2 * self._dg.sample_rate)
+        pending += pcm  # a bytearray takes the 16-bit view's bytes as they are
         if len(pending) >= self._chunk_bytes:
             self._cut()
             self._wake.set()
@@ -279,6 +286,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
         pending = self._pending
         if not pending:
             return
+        self._cut_bytes += len(pending)
         self._ledger.push(lin2ulaw(pending) if self._mulaw else bytes(pending))
         pending.clear()
 
@@ -320,11 +328,15 @@ class DeepgramSTTStream(stt.RecognizeStream):
                 )
             for plain in opened:
                 await plain.open()  # the handshake: a refusal raises here, with its status
+            if len(opened) != 1:
+                raise RuntimeError(
+                    f"expected one Deepgram listen socket, the SDK opened {len(opened)}"
+                )
             if self._attempt:
                 self.reconnects += 1
                 log.info("Deepgram STT reconnected after %d attempt(s)", self._attempt)
             origin = self._ledger.reconnected()
-            receiver = asyncio.create_task(self._receive(socket, origin))
+            receiver = asyncio.create_task(self._receive(opened[0], origin))
             keepalive = asyncio.create_task(self._keepalive(socket))
             try:
                 await self._send(socket, receiver)
@@ -423,12 +435,22 @@ class DeepgramSTTStream(stt.RecognizeStream):
 
     # -- results --------------------------------------------------------------------------
 
-    async def _receive(self, socket: Any, origin: float) -> None:
-        async for message in socket:
+    async def _receive(self, socket: PlainSocket, origin: float) -> None:
+        # The results are read off our own socket as JSON, not through the SDK's iterator,
+        # which builds pydantic models of every message by trying each type of its union
+        # (most of the receive path's CPU); the fields read are Deepgram's wire names.
+        async for raw in socket:
             # only a socket that answers counts as healthy: one that is accepted and then
             # dropped at once must use up the retry budget, not loop forever
             self._attempt = 0
-            kind = getattr(message, "type", None)  # unknown types parse as None: skip them
+            if isinstance(raw, bytes):
+                continue  # the listen socket sends no audio
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                log.warning("Deepgram STT sent a message that is not JSON: %.80r", raw)
+                continue
+            kind = message.get("type") if isinstance(message, dict) else None
             if kind == "Results":
                 self._on_results(message, origin)
             elif kind == "SpeechStarted":
@@ -436,36 +458,39 @@ class DeepgramSTTStream(stt.RecognizeStream):
             elif kind == "UtteranceEnd":
                 self._end_speech()
             elif kind == "Error":
-                log.warning("Deepgram STT error message: %s", getattr(message, "description", ""))
+                log.warning("Deepgram STT error message: %s", message.get("description", ""))
 
-    def _on_results(self, message: Any, origin: float) -> None:
-        start, duration = float(message.start or 0.0), float(message.duration or 0.0)
-        alternatives = message.channel.alternatives if message.channel else []
+    def _on_results(self, message: dict[str, Any], origin: float) -> None:
+        start = float(message.get("start") or 0.0)
+        duration = float(message.get("duration") or 0.0)
+        channel = message.get("channel") or {}
+        alternatives = channel.get("alternatives") or []
         best = alternatives[0] if alternatives else None
-        text = (best.transcript or "").strip() if best is not None else ""
-        finalized = bool(getattr(message, "from_finalize", False))
+        text = (best.get("transcript") or "").strip() if best is not None else ""
+        finalized = bool(message.get("from_finalize"))
+        is_final = bool(message.get("is_final"))
         if finalized:
             self._ledger.finalize_confirmed()
-        elif message.is_final:
+        elif is_final:
             self._ledger.confirmed_until(origin + start + duration)
-        if text or (message.is_final and finalized):
+        if text or (is_final and finalized):
             if text:
                 self._start_speech()
             offset = self.start_time_offset + origin
             data = stt.SpeechData(
                 language=self._dg.language,
                 text=text,
-                confidence=float(best.confidence or 0.0) if best is not None else 0.0,
+                confidence=float(best.get("confidence") or 0.0) if best is not None else 0.0,
                 start_time=offset + start,
                 end_time=offset + start + duration,
             )
             kind = (
                 stt.SpeechEventType.FINAL_TRANSCRIPT
-                if message.is_final
+                if is_final
                 else stt.SpeechEventType.INTERIM_TRANSCRIPT
             )
             self._emit(stt.SpeechEvent(type=kind, request_id=self._request_id, alternatives=[data]))
-        if message.speech_final or finalized:
+        if message.get("speech_final") or finalized:
             self._end_speech()
 
     def _start_speech(self) -> None:
@@ -479,9 +504,11 @@ class DeepgramSTTStream(stt.RecognizeStream):
         self._speaking = False
         send = self._emit
         send(stt.SpeechEvent(type=stt.SpeechEventType.END_OF_SPEECH))
-        if self._usage_seconds > 0:
-            usage = stt.RecognitionUsage(audio_duration=self._usage_seconds)
-            self._usage_seconds = 0.0
+        taken = self._cut_bytes + len(self._pending)
+        if taken > self._reported_bytes:
+            seconds = (taken - self._reported_bytes) / (2 * self._rate)
+            self._reported_bytes = taken
+            usage = stt.RecognitionUsage(audio_duration=seconds)
             send(
                 stt.SpeechEvent(
                     type=stt.SpeechEventType.RECOGNITION_USAGE,
