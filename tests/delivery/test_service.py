@@ -371,6 +371,56 @@ async def test_a_room_with_no_session_holds_items_and_deliver_never_raises(
     assert (await record_of(hub, delivery_id)).status is DeliveryStatus.HELD
 
 
+async def test_a_draining_instance_starts_no_result_and_the_next_one_speaks_it_once(
+    clock: VirtualClock, make_hub: HubFactory, tmp_path: Path
+) -> None:
+    # A result the draining instance started would be cut by the call's hand-over and
+    # spoken again from its start by the next instance (a second attempt)
+    path = tmp_path / "voicehub.db"
+    draining = await make_hub(WAIT_1S, store=SQLiteStore(path), wall=clock.now, owner="b")
+    speaking = FakeSession(clock, speech_seconds=3.0)
+    await attach(draining, "r", speaking)
+    first = await draining.deliver("r", "first", delivery_id="first")
+    await advance_to(clock, 2.0)  # "first" is being spoken (1.0 to 4.0)
+    draining.delivery.hand_over_results()  # the drain begins: the call will move
+    second = await draining.deliver("r", "second", delivery_id="second")
+    await advance_to(clock, 30.0)
+    assert speaking.injections_per_id() == {first: 1}  # what was being spoken went on
+    assert (await record_of(draining, first)).status is DeliveryStatus.DELIVERED
+    waiting = await record_of(draining, second)
+    assert (waiting.status, waiting.attempts) == (DeliveryStatus.PENDING, 0)
+    await detach(draining, "r", speaking)  # handed over
+    assert (await record_of(draining, second)).status is DeliveryStatus.HELD
+
+    taking = await make_hub(WAIT_1S, store=SQLiteStore(path), wall=clock.now, owner="c")
+    moved = FakeSession(clock)
+    await attach(taking, "r", moved)
+    await advance_to(clock, 60.0)
+    assert moved.injections_per_id() == {second: 1}
+    spoken = await record_of(taking, second)
+    assert (spoken.status, spoken.attempts) == (DeliveryStatus.DELIVERED, 1)
+
+
+async def test_a_drain_beginning_while_before_deliver_hooks_run_claims_nothing(
+    clock: VirtualClock, make_hub: HubFactory
+) -> None:
+    hub = await make_hub(WAIT_1S)
+    session = FakeSession(clock)
+
+    @hub.hook(HookTrigger.BEFORE_DELIVER)
+    async def slow_check(event: Event, context: HookContext) -> None:
+        await clock.sleep(0.5)  # e.g. a moderation call
+
+    await attach(hub, "r", session)
+    delivery_id = await hub.deliver("r", "result")
+    await advance_to(clock, 1.2)  # the hook runs from 1.0 to 1.5
+    hub.delivery.hand_over_results()
+    await advance_to(clock, 20.0)
+    assert session.injections == []
+    record = await record_of(hub, delivery_id)
+    assert (record.status, record.attempts) == (DeliveryStatus.PENDING, 0)
+
+
 # -- crash and restart: RoomKit weakness 3, durable --------------------------------------
 
 

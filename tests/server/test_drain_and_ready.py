@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,14 +17,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.e2e_helpers import RunningServer, running_server
 from tests.fakes.redis_server import RedisServer
 from tests.fakes.server_session import ScriptedFactory
+from tests.server.instance_processes import eventually
 from voicehub.client.call import CallClient, CallOptions
 from voicehub.core.clock import VirtualClock
-from voicehub.core.store.base import DeliveryStatus
+from voicehub.core.store.base import DeliveryStatus, InstanceRecord
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.call_lifecycle import HANDOVER_REASON
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.errors import VoicehubError
-from voicehub.server.drain import Drain
+from voicehub.server.drain import HANDOVER_WAIT, Drain
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import CallError
 
@@ -140,6 +142,8 @@ async def test_a_drain_refuses_new_calls_and_holds_the_results_of_calls_left_at_
     [kept] = await store.list_deliveries(room_id="drafting:drain-live")
     await store.close()
     assert kept.status is DeliveryStatus.HELD
+    # alone, the instance went on speaking results to its calls while it drained
+    assert not server.switchboard.hub.delivery.handing_over
 
     found = await scrape(server)
     assert found["voicehub_draining{}"] == 1
@@ -149,6 +153,27 @@ async def test_a_drain_refuses_new_calls_and_holds_the_results_of_calls_left_at_
     for entry in ("websocket", "webrtc", "twilio"):
         assert found[f'voicehub_calls_refused_total{{entry="{entry}",reason="draining"}}'] == 1
     assert found['voicehub_deliveries_total{outcome="held",strategy="wait_for_idle"}'] == 1
+
+
+async def test_a_drain_with_another_instance_alive_hands_the_call_over_and_starts_no_result(
+    server: RunningServer,
+) -> None:
+    now = time.time()
+    peer = InstanceRecord(id="peer", started_at=now, seen_at=now, expires_at=now + 3600)
+    await server.switchboard.hub.store.beat_instance(peer)
+    delivery = server.switchboard.hub.delivery
+
+    async def found_the_peer() -> bool:  # results coming now wait for the next instance
+        return delivery.handing_over
+
+    async with CallClient(fast(server, "drafting", "drain-peer")) as call:
+        await call.wait_for_turn()
+        drain, clock, done = start_draining(server)
+        await eventually(found_the_peer, what="the drain finding the other instance")
+        await clock.advance(HANDOVER_WAIT)  # handed over by then, quiet or not
+        await call.wait_for(lambda: call.closed, 10)
+        await asyncio.wait_for(done.wait(), 10)
+    assert call.report.close_code == 1012 and drain.handed_over == 1
 
 
 async def test_a_drain_ends_as_soon_as_the_last_call_hangs_up(server: RunningServer) -> None:

@@ -26,25 +26,45 @@ import pytest
 from tests.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
 from tests.fakes.redis_server import RedisServer, running_redis
 from tests.server.instance_processes import ServeProcess, eventually, write_channels
-from tests.server.test_e2e import RESEARCH, heard_keywords
+from tests.server.test_e2e import HEAT_PUMP_WORDS, RESEARCH, heard_keywords
 from voicehub.bench.balancer import Balancer
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.client.reconnect import Backoff
-from voicehub.client.report import format_timeline
+from voicehub.client.report import AgentSegment, CallReport, format_timeline
 from voicehub.client.twilio import TwilioCaller
 from voicehub.client.twilio_call import TwilioCall
-from voicehub.core.store.base import CallRecord, DeliveryStatus, TaskStatus
+from voicehub.core.store.base import CallRecord, DeliveryRecord, DeliveryStatus, TaskStatus
 from voicehub.core.store.redis import RedisStore
 from voicehub.desks.call_resume import APOLOGY
 from voicehub.orchestration.recovery import LOST_REASON
 from voicehub.voice.audio import resample_pcm16
-from voicehub.voice.events import CallSession, DeliveryOutcome, TaskStarted, Transcript
+from voicehub.voice.events import (
+    CallSession,
+    DeliveryAttempt,
+    DeliveryOutcome,
+    TaskStarted,
+    Transcript,
+)
 from voicehub.voice.providers.offline import transcribe
 
 AUTH_TOKEN = "twilio-auth-token-for-tests"
 PUBLIC_URL = "https://voicehub.test"
 DESK = "research-slow"  # analyst-b asks the fake model
 MODEL_ANSWER = "Heat pumps cut heating bills, the model says."
+ANSWER_WORDS = ("bills", "model")  # the words at the very end of the result
+
+
+def result_segments(report: CallReport, told: DeliveryOutcome) -> list[AgentSegment]:
+    """The audio of the delivered result: what arrived between its last attempt event and
+    its outcome (both travel on the line the audio did, before and after it)."""
+    at = [r.at for r in report.events if r.event is told]
+    attempts = [
+        r.at
+        for r in report.events
+        if isinstance(r.event, DeliveryAttempt) and r.event.delivery_id == told.delivery_id
+    ]
+    assert at and attempts, "no attempt or outcome event for the delivered result"
+    return [s for s in report.segments if attempts[-1] <= s.first_audio_at <= at[0]]
 
 
 @pytest.fixture
@@ -179,13 +199,16 @@ async def test_a_websocket_and_a_phone_call_go_on_through_a_kill_and_a_drain(
                 )
                 assert await call.settle(60)
 
-                async def delivered() -> list[DeliveryStatus]:
-                    found = [
-                        d.status for d in await fleet.store.list_deliveries(room_id=phone_room)
-                    ]
-                    return found if found == [DeliveryStatus.DELIVERED] else []
+                seen: list[DeliveryRecord] = []
 
-                await eventually(delivered, what="the phone's result delivered", seconds=120)
+                async def delivered() -> bool:
+                    seen[:] = await fleet.store.list_deliveries(room_id=phone_room)
+                    return [d.status for d in seen] == [DeliveryStatus.DELIVERED]
+
+                try:
+                    await eventually(delivered, what="the phone's result delivered", seconds=120)
+                except AssertionError:
+                    raise AssertionError(f"the phone's deliveries: {seen}") from None
                 await phone.line.wait_quiet(1.0, timeout=60)
                 await call.hangup()
             finally:
@@ -204,9 +227,14 @@ async def test_a_websocket_and_a_phone_call_go_on_through_a_kill_and_a_drain(
         ]
         assert delivered_ids == [told.delivery_id]
         assert told.text is not None and told.text.endswith(MODEL_ANSWER)
-        # Not checked here: the result's words in the WebSocket caller's audio. In the full
-        # parallel suite the caller handed over at 16x playout recorded the result only up
-        # to its first words although the server counted it delivered (open, see the notes)
+        # the result as the caller heard it: all of it, acked, from its first words to the
+        # model's answer at its end (the audio of the attempt that was delivered)
+        spoken = result_segments(call.report, told)
+        assert spoken and all(s.acked_at is not None and not s.cut for s in spoken), spoken
+        audio = b"".join(call.report.segment_audio(s) for s in spoken)
+        result_heard = await asyncio.to_thread(transcribe, audio, 16000)
+        heard_keywords(result_heard, HEAT_PUMP_WORDS, at_least=4)
+        heard_keywords(result_heard, ANSWER_WORDS, at_least=1)
 
         # the phone caller: the same, by redirects
         assert len(phone.legs) == 3 and not phone.line.problems, phone.line.problems

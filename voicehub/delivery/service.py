@@ -79,6 +79,7 @@ class DeliveryService:
         )
         self.retry_delay = retry_delay
         self.lease_breaker: LeaseBreaker | None = None
+        self.handing_over = False  # see `hand_over_results`
         self._rooms: dict[str, RoomQueue] = {}
         self._started = False
 
@@ -176,6 +177,14 @@ class DeliveryService:
             queue.stamp(record, self.clock.now())
             await self._release(queue, record)
 
+    def hand_over_results(self) -> None:
+        """This instance hands its calls over to another (it drains): start speaking no
+        more results here. A result started here would be cut by the hand-over and spoken
+        again, from its start, by the instance the call moves to; waiting, it is held when
+        its call leaves and that instance speaks it once. Results already being spoken go
+        on (the drain waits for them)."""
+        self.handing_over = True
+
     def speaking(self, room_id: str) -> bool:
         """Whether this instance is speaking (or about to speak) a result into `room_id`:
         it holds the lease on one."""
@@ -259,7 +268,7 @@ class DeliveryService:
     async def _step(self, queue: RoomQueue) -> None:
         await self._expire(queue)
         activity = queue.activity
-        if activity is None or not queue.items:
+        if activity is None or not queue.items or self.handing_over:
             await queue.changed.wait()
             return
         queue.prepare_all()  # pre-render speech while the items wait
@@ -329,6 +338,8 @@ class DeliveryService:
             live_items = [queue.items[record.id][1] for record in live]
             if not isinstance(decide(activity.snapshot(), live_items, self.clock.now()), Deliver):
                 return
+        if self.handing_over:  # began while the hooks ran: the next instance speaks them
+            return
         claimed: list[DeliveryRecord] = []
         for record in live:  # the lease: no other instance speaks these meanwhile
             fresh, won = await self.outbox.claim(record)

@@ -12,7 +12,8 @@
    `HANDOVER_WAIT` seconds after the drain began): its record says so and its line is
    closed the way that brings the caller back through the balancer to another instance,
    which goes on without a word (a WebSocket client reconnects on 1012, Twilio follows
-   the TwiML's redirect, WebRTC re-offers);
+   the TwiML's redirect, WebRTC re-offers); from then on no result starts being spoken
+   here (it would be cut): it is held with its call and spoken by the next instance;
 4. background tasks go on until they are done or `seconds` pass (their results reach
    the caller wherever the call went on); calls still live then (no other instance) are
    handed over as at any shutdown, their results held in the outbox;
@@ -127,6 +128,8 @@ class Drain:
         except Exception:
             log.exception("draining: could not tell whether other instances are alive")
             return
+        # From now on every call here is handed over: a result started here would be cut
+        board.hub.delivery.hand_over_results()
         latest = min(deadline, self.clock.now() + HANDOVER_WAIT)
         while board.calls:
             now = self.clock.now()
