@@ -32,25 +32,35 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 class MemoryTrimmer:
-    """Trims the heap in a worker thread (it walks every arena), one trim at a time: calls
-    ending while a trim runs are covered by the next call's end."""
+    """Trims the heap in a worker thread (it walks every arena), one trim at a time. Calls
+    ending while a trim runs share one more trim after it: what they freed may lie in
+    arenas the running trim has already walked, and no later call may come to trim it (the
+    last calls of a busy period would keep their memory)."""
 
     def __init__(self, trim: Callable[[int], int] | None = None) -> None:
         self._trim = trim if trim is not None else _malloc_trim()
         self._running: asyncio.Task[None] | None = None
+        self._again = False  # a call ended while the running trim ran
         self.trims = 0
 
     def call_ended(self) -> None:
-        if self._trim is None or (self._running is not None and not self._running.done()):
+        if self._trim is None:
+            return
+        if self._running is not None and not self._running.done():
+            self._again = True
             return
         self._running = asyncio.create_task(self._run(self._trim))
 
     async def _run(self, trim: Callable[[int], int]) -> None:
-        try:
-            await asyncio.to_thread(trim, 0)
-            self.trims += 1
-        except Exception:  # memory stays with the allocator; the call is over either way
-            log.exception("malloc_trim failed")
+        while True:
+            try:
+                await asyncio.to_thread(trim, 0)
+                self.trims += 1
+            except Exception:  # memory stays with the allocator; the call is over either way
+                log.exception("malloc_trim failed")
+            if not self._again:
+                return
+            self._again = False
 
     async def aclose(self) -> None:
         if self._running is not None:
