@@ -401,17 +401,23 @@ async def test_a_draining_instance_starts_no_result_and_the_next_one_speaks_it_o
     assert (spoken.status, spoken.attempts) == (DeliveryStatus.DELIVERED, 1)
 
 
-async def test_a_drain_beginning_while_before_deliver_hooks_run_claims_nothing(
-    clock: VirtualClock, make_hub: HubFactory
-) -> None:
-    hub = await make_hub(WAIT_1S)
-    session = FakeSession(clock)
+async def with_slow_before_deliver_hook(hub: Hub, clock: VirtualClock) -> tuple[Hub, FakeSession]:
+    """`hub` with a before-deliver hook that takes 0.5 s (e.g. a moderation call) and a
+    session attached to room "r"."""
 
     @hub.hook(HookTrigger.BEFORE_DELIVER)
     async def slow_check(event: Event, context: HookContext) -> None:
-        await clock.sleep(0.5)  # e.g. a moderation call
+        await clock.sleep(0.5)
 
+    session = FakeSession(clock)
     await attach(hub, "r", session)
+    return hub, session
+
+
+async def test_a_drain_beginning_while_before_deliver_hooks_run_claims_nothing(
+    clock: VirtualClock, make_hub: HubFactory
+) -> None:
+    hub, session = await with_slow_before_deliver_hook(await make_hub(WAIT_1S), clock)
     delivery_id = await hub.deliver("r", "result")
     await advance_to(clock, 1.2)  # the hook runs from 1.0 to 1.5
     hub.delivery.hand_over_results()
@@ -730,14 +736,9 @@ async def test_a_rewriting_before_deliver_hook_changes_what_is_spoken(
 async def test_the_caller_speaking_while_before_deliver_hooks_run_stops_the_attempt(
     clock: VirtualClock, make_hub: HubFactory
 ) -> None:
-    hub = await make_hub(WaitForIdle(buffer=1.0))
-    session = FakeSession(clock)
-
-    @hub.hook(HookTrigger.BEFORE_DELIVER)
-    async def slow_check(event: Event, context: HookContext) -> None:
-        await clock.sleep(0.5)  # e.g. a moderation call
-
-    await attach(hub, "r", session)
+    hub, session = await with_slow_before_deliver_hook(
+        await make_hub(WaitForIdle(buffer=1.0)), clock
+    )
     delivery_id = await hub.deliver("r", "result")
     session.play([(1.2, session.user_starts), (3.0, session.user_stops)])
     await advance_to(clock, 20.0)

@@ -41,14 +41,12 @@ __all__ = [
 
 OPUS_APPLICATION = "lowdelay"
 """libopus application of agent audio: "restricted low delay", Opus' CELT mode alone (no
-SILK speech coder, no mode switching). For 20 ms of Piper speech at 16 kHz mono and about
-31 kb/s, on this project's shared 2-core test machine: CELT at complexity 0 costs about
-45 us a frame against 80 for "voip" (SILK) at complexity 1, decodes closer to what was sent
-(correlation 0.994 against 0.927), and its look-ahead is 2.5 ms against 6.5. SILK earns
-its place below about 20 kb/s or on a lossy uplink; the agent's voice is neither."""
+SILK speech coder, no mode switching). For mono speech at about 32 kb/s it is the cheapest
+to encode, decodes closest to what was sent and has the shortest look-ahead; SILK earns its
+place below about 20 kb/s or on a lossy uplink, and the agent's voice is neither."""
 OPUS_COMPLEXITY = 0
-"""libopus complexity (0-10) of agent audio: the encoder is most of the transport's CPU
-(SILK at 16 kHz cost about 240 us a frame at 10, libopus' default, and 80 at 1)."""
+"""libopus complexity (0-10) of agent audio: the lowest, since the encoder is most of the
+transport's CPU and 32 kb/s of mono speech leaves bits to spare."""
 # soxr's low quality for the caller's audio: 6 ms of delay where its high quality adds 21
 # (before VAD and STT, on every turn), for a passband that still holds telephone speech
 _CALLER_QUALITY = "LQ"

@@ -237,8 +237,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
 
     def push_frame(self, frame: rtc.AudioFrame) -> None:
         """Take one frame of caller audio (PCM16 mono) now; a chunk goes out when full."""
-        if self._input_ch.closed or self._event_ch.closed:  # `_check_open`, inlined (per frame)
-            self._check_open()
+        self._check_open()
         if frame.sample_rate != self._rate:
             if self._resampler is None:
                 self._resampler = rtc.AudioResampler(
@@ -247,11 +246,7 @@ class DeepgramSTTStream(stt.RecognizeStream):
             for resampled in self._resampler.push(frame):
                 self._take(resampled.data)
             return
-        pending = self._pending  # `_take`, inlined: this runs for every caller frame
-        pending += frame.data
-        if len(pending) >= self._chunk_bytes:
-            self._cut()
-            self._wake.set()
+        self._take(frame.data)
 
     def flush(self) -> None:
         """The end of a turn: send what waits, then `Finalize`."""
