@@ -23,7 +23,7 @@ from voicehub.desks.call_resume import CallResume
 from voicehub.desks.desk import Desk
 from voicehub.hub import Hub
 from voicehub.voice.activity import VoiceActivity
-from voicehub.voice.events import Transcript
+from voicehub.voice.events import ServerEvent, Transcript
 from voicehub.voice.transport import CallTransport
 
 _ids = itertools.count(1)
@@ -55,6 +55,8 @@ class ScriptedSession:
         self.closed = False
         self.closing = asyncio.Event()  # set by aclose: the server cleans up after the socket
         self.resume: CallResume | None = None  # how the call resumed another, if it did
+        # events recorded but not sent yet (behind a slow store post): `flush` sends them
+        self.unsent: list[ServerEvent] = []
         self._playing: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -121,6 +123,10 @@ class ScriptedSession:
 
     async def update_agent(self, agent: Agent, *, extra_tools: list[Tool] | None = None) -> None:
         return None
+
+    async def flush(self) -> None:
+        while self.unsent:
+            await self.transport.send_event(self.unsent.pop(0))
 
     async def aclose(self) -> None:
         if self.closed:

@@ -23,11 +23,12 @@ from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryStatus, InstanceRecord
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.call_lifecycle import HANDOVER_REASON
+from voicehub.desks.call_resume import APOLOGY
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.errors import VoicehubError
 from voicehub.server.drain import HANDOVER_WAIT, Drain
 from voicehub.server.settings import ServerSettings
-from voicehub.voice.events import CallError
+from voicehub.voice.events import CallError, Transcript
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOKEN = "a-long-enough-test-token"
@@ -155,12 +156,16 @@ async def test_a_drain_refuses_new_calls_and_holds_the_results_of_calls_left_at_
     assert found['voicehub_deliveries_total{outcome="held",strategy="wait_for_idle"}'] == 1
 
 
-async def test_a_drain_with_another_instance_alive_hands_the_call_over_and_starts_no_result(
-    server: RunningServer,
-) -> None:
+async def another_instance_alive(server: RunningServer) -> None:
     now = time.time()
     peer = InstanceRecord(id="peer", started_at=now, seen_at=now, expires_at=now + 3600)
     await server.switchboard.hub.store.beat_instance(peer)
+
+
+async def test_a_drain_with_another_instance_alive_hands_the_call_over_and_starts_no_result(
+    server: RunningServer,
+) -> None:
+    await another_instance_alive(server)
     delivery = server.switchboard.hub.delivery
 
     async def found_the_peer() -> bool:  # results coming now wait for the next instance
@@ -174,6 +179,23 @@ async def test_a_drain_with_another_instance_alive_hands_the_call_over_and_start
         await call.wait_for(lambda: call.closed, 10)
         await asyncio.wait_for(done.wait(), 10)
     assert call.report.close_code == 1012 and drain.handed_over == 1
+
+
+async def test_a_hand_over_carries_what_the_agent_just_said_to_the_caller_before_closing(
+    server: RunningServer,
+) -> None:
+    await another_instance_alive(server)
+    async with CallClient(fast(server, "drafting", "drain-said")) as call:
+        await call.wait_for_turn()
+        [session] = server.switchboard.factory.sessions  # type: ignore[attr-defined]
+        # said and played, its record still behind a slow store post: a quiet moment
+        session.unsent.append(Transcript(role="assistant", text=APOLOGY, final=True))
+        _, clock, done = start_draining(server)
+        await call.wait_for(lambda: call.closed, 10)  # handed over at once: nothing playing
+        await clock.advance(1.0)  # the drain's next look finds no call left
+        await asyncio.wait_for(done.wait(), 10)
+    assert call.report.close_code == 1012
+    assert APOLOGY in [e.text for e in call.report.events_of(Transcript)]
 
 
 async def test_a_drain_ends_as_soon_as_the_last_call_hangs_up(server: RunningServer) -> None:

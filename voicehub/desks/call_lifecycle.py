@@ -363,6 +363,11 @@ class CallLifecycle:
                 await self.book.release(call.room_id, CallState.HANDING_OVER)
             except Exception:  # the store is away: the caller comes back all the same
                 log.exception("room %s: could not record the hand-over", call.room_id)
+        if call.session is not None:
+            try:  # what was just said reaches the line before it closes
+                await call.session.flush()
+            except Exception:
+                log.exception("room %s: could not flush the call's events", call.room_id)
         call.end(CloseCode.SERVICE_RESTART, HANDOVER_REASON)
 
     async def close_all(self) -> None:

@@ -90,6 +90,9 @@ class RecordedSession:
     async def update_agent(self, agent: Agent, *, extra_tools: list[Tool] | None = None) -> None:
         await self.inner.update_agent(agent, extra_tools=extra_tools)
 
+    async def flush(self) -> None:
+        await self.inner.flush()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

@@ -9,7 +9,6 @@ keep their order, and a slow store never holds up audio.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -55,11 +54,21 @@ class EventOutbox:
         """Queue `send`; it runs after every send queued before it."""
         self._queue.put_nowait(send)
 
+    async def flush(self, timeout: float = 2.0) -> bool:
+        """Wait (at most `timeout` seconds) until every send queued so far has run; True
+        if they all did. The worker goes on."""
+        if self._worker is None or self._worker is asyncio.current_task():
+            return self._queue.empty()
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
+
     async def aclose(self, timeout: float = 2.0) -> None:
         """Let queued sends finish (at most `timeout` seconds), then stop the worker."""
         if self._worker is not None:
-            with contextlib.suppress(TimeoutError):  # the last events reach the room
-                await asyncio.wait_for(self._queue.join(), timeout=timeout)
+            await self.flush(timeout)  # the last events reach the room
             if self._worker is not asyncio.current_task():
                 self._worker.cancel()
 

@@ -136,6 +136,10 @@ class RealtimeVoiceSession:
         if self._attach_delivery:
             await self.hub.delivery.attach(self.room_id, self, self.activity)
 
+    async def flush(self) -> None:
+        """See `VoiceSession.flush`."""
+        await self.recorder.outbox.flush()
+
     async def aclose(self) -> None:
         """End the call's processing; idempotent. The room stays (held results wait)."""
         if self._closed:

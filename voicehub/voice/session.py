@@ -82,6 +82,12 @@ class VoiceSession(Protocol):
         """Switch the agent on the call (handoff): instructions, tools and voice."""
         ...
 
+    async def flush(self) -> None:
+        """Return once what the call has recorded so far (what was said, tool calls) has
+        reached the room and the transport's queue: a line closed after it (a hand-over)
+        still carries the last transcript to the caller. Bounded: a stuck store gives up."""
+        ...
+
     async def aclose(self) -> None:
         """End the call's processing (the room stays; held results wait for a reconnect)."""
         ...

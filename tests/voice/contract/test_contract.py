@@ -12,6 +12,7 @@ import pytest
 from tests.voice.contract.engines import FOUND, LONG, ROOM, Harness, caller_speech
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import tool
+from voicehub.core.clock import settle
 from voicehub.core.events import Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.delivery.injector import InjectOutcome
@@ -191,3 +192,25 @@ async def test_hanging_up_is_quick_and_final(engine: Harness) -> None:
     with pytest.raises(VoicehubError, match="not running"):
         await session.say("hello?")
     await session.aclose()  # idempotent
+
+
+async def test_flush_returns_once_what_was_said_reached_the_room_and_the_caller(
+    engine: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session, transport = await engine.start(ack="immediate")
+    store_answers = asyncio.Event()
+    post = engine.hub.post
+
+    async def slow_post(room_id: str, event: Event) -> Event:  # a store under load
+        await store_answers.wait()
+        return await post(room_id, event)
+
+    monkeypatch.setattr(engine.hub, "post", slow_post)
+    assert await session.say("Your report is ready.") is InjectOutcome.FINISHED
+    flushing = asyncio.create_task(session.flush())
+    await settle()
+    assert not flushing.done() and not said(transport, "Your report is ready.")
+    store_answers.set()
+    await asyncio.wait_for(flushing, 10)
+    assert said(transport, "Your report is ready.")  # a line closed now still carries it
+    assert "Your report is ready." in [e.text for e in spoken(await engine.hub.history(ROOM))]

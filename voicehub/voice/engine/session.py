@@ -244,6 +244,10 @@ class PipelineVoiceSession:
         else:
             self._on_close.append(callback)
 
+    async def flush(self) -> None:
+        """See `VoiceSession.flush`."""
+        await self.records.outbox.flush()
+
     async def aclose(self) -> None:
         """End the call's processing; idempotent. The room stays open."""
         if self._closed:
