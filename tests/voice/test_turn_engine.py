@@ -114,44 +114,76 @@ def test_a_typed_turn_commits_at_once_with_what_was_said_before_it() -> None:
     assert not engine.caller_has_floor
 
 
-def test_caller_speech_over_a_reply_pauses_it_and_a_real_turn_stops_it() -> None:
+def voice(engine: TurnEngine, start: float, seconds: float) -> list[Decision]:
+    """The caller's speech-like frames (20 ms each) from `start` for `seconds`."""
+    out: list[Decision] = []
+    for frame in range(round(seconds / 0.02)):
+        out += engine.voiced(start + frame * 0.02)
+    return out
+
+
+def test_caller_speech_over_a_reply_pauses_it_once_voiced_long_enough_and_a_turn_stops_it() -> None:
     engine = TurnEngine(VAD)
     engine.agent_speaking("reply")
+    assert voice(engine, 0.9, 0.1) == []  # ahead of the VAD: counted, nothing decided yet
     engine.speech_started(1.0)
-    assert engine.next_wake() == 1.3  # min_interruption
-    assert engine.tick(1.3) == [PauseAgent("caller speech")]
+    assert voice(engine, 1.0, 0.48) == []  # an acknowledgement's length: still playing
+    assert voice(engine, 1.48, 0.04) == [PauseAgent("caller speech")]  # 0.6 s voiced
     # words that are no acknowledgement stop it at once, interim or not
-    assert InterruptAgent in kinds(engine.transcript("what about wind", final=False, now=1.5))
+    assert InterruptAgent in kinds(engine.transcript("what about wind", final=False, now=1.6))
     engine.speech_ended(2.0)
     engine.transcript("what about wind", final=True, now=2.05)
     [turn] = commits(engine.tick(2.65))
     assert turn.answer and turn.text == "what about wind"
 
 
-def test_an_acknowledgement_over_the_agent_resumes_it_and_is_not_answered() -> None:
+def test_an_acknowledgement_over_the_agent_leaves_it_playing_and_is_not_answered() -> None:
     engine = TurnEngine(VAD)
     engine.agent_speaking("reply")
     engine.speech_started(1.0)
-    assert engine.tick(1.3) == [PauseAgent("caller speech")]
-    assert engine.transcript("yeah", final=False, now=1.4) == []  # undecided: still paused
-    engine.speech_ended(1.9, ended_at=1.55)
-    decisions = engine.transcript("yeah", final=True, now=1.95)
-    decisions += engine.tick(2.2)
-    assert kinds(decisions) == [CallerTurnDropped, ResumeAgent]
+    assert voice(engine, 1.0, 0.4) == []  # "yeah": shorter than min_interruption
+    assert engine.transcript("yeah", final=False, now=1.4) == []
+    # the VAD's span runs on through its silence wait: no pause for that
+    assert engine.tick(1.7) == [] and not engine.agent_paused
+    engine.speech_ended(1.9, ended_at=1.45)
+    decisions = engine.transcript("yeah", final=True, now=1.95) + engine.tick(2.2)
+    assert kinds(decisions) == [CallerTurnDropped]  # nothing paused: nothing to resume
     assert not commits(decisions) and not engine.caller_has_floor
-    # a short one under min_interruption never paused it, and is not answered either
+    # a long "mm-hm" pauses it; once it is known for one, the reply resumes
     engine.agent_speaking("reply")
     engine.speech_started(3.0)
-    engine.speech_ended(3.2)
-    decisions = engine.transcript("uh huh", final=True, now=3.25) + engine.tick(3.9)
-    assert kinds(decisions) == [CallerTurnDropped]
+    assert voice(engine, 3.0, 0.8) == [PauseAgent("caller speech")]
+    engine.speech_ended(4.1, ended_at=3.8)
+    decisions = engine.transcript("mm hmm", final=True, now=4.15) + engine.tick(4.5)
+    assert kinds(decisions) == [CallerTurnDropped, ResumeAgent]
+    # sounds far apart do not add up to an interruption
+    engine.agent_speaking("reply")
+    assert voice(engine, 5.0, 0.4) + voice(engine, 6.0, 0.4) == []
+
+
+def test_interim_words_over_the_agent_wait_until_the_caller_spoke_longer_than_an_acknowledgement() -> (
+    None
+):
+    engine = TurnEngine(VAD)
+    engine.agent_speaking("delivery")
+    assert voice(engine, 1.0, 0.3) == [PauseAgent("caller voice")]
+    engine.speech_started(1.1)
+    assert engine.transcript("a hook", final=False, now=1.3) == []  # an "uh-huh" misheard
+    engine.speech_ended(1.8, ended_at=1.3)
+    decisions = engine.transcript("uh huh", final=True, now=1.85) + engine.tick(2.5)
+    assert kinds(decisions) == [CallerTurnDropped, ResumeAgent]  # the result goes on
+    # voiced longer, the same kind of interim is a turn at once
+    engine.agent_speaking("delivery")
+    voice(engine, 3.0, 0.6)
+    engine.speech_started(3.1)
+    assert InterruptAgent in kinds(engine.transcript("what about wind", final=False, now=3.6))
 
 
 def test_a_stop_over_the_agent_stops_it_and_waits_for_the_caller() -> None:
     engine = TurnEngine(VAD)
     engine.agent_speaking("say")
     engine.speech_started(1.0)
-    engine.tick(1.3)
+    voice(engine, 1.0, 0.3)  # as short as an acknowledgement: its words decide
     assert InterruptAgent in kinds(engine.transcript("hold on", final=False, now=1.4))
     engine.speech_ended(1.8)
     engine.transcript("hold on", final=True, now=1.85)
@@ -163,9 +195,8 @@ def test_speech_too_long_for_an_acknowledgement_is_a_turn() -> None:
     engine = TurnEngine(VAD)
     engine.agent_speaking("reply")
     engine.speech_started(1.0)
-    engine.tick(1.3)
     assert engine.next_wake() == 2.5  # 1.5 s: no acknowledgement lasts that long
-    assert kinds(engine.tick(2.5)) == [InterruptAgent]
+    assert kinds(engine.tick(2.5)) == [InterruptAgent]  # paused or not (a quiet voice)
 
 
 def test_a_result_pauses_at_the_first_voiced_frame_and_resumes_after_a_noise() -> None:

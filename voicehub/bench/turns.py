@@ -19,7 +19,8 @@ busy machine shifts them.
 - `eot_delay_ms`: complete requests, from the end of the caller's last voiced frame to the
   agent's reply starting (the turn's commit); `reply_ms`: to its first audio.
 - `backchannel_interruptions`: acknowledgements ("uh-huh", "okay", ...) said 1.2 s into
-  the agent's answer to a question (`replies`: the share that stopped it) and into the
+  the agent's answer to a question (`replies`: the share that stopped it, if only for a
+  pause it then resumed from; `replies_cut`: the share that ended it for good) and into the
   first delivery of a research result (`deliveries`: how many were cut off, of
   `deliveries_tried`); the same for noises (`noise_interruptions`) and, as the control,
   stop words (`stop_words.replies_stopped`, which should be 1).
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 import statistics
 import tempfile
@@ -58,6 +60,12 @@ from voicehub.voice.events import ToolCall
 
 CHANNELS = Path("channels")
 CONCURRENT = int(os.environ.get("VOICEHUB_TURNS_CONCURRENT", "3"))  # calls at once
+ROWS = os.environ.get("VOICEHUB_TURNS_ROWS")
+"""A file to write every call's row to (JSON lines: what was said, the caller turns the room
+holds, the tools called), to trace a figure back to its calls."""
+PARTS = ("paused", "complete", "overlaps")
+"""The parts of the set (`VOICEHUB_TURNS_PARTS`, comma separated, all by default: a quicker
+look at one behaviour; the figures of a part left out are absent)."""
 QUESTION = ("research", "what is a heat pump")  # a long answer, for talking over it
 RESEARCH = ("research", "could you research heat pumps for me please")  # then a delivery
 OVERLAP_AFTER = 1.2  # seconds into the agent's speech the caller's sound starts
@@ -86,9 +94,10 @@ async def measure(factory: Any, *, store: str = "sqlite", quick: bool = False) -
     from voicehub.desks.desk import load_desks
     from voicehub.hub import Hub
 
-    paused = await asyncio.to_thread(paused_requests, quick)
-    complete = await asyncio.to_thread(complete_requests, quick)
-    clips = await asyncio.to_thread(overlap_clips, quick)
+    parts = _parts()
+    paused = await asyncio.to_thread(paused_requests, quick) if "paused" in parts else []
+    complete = await asyncio.to_thread(complete_requests, quick) if "complete" in parts else []
+    clips = await asyncio.to_thread(overlap_clips, quick) if "overlaps" in parts else {}
     question = await asyncio.to_thread(spoken, "piper", QUESTION[1])
     research = await asyncio.to_thread(spoken, "piper", RESEARCH[1])
     desks = load_desks(CHANNELS)
@@ -138,11 +147,25 @@ async def measure(factory: Any, *, store: str = "sqlite", quick: bool = False) -
         await asyncio.gather(*jobs)
         for hub in hubs.values():
             await hub.aclose()
+    if ROWS:
+        lines = [json.dumps({"kind": k, **r}, default=str) for k, rs in records.items() for r in rs]
+        with Path(ROWS).open("a", encoding="utf-8") as rows:  # noqa: ASYNC230 (once, at the end)
+            rows.write("".join(line + "\n" for line in lines))
     figures = _score(records)
-    figures["model"] = await asyncio.to_thread(model_figures, paused, complete, desks)
-    figures["eot_us_per_turn"] = figures["model"].get("us_per_inference")
+    if paused and complete:
+        figures["model"] = await asyncio.to_thread(model_figures, paused, complete, desks)
+        figures["eot_us_per_turn"] = figures["model"].get("us_per_inference")
     figures["concurrent_calls"] = CONCURRENT
     return figures
+
+
+def _parts() -> tuple[str, ...]:
+    chosen = os.environ.get("VOICEHUB_TURNS_PARTS", "")
+    parts = tuple(p.strip() for p in chosen.split(",") if p.strip()) or PARTS
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise ValueError(f"VOICEHUB_TURNS_PARTS: unknown {unknown}; choose from {PARTS}")
+    return parts
 
 
 def _request_of(item: PausedRequest | CompleteRequest) -> Callable[[BenchCall], Awaitable[Any]]:
@@ -163,6 +186,9 @@ def _request_of(item: PausedRequest | CompleteRequest) -> Callable[[BenchCall], 
         tools = [e for _, e in transport.events if isinstance(e, ToolCall)]
         reached = any(t.name == item.tool and item.needle in t.arguments.lower() for t in tools)
         return {
+            "said": item.words,
+            "heard": [e.text for e in turns],
+            "tools": [(t.name, t.arguments) for t in tools],
             "caller_turns": len(turns),
             "cut_off": bool(early) or len(turns) > 1,
             "answered_early": bool(early),
@@ -225,7 +251,12 @@ async def _talk_over(
         await call.wait_for(lambda: call.now() >= said.last + 1.0, 5)
     clears = [t for t in call.transport.clears if t >= said.first - 0.05]
     answered = [t for t in call.transport.thinking_times() if t >= said.first]
-    return {"valid": True, "stopped": bool(clears), "answered": bool(answered)}
+    history = await call.hub.history(call.room_id)
+    cut = any(  # the agent's speech ended before its last word (a pause resumed is not)
+        e.kind is EventKind.TRANSCRIPT and e.role == "assistant" and e.metadata.get("interrupted")
+        for e in history
+    )
+    return {"valid": True, "stopped": bool(clears), "cut": cut, "answered": bool(answered)}
 
 
 class _DeliveryLog:
@@ -301,6 +332,7 @@ def _score(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     figures["voices"] = dict(sorted(voices.items()))
     figures["backchannel_interruptions"] = {
         "replies": _rate(backchannel, "stopped"),
+        "replies_cut": _rate(backchannel, "cut"),
         "replies_tried": len(backchannel),
         "replies_answered": _rate(backchannel, "answered"),
         "deliveries": sum(1 for row in delivered if row["interrupted"]),
@@ -316,5 +348,9 @@ def _score(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "deliveries_tried": len(noise_deliveries),
     }
     stops = [r for r in records["stop_reply"] if r["valid"]]
-    figures["stop_words"] = {"replies_stopped": _rate(stops, "stopped"), "tried": len(stops)}
+    figures["stop_words"] = {
+        "replies_stopped": _rate(stops, "stopped"),
+        "replies_cut": _rate(stops, "cut"),
+        "tried": len(stops),
+    }
     return figures

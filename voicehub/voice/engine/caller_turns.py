@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.clock import wait_or_sleep
+from voicehub.voice.audio.framing import FRAME_MS
 from voicehub.voice.engine import decisions as d
 from voicehub.voice.engine.reply import Reply
 from voicehub.voice.providers import vendor_import
@@ -119,11 +120,12 @@ class CallerTurns:
         self.apply(self.engine.transcript(text, final=final, now=self.clock.now()))
 
     def voiced(self) -> None:
-        """A speech-like caller frame (before the VAD: a result pauses for it at once)."""
+        """A speech-like 20 ms caller frame (before the VAD: a result pauses for it at once,
+        a reply once the caller has been voiced long enough)."""
         self.activity.caller_voiced()
         current = self.player.current
-        if current is not None and current.kind == "delivery" and current.audio_started:
-            self.apply(self.engine.voiced(self.clock.now()))
+        if current is not None and current.audio_started:
+            self.apply(self.engine.voiced(self.clock.now(), FRAME_MS / 1000))
 
     def typed(self, text: str) -> None:
         """A turn typed on the keypad."""

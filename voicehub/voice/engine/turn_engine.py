@@ -27,8 +27,9 @@ mid-request and went on) `continues` that turn: its text holds both, and the dri
 the unheard reply.
 
 Caller sound over the agent's speech (an overlap) first pauses the agent (`PauseAgent`: at
-once for a result, after `min_interruption` of speech for a reply), then what it was
-decides (`voicehub.voice.turns.overlap`): an acknowledgement ("uh-huh", "okay") or a noise
+once for a result; for a reply once the caller has been voiced for `min_interruption`, longer
+than most acknowledgements, counted in speech-like frames, not in the VAD's debounced span
+that runs on through its silence wait), then what it was decides (`voicehub.voice.turns.overlap`): an acknowledgement ("uh-huh", "okay") or a noise
 resumes the agent where the caller stopped hearing it (`ResumeAgent`) and is not answered;
 a stop ("wait", "hold on") or a real turn stops it for good (`InterruptAgent`), and only the
 real turn is answered.
@@ -75,7 +76,10 @@ class TurnSettings:
     - `policy`: when a quiet turn is over (`voicehub.voice.turns.policy.TurnSettings`:
       "vad" or "model", the silences, the ceiling).
     - `final_timeout`: how long a quiet turn waits for the recognizer's final.
-    - `min_interruption`: caller speech that long over a reply pauses it.
+    - `min_interruption`: caller voice that long (speech-like frames, while the VAD hears
+      speech) over a reply pauses it. Most acknowledgements ("uh-huh", "okay") are voiced
+      0.2-0.5 s, so they leave the reply playing; stop words are as short, and stop it
+      when their words are known.
     - `resume_after`: a result paused by a sound that never became speech resumes after this
       much quiet.
     - `flush_finalizes`: the recognizer answers a flush with a final (livekit's
@@ -86,7 +90,7 @@ class TurnSettings:
 
     policy: TurnPolicy = field(default_factory=_vad_policy)
     final_timeout: float = 2.0
-    min_interruption: float = 0.3
+    min_interruption: float = 0.6
     resume_after: float = 0.5
     flush_finalizes: bool = True
     prepare_replies: bool = True
@@ -129,8 +133,8 @@ class _Turn:
 class _Overlap:
     started_at: float
     paused: bool = False
-    pause_at: float | None = None  # a reply pauses then, if the caller still speaks
     last_voiced: float = 0.0
+    voiced_seconds: float = 0.0  # speech-like caller audio since it started
 
 
 @dataclass(slots=True)
@@ -215,16 +219,13 @@ class TurnEngine:
                 overlap = self._overlap = _Overlap(started_at=now, last_voiced=now)
             if turn.over_agent is None:
                 turn.over_agent = overlap
-            if not overlap.paused:
-                overlap.pause_at = now + self.settings.min_interruption
+            decisions += self._pause_for_voice(overlap)
         return decisions + self.tick(now)
 
     def speech_ended(self, now: float, ended_at: float | None = None) -> list[Decision]:
         """The VAD heard the caller stop speaking (`ended_at`: when their speech really
         ended, before the VAD's silence wait; defaults to `now`)."""
         turn = self._turn
-        if self._overlap is not None:
-            self._overlap.pause_at = None
         if turn is None or not turn.speaking:
             return []
         turn.speaking = False
@@ -236,19 +237,33 @@ class TurnEngine:
             decisions.append(FlushRecognizer(turn.id))
         return decisions + self._try_commit(now)
 
-    def voiced(self, now: float) -> list[Decision]:
-        """A speech-like caller frame arrived (per-frame evidence, ahead of the VAD): a
-        result being spoken pauses at once."""
-        if self._speech != "delivery" or not self._interruptible:
+    def voiced(self, now: float, seconds: float = 0.02) -> list[Decision]:
+        """`seconds` of speech-like caller audio arrived (per-frame evidence, ahead of the
+        VAD): a result being spoken pauses at once; a reply once the caller has been voiced
+        for `min_interruption` while the VAD hears speech."""
+        if self._speech is None or not self._interruptible:
             return []
         overlap = self._overlap
+        if overlap is not None and not overlap.paused and self._turn is None:
+            if now - overlap.last_voiced > self.settings.resume_after:
+                overlap = None  # an earlier sound that came to nothing: this one counts anew
         if overlap is None:
             overlap = self._overlap = _Overlap(started_at=now)
         overlap.last_voiced = now
+        overlap.voiced_seconds += seconds
         if overlap.paused:
             return []
-        overlap.paused, overlap.pause_at = True, None
-        return [PauseAgent("caller voice")]
+        if self._speech == "delivery":
+            overlap.paused = True
+            return [PauseAgent("caller voice")]
+        return self._pause_for_voice(overlap)
+
+    def _pause_for_voice(self, overlap: _Overlap) -> list[Decision]:
+        """Pause the reply once the caller has spoken over it long enough (see `voiced`)."""
+        if overlap.paused or not self.caller_speaking or not self._voiced_enough(overlap):
+            return []
+        overlap.paused = True
+        return [PauseAgent("caller speech")]
 
     def transcript(self, text: str, *, final: bool, now: float) -> list[Decision]:
         """The recognizer's interim or final transcript of the caller's speech."""
@@ -349,9 +364,7 @@ class TurnEngine:
         overlap = self._overlap
         if overlap is None:
             return None
-        if overlap.pause_at is not None and not overlap.paused:
-            return overlap.pause_at
-        if overlap.paused and self.caller_speaking:  # long enough, it is a turn
+        if self.caller_speaking:  # long enough, it is a turn
             return overlap.started_at + MAX_BACKCHANNEL_SECONDS
         if overlap.paused and self._turn is None:  # a sound that never became speech
             return overlap.last_voiced + self.settings.resume_after
@@ -361,15 +374,10 @@ class TurnEngine:
         overlap = self._overlap
         if overlap is None or self._speech is None:
             return []
-        if overlap.pause_at is not None and not overlap.paused and now >= overlap.pause_at:
-            overlap.pause_at = None
-            if self.caller_speaking:
-                overlap.paused = True
-                return [PauseAgent("caller speech")]
-        if not overlap.paused:
-            return []
         if self.caller_speaking and now >= overlap.started_at + MAX_BACKCHANNEL_SECONDS:
             return self._stop_agent("caller turn")
+        if not overlap.paused:
+            return []
         if self._turn is None and now >= overlap.last_voiced + self.settings.resume_after:
             return self._resume_agent("noise")
         return []
@@ -383,10 +391,19 @@ class TurnEngine:
         verdict = classify_overlap(
             turn.text(with_interim=True), voiced_seconds=end - overlap.started_at, final=final
         )
+        if verdict.kind == "turn" and not final and not self._voiced_enough(overlap):
+            # an interim of a sound as short as an acknowledgement is often wrong words
+            # ("uh-huh" heard as "a hook"): its final, or more voice, decides
+            return []
         if verdict.interrupts:
             turn.stop_only = verdict.kind == "stop" and _only_stop(verdict.words)
             return self._stop_agent(f"caller {verdict.kind}")
         return []
+
+    def _voiced_enough(self, overlap: _Overlap) -> bool:
+        """Whether the caller has been voiced over the agent for longer than an
+        acknowledgement lasts (`min_interruption`)."""
+        return overlap.voiced_seconds + 1e-9 >= self.settings.min_interruption
 
     def _stop_agent(self, reason: str) -> list[Decision]:
         self._overlap = None
