@@ -94,13 +94,15 @@ def test_the_score_counts_cut_offs_up_to_a_second_and_interruptions() -> None:
         "paused": paused,
         "complete": complete,
         "backchannel_reply": [
-            {**over, "stopped": True, "answered": False},
-            {**over, "stopped": False, "answered": True},
+            {**over, "stopped": True, "cut": False, "answered": False},  # paused, resumed
+            {**over, "stopped": True, "cut": True, "answered": True},
+            {**over, "stopped": False, "cut": False, "answered": False},
+            {**over, "stopped": False, "cut": False, "answered": False},
         ],
         "backchannel_delivery": [{**over, "stopped": True, "interrupted": True}, {"valid": False}],
         "noise_reply": [],
         "noise_delivery": [],
-        "stop_reply": [{**over, "stopped": True, "answered": False}],
+        "stop_reply": [{**over, "stopped": True, "cut": True, "answered": False}],
     }  # fmt: skip
     figures = _score(records)
     assert figures["false_cutoff_rate"] == pytest.approx(1 / 3, abs=1e-3)
@@ -108,7 +110,24 @@ def test_the_score_counts_cut_offs_up_to_a_second_and_interruptions() -> None:
     assert figures["eot_delay_ms"]["median"] == pytest.approx(600)
     assert figures["complete_unanswered"] == 1
     assert figures["backchannel_interruptions"]["replies"] == 0.5
+    assert figures["backchannel_interruptions"]["replies_cut"] == 0.25
+    assert figures["backchannel_interruptions"]["replies_answered"] == 0.25
     assert figures["backchannel_interruptions"]["deliveries"] == 1
     assert figures["backchannel_interruptions"]["deliveries_tried"] == 1
     assert figures["stop_words"]["replies_stopped"] == 1.0
+    assert figures["stop_words"]["replies_cut"] == 1.0
     assert figures["voices"]["piper"]["false_cutoff_rate"] == pytest.approx(1 / 3, abs=1e-3)
+
+
+def test_a_part_of_the_set_is_chosen_by_name_and_an_unknown_one_named_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from voicehub.bench.turns import PARTS, _parts
+
+    monkeypatch.delenv("VOICEHUB_TURNS_PARTS", raising=False)
+    assert _parts() == PARTS
+    monkeypatch.setenv("VOICEHUB_TURNS_PARTS", "overlaps, paused")
+    assert _parts() == ("overlaps", "paused")
+    monkeypatch.setenv("VOICEHUB_TURNS_PARTS", "overlaps,pauses")
+    with pytest.raises(ValueError, match=r"unknown \['pauses'\]"):
+        _parts()

@@ -229,6 +229,42 @@ async def test_speech_after_the_pause_is_decoded_with_the_rest() -> None:
     await stream.aclose()
 
 
+@pytest.mark.parametrize("late", [True, False])
+async def test_a_flush_the_vad_decided_in_a_pause_keeps_the_words_after_it_whole(
+    late: bool,
+) -> None:
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    stream = WhisperSTT().stream()
+    first, rest = speech("please find out about"), speech("wind turbines")
+    said_on = rest[: 2 * 16000 * 4 // 10]  # 0.4 s of "wind turbines", pushed before the flush
+    for frame in frames(first + bytes(2 * 16000 * 6 // 10) + said_on, 16000):
+        stream.push_frame(frame)
+    # a busy VAD decided the end 0.4 s into the 0.6 s pause, and says so now
+    if late:
+        stream.flush_ended(0.2 + 0.4)
+    else:  # what a flush without the VAD's position did: the words after the pause split
+        stream.flush()
+    for frame in frames(rest[len(said_on) :] + bytes(16000), 16000):
+        stream.push_frame(frame)
+    stream.flush()
+    stream.end_input()
+    events = [event async for event in stream]
+    finals = [e.alternatives[0].text for e in events if e.type == T.FINAL_TRANSCRIPT]
+    heard = [words(text) for text in finals if text]
+
+    def whole(said: set[str]) -> bool:  # tiny.en, with no desk vocabulary: "win turbines"
+        return "turbines" in said and any(word.startswith("win") for word in said)
+
+    if late:
+        assert {"find", "about"} <= heard[0] and not whole(heard[0])
+        assert whole(heard[1]), finals
+    else:
+        assert not any(whole(said) for said in heard), finals
+
+
 async def test_the_stream_decodes_phone_audio_at_its_own_rate() -> None:
     from livekit.agents.stt import SpeechEventType as T
 

@@ -161,7 +161,7 @@ def test_an_acknowledgement_over_the_agent_leaves_it_playing_and_is_not_answered
     assert voice(engine, 5.0, 0.4) + voice(engine, 6.0, 0.4) == []
 
 
-def test_interim_words_over_the_agent_wait_until_the_caller_spoke_longer_than_an_acknowledgement() -> (
+def test_interim_words_over_the_agent_wait_until_the_caller_spoke_longer_than_a_backchannel() -> (
     None
 ):
     engine = TurnEngine(VAD)

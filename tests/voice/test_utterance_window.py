@@ -3,6 +3,7 @@ decoding can start before the flush (sans-I/O, no audio models)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -131,3 +132,50 @@ def test_the_final_window_does_not_depend_on_when_decodings_ran(pattern: list[bo
         # a pause decoding is reusable exactly when nothing was heard after it
         if pauses and pattern[pauses[-1].end - 1 :].count(SPEECH) == 0:
             assert pauses[-1] == final
+
+
+@pytest.mark.parametrize("quiet_before", [0, 130])  # 130: the replay log restarted twice
+def test_a_late_flush_ends_the_utterance_where_the_vad_decided_not_where_the_stream_is(
+    quiet_before: int,
+) -> None:
+    window = UtteranceWindow(pre_roll=0.04, tail=0.04, interim_every=None, min_speech=0.04)
+    feed(window, "." * quiet_before)
+    q = quiet_before
+    # "find out about", a pause, "wind turbines": the VAD's end (frame 12) is known late
+    feed(window, "..ssssss......ssss", first=q)
+    late, ahead = window.flush_at(q + 12)
+    assert late is not None and (late.start, late.end) == (q, q + 10)
+    assert ahead == []  # the words after the pause are still going
+    feed(window, "ss...", first=q + 18)
+    after = window.flush()
+    assert after is not None and indexes(after.audio) == list(range(q + 12, q + 22))
+    assert after.utterance == late.utterance + 1
+
+
+@given(
+    st.lists(st.booleans(), min_size=1, max_size=300),
+    st.integers(min_value=0, max_value=320),
+    st.lists(st.booleans(), max_size=60),
+)
+def test_a_late_flush_gives_what_a_flush_in_time_would_have(
+    pattern: list[bool], at: int, more: list[bool]
+) -> None:
+    frames = [frame(i) for i in range(len(pattern) + len(more))]
+    late = UtteranceWindow(interim_every=0.2)
+    for data, speech in zip(frames, pattern, strict=False):
+        late.push(data, speech)
+    window, actions = late.flush_at(at)
+    actions += [
+        a for d, s in zip(frames[len(pattern) :], more, strict=True) if (a := late.push(d, s))
+    ]
+
+    cut = min(at, len(pattern))
+    timely = UtteranceWindow(interim_every=0.2)
+    for data, speech in zip(frames[:cut], pattern[:cut], strict=True):
+        timely.push(data, speech)
+    expected = timely.flush()
+    rest = list(zip(frames[cut:], pattern[cut:] + more, strict=True))
+    expected_actions = [a for d, s in rest if (a := timely.push(d, s))]
+    assert window == expected
+    assert actions == expected_actions
+    assert late.flush() == timely.flush()

@@ -256,7 +256,14 @@ async def _talk_over(
         e.kind is EventKind.TRANSCRIPT and e.role == "assistant" and e.metadata.get("interrupted")
         for e in history
     )
-    return {"valid": True, "stopped": bool(clears), "cut": cut, "answered": bool(answered)}
+    heard = [e.text for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"]
+    return {
+        "valid": True,
+        "stopped": bool(clears),
+        "cut": cut,
+        "answered": bool(answered),
+        "heard": heard[1:],  # the caller's turns after the question
+    }
 
 
 class _DeliveryLog:

@@ -79,6 +79,7 @@ class CallerTurns:
         self.recognizer: Any = None  # the STT stream, flushed at the VAD's end of speech
         self.vad: Any = None  # the VAD stream (how far it has analysed, when it says)
         self._vad_heard = 0.0  # audio time of its latest inference event
+        self._vad_ended: float | None = None  # audio time of its latest end of speech
         self._vad_moved = asyncio.Event()  # set when it analysed more
         # what the VAD had analysed, and when that was last seen to grow (from the start)
         self._vad_seen = (0.0, clock.now())
@@ -105,6 +106,8 @@ class CallerTurns:
             self.records.user_state("speaking")
             self.apply(self.engine.speech_started(now))
         elif event.type == lk_vad.VADEventType.END_OF_SPEECH:
+            # where in the caller's audio it decided (a VAD of ours says; None: unknown)
+            self._vad_ended = getattr(self.vad, "analysed_seconds", None)
             ended_at = now - max(0.0, float(event.silence_duration))
             self.apply(self.engine.speech_ended(now, ended_at))
 
@@ -118,6 +121,17 @@ class CallerTurns:
         if text:
             self.records.caller_heard(text, final=final)
         self.apply(self.engine.transcript(text, final=final, now=self.clock.now()))
+
+    def _flush_recognizer(self) -> None:
+        """Flush the recognizer at the VAD's end of speech. One that cuts utterances
+        itself (`flush_ended`: Whisper's window) is told how far behind the audio pushed
+        the VAD decided, so words said after a pause the VAD ended late stay whole."""
+        ended, self._vad_ended = self._vad_ended, None
+        flush_ended = getattr(self.recognizer, "flush_ended", None)
+        if flush_ended is None or ended is None or self.caller is None:
+            self.recognizer.flush()
+            return
+        flush_ended(max(0.0, self.caller.seconds - ended))
 
     def voiced(self) -> None:
         """A speech-like 20 ms caller frame (before the VAD: a result pauses for it at once,
@@ -235,7 +249,7 @@ class CallerTurns:
         elif isinstance(decision, d.FlushRecognizer):
             if self.recognizer is not None:
                 with contextlib.suppress(RuntimeError):  # the stream ended
-                    self.recognizer.flush()
+                    self._flush_recognizer()
         elif isinstance(decision, d.AskEndOfTurn):
             self._ask_end_of_turn(decision.turn)
         elif isinstance(decision, d.CallerTurnCommitted):

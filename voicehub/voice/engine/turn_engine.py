@@ -27,12 +27,13 @@ mid-request and went on) `continues` that turn: its text holds both, and the dri
 the unheard reply.
 
 Caller sound over the agent's speech (an overlap) first pauses the agent (`PauseAgent`: at
-once for a result; for a reply once the caller has been voiced for `min_interruption`, longer
-than most acknowledgements, counted in speech-like frames, not in the VAD's debounced span
-that runs on through its silence wait), then what it was decides (`voicehub.voice.turns.overlap`): an acknowledgement ("uh-huh", "okay") or a noise
-resumes the agent where the caller stopped hearing it (`ResumeAgent`) and is not answered;
-a stop ("wait", "hold on") or a real turn stops it for good (`InterruptAgent`), and only the
-real turn is answered.
+once for a result; for a reply once the caller has been voiced for `min_interruption`,
+longer than most acknowledgements, counted in speech-like frames, not in the VAD's
+debounced span that runs on through its silence wait), then what it was decides
+(`voicehub.voice.turns.overlap`): an acknowledgement ("uh-huh", "okay") or a noise resumes
+the agent where the caller stopped hearing it (`ResumeAgent`) and is not answered; a stop
+("wait", "hold on") or a real turn stops it for good (`InterruptAgent`), and only the real
+turn is answered.
 """
 
 from __future__ import annotations
@@ -244,9 +245,13 @@ class TurnEngine:
         if self._speech is None or not self._interruptible:
             return []
         overlap = self._overlap
-        if overlap is not None and not overlap.paused and self._turn is None:
-            if now - overlap.last_voiced > self.settings.resume_after:
-                overlap = None  # an earlier sound that came to nothing: this one counts anew
+        if (
+            overlap is not None
+            and not overlap.paused
+            and self._turn is None
+            and now - overlap.last_voiced > self.settings.resume_after
+        ):
+            overlap = None  # an earlier sound that came to nothing: this one counts anew
         if overlap is None:
             overlap = self._overlap = _Overlap(started_at=now)
         overlap.last_voiced = now

@@ -180,7 +180,7 @@ class InlineRecognizeStream(stt.RecognizeStream):
         if self._event_ch.closed:
             raise RuntimeError(f"{type(self).__module__}.{type(self).__name__} is closed")
 
-    def _offer(self, item: InputItem) -> None:
+    def _offer(self, item: object) -> None:
         if self._backlog == 0 and not self._busy and self._error is None:
             try:
                 if self._take(item):

@@ -17,6 +17,14 @@ seconds of speech (`Interim`: partial transcripts; never reused as a final).
 An utterance never flushed (noise the session's VAD did not take for speech) is forgotten
 when speech starts again after `forget_after` seconds of silence. The window keeps at most
 `max_seconds` (the oldest audio goes first: Whisper reads 30 s at a time).
+
+A flush may come late: the session's VAD, on a busy machine, decides the end of speech
+after the caller has already spoken on ("find out about ... wind turbines": its end falls
+in the pause, but is known only during "wind"). `flush_at` ends the utterance where the VAD
+decided, not where the stream has got to: the frames after that point start the next
+utterance, exactly as if the flush had come in time, so a word said after the pause is not
+split between two decodings. It replays the frames pushed since the last flush (kept, with
+the gate's decisions, up to `max_seconds`).
 """
 
 from __future__ import annotations
@@ -57,6 +65,21 @@ class Interim:
     window: WindowAudio
 
 
+_REBASE_FRAMES = 50  # a closed, quiet window restarts its replay log after this many frames
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """What a closed window is: `flush_at` restarts from it and replays the frames since."""
+
+    utterance: int
+    index: int
+    last_speech_end: int
+    speech_run: int
+    silent_run: int
+    recent: tuple[bytes, ...]
+
+
 class UtteranceWindow:
     """Feed it 20 ms frames with the gate's decision (`push`); it says when to decode
     ahead; `flush` gives the utterance's final window (None when the gate heard no speech)
@@ -93,6 +116,9 @@ class UtteranceWindow:
         self._silent_run = 0  # gate silence frames in a row
         self._last_speech_end = 0  # stream index just after the last speech frame
         self._speech_since_decode = 0
+        # for `flush_at`: the frames since `_base` (a state it can restart from), decided
+        self._log: list[tuple[bytes, bool]] = []
+        self._base = self._snapshot()
 
     @property
     def open(self) -> bool:
@@ -106,6 +132,14 @@ class UtteranceWindow:
 
     def push(self, frame: bytes, speech: bool) -> Pause | Interim | None:
         """One frame and the gate's decision for it."""
+        log = self._log
+        if not self._open and not speech and len(log) >= _REBASE_FRAMES:
+            self._log, self._base = [], self._snapshot()  # closed and quiet: start over here
+            log = self._log
+        if len(log) < self._max_frames:
+            log.append((frame, speech))
+        else:
+            self._base = None  # too long ago to replay: `flush_at` flushes now
         index = self._index
         self._index += 1
         if speech:
@@ -158,7 +192,49 @@ class UtteranceWindow:
         self._frames.clear()
         self._recent.clear()
         self._speech_run = self._silent_run = self._speech_since_decode = 0
+        self._log, self._base = [], self._snapshot()
         return window
+
+    def flush_at(self, at: int) -> tuple[WindowAudio | None, list[Pause | Interim]]:
+        """The utterance ended at stream index `at` (see the module): its window, as
+        `flush` would have given it then, and what the frames pushed since then ask for
+        in the next utterance (their pauses and interims, to decode ahead). At or after
+        the frames pushed, or before what can be replayed, it is `flush` now."""
+        base = self._base
+        if base is None or at >= self._index or at < base.index:
+            return self.flush(), []
+        log = self._log
+        split = at - base.index
+        self._restore(base)
+        for frame, speech in log[:split]:  # their decodings were asked for already
+            self.push(frame, speech)
+        window = self.flush()
+        actions = [a for frame, speech in log[split:] if (a := self.push(frame, speech))]
+        return window, actions
+
+    def _snapshot(self) -> _Snapshot | None:
+        """The state to replay from, when the window is closed (else None)."""
+        if self._open:
+            return None
+        return _Snapshot(
+            self.utterance,
+            self._index,
+            self._last_speech_end,
+            self._speech_run,
+            self._silent_run,
+            tuple(self._recent),
+        )
+
+    def _restore(self, base: _Snapshot) -> None:
+        self.utterance, self._index = base.utterance, base.index
+        self._last_speech_end = base.last_speech_end
+        self._speech_run, self._silent_run = base.speech_run, base.silent_run
+        self._recent.clear()
+        self._recent.extend(base.recent)
+        self._frames.clear()
+        self._open = False
+        self._speech_since_decode = 0
+        self._log, self._base = [], base
 
     def _open_utterance(self, index: int) -> None:
         self._open = True

@@ -49,6 +49,13 @@ _LANGUAGE = LanguageCode("en-US")  # tiny.en is English only
 _NOTHING = WhisperTranscript("", 0.0, 0.0, 0.0)
 
 
+@dataclass(frozen=True)
+class _FlushEnded:
+    """A flush of an utterance that ended `ago` seconds of audio before the frames pushed."""
+
+    ago: float
+
+
 @dataclass
 class _Flushed:
     """A flushed utterance whose final is not out yet."""
@@ -92,27 +99,46 @@ class WhisperStream(InlineRecognizeStream):
         """Flushes whose final has not been sent yet (the engine waits for them)."""
         return len(self._flushed)
 
-    def _take(self, item: InputItem) -> bool:
+    def flush_ended(self, ago: float) -> None:
+        """A flush for an utterance that the session's VAD ended `ago` seconds of audio
+        before the frames pushed so far (a VAD behind on a busy machine decides the end of
+        a pause after the caller spoke on): the frames since go to the next utterance
+        (`UtteranceWindow.flush_at`). Answered by one final, as `flush` is."""
+        self._check_open()
+        self._offer(_FlushEnded(max(0.0, ago)))
+
+    def _take(self, item: InputItem | _FlushEnded) -> bool:
         if isinstance(item, self._FlushSentinel):
             self._flush_utterance()
+            return True
+        if isinstance(item, _FlushEnded):
+            self._flush_utterance(ago=item.ago)
             return True
         gate = self._gate
         if gate is None:
             gate = self._gate = SpeechGate(item.sample_rate)
         self._unreported_audio += item.duration
-        ahead = self._whisper.window.decode_ahead
         for frame, speech in gate.push(mono_pcm16(item)):
             action = self._window.push(frame, speech)
-            if not ahead:
-                continue
-            if isinstance(action, Pause):
-                self._decode(action.window, Urgency.PAUSE)
-            elif isinstance(action, Interim) and not self._flushed:
-                self._decode(action.window, Urgency.INTERIM)
+            if action is not None:
+                self._decode_ahead(action)
         return True
 
-    def _flush_utterance(self) -> None:
-        window = self._window.flush()
+    def _decode_ahead(self, action: Pause | Interim) -> None:
+        """Decode what the window asks for before its flush (if the plugin does)."""
+        if not self._whisper.window.decode_ahead:
+            return
+        if isinstance(action, Pause):
+            self._decode(action.window, Urgency.PAUSE)
+        elif not self._flushed:
+            self._decode(action.window, Urgency.INTERIM)
+
+    def _flush_utterance(self, ago: float = 0.0) -> None:
+        if ago > 0:
+            frames_ago = round(ago * 1000 / self._window.frame_ms)
+            window, ahead = self._window.flush_at(self._window.frames_pushed - frames_ago)
+        else:
+            window, ahead = self._window.flush(), []
         flushed = _Flushed(window)
         if window is None:
             flushed.heard = _NOTHING
@@ -128,6 +154,8 @@ class WhisperStream(InlineRecognizeStream):
             self._decode(window, Urgency.FINAL)
         self._flushed.append(flushed)
         self._emit_finals()
+        for action in ahead:  # the next utterance's words, already said
+            self._decode_ahead(action)
 
     def _decode(self, window: WindowAudio, urgency: Urgency) -> None:
         """Decode `window` on the queue (a final's decoding unless it is an interim)."""
