@@ -122,3 +122,25 @@ def test_ask_needs_a_rule_that_takes_the_subject() -> None:
         ScriptedRule(match=("research",), say="What topic?", ask="What should I research?")
     rule = ScriptedRule(regex=r"research (?P<topic>.+)", tool="t", ask="What topic?")
     assert rule.ask == "What topic?"
+
+
+def test_a_half_request_is_finished_by_a_topic_a_rule_would_only_ask_about() -> None:
+    with (CHANNELS / "frontdesk.toml").open("rb") as file:
+        scripted = tomllib.load(file)["agents"][0]["scripted"]
+    desk = ScriptedLLM(scripted["rules"], fallback=scripted["fallback"])
+    tools = [ToolSpec(name=n) for n in ("delegate", "ask_user", "cancel_task", "check_tasks")]
+
+    def reply(*turns: str) -> list[tuple[str, dict[str, str]]]:
+        messages = [ChatMessage(role="user", content=turn) for turn in turns]
+        chunks = desk.respond(messages, tools)
+        return [
+            (c.call.name, json.loads(c.call.arguments))
+            for c in chunks
+            if isinstance(c, ToolCallChunk)
+        ]
+
+    # alone, "heat pumps" says no more than a topic: the desk asks what to do with it
+    assert [name for name, _ in reply("The price on heat pumps.")] == ["ask_user"]
+    # after "can you research", it is what to research
+    [(name, arguments)] = reply("Can you research?", "The price on heat pumps.")
+    assert name == "delegate" and arguments["instruction"] == "the price on heat pumps"

@@ -67,6 +67,19 @@ def test_speech_before_the_commit_continues_the_same_turn() -> None:
     assert turn.text == "could you research heat pumps for me" and turn.turn == 1
 
 
+def test_a_turn_waits_for_the_final_of_every_flush_when_a_busy_recognizer_answers_late() -> None:
+    engine = TurnEngine(VAD)
+    engine.speech_started(0.0)
+    engine.speech_ended(1.5, ended_at=1.15)  # a pause: flushed
+    engine.speech_started(1.7)  # the caller goes on before the first final came
+    engine.speech_ended(2.8, ended_at=2.45)  # flushed again
+    # the first flush's final, answered 4 s late: the later words are still owed
+    assert commits(engine.transcript("Please find out about.", final=True, now=6.9)) == []
+    assert engine.awaiting_final  # (the driver holds its ticks while a final is owed)
+    [turn] = commits(engine.transcript("wind turbines", final=True, now=8.0))
+    assert turn.text == "Please find out about. wind turbines"
+
+
 def test_sound_without_words_is_dropped() -> None:
     engine = TurnEngine(VAD)
     engine.speech_started(0.0)
@@ -177,6 +190,27 @@ def test_interim_words_over_the_agent_wait_until_the_caller_spoke_longer_than_a_
     voice(engine, 3.0, 0.6)
     engine.speech_started(3.1)
     assert InterruptAgent in kinds(engine.transcript("what about wind", final=False, now=3.6))
+
+
+def test_one_or_two_unsure_words_in_a_short_voice_over_the_agent_are_no_turn() -> None:
+    engine = TurnEngine(VAD)
+    engine.agent_speaking("reply")
+    engine.speech_started(1.0)
+    voice(engine, 1.0, 0.3)  # an "uh-huh" that Whisper heard as "you"
+    engine.speech_ended(1.7, ended_at=1.3)
+    decisions = engine.transcript("You", final=True, now=1.8, confidence=0.23)
+    decisions += engine.tick(2.5)
+    assert kinds(decisions) == [CallerTurnDropped]  # never paused: it just goes on
+    # the same words heard surely, or more of them, or in a longer voice, are a turn
+    for words, sure, voiced in (("Why", 0.8, 0.3), ("and then what", 0.3, 0.3), ("You", 0.3, 0.7)):
+        engine.agent_speaking("reply")
+        engine.speech_started(3.0)
+        voice(engine, 3.0, voiced)
+        engine.speech_ended(3.0 + voiced + 0.4, ended_at=3.0 + voiced)
+        heard = engine.transcript(words, final=True, now=3.5 + voiced, confidence=sure)
+        assert InterruptAgent in kinds(heard), words
+        [turn] = commits(engine.tick(5.0))
+        assert turn.text == words and turn.answer
 
 
 def test_a_stop_over_the_agent_stops_it_and_waits_for_the_caller() -> None:
@@ -340,7 +374,11 @@ def test_model_mode_commits_at_once_when_complete_and_waits_when_not() -> None:
 
 
 def test_settings_are_checked() -> None:
-    bad: list[dict[str, Any]] = [{"final_timeout": -1}, {"min_interruption": -0.1}]
+    bad: list[dict[str, Any]] = [
+        {"final_timeout": -1},
+        {"min_interruption": -0.1},
+        {"sure_overlap": -0.5},
+    ]
     for fields in bad:
         try:
             TurnSettings(**fields)

@@ -155,9 +155,10 @@ class ScriptedLLM:
             if ask is not None:
                 return [TextDelta(text=render(ask, {"message": text, "last_user": last_user}))]
         previous = previous_user_turn(messages)
-        if previous is not None and (found is None or "*" in self.rules[found[0]].match):
-            # only words no rule takes on their own: "hi" or "never mind" are not subjects
-            # "could you research" earlier, "heat pumps" now: one request
+        if previous is not None and (found is None or self._only_asks(found[0])):
+            # only words no rule takes on their own ("hi" or "never mind" are not subjects),
+            # or that a rule would only ask about: "could you research" earlier, "heat
+            # pumps" now is one request, not a topic to ask what to do with
             pending = self.half_request(without_punctuation(previous), available)
             if pending is not None:
                 combined = f"{pending[1]} {continuation(plain)}"
@@ -169,6 +170,12 @@ class ScriptedLLM:
         index, groups = found
         values = {"message": text, "last_user": last_user}
         return self._chunks(index, groups, values, tool_choice, len(messages))
+
+    def _only_asks(self, index: int) -> bool:
+        """Whether rule `index` takes any words (a catch-all) or only asks the caller what
+        they want done (its tool is `ask_user`): a pending half request says it."""
+        rule = self.rules[index]
+        return "*" in rule.match or rule.tool == "ask_user"
 
     def half_request(self, plain: str, available: set[str]) -> tuple[int, str] | None:
         """The rule a caller turn saying `plain` (no punctuation) asks for without saying

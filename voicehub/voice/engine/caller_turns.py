@@ -118,9 +118,11 @@ class CallerTurns:
         if not final and kind != lk_stt.SpeechEventType.INTERIM_TRANSCRIPT:
             return
         text = event.alternatives[0].text.strip() if event.alternatives else ""
+        confidence = float(event.alternatives[0].confidence) if event.alternatives else 0.0
         if text:
             self.records.caller_heard(text, final=final)
-        self.apply(self.engine.transcript(text, final=final, now=self.clock.now()))
+        now = self.clock.now()
+        self.apply(self.engine.transcript(text, final=final, now=now, confidence=confidence))
 
     def _flush_recognizer(self) -> None:
         """Flush the recognizer at the VAD's end of speech. One that cuts utterances

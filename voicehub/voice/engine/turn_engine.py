@@ -56,7 +56,7 @@ from voicehub.voice.engine.decisions import (
     PrepareReply,
     ResumeAgent,
 )
-from voicehub.voice.turns.overlap import MAX_BACKCHANNEL_SECONDS, classify_overlap
+from voicehub.voice.turns.overlap import MAX_BACKCHANNEL_SECONDS, Overlap, classify_overlap
 from voicehub.voice.turns.policy import AskModel, Commit, TurnEvidence, WakeAt, decide
 from voicehub.voice.turns.policy import TurnSettings as TurnPolicy
 from voicehub.voice.turns.words import ends_open
@@ -87,6 +87,11 @@ class TurnSettings:
       `manual_flush`), so a quiet turn waits for that final; otherwise for a final of
       every stretch of speech (the recognizer ends its segments itself).
     - `prepare_replies`: prepare the reply while a likely-complete turn is still quiet.
+    - `sure_overlap`: the recognizer's confidence below which one or two words said over
+      the agent, in less voice than `min_interruption`, are taken for a misheard
+      acknowledgement or noise, not a turn (Whisper hears a short "uh-huh" as "you" or
+      "and then" at 0.2-0.45, and clear short words at 0.45-0.85). A recognizer that
+      reports no confidence (0) is always taken at its word.
     """
 
     policy: TurnPolicy = field(default_factory=_vad_policy)
@@ -95,9 +100,10 @@ class TurnSettings:
     resume_after: float = 0.5
     flush_finalizes: bool = True
     prepare_replies: bool = True
+    sure_overlap: float = 0.45
 
     def __post_init__(self) -> None:
-        for name in ("final_timeout", "min_interruption", "resume_after"):
+        for name in ("final_timeout", "min_interruption", "resume_after", "sure_overlap"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
 
@@ -115,6 +121,7 @@ class _Turn:
     speech_ended_at: float | None = None  # end of the caller's speech (clock)
     quiet_since: float | None = None  # when the VAD said so
     awaiting_final: bool = True  # speech (or a flush) the recognizer has not finalized
+    flushes_owed: int = 0  # flushes whose final has not come (one final answers each)
     final_at: float | None = None
     asked: bool = False  # the end-of-turn model was asked about this silence
     complete: float | None = None  # its answer
@@ -124,6 +131,7 @@ class _Turn:
     stop_only: bool = False  # its words over the agent only asked it to stop
     unsettled: str = ""  # words committed as an interim the recognizer never finalized
     restates: tuple[int, str] | None = None  # (turn, words): its first final says them again
+    confidence: float | None = None  # the recognizer's least, over its finals with words
 
     def text(self, *, with_interim: bool = False) -> str:
         words = [*self.finals, self.interim] if with_interim else self.finals
@@ -235,6 +243,7 @@ class TurnEngine:
         decisions: list[Decision] = [CallerWentQuiet(turn.id)]
         if self.settings.flush_finalizes:
             turn.awaiting_final = True
+            turn.flushes_owed += 1
             decisions.append(FlushRecognizer(turn.id))
         return decisions + self._try_commit(now)
 
@@ -270,8 +279,11 @@ class TurnEngine:
         overlap.paused = True
         return [PauseAgent("caller speech")]
 
-    def transcript(self, text: str, *, final: bool, now: float) -> list[Decision]:
-        """The recognizer's interim or final transcript of the caller's speech."""
+    def transcript(
+        self, text: str, *, final: bool, now: float, confidence: float = 0.0
+    ) -> list[Decision]:
+        """The recognizer's interim or final transcript of the caller's speech, and its
+        confidence in a final (0: not reported)."""
         text = text.strip()
         turn = self._turn
         decisions: list[Decision] = []
@@ -296,9 +308,15 @@ class TurnEngine:
                 turn.restates, self._unsettled = self._unsettled, None
             if text:
                 turn.finals.append(text)
+                if confidence > 0:
+                    known = turn.confidence
+                    turn.confidence = confidence if known is None else min(known, confidence)
             turn.interim = ""
             turn.final_at = now
-            turn.awaiting_final = False
+            # a busy recognizer may answer an earlier flush after the caller spoke on and
+            # went quiet again: the turn still waits for the final of the later words
+            turn.flushes_owed = max(0, turn.flushes_owed - 1)
+            turn.awaiting_final = turn.flushes_owed > 0
         else:
             turn.interim = text
         decisions += self._judge_overlap(turn, now, final=final)
@@ -392,10 +410,7 @@ class TurnEngine:
         overlap = turn.over_agent
         if overlap is None or overlap is not self._overlap or self._speech is None:
             return []
-        end = turn.speech_ended_at if turn.speech_ended_at is not None else now
-        verdict = classify_overlap(
-            turn.text(with_interim=True), voiced_seconds=end - overlap.started_at, final=final
-        )
+        verdict = self._overlap_verdict(turn, overlap, now, final=final)
         if verdict.kind == "turn" and not final and not self._voiced_enough(overlap):
             # an interim of a sound as short as an acknowledgement is often wrong words
             # ("uh-huh" heard as "a hook"): its final, or more voice, decides
@@ -404,6 +419,27 @@ class TurnEngine:
             turn.stop_only = verdict.kind == "stop" and _only_stop(verdict.words)
             return self._stop_agent(f"caller {verdict.kind}")
         return []
+
+    def _overlap_verdict(
+        self, turn: _Turn, overlap: _Overlap, now: float, *, final: bool
+    ) -> Overlap:
+        """What the caller's words over the agent are (`classify_overlap`); a final of one
+        or two unsure words in a short voice is taken for a misheard acknowledgement (see
+        `TurnSettings.sure_overlap`)."""
+        end = turn.speech_ended_at if turn.speech_ended_at is not None else now
+        verdict = classify_overlap(
+            turn.text(with_interim=True), voiced_seconds=end - overlap.started_at, final=final
+        )
+        unsure = turn.confidence is not None and turn.confidence < self.settings.sure_overlap
+        if (
+            verdict.kind == "turn"
+            and final
+            and unsure
+            and len(verdict.words) <= 2
+            and not self._voiced_enough(overlap)
+        ):
+            return Overlap("backchannel", verdict.words)
+        return verdict
 
     def _voiced_enough(self, overlap: _Overlap) -> bool:
         """Whether the caller has been voiced over the agent for longer than an
@@ -497,8 +533,7 @@ class TurnEngine:
         text = turn.text(with_interim=True)
         overlap = turn.over_agent
         if overlap is not None and text:
-            end = turn.speech_ended_at if turn.speech_ended_at is not None else now
-            verdict = classify_overlap(text, voiced_seconds=end - overlap.started_at, final=True)
+            verdict = self._overlap_verdict(turn, overlap, now, final=True)
             if verdict.kind in ("backchannel", "noise"):  # listening, not asking: no answer
                 self._turn = None
                 resume = self._resume_agent(verdict.kind) if overlap is self._overlap else []

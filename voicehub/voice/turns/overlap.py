@@ -33,7 +33,7 @@ BACKCHANNELS: frozenset[tuple[str, ...]] = frozenset(
     tuple(phrase.split())
     for phrase in (
         "uh huh", "uh-huh", "uhuh", "mm hm", "mm hmm", "mhm", "mmhm", "mmhmm", "mm", "hmm",
-        "m hm", "um hm", "yeah", "yes", "yep", "yup", "yah", "ya", "ok", "okay", "o k",
+        "m hm", "m h m", "um hm", "yeah", "yes", "yep", "yup", "yah", "ya", "ok", "okay", "o k",
         "kay", "right", "alright", "all right", "sure", "go on", "got it", "i see", "oh",
         "ah", "aha", "cool", "great", "good", "nice", "fine", "wow", "exactly", "of course",
         "true", "indeed", "thanks", "thank you", "sounds good", "makes sense", "that's right",
