@@ -169,9 +169,11 @@ def test_an_acknowledgement_over_the_agent_leaves_it_playing_and_is_not_answered
     engine.speech_ended(4.1, ended_at=3.8)
     decisions = engine.transcript("mm hmm", final=True, now=4.15) + engine.tick(4.5)
     assert kinds(decisions) == [CallerTurnDropped, ResumeAgent]
-    # sounds far apart do not add up to an interruption
+    # sounds far apart do not add up to an interruption, nor date a later turn
     engine.agent_speaking("reply")
     assert voice(engine, 5.0, 0.4) + voice(engine, 6.0, 0.4) == []
+    engine.speech_started(8.0)  # a quiet voice: the VAD hears it, the evidence does not
+    assert engine.next_wake() == 9.5
 
 
 def test_interim_words_over_the_agent_wait_until_the_caller_spoke_longer_than_a_backchannel() -> (

@@ -210,6 +210,7 @@ class TurnEngine:
     def speech_started(self, now: float) -> list[Decision]:
         """The VAD heard the caller start speaking."""
         decisions: list[Decision] = []
+        self._drop_stale_overlap(now)
         turn = self._turn
         if turn is None:
             turn = self._turn = self._new_turn()
@@ -253,14 +254,8 @@ class TurnEngine:
         for `min_interruption` while the VAD hears speech."""
         if self._speech is None or not self._interruptible:
             return []
+        self._drop_stale_overlap(now)
         overlap = self._overlap
-        if (
-            overlap is not None
-            and not overlap.paused
-            and self._turn is None
-            and now - overlap.last_voiced > self.settings.resume_after
-        ):
-            overlap = None  # an earlier sound that came to nothing: this one counts anew
         if overlap is None:
             overlap = self._overlap = _Overlap(started_at=now)
         overlap.last_voiced = now
@@ -271,6 +266,18 @@ class TurnEngine:
             overlap.paused = True
             return [PauseAgent("caller voice")]
         return self._pause_for_voice(overlap)
+
+    def _drop_stale_overlap(self, now: float) -> None:
+        """Forget an earlier sound over the agent that came to nothing (no turn, nothing
+        paused, quiet since): the caller's next sound counts anew."""
+        overlap = self._overlap
+        if (
+            overlap is not None
+            and not overlap.paused
+            and self._turn is None
+            and now - overlap.last_voiced > self.settings.resume_after
+        ):
+            self._overlap = None
 
     def _pause_for_voice(self, overlap: _Overlap) -> list[Decision]:
         """Pause the reply once the caller has spoken over it long enough (see `voiced`)."""
