@@ -148,7 +148,7 @@ async def measure(factory: Any, *, store: str = "sqlite", quick: bool = False) -
         for hub in hubs.values():
             await hub.aclose()
     if ROWS:
-        lines = [json.dumps({"kind": k, **r}, default=str) for k, rs in records.items() for r in rs]
+        lines = [json.dumps({**r, "part": k}, default=str) for k, rs in records.items() for r in rs]
         with Path(ROWS).open("a", encoding="utf-8") as rows:  # noqa: ASYNC230 (once, at the end)
             rows.write("".join(line + "\n" for line in lines))
     figures = _score(records)

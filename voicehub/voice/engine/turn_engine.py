@@ -65,6 +65,10 @@ __all__ = ["AgentSpeech", "TurnEngine", "TurnPolicy", "TurnSettings"]
 
 AgentSpeech = Literal["reply", "say", "delivery"]
 
+_QUIET_VOICE_LIMIT = 2 * MAX_BACKCHANNEL_SECONDS
+"""Speech the VAD holds this long over the agent is a turn, even in a voice too quiet for
+the per-frame evidence to count."""
+
 
 def _vad_policy() -> TurnPolicy:
     return TurnPolicy(mode="vad")
@@ -260,12 +264,23 @@ class TurnEngine:
             overlap = self._overlap = _Overlap(started_at=now)
         overlap.last_voiced = now
         overlap.voiced_seconds += seconds
+        if self._too_long(overlap, now):
+            return self._stop_agent("caller turn")
         if overlap.paused:
             return []
         if self._speech == "delivery":
             overlap.paused = True
             return [PauseAgent("caller voice")]
         return self._pause_for_voice(overlap)
+
+    def _too_long(self, overlap: _Overlap, now: float) -> bool:
+        """Whether the caller has spoken over the agent longer than any acknowledgement:
+        voiced for `MAX_BACKCHANNEL_SECONDS` (counted in speech-like frames: the VAD's span
+        runs on through its silence wait, and further behind on a busy machine), or, for a
+        voice too quiet to count, held by the VAD for `_QUIET_VOICE_LIMIT`."""
+        if overlap.voiced_seconds + 1e-9 >= MAX_BACKCHANNEL_SECONDS and self._turn is not None:
+            return True
+        return self.caller_speaking and now >= overlap.started_at + _QUIET_VOICE_LIMIT
 
     def _drop_stale_overlap(self, now: float) -> None:
         """Forget an earlier sound over the agent that came to nothing (no turn, nothing
@@ -394,8 +409,8 @@ class TurnEngine:
         overlap = self._overlap
         if overlap is None:
             return None
-        if self.caller_speaking:  # long enough, it is a turn
-            return overlap.started_at + MAX_BACKCHANNEL_SECONDS
+        if self.caller_speaking:  # long enough, it is a turn (see `_too_long`)
+            return overlap.started_at + _QUIET_VOICE_LIMIT
         if overlap.paused and self._turn is None:  # a sound that never became speech
             return overlap.last_voiced + self.settings.resume_after
         return None
@@ -404,7 +419,7 @@ class TurnEngine:
         overlap = self._overlap
         if overlap is None or self._speech is None:
             return []
-        if self.caller_speaking and now >= overlap.started_at + MAX_BACKCHANNEL_SECONDS:
+        if self._too_long(overlap, now):
             return self._stop_agent("caller turn")
         if not overlap.paused:
             return []
