@@ -194,7 +194,7 @@ def test_interim_words_over_the_agent_wait_until_the_caller_spoke_longer_than_a_
     assert InterruptAgent in kinds(engine.transcript("what about wind", final=False, now=3.6))
 
 
-def test_one_or_two_unsure_words_in_a_short_voice_over_the_agent_are_no_turn() -> None:
+def test_unsure_words_in_a_short_voice_over_the_agent_are_no_turn() -> None:
     engine = TurnEngine(VAD)
     engine.agent_speaking("reply")
     engine.speech_started(1.0)
@@ -203,15 +203,23 @@ def test_one_or_two_unsure_words_in_a_short_voice_over_the_agent_are_no_turn() -
     decisions = engine.transcript("You", final=True, now=1.8, confidence=0.23)
     decisions += engine.tick(2.5)
     assert kinds(decisions) == [CallerTurnDropped]  # never paused: it just goes on
-    # the same words heard surely, or more of them, or in a longer voice, are a turn
-    for words, sure, voiced in (("Why", 0.8, 0.3), ("and then what", 0.3, 0.3), ("You", 0.3, 0.7)):
+    # a hum heard as three words, unsurely: no turn either
+    engine.agent_speaking("delivery")
+    engine.speech_started(3.0)
+    assert voice(engine, 3.0, 0.7) == [PauseAgent("caller voice")]
+    engine.speech_ended(4.05, ended_at=3.7)
+    decisions = engine.transcript("And the MHCM.", final=True, now=4.2, confidence=0.38)
+    decisions += engine.tick(5.0)
+    assert kinds(decisions) == [CallerTurnDropped, ResumeAgent]
+    # the same words heard surely are a turn
+    for words, sure, voiced in (("Why", 0.8, 0.3), ("And the MHCM.", 0.8, 0.7)):
         engine.agent_speaking("reply")
-        engine.speech_started(3.0)
-        voice(engine, 3.0, voiced)
-        engine.speech_ended(3.0 + voiced + 0.4, ended_at=3.0 + voiced)
-        heard = engine.transcript(words, final=True, now=3.5 + voiced, confidence=sure)
+        engine.speech_started(6.0)
+        voice(engine, 6.0, voiced)
+        engine.speech_ended(6.0 + voiced + 0.4, ended_at=6.0 + voiced)
+        heard = engine.transcript(words, final=True, now=6.5 + voiced, confidence=sure)
         assert InterruptAgent in kinds(heard), words
-        [turn] = commits(engine.tick(5.0))
+        [turn] = commits(engine.tick(8.0))
         assert turn.text == words and turn.answer
 
 

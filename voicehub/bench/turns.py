@@ -244,6 +244,7 @@ async def _talk_over(
     await call.wait_for(lambda: call.now() >= start + OVERLAP_AFTER, 10)
     if call.transport.playing_until() < call.now() + 0.8:
         return {"valid": False}
+    before = await _agent_cuts(call)
     said = await call.speak(clip)
     if settle:
         await call.wait_quiet(1.0, timeout=40.0, not_before=said.last + 2.2)
@@ -252,10 +253,9 @@ async def _talk_over(
     clears = [t for t in call.transport.clears if t >= said.first - 0.05]
     answered = [t for t in call.transport.thinking_times() if t >= said.first]
     history = await call.hub.history(call.room_id)
-    cut = any(  # the agent's speech ended before its last word (a pause resumed is not)
-        e.kind is EventKind.TRANSCRIPT and e.role == "assistant" and e.metadata.get("interrupted")
-        for e in history
-    )
+    # the agent's speech ended before its last word since the clip began (a pause it
+    # resumed from is not; a greeting the question cut is not the clip's doing)
+    cut = await _agent_cuts(call) > before
     heard = [e.text for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"]
     return {
         "valid": True,
@@ -264,6 +264,18 @@ async def _talk_over(
         "answered": bool(answered),
         "heard": heard[1:],  # the caller's turns after the question
     }
+
+
+async def _agent_cuts(call: BenchCall) -> int:
+    """How many of the agent's speeches in the room so far were cut before their end."""
+    history = await call.hub.history(call.room_id)
+    return sum(
+        1
+        for e in history
+        if e.kind is EventKind.TRANSCRIPT
+        and e.role == "assistant"
+        and e.metadata.get("interrupted")
+    )
 
 
 class _DeliveryLog:

@@ -91,11 +91,12 @@ class TurnSettings:
       `manual_flush`), so a quiet turn waits for that final; otherwise for a final of
       every stretch of speech (the recognizer ends its segments itself).
     - `prepare_replies`: prepare the reply while a likely-complete turn is still quiet.
-    - `sure_overlap`: the recognizer's confidence below which one or two words said over
-      the agent, in less voice than `min_interruption`, are taken for a misheard
-      acknowledgement or noise, not a turn (Whisper hears a short "uh-huh" as "you" or
-      "and then" at 0.2-0.45, and clear short words at 0.45-0.85). A recognizer that
-      reports no confidence (0) is always taken at its word.
+    - `sure_overlap`: the recognizer's confidence below which words said over the agent
+      in a voice no longer than an acknowledgement's (under 1.5 s) are taken for a
+      misheard acknowledgement or noise, not a turn (Whisper hears short hums and
+      "uh-huh"s as "you", "and then", "M-H-M" or "And the MHCM." at 0.2-0.45, clear short
+      words at 0.45-0.85). A recognizer that reports no confidence (0) is always taken at
+      its word; stop words always stop.
     """
 
     policy: TurnPolicy = field(default_factory=_vad_policy)
@@ -445,21 +446,16 @@ class TurnEngine:
     def _overlap_verdict(
         self, turn: _Turn, overlap: _Overlap, now: float, *, final: bool
     ) -> Overlap:
-        """What the caller's words over the agent are (`classify_overlap`); a final of one
-        or two unsure words in a short voice is taken for a misheard acknowledgement (see
-        `TurnSettings.sure_overlap`)."""
+        """What the caller's words over the agent are (`classify_overlap`); a final the
+        recognizer is unsure of, in a voice no longer than an acknowledgement's, is taken
+        for a misheard one (see `TurnSettings.sure_overlap`)."""
         end = turn.speech_ended_at if turn.speech_ended_at is not None else now
         verdict = classify_overlap(
             turn.text(with_interim=True), voiced_seconds=end - overlap.started_at, final=final
         )
         unsure = turn.confidence is not None and turn.confidence < self.settings.sure_overlap
-        if (
-            verdict.kind == "turn"
-            and final
-            and unsure
-            and len(verdict.words) <= 2
-            and not self._voiced_enough(overlap)
-        ):
+        short = overlap.voiced_seconds < MAX_BACKCHANNEL_SECONDS
+        if verdict.kind == "turn" and final and unsure and short:
             return Overlap("backchannel", verdict.words)
         return verdict
 
