@@ -244,7 +244,7 @@ async def _talk_over(
     await call.wait_for(lambda: call.now() >= start + OVERLAP_AFTER, 10)
     if call.transport.playing_until() < call.now() + 0.8:
         return {"valid": False}
-    before = await _agent_cuts(call)
+    before = _agent_cuts(await call.hub.history(call.room_id))
     said = await call.speak(clip)
     if settle:
         await call.wait_quiet(1.0, timeout=40.0, not_before=said.last + 2.2)
@@ -255,7 +255,7 @@ async def _talk_over(
     history = await call.hub.history(call.room_id)
     # the agent's speech ended before its last word since the clip began (a pause it
     # resumed from is not; a greeting the question cut is not the clip's doing)
-    cut = await _agent_cuts(call) > before
+    cut = _agent_cuts(history) > before
     heard = [e.text for e in history if e.kind is EventKind.TRANSCRIPT and e.role == "user"]
     return {
         "valid": True,
@@ -266,9 +266,8 @@ async def _talk_over(
     }
 
 
-async def _agent_cuts(call: BenchCall) -> int:
-    """How many of the agent's speeches in the room so far were cut before their end."""
-    history = await call.hub.history(call.room_id)
+def _agent_cuts(history: list[Any]) -> int:
+    """How many of the agent's speeches in `history` (a room's) were cut before their end."""
     return sum(
         1
         for e in history

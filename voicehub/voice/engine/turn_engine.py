@@ -82,9 +82,9 @@ class TurnSettings:
       "vad" or "model", the silences, the ceiling).
     - `final_timeout`: how long a quiet turn waits for the recognizer's final.
     - `min_interruption`: caller voice that long (speech-like frames, while the VAD hears
-      speech) over a reply pauses it. Most acknowledgements ("uh-huh", "okay") are voiced
-      0.2-0.5 s, so they leave the reply playing; stop words are as short, and stop it
-      when their words are known.
+      speech) over a reply pauses it: longer than most acknowledgements ("uh-huh",
+      "okay"), which leave the reply playing; stop words are as short, and stop it when
+      their words are known.
     - `resume_after`: a result paused by a sound that never became speech resumes after this
       much quiet.
     - `flush_finalizes`: the recognizer answers a flush with a final (livekit's
@@ -93,10 +93,9 @@ class TurnSettings:
     - `prepare_replies`: prepare the reply while a likely-complete turn is still quiet.
     - `sure_overlap`: the recognizer's confidence below which words said over the agent
       in a voice no longer than an acknowledgement's (under 1.5 s) are taken for a
-      misheard acknowledgement or noise, not a turn (Whisper hears short hums and
-      "uh-huh"s as "you", "and then", "M-H-M" or "And the MHCM." at 0.2-0.45, clear short
-      words at 0.45-0.85). A recognizer that reports no confidence (0) is always taken at
-      its word; stop words always stop.
+      misheard acknowledgement or noise, not a turn: a recognizer unsure of so short a
+      sound has most likely made words of a hum. A recognizer that reports no confidence
+      (0) is always taken at its word; stop words always stop.
     """
 
     policy: TurnPolicy = field(default_factory=_vad_policy)

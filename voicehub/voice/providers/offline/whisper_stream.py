@@ -134,11 +134,8 @@ class WhisperStream(InlineRecognizeStream):
             self._decode(action.window, Urgency.INTERIM)
 
     def _flush_utterance(self, ago: float = 0.0) -> None:
-        if ago > 0:
-            frames_ago = round(ago * 1000 / self._window.frame_ms)
-            window, ahead = self._window.flush_at(self._window.frames_pushed - frames_ago)
-        else:
-            window, ahead = self._window.flush(), []
+        frames_ago = round(ago * 1000 / self._window.frame_ms)
+        window, ahead = self._window.flush_at(self._window.frames_pushed - frames_ago)
         flushed = _Flushed(window)
         if window is None:
             flushed.heard = _NOTHING
