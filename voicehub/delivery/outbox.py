@@ -229,8 +229,8 @@ class Outbox:
                         log.warning("delivery %s: could not renew its lease: %s", record.id, exc)
                         delay = min(delay, _RENEW_RETRY)
                         continue
-                    if renewed is None:  # only after a stall longer than the lease
-                        log.warning("lost the lease on delivery %s while speaking", record.id)
+                    if renewed is None:  # a stall longer than the lease, or a takeover
+                        await self._log_lost(record)
                     else:
                         records[i] = renewed
 
@@ -239,6 +239,18 @@ class Outbox:
             yield
         finally:
             await cancel_and_wait(renewing)
+
+    async def _log_lost(self, record: DeliveryRecord) -> None:
+        """Say who has the record now: a lease taken over by the instance the call moved to
+        is expected; one taken by an instance without the call is not."""
+        try:
+            now = await self.store.get_delivery(record.id)
+        except StoreError:
+            now = None
+        held = "unknown" if now is None else f"{now.status} by {now.lease_owner or 'nobody'}"
+        log.warning(
+            "%s lost the lease on delivery %s while speaking (now %s)", self.owner, record.id, held
+        )
 
     def expired(self, record: DeliveryRecord) -> bool:
         """Whether `record` is past its time to live."""

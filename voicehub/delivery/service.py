@@ -230,6 +230,13 @@ class DeliveryService:
         queue.update(record)
         wait = max(self.outbox.lease_left(record), self.retry_delay)
         queue.not_before[record.id] = self.clock.now() + wait
+        log.info(
+            "delivery %s: %s by %s; trying again in %.1f s",
+            record.id,
+            record.status,
+            record.lease_owner or "nobody",
+            wait,
+        )
 
     async def _hold(self, queue: RoomQueue, delivery_id: str) -> None:
         record, item = queue.items[delivery_id]
