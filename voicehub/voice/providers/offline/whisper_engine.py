@@ -6,7 +6,7 @@ hashes below when the model loads, so a changed package is refused instead of si
 recognizing differently; nothing is ever downloaded.
 
 Whisper has no partial results: it decodes a whole utterance (the VAD's segment) at once,
-about 0.4 s of one core for a two-second request. It copes with phone audio far better
+on a window shorter than its own (`whisper_window`). It copes with phone audio far better
 than PocketSphinx (`voicehub bench --only phone`, all 225 requests of its evaluation set:
 tool accuracy on phone audio 0.21 with PocketSphinx, 0.956 with Whisper prompted with the
 desk's vocabulary, listening again slowed, primed with the desk's requests as sentences,
@@ -34,6 +34,7 @@ from voicehub.voice.providers.offline.decode_queue import DecodeQueue, lower_pri
 from voicehub.voice.providers.offline.environment import whole_number
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten
+from voicehub.voice.providers.offline.whisper_window import WindowedDecoder
 
 __all__ = [
     "MODEL_FILES",
@@ -66,6 +67,11 @@ _NO_SPEECH = 0.8  # a segment Whisper itself thinks is not speech
 # decoded from noise or a voice it cannot follow, not what the caller said.
 _REPETITIVE = 2.4
 _PHONE_RATE = 8000  # and below: phone audio, decoded with a beam
+WINDOW_SECONDS = 20
+"""Seconds of the encoder's window (`whisper_window`): a decoding takes half the time of one
+on Whisper's own 30 s window, for slightly more mishearing (`docs/speech-recognition.md`);
+30 decodes as Whisper does."""
+WINDOW_ENV = "VOICEHUB_WHISPER_WINDOW"
 WORKERS_ENV = "VOICEHUB_WHISPER_WORKERS"
 THREADS_ENV = "VOICEHUB_WHISPER_THREADS"
 
@@ -182,6 +188,7 @@ class WhisperRecognizer:
         workers: int = 1,
         beam_size: int = 1,
         phone_beam_size: int = 5,
+        window: float = WINDOW_SECONDS,
     ) -> None:
         self._threads = threads
         self._workers = workers
@@ -193,11 +200,18 @@ class WhisperRecognizer:
         # lost a request with it, 0.987 -> 0.973, so wideband decodes greedily).
         self._phone_beam_size = phone_beam_size
         self._model: Any = None
+        self._window = window
+        self._windowed: WindowedDecoder | None = None
         self._lock = threading.Lock()
 
     def prewarm(self) -> None:
         """Load and check the model now (about half a second)."""
         self._load()
+
+    @property
+    def model(self) -> Any:
+        """The faster-whisper model (loaded on first use)."""
+        return self._load()
 
     def _load(self) -> Any:
         with self._lock:
@@ -220,6 +234,12 @@ class WhisperRecognizer:
             num_workers=self._workers,
             local_files_only=True,
         )
+
+    def _decoder(self, model: Any) -> WindowedDecoder:
+        with self._lock:
+            if self._windowed is None:
+                self._windowed = WindowedDecoder(model, window=self._window)
+            return self._windowed
 
     def recognize(
         self,
@@ -262,20 +282,10 @@ class WhisperRecognizer:
         samples = pcm16_to_int16(audio).astype(np.float32) / 32768.0
         if samples.size < SAMPLE_RATE // 10:  # under 100 ms: nothing to say
             return WhisperTranscript("", 0.0, 0.0, 0.0)
-        segments, _info = model.transcribe(
+        segments = self._decoder(model).decode(
             samples,
-            language="en",
             beam_size=self._phone_beam_size if sample_rate <= _PHONE_RATE else self._beam_size,
-            # Greedy at temperature 0 only: the default fallback to sampling at higher
-            # temperatures made results differ run to run for no gain in accuracy (the
-            # phone bench: the same 0.88 / 0.947); what it would have retried is dropped.
-            temperature=0.0,
-            # No timestamp tokens: a request is one short utterance, and decoding text only
-            # misheard less (the phone bench, wideband: 0.947 -> 0.96).
-            without_timestamps=True,
-            initial_prompt=prompt or None,
-            condition_on_previous_text=False,
-            vad_filter=False,  # the session's VAD already cut the utterance
+            prompt=prompt,
         )
         spoken = [
             s
@@ -333,11 +343,15 @@ def built_shared_recognizer() -> WhisperRecognizer | None:
 
 def shared_recognizer() -> WhisperRecognizer:
     """The process-wide model, loaded on first use, decoding on `$VOICEHUB_WHISPER_WORKERS`
-    threads (1 when unset), each decoding on `$VOICEHUB_WHISPER_THREADS` cores (1)."""
+    threads (1 when unset), each decoding on `$VOICEHUB_WHISPER_THREADS` cores (1), with an
+    encoder window of `$VOICEHUB_WHISPER_WINDOW` seconds (`WINDOW_SECONDS`; 30: Whisper's
+    own)."""
     global _shared
     with _shared_lock:
         if _shared is None:
             _shared = WhisperRecognizer(
-                threads=_threads_from_environment(), workers=_workers_from_environment()
+                threads=_threads_from_environment(),
+                workers=_workers_from_environment(),
+                window=whole_number(WINDOW_ENV, WINDOW_SECONDS),
             )
         return _shared
