@@ -217,7 +217,8 @@ async def test_the_engine_plays_every_sentence_of_a_deepgram_reply(fake: FakeDee
     from voicehub.voice.engine.tts_audio import PcmSpeaker, synthesized_pcm
 
     plugin = voice(fake, sample_rate=24000)
-    assert isinstance(plugin, PcmSpeaker)
+    speaker: PcmSpeaker = plugin  # mypy holds it to the protocol
+    assert speaker.speak_pcm is not None
     firsts: list[bool] = []
     sentences = ("The analysts are on it. ", "I will tell you when they are done.")
     same = b"".join([pcm async for pcm in synthesized_pcm(plugin, _texts(*sentences), 24000)])

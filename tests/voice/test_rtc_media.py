@@ -112,3 +112,15 @@ def test_caller_stereo_48k_becomes_session_mono_in_place() -> None:
     assert abs(np.abs(mono[-300:]).max() - np.abs(expected).max()) < 400
     with pytest.raises(ValueError, match="s16"):
         decoder.decode(av.AudioFrame(format="fltp", layout="mono", samples=960))
+
+
+def test_caller_stereo_mix_is_the_integer_mean_of_the_channels_exactly() -> None:
+    import av
+
+    rng = np.random.default_rng(7)
+    stereo = rng.integers(-32768, 32768, size=(960, 2), dtype=np.int16)
+    frame = av.AudioFrame.from_ndarray(stereo.reshape(1, -1), format="s16", layout="stereo")
+    frame.sample_rate = 16000  # no resampling: the mix alone
+    mono = np.frombuffer(PcmDecoder(16000).decode(frame), dtype="<i2")
+    expected = (stereo[:, 0].astype(np.int32) + stereo[:, 1]) >> 1
+    assert np.array_equal(mono, expected.astype(np.int16))

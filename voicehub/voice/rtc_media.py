@@ -205,9 +205,9 @@ class PcmDecoder:
         samples = np.frombuffer(frame.planes[0], dtype="<i2", count=frame.samples * channels)
         if channels == 1:
             mono = samples
-        elif channels == 2:  # column by column: several times cheaper than a sum on an axis
-            pairs = samples.reshape(-1, 2)
-            mono = ((pairs[:, 0].astype(np.int32) + pairs[:, 1]) >> 1).astype(np.int16)
+        elif channels == 2:  # one widening, then strided columns: cheaper than a sum on an axis
+            wide = samples.astype(np.int32)
+            mono = ((wide[0::2] + wide[1::2]) >> 1).astype(np.int16)
         else:
             mono = (samples.reshape(-1, channels).astype(np.int32).sum(axis=1) // channels).astype(
                 np.int16

@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from voicehub.voice.audio import Resampler, int16_to_pcm16
 
 __all__ = ["PcmSpeaker", "one_text", "synthesized_pcm"]
 
 
-@runtime_checkable
 class PcmSpeaker(Protocol):
     """A TTS that says a reply's texts (each pushed and flushed as it comes) and yields
     PCM16 mono at its `sample_rate` as it arrives."""
@@ -41,14 +40,16 @@ async def synthesized_pcm(
     mono at `sample_rate` (resampled when the TTS speaks at another rate).
     `first_audio` is called when the first audio of all arrives (time to first byte)."""
     converter = _ToRate(sample_rate)
-    if isinstance(tts, PcmSpeaker):
-        spoken = tts.speak_pcm(texts)
+    # an attribute, not a runtime-checkable isinstance (that walks the class each reply)
+    if hasattr(tts, "speak_pcm"):
+        speaker: PcmSpeaker = tts
+        spoken = speaker.speak_pcm(texts)
         try:
             async for chunk in spoken:
                 if first_audio is not None:
                     first_audio()
                     first_audio = None
-                pcm = converter.convert_pcm(chunk, tts.sample_rate)
+                pcm = converter.convert_pcm(chunk, speaker.sample_rate)
                 if pcm:
                     yield pcm
         finally:
