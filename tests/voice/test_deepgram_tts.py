@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import AsyncIterator
 
@@ -235,3 +236,38 @@ async def test_the_engine_plays_every_sentence_of_a_deepgram_reply(fake: FakeDee
     expected = int16_to_pcm16(resampler.push(same)) + int16_to_pcm16(resampler.flush())
     assert resampled == expected and firsts == [True]
     await plugin.aclose()
+
+
+async def test_a_burst_of_audio_lets_the_event_loop_run_between_messages() -> None:
+    """A whole reply already queued is not played in one step of the loop: other calls'
+    frames run between its messages."""
+    import asyncio
+
+    from voicehub.voice.providers.deepgram.speak_exchange import spoken_audio
+
+    class Burst:
+        def __init__(self) -> None:
+            self.messages: asyncio.Queue[object] = asyncio.Queue()
+
+        async def speak(self, text: str) -> None:
+            for number in range(5):  # the server's whole answer at once
+                self.messages.put_nowait(bytes([number]) * 640)
+
+        async def flush(self) -> None:
+            self.messages.put_nowait(type("Flushed", (), {"type": "Flushed"})())
+
+    steps = 0
+
+    async def other_calls() -> None:
+        nonlocal steps
+        while True:
+            steps += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(other_calls())
+    seen: list[int] = []
+    async for _pcm in spoken_audio(Burst(), _texts("Hi."), bytes, whole_samples=True):  # type: ignore[arg-type]
+        seen.append(steps)
+    ticker.cancel()
+    assert len(seen) == 5
+    assert all(later > earlier for earlier, later in itertools.pairwise(seen))

@@ -2,7 +2,9 @@
 
 Shared by livekit's stream (`tts._SocketStream`) and voicehub's direct path
 (`DeepgramTTS.speak_pcm`), so both say the same thing to the socket and hear the same audio.
-The reply ends once its text is all sent and every `Flush` is answered (`Flushed`).
+The reply ends once its text is all sent and every `Flush` is answered (`Flushed`). Between
+two messages that were already waiting the event loop runs other calls (a hop per message, as
+livekit's stream made), so a reply's burst of audio never holds the loop for its length.
 """
 
 from __future__ import annotations
@@ -75,7 +77,11 @@ async def spoken_audio(
     flushed, odd, input_done = 0, b"", False
     try:
         while not (input_done and flushed >= flushes):
-            message = await socket.messages.get()
+            if socket.messages.empty():
+                message = await socket.messages.get()
+            else:  # a burst (Aura sends faster than real time): the loop runs between its
+                await asyncio.sleep(0)  # messages, else a whole reply plays in one step
+                message = socket.messages.get_nowait()
             if message is _INPUT_DONE:
                 await sender  # raise its error, if any
                 input_done = True
