@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import AsyncIterator
 
@@ -127,3 +128,146 @@ async def test_a_refused_key_is_a_clear_error(fake: FakeDeepgram) -> None:
     with pytest.raises(Exception, match="refused the API key"):
         await audio_of(stream)
     assert [s for _, s in fake.handshakes] == [401]
+
+
+# -- the direct path (`speak_pcm`, what voicehub's engine plays) against livekit's stream ---
+
+
+async def _texts(*texts: str) -> AsyncIterator[str]:
+    for text in texts:
+        yield text
+
+
+def _rendered(sentences: list[str], encoding: str, rate: int) -> bytes:
+    """What the fake says for each flushed sentence, as the plugin decodes it."""
+    audio = [piper_speech(sentence.strip(), rate) for sentence in sentences]
+    if encoding == "mulaw":
+        audio = [ulaw2lin(lin2ulaw(pcm)) for pcm in audio]
+    return b"".join(audio)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "rate"), [("linear16", 24000), ("linear16", 16000), ("mulaw", 8000)]
+)
+async def test_speak_pcm_says_each_text_as_it_comes_and_plays_all_of_it(
+    fake: FakeDeepgram, encoding: str, rate: int
+) -> None:
+    """The engine's texts (sentences as the model writes them) each pushed and flushed."""
+    texts = ("Hello there. How", " are you", " today? Fine.", "   ", "Bye!")
+    plugin = voice(fake, encoding=encoding, sample_rate=rate)
+    direct = b"".join([pcm async for pcm in plugin.speak_pcm(_texts(*texts))])
+    said = ["Hello there. ", "How", " are you", " today? ", "Fine.", "Bye!"]
+    assert direct == _rendered(said, encoding, rate)  # byte for byte, every sentence
+    [socket] = fake.speaks
+    assert socket.messages == [
+        message for text in said for message in ({"type": "Speak", "text": text}, {"type": "Flush"})
+    ]
+    await plugin.aclose()
+
+
+@pytest.mark.parametrize(("encoding", "rate"), [("linear16", 24000), ("mulaw", 8000)])
+async def test_speak_pcm_says_and_plays_what_the_livekit_stream_does(
+    fake: FakeDeepgram, encoding: str, rate: int
+) -> None:
+    text = "Hello there. How are you today?"
+    plugin = voice(fake, encoding=encoding, sample_rate=rate)
+    direct = b"".join([pcm async for pcm in plugin.speak_pcm(_texts(text))])
+    stream = plugin.stream()
+    stream.push_text(text)
+    stream.end_input()
+    assert direct == await audio_of(stream)  # byte for byte
+    [socket] = fake.speaks  # both on the one socket, one reply after the other
+    half = len(socket.messages) // 2
+    assert socket.messages[:half] == socket.messages[half:]
+    await plugin.aclose()
+
+
+async def test_speak_pcm_cut_short_clears_the_socket_for_the_next_reply(
+    fake: FakeDeepgram,
+) -> None:
+    plugin = voice(fake)
+    spoken = plugin.speak_pcm(_texts("This is a long answer that the caller will cut. It goes on."))
+    assert await anext(spoken)  # the first audio arrived: now the caller speaks
+    await spoken.aclose()
+    await fake.wait_for(lambda: {"type": "Clear"} in fake.speaks[0].messages)
+    after = b"".join([pcm async for pcm in plugin.speak_pcm(_texts("Yes?"))])
+    assert after == piper_speech("Yes?", 24000)  # nothing of the cut reply
+    assert len(fake.speaks) == 1
+    await plugin.aclose()
+
+
+async def test_speak_pcm_reports_a_refused_key_as_the_stream_does(fake: FakeDeepgram) -> None:
+    plugin = voice(fake, key="wrong")
+    errors: list[tts.TTSError] = []
+    plugin.on("error", errors.append)
+    with pytest.raises(Exception, match="refused the API key"):
+        _ = [pcm async for pcm in plugin.speak_pcm(_texts("Hello."))]
+    stream = plugin.stream()
+    stream.push_text("Hello.")
+    stream.end_input()
+    with pytest.raises(Exception, match="refused the API key"):
+        await audio_of(stream)
+    assert [e.recoverable for e in errors] == [False, False]
+    assert str(errors[0].error) == str(errors[1].error)
+
+
+async def test_the_engine_plays_every_sentence_of_a_deepgram_reply(fake: FakeDeepgram) -> None:
+    """`synthesized_pcm` takes Deepgram's PCM directly, resampled to the call's rate when
+    it differs; through livekit's stream only the first flushed text was heard."""
+    from voicehub.voice.audio import Resampler, int16_to_pcm16
+    from voicehub.voice.engine.tts_audio import PcmSpeaker, synthesized_pcm
+
+    plugin = voice(fake, sample_rate=24000)
+    speaker: PcmSpeaker = plugin  # mypy holds it to the protocol
+    assert speaker.speak_pcm is not None
+    firsts: list[bool] = []
+    sentences = ("The analysts are on it. ", "I will tell you when they are done.")
+    same = b"".join([pcm async for pcm in synthesized_pcm(plugin, _texts(*sentences), 24000)])
+    assert same == _rendered(list(sentences), "linear16", 24000)
+    resampled = b"".join(
+        [
+            pcm
+            async for pcm in synthesized_pcm(
+                plugin, _texts(*sentences), 16000, first_audio=lambda: firsts.append(True)
+            )
+        ]
+    )
+    resampler = Resampler(24000, 16000)
+    expected = int16_to_pcm16(resampler.push(same)) + int16_to_pcm16(resampler.flush())
+    assert resampled == expected and firsts == [True]
+    await plugin.aclose()
+
+
+async def test_a_burst_of_audio_lets_the_event_loop_run_between_messages() -> None:
+    """A whole reply already queued is not played in one step of the loop: other calls'
+    frames run between its messages."""
+    import asyncio
+
+    from voicehub.voice.providers.deepgram.speak_exchange import spoken_audio
+
+    class Burst:
+        def __init__(self) -> None:
+            self.messages: asyncio.Queue[object] = asyncio.Queue()
+
+        async def speak(self, text: str) -> None:
+            for number in range(5):  # the server's whole answer at once
+                self.messages.put_nowait(bytes([number]) * 640)
+
+        async def flush(self) -> None:
+            self.messages.put_nowait(type("Flushed", (), {"type": "Flushed"})())
+
+    steps = 0
+
+    async def other_calls() -> None:
+        nonlocal steps
+        while True:
+            steps += 1
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(other_calls())
+    seen: list[int] = []
+    async for _pcm in spoken_audio(Burst(), _texts("Hi."), bytes, whole_samples=True):  # type: ignore[arg-type]
+        seen.append(steps)
+    ticker.cancel()
+    assert len(seen) == 5
+    assert all(later > earlier for earlier, later in itertools.pairwise(seen))

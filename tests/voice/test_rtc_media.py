@@ -54,6 +54,24 @@ def test_agent_audio_is_opus_at_the_session_rate_and_sounds_like_it() -> None:
     assert best > 0.98, best  # CELT keeps the waveform (SILK at complexity 1: about 0.93)
 
 
+@pytest.mark.parametrize("rate", [8000, 16000, 24000, 48000])
+def test_packets_carry_the_rtp_timestamps_aiortc_gave_the_session_rate_pts(rate: int) -> None:
+    """The pts on the 48 kHz RTP clock: the same timestamps aiortc derived before from pts
+    at the session rate, and its packer no longer converts them."""
+    from fractions import Fraction
+
+    encoder = OpusPackets(rate)
+    samples = rate // 50
+    packets = [encoder.packet(None if n % 3 else bytes(samples * 2)) for n in range(9)]
+    sender = OpusEncoder()
+    for number, packet in enumerate(packets):
+        if packet is None:
+            continue
+        assert packet.time_base == Fraction(1, 48000)
+        old = int(number * samples * Fraction(1, rate) / Fraction(1, 48000))
+        assert sender.pack(packet)[1] == old == number * 960
+
+
 def _modes(packets: list[object]) -> set[str]:
     """Opus' coding mode of each packet, from its TOC byte (RFC 6716, 3.1)."""
     configs = {bytes(packet)[0] >> 3 for packet in packets}  # type: ignore[call-overload]
@@ -73,7 +91,7 @@ def test_agent_audio_is_celt_only_and_a_browser_microphone_is_not() -> None:
 def test_silence_is_one_packet_sent_again_and_decodes_quiet() -> None:
     encoder = OpusPackets(16000)
     first, second = encoder.packet(None), encoder.packet(None)
-    assert bytes(first) == bytes(second) and second.pts - first.pts == 320
+    assert bytes(first) == bytes(second) and second.pts - first.pts == 960  # the RTP clock
     quiet = _decoded([first, second])
     assert np.abs(quiet).max() < 50
 
@@ -94,3 +112,15 @@ def test_caller_stereo_48k_becomes_session_mono_in_place() -> None:
     assert abs(np.abs(mono[-300:]).max() - np.abs(expected).max()) < 400
     with pytest.raises(ValueError, match="s16"):
         decoder.decode(av.AudioFrame(format="fltp", layout="mono", samples=960))
+
+
+def test_caller_stereo_mix_is_the_integer_mean_of_the_channels_exactly() -> None:
+    import av
+
+    rng = np.random.default_rng(7)
+    stereo = rng.integers(-32768, 32768, size=(960, 2), dtype=np.int16)
+    frame = av.AudioFrame.from_ndarray(stereo.reshape(1, -1), format="s16", layout="stereo")
+    frame.sample_rate = 16000  # no resampling: the mix alone
+    mono = np.frombuffer(PcmDecoder(16000).decode(frame), dtype="<i2")
+    expected = (stereo[:, 0].astype(np.int32) + stereo[:, 1]) >> 1
+    assert np.array_equal(mono, expected.astype(np.int16))

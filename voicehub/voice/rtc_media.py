@@ -55,6 +55,10 @@ BROWSER_APPLICATION, BROWSER_COMPLEXITY = "voip", 10
 OPUS_BITRATE = 32000  # mono wideband speech; aiortc's own encoder spends 96 kb/s on stereo
 
 _MAX_LATE = 0.5  # seconds behind schedule before the pacer gives up catching up
+# Opus' RTP clock (RFC 7587), whatever the encoded rate: packets carry their pts on it, so
+# aiortc's packer has no time base to convert (a `Fraction` product per packet)
+RTP_CLOCK = 48000
+_RTP_TIME_BASE = fractions.Fraction(1, RTP_CLOCK)
 
 
 def import_aiortc() -> Any:
@@ -67,11 +71,12 @@ def import_aiortc() -> Any:
 
 
 class OpusPackets:
-    """PCM16 mono 20 ms frames at `rate` in, Opus `av.Packet`s out (pts at `rate`).
+    """PCM16 mono 20 ms frames at `rate` in, Opus `av.Packet`s out, their pts on the RTP
+    clock (48 kHz).
 
     libopus takes 8, 12, 16, 24 and 48 kHz as they are: the session's audio is never
-    resampled on its way out (RTP's 48 kHz clock is aiortc's conversion of the pts). Silence
-    is one packet encoded once and sent again (a quiet call costs no encoding)."""
+    resampled on its way out. Silence is one packet encoded once and sent again (a quiet
+    call costs no encoding)."""
 
     def __init__(
         self,
@@ -128,8 +133,8 @@ class OpusPackets:
                 return None
             data = bytes(encoded[-1])
         packet = self._av.Packet(data)
-        packet.pts = pts
-        packet.time_base = self.time_base
+        packet.pts = pts * RTP_CLOCK // self.rate
+        packet.time_base = _RTP_TIME_BASE
         return packet
 
 
@@ -200,9 +205,9 @@ class PcmDecoder:
         samples = np.frombuffer(frame.planes[0], dtype="<i2", count=frame.samples * channels)
         if channels == 1:
             mono = samples
-        elif channels == 2:  # column by column: several times cheaper than a sum on an axis
-            pairs = samples.reshape(-1, 2)
-            mono = ((pairs[:, 0].astype(np.int32) + pairs[:, 1]) >> 1).astype(np.int16)
+        elif channels == 2:  # one widening, then strided columns: cheaper than a sum on an axis
+            wide = samples.astype(np.int32)
+            mono = ((wide[0::2] + wide[1::2]) >> 1).astype(np.int16)
         else:
             mono = (samples.reshape(-1, channels).astype(np.int32).sum(axis=1) // channels).astype(
                 np.int16

@@ -1,20 +1,32 @@
 """Speech audio from any livekit TTS, as PCM16 at the transport's rate.
 
-A streaming TTS (`capabilities.streaming`: a speak socket) gets the texts on one
-`stream()`, each pushed and flushed as it comes, while its audio is read; another TTS
-synthesizes each text with `synthesize()`, in order.
+A TTS that is a `PcmSpeaker` (Deepgram's) hands its PCM16 over itself, message by message:
+no livekit stream, tasks or frames between its socket and the player. Another streaming TTS
+(`capabilities.streaming`: a speak socket) gets the texts on one `stream()`, each pushed and
+flushed as it comes, while its audio is read; another TTS synthesizes each text with
+`synthesize()`, in order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any, Protocol
 
 from voicehub.voice.audio import Resampler, int16_to_pcm16
 
-__all__ = ["one_text", "synthesized_pcm"]
+__all__ = ["PcmSpeaker", "one_text", "synthesized_pcm"]
+
+
+class PcmSpeaker(Protocol):
+    """A TTS that says a reply's texts (each pushed and flushed as it comes) and yields
+    PCM16 mono at its `sample_rate` as it arrives."""
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    def speak_pcm(self, texts: AsyncIterator[str]) -> AsyncGenerator[bytes, None]: ...
 
 
 async def synthesized_pcm(
@@ -28,15 +40,30 @@ async def synthesized_pcm(
     mono at `sample_rate` (resampled when the TTS speaks at another rate).
     `first_audio` is called when the first audio of all arrives (time to first byte)."""
     converter = _ToRate(sample_rate)
-    streaming = getattr(getattr(tts, "capabilities", None), "streaming", False)
-    frames = _streamed(tts, texts) if streaming else _chunked(tts, texts)
-    async for frame in frames:
-        if first_audio is not None:
-            first_audio()
-            first_audio = None
-        pcm = converter.convert(frame)
-        if pcm:
-            yield pcm
+    # an attribute, not a runtime-checkable isinstance (that walks the class each reply)
+    if hasattr(tts, "speak_pcm"):
+        speaker: PcmSpeaker = tts
+        spoken = speaker.speak_pcm(texts)
+        try:
+            async for chunk in spoken:
+                if first_audio is not None:
+                    first_audio()
+                    first_audio = None
+                pcm = converter.convert_pcm(chunk, speaker.sample_rate)
+                if pcm:
+                    yield pcm
+        finally:
+            await spoken.aclose()
+    else:
+        streaming = getattr(getattr(tts, "capabilities", None), "streaming", False)
+        frames = _streamed(tts, texts) if streaming else _chunked(tts, texts)
+        async for frame in frames:
+            if first_audio is not None:
+                first_audio()
+                first_audio = None
+            pcm = converter.convert(frame)
+            if pcm:
+                yield pcm
     rest = converter.flush()
     if rest:
         yield rest
@@ -87,11 +114,13 @@ class _ToRate:
         self._from = 0
 
     def convert(self, frame: Any) -> bytes:
-        pcm: bytes = frame.data.tobytes()
-        if frame.sample_rate == self.rate:
+        return self.convert_pcm(frame.data.tobytes(), frame.sample_rate)
+
+    def convert_pcm(self, pcm: bytes, rate: int) -> bytes:
+        if rate == self.rate:
             return pcm
-        if self._resampler is None or self._from != frame.sample_rate:
-            self._resampler, self._from = Resampler(frame.sample_rate, self.rate), frame.sample_rate
+        if self._resampler is None or self._from != rate:
+            self._resampler, self._from = Resampler(rate, self.rate), rate
         return int16_to_pcm16(self._resampler.push(pcm))
 
     def flush(self) -> bytes:

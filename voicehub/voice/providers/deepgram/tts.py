@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, Never, TypeVar
 
 from voicehub.core.clock import SystemClock
@@ -30,10 +29,11 @@ from voicehub.voice.providers.deepgram.connection import (
     fault_status,
     is_retryable,
 )
-from voicehub.voice.providers.deepgram.speak_socket import CLOSED, SpeakSocket
+from voicehub.voice.providers.deepgram.speak_exchange import SentenceSplitter, spoken_audio
+from voicehub.voice.providers.deepgram.speak_socket import SpeakSocket
 
 with vendor_import("livekit-agents"):
-    from livekit.agents import APIConnectionError, APIStatusError, tts
+    from livekit.agents import APIConnectionError, APIError, APIStatusError, tts
     from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, APIConnectOptions
 
 __all__ = ["DeepgramTTS"]
@@ -42,9 +42,6 @@ log = logging.getLogger("voicehub.voice.deepgram")
 
 Encoding = Literal["linear16", "mulaw"]
 T = TypeVar("T")
-# A sentence ends at . ! ? (and closing quotes) followed by whitespace.
-_INPUT_DONE = object()  # the stream's text is all sent
-_SENTENCE_END = re.compile(r"[.!?…]+[\"')\]]*\s+")
 
 
 class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
@@ -108,6 +105,52 @@ class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
 
     def decode(self, data: bytes) -> bytes:
         return ulaw2lin(data) if self.encoding == "mulaw" else data
+
+    def exchange(self, socket: SpeakSocket, sentences: AsyncIterator[str]) -> AsyncIterator[bytes]:
+        """The PCM16 of `sentences` spoken over `socket` (`speak_exchange`)."""
+        whole_samples = self.encoding != "mulaw"
+        return spoken_audio(socket, sentences, self.decode, whole_samples=whole_samples)
+
+    async def speak_pcm(self, texts: AsyncIterator[str]) -> AsyncGenerator[bytes, None]:
+        """`PcmSpeaker`: each text of `texts` said over the speak socket, its PCM16 at
+        `sample_rate` yielded as each message arrives. What `stream()` says and plays,
+        without livekit's stream around it (its tasks, channels, frames and spans per
+        reply); a failure is reported as livekit's stream reports it (an "error" event)."""
+        said = heard = False
+
+        async def sentences() -> AsyncIterator[str]:
+            nonlocal said
+            async for sentence in _sentences_of(texts):
+                said = said or bool(sentence.strip())
+                yield sentence
+
+        try:
+            socket = await self.checkout()
+        except APIError as error:
+            self._failed(error)
+            raise
+        done = False
+        try:
+            async for pcm in self.exchange(socket, sentences()):
+                if pcm:
+                    heard = True
+                    yield pcm
+            done = True
+        except APIError as error:
+            self._failed(error)
+            raise
+        finally:
+            self.give_back(socket, dirty=not done)
+        if said and not heard:  # as livekit's stream checks a reply
+            silent = APIError("no audio frames were pushed for the reply's text")
+            self._failed(silent)
+            raise silent
+
+    def _failed(self, error: Exception) -> None:
+        self.emit(
+            "error",
+            tts.TTSError(timestamp=time.time(), label=self.label, error=error, recoverable=False),
+        )
 
     async def call(self, what: str, operation: Callable[[], Awaitable[T]]) -> T:
         """Run `operation`, retrying 429/5xx/network failures with backoff (each reported);
@@ -214,7 +257,6 @@ class _SocketStream(tts.SynthesizeStream):
     def __init__(self, *, tts: DeepgramTTS, conn_options: APIConnectOptions) -> None:
         super().__init__(tts=tts, conn_options=conn_options)
         self._dg = tts
-        self.flushes = 0
 
     async def _run(self, output_emitter: tts.AudioEmitter) -> None:
         dg = self._dg
@@ -227,63 +269,36 @@ class _SocketStream(tts.SynthesizeStream):
             stream=True,
         )
         socket = await dg.checkout()
-        done = False
+        done, started = False, False
         try:
-            await self._exchange(socket, output_emitter, request_id)
+            async for pcm in dg.exchange(socket, self._sentences()):
+                if not started:
+                    output_emitter.start_segment(segment_id=request_id)
+                    started = True
+                output_emitter.push(pcm)
             done = True
         finally:
             dg.give_back(socket, dirty=not done)
-
-    async def _exchange(
-        self, socket: SpeakSocket, output_emitter: tts.AudioEmitter, request_id: str
-    ) -> None:
-        sender = asyncio.create_task(self._send(socket))
-        flushed, started, odd, input_done = 0, False, b"", False
-        try:
-            while not (input_done and flushed >= self.flushes):
-                message = await socket.messages.get()
-                if message is _INPUT_DONE:
-                    await sender  # raise its error, if any
-                    input_done = True
-                elif message is CLOSED:
-                    raise APIConnectionError("Deepgram closed the speak socket", retryable=False)
-                elif isinstance(message, bytes):
-                    if not started:
-                        output_emitter.start_segment(segment_id=request_id)
-                        started = True
-                    data = odd + message
-                    if self._dg.encoding != "mulaw":
-                        data, odd = data[: len(data) // 2 * 2], data[len(data) // 2 * 2 :]
-                    output_emitter.push(self._dg.decode(data))
-                elif getattr(message, "type", None) == "Flushed":
-                    flushed += 1
-                elif getattr(message, "type", None) == "Warning":
-                    log.warning("Deepgram TTS warning: %s", getattr(message, "description", ""))
-        finally:
-            sender.cancel()
         if started:
             output_emitter.end_segment()
 
-    async def _send(self, socket: SpeakSocket) -> None:
-        buffer = ""
+    async def _sentences(self) -> AsyncIterator[str]:
+        splitter = SentenceSplitter()
+        async for item in self._input_ch:
+            if isinstance(item, self._FlushSentinel):
+                yield splitter.flush()
+                continue
+            for sentence in splitter.push(item):
+                yield sentence
+        yield splitter.flush()
 
-        async def say(text: str) -> None:
-            if text.strip():
-                await socket.speak(text)
-                await socket.flush()  # at each sentence end: audio starts sooner
-                self.flushes += 1
 
-        try:
-            async for item in self._input_ch:
-                if isinstance(item, self._FlushSentinel):
-                    await say(buffer)
-                    buffer = ""
-                    continue
-                buffer += item
-                while match := _SENTENCE_END.search(buffer):
-                    sentence, buffer = buffer[: match.end()], buffer[match.end() :]
-                    await say(sentence)
-            await say(buffer)
-        finally:
-            # in the same queue as the server's messages: the reader sees it in order
-            socket.messages.put_nowait(_INPUT_DONE)
+async def _sentences_of(texts: AsyncIterator[str]) -> AsyncIterator[str]:
+    """Each text's sentences, then its rest: a text is pushed and flushed as it comes."""
+    splitter = SentenceSplitter()
+    async for text in texts:
+        if not text.strip():
+            continue
+        for sentence in splitter.push(text):
+            yield sentence
+        yield splitter.flush()
