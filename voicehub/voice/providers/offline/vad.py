@@ -28,6 +28,10 @@ VADKind = Literal["silero", "webrtc"]
 
 _WEBRTC_RATES = (8000, 16000, 32000, 48000)
 _WEBRTC_FRAME_MS = (10, 20, 30)
+# the PCM16 sizes WebRTC's detector takes at each rate, looked up once a frame
+_WEBRTC_FRAME_BYTES = {
+    rate: frozenset(rate * ms // 1000 * 2 for ms in _WEBRTC_FRAME_MS) for rate in _WEBRTC_RATES
+}
 
 
 def load_vad(
@@ -182,7 +186,7 @@ class WebRtcVADStream(InlineVADStream):
             if resampler is None
             else int16_to_pcm16(resampler.push(frame.data))
         )
-        if splitter.pending == 0 and _is_webrtc_frame(len(pcm), rate):
+        if splitter.pending == 0 and len(pcm) in _WEBRTC_FRAME_BYTES[rate]:
             # the common case: no re-framing, and the event can carry the input frame
             self.decide(segmenter, pcm, rate, frame if resampler is None else None)
             return
@@ -250,7 +254,3 @@ class WebRtcVADStream(InlineVADStream):
                 speaking=segmenter.speaking,
             )
         )
-
-
-def _is_webrtc_frame(size: int, rate: int) -> bool:
-    return any(size == rate * ms // 1000 * 2 for ms in _WEBRTC_FRAME_MS)
