@@ -6,7 +6,8 @@ hashes below when the model loads, so a changed package is refused instead of si
 recognizing differently; nothing is ever downloaded.
 
 Whisper has no partial results: it decodes a whole utterance (the VAD's segment) at once,
-on a window shorter than its own (`whisper_window`). It copes with phone audio far better
+about 0.45 s of one core for a two-second request (`whisper_window` can shorten that, at a
+cost in accuracy). It copes with phone audio far better
 than PocketSphinx (`voicehub bench --only phone`, all 225 requests of its evaluation set:
 tool accuracy on phone audio 0.21 with PocketSphinx, 0.956 with Whisper prompted with the
 desk's vocabulary, listening again slowed, primed with the desk's requests as sentences,
@@ -67,10 +68,9 @@ _NO_SPEECH = 0.8  # a segment Whisper itself thinks is not speech
 # decoded from noise or a voice it cannot follow, not what the caller said.
 _REPETITIVE = 2.4
 _PHONE_RATE = 8000  # and below: phone audio, decoded with a beam
-WINDOW_SECONDS = 20
-"""Seconds of the encoder's window (`whisper_window`): a decoding takes half the time of one
-on Whisper's own 30 s window, for slightly more mishearing (`docs/speech-recognition.md`);
-30 decodes as Whisper does."""
+WINDOW_SECONDS = 30
+"""Seconds of the encoder's window (`whisper_window`): Whisper's own. 20 decodes in half the
+time and misheard more, short halves of paused requests most (`docs/speech-recognition.md`)."""
 WINDOW_ENV = "VOICEHUB_WHISPER_WINDOW"
 WORKERS_ENV = "VOICEHUB_WHISPER_WORKERS"
 THREADS_ENV = "VOICEHUB_WHISPER_THREADS"
