@@ -40,33 +40,35 @@ async def synthesized_pcm(
     mono at `sample_rate` (resampled when the TTS speaks at another rate).
     `first_audio` is called when the first audio of all arrives (time to first byte)."""
     converter = _ToRate(sample_rate)
+    # closed with this generator: a cut reply gives its socket back at once
+    async with contextlib.aclosing(_pcm_of(tts, texts)) as chunks:
+        async for chunk, rate in chunks:
+            if first_audio is not None:
+                first_audio()
+                first_audio = None
+            pcm = converter.convert(chunk, rate)
+            if pcm:
+                yield pcm
+    rest = converter.flush()
+    if rest:
+        yield rest
+
+
+async def _pcm_of(tts: Any, texts: AsyncIterator[str]) -> AsyncGenerator[tuple[bytes, int], None]:
+    """The TTS's audio as it comes: (PCM16 mono, its rate)."""
     # an attribute, not a runtime-checkable isinstance (that walks the class each reply)
     if hasattr(tts, "speak_pcm"):
         speaker: PcmSpeaker = tts
         spoken = speaker.speak_pcm(texts)
         try:
             async for chunk in spoken:
-                if first_audio is not None:
-                    first_audio()
-                    first_audio = None
-                pcm = converter.convert_pcm(chunk, speaker.sample_rate)
-                if pcm:
-                    yield pcm
+                yield chunk, speaker.sample_rate
         finally:
             await spoken.aclose()
-    else:
-        streaming = getattr(getattr(tts, "capabilities", None), "streaming", False)
-        frames = _streamed(tts, texts) if streaming else _chunked(tts, texts)
-        async for frame in frames:
-            if first_audio is not None:
-                first_audio()
-                first_audio = None
-            pcm = converter.convert(frame)
-            if pcm:
-                yield pcm
-    rest = converter.flush()
-    if rest:
-        yield rest
+        return
+    streaming = getattr(getattr(tts, "capabilities", None), "streaming", False)
+    async for frame in _streamed(tts, texts) if streaming else _chunked(tts, texts):
+        yield frame.data.tobytes(), frame.sample_rate
 
 
 async def one_text(text: str) -> AsyncIterator[str]:
@@ -106,17 +108,14 @@ async def _streamed(tts: Any, texts: AsyncIterator[str]) -> AsyncIterator[Any]:
 
 
 class _ToRate:
-    """livekit audio frames as PCM16 bytes at one rate (resampled when they differ)."""
+    """PCM16 audio at any rate as PCM16 at one rate (resampled when they differ)."""
 
     def __init__(self, sample_rate: int) -> None:
         self.rate = sample_rate
         self._resampler: Resampler | None = None
         self._from = 0
 
-    def convert(self, frame: Any) -> bytes:
-        return self.convert_pcm(frame.data.tobytes(), frame.sample_rate)
-
-    def convert_pcm(self, pcm: bytes, rate: int) -> bytes:
+    def convert(self, pcm: bytes, rate: int) -> bytes:
         if rate == self.rate:
             return pcm
         if self._resampler is None or self._from != rate:
