@@ -199,9 +199,8 @@ class WhisperRecognizer:
         # right tool more often (the phone bench: 0.893 -> 0.92 on phone audio; wideband
         # lost a request with it, 0.987 -> 0.973, so wideband decodes greedily).
         self._phone_beam_size = phone_beam_size
-        self._model: Any = None
         self._window = window
-        self._windowed: WindowedDecoder | None = None
+        self._decoder: WindowedDecoder | None = None  # the model, loaded on first use
         self._lock = threading.Lock()
 
     def prewarm(self) -> None:
@@ -211,15 +210,16 @@ class WhisperRecognizer:
     @property
     def model(self) -> Any:
         """The faster-whisper model (loaded on first use)."""
-        return self._load()
+        return self._load().model
 
-    def _load(self) -> Any:
+    def _load(self) -> WindowedDecoder:
         with self._lock:
-            if self._model is None:
+            if self._decoder is None:
                 # CTranslate2 starts its threads with the model: built on a thread of
                 # lower priority, they inherit it (`decode_queue.DECODER_NICE`).
-                self._model = _on_lower_priority_thread(self._new_model)
-            return self._model
+                model = _on_lower_priority_thread(self._new_model)
+                self._decoder = WindowedDecoder(model, window=self._window)
+            return self._decoder
 
     def _new_model(self) -> Any:
         directory = model_directory()
@@ -234,12 +234,6 @@ class WhisperRecognizer:
             num_workers=self._workers,
             local_files_only=True,
         )
-
-    def _decoder(self, model: Any) -> WindowedDecoder:
-        with self._lock:
-            if self._windowed is None:
-                self._windowed = WindowedDecoder(model, window=self._window)
-            return self._windowed
 
     def recognize(
         self,
@@ -277,12 +271,12 @@ class WhisperRecognizer:
     ) -> WhisperTranscript:
         """One decoding of `pcm16`, read as audio at `sample_rate`, corrected to the desk's
         topics by `correction` if given."""
-        model = self._load()
+        decoder = self._load()
         audio = resample_pcm16(pcm16, sample_rate, SAMPLE_RATE)
         samples = pcm16_to_int16(audio).astype(np.float32) / 32768.0
         if samples.size < SAMPLE_RATE // 10:  # under 100 ms: nothing to say
             return WhisperTranscript("", 0.0, 0.0, 0.0)
-        segments = self._decoder(model).decode(
+        segments = decoder.decode(
             samples,
             beam_size=self._phone_beam_size if sample_rate <= _PHONE_RATE else self._beam_size,
             prompt=prompt,

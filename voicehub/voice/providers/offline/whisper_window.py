@@ -1,17 +1,16 @@
-"""Whisper decoding with the encoder's window fitted to the utterance.
+"""Whisper decoding with the encoder's window of a chosen length.
 
 faster-whisper pads every utterance to Whisper's 30 s window before encoding it, so the
 encoder costs most of a decoding whatever the utterance. CTranslate2's encoder takes a
 shorter window (what whisper.cpp calls the audio context), and its cost falls faster than
-the window (attention is quadratic in it). The text is then
-decoded by faster-whisper's own public `generate_segments`, handed that encoding, so the
-prompt, the no-speech probability and the scores are computed as `transcribe` computes them.
+the window (attention is quadratic in it). The text is then decoded by faster-whisper's own
+public `generate_segments`, handed that encoding, so the prompt, the no-speech probability
+and the scores are computed as `transcribe` computes them.
 
 The window is `seconds` long, or the utterance and a second of silence when that is longer
 (up to Whisper's 30 s): Whisper was trained on windows padded with silence to 30 s, and it
 mishears on windows that leave it little silence after the words. Shorter windows are
-faster and mishear more (the phone bench, `voicehub bench --only phone`, measured this:
-see `docs/speech-recognition.md`). An utterance longer than 30 s is decoded as
+faster and mishear more (`docs/speech-recognition.md`). An utterance longer than 30 s is decoded as
 faster-whisper decodes it, window after window.
 """
 
@@ -64,7 +63,7 @@ class WindowedDecoder:
             from faster_whisper.tokenizer import Tokenizer
             from faster_whisper.transcribe import get_suppressed_tokens
 
-        self._model = model
+        self.model = model
         self.window = window
         self._tokenizer = Tokenizer(model.hf_tokenizer, False, task="transcribe", language="en")
         self._suppressed = get_suppressed_tokens(self._tokenizer, [-1])
@@ -77,7 +76,7 @@ class WindowedDecoder:
         with vendor_import("faster-whisper"):
             from faster_whisper.audio import pad_or_trim
 
-        model = self._model
+        model = self.model
         features = model.feature_extractor(samples)
         frames = window_frames(samples.size, seconds=self.window)
         # `generate_segments` reads the features' last frame as padding: encode as it would.
@@ -104,10 +103,9 @@ class WindowedDecoder:
         with vendor_import("faster-whisper"):
             from faster_whisper.transcribe import TranscriptionOptions
 
-        # Greedy at temperature 0 only: the default fallback to sampling at higher
-        # temperatures made results differ run to run for no gain in accuracy (the phone
-        # bench: the same 0.88 / 0.947). No timestamp tokens: a request is one short
-        # utterance, and decoding text only misheard less (wideband: 0.947 -> 0.96).
+        # Greedy at temperature 0 only: the fallback to sampling at higher temperatures
+        # makes results differ run to run for no gain in accuracy. No timestamp tokens: a
+        # request is one short utterance, and decoding text only mishears less.
         return TranscriptionOptions(
             beam_size=beam_size,
             best_of=5,
