@@ -48,6 +48,9 @@ log = logging.getLogger("voicehub.voice")
 
 VAD_LAG_ALLOWED = 0.1  # seconds of caller audio the VAD may not have analysed yet
 VAD_STALL_LIMIT = 5.0  # a lagging VAD that analyses nothing for this long holds no turn
+# how often a tick held by a lagging VAD looks again: ours send no event per window (the
+# engine takes their speech boundaries only), so their progress is read, not awaited
+VAD_POLL = 0.02
 RECOGNIZER_WAIT_LIMIT = 15.0  # a final owed is waited for this long past final_timeout
 
 
@@ -80,7 +83,7 @@ class CallerTurns:
         self.vad: Any = None  # the VAD stream (how far it has analysed, when it says)
         self._vad_heard = 0.0  # audio time of its latest inference event
         self._vad_ended: float | None = None  # audio time of its latest end of speech
-        self._vad_moved = asyncio.Event()  # set when it analysed more
+        self._vad_moved = asyncio.Event()  # set when a livekit VAD's event says it got on
         # what the VAD had analysed, and when that was last seen to grow (from the start)
         self._vad_seen = (0.0, clock.now())
         self._owed_since: float | None = None  # when a tick first waited for an owed final
@@ -168,10 +171,11 @@ class CallerTurns:
                     continue  # an input moved the engine on: ask it again
             if self._vad_behind():
                 # a burst (or a loaded machine): the VAD has not yet heard the audio after
-                # the pause; a turn must not end on a silence nobody has analysed yet. Wait
-                # for it to analyse more (or to stall: then it holds nothing)
+                # the pause; a turn must not end on a silence nobody has analysed yet. Look
+                # again soon (or at a livekit VAD's next event) until it caught up or
+                # stalled (then it holds nothing)
                 self._vad_moved.clear()
-                await wait_or_sleep(self.clock, self._vad_moved, VAD_STALL_LIMIT)
+                await wait_or_sleep(self.clock, self._vad_moved, VAD_POLL)
                 continue
             left = self._final_owed()
             if left is not None:

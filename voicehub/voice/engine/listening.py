@@ -7,8 +7,9 @@ seconds of the caller's audio for the end-of-turn model.
 
 `follow_events` reads a provider stream's events: through `DirectEvents.deliver_to` when the
 stream offers it (our providers: no task wake-up per event), else with a task iterating the
-stream, as any livekit consumer does. A stream that ends with an error is reported to
-`on_error`.
+stream, as any livekit consumer does. A sink that wants speech boundaries only gets only
+those from a stream that can leave the rest out (`BoundaryEvents`). A stream that ends with
+an error is reported to `on_error`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicehub.voice.audio import FrameSplitter, frame_bytes, resample
-from voicehub.voice.engine.direct_events import DirectEvents
+from voicehub.voice.engine.direct_events import BoundaryEvents, DirectEvents
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.speech_evidence import SpeechEvidence
 
@@ -103,9 +104,16 @@ def follow_events(
     sink: Callable[[E], None],
     on_error: Callable[[BaseException], None],
     name: str,
+    *,
+    boundaries_only: bool = False,
 ) -> asyncio.Task[None] | None:
     """Hand `stream`'s events to `sink`: directly when it offers `DirectEvents` (returns
-    None), else from a task iterating it (returned; cancel it to stop)."""
+    None), else from a task iterating it (returned; cancel it to stop). `boundaries_only`:
+    `sink` reads a VAD's speech boundaries only, and a `BoundaryEvents` stream sends no
+    others (it may still get the rest from a stream that cannot leave them out)."""
+    if boundaries_only and isinstance(stream, BoundaryEvents):
+        stream.deliver_to(sink, inferences="none")
+        return None
     if isinstance(stream, DirectEvents):
         stream.deliver_to(sink)
         return None

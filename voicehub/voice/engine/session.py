@@ -210,7 +210,9 @@ class PipelineVoiceSession:
             (vad_stream, self.turns.on_vad, "vad"),
             (stt_stream, self.turns.on_stt, "stt"),
         ):
-            task = follow_events(stream, sink, self._stream_failed(name), name)
+            task = follow_events(
+                stream, sink, self._stream_failed(name), name, boundaries_only=name == "vad"
+            )
             if task is not None:
                 self._keep(task)
         for plugin in {id(p): p for p in (self._stt, self._tts, *self._voices.values())}.values():
