@@ -3,6 +3,8 @@ calls as shares of their limits, calls admitted counting before they start."""
 
 from __future__ import annotations
 
+import pytest
+
 from voicehub.desks.admission import LAG_BUDGET, Admission, LoadMeter
 
 
@@ -66,3 +68,21 @@ def test_a_process_above_its_max_load_refuses_new_calls_naming_the_worst_share()
     process.run(2.5, cpu_seconds=0.5)
     admission.meter.observe_lag(0.01)
     assert admission.admit() is None
+
+
+def test_a_named_part_of_the_load_refuses_calls_when_it_is_past_the_limit() -> None:
+    process = Process()
+    recognizers = [0.5]
+    admission = Admission(
+        process.meter(parts={"recognizers": lambda: recognizers[0]}), max_load=0.8
+    )
+    process.run(1.0, cpu_seconds=0.5)  # the process's CPU share looks low (0.25)
+    assert admission.meter.shares() == {"lag": 0.0, "cpu": 0.25, "recognizers": 0.5}
+    assert admission.admit() is None
+    recognizers[0] = 0.9  # its one decoding thread is nearly never idle
+    assert admission.admit() == "overloaded (recognizers at 0.90 of its limit)"
+
+
+def test_a_part_cannot_take_the_name_of_the_meters_own_shares() -> None:
+    with pytest.raises(ValueError, match=r"\['cpu'\] are the meter's own"):
+        Process().meter(parts={"cpu": lambda: 0.0})

@@ -19,6 +19,7 @@ from voicehub.desks.desk import load_desks
 from voicehub.errors import VoicehubError
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import CallError
+from voicehub.voice.providers.offline.recognizer_load import RecognizerLoad
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 AUTH_TOKEN = "a" * 32
@@ -88,3 +89,20 @@ async def test_a_server_at_its_call_limit_refuses_new_calls_busy_on_every_transp
     async with CallClient(options(server, "third")) as third:
         await third.wait_for_turn()
         assert third.report.resumed is False
+
+
+async def test_the_servers_load_counts_its_offline_recognizers(tmp_path: Path) -> None:
+    settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db", max_load=0.8)
+    desks = {"research": load_desks(CHANNELS)["research"]}
+    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as run:
+        meter = run.app.state.admission.meter
+        assert isinstance(meter.parts["recognizers"], RecognizerLoad)
+        assert "recognizers" in meter.shares()
+        # the decoders saturated, the process itself idle: a new call is refused busy
+        meter.parts["recognizers"] = lambda: 0.95
+        refused = CallClient(options(run, "second"))
+        with pytest.raises(VoicehubError, match=r"refused \(1013\).*busy"):
+            await refused.connect()
+        await refused.close()
+        [error] = refused.report.events_of(CallError)
+        assert error.code == "busy" and "recognizers at 0.95" in error.message

@@ -6,13 +6,17 @@ so that every call it admits is answered in time and the rest go elsewhere.
     admission = Admission(meter, max_load=0.8)
     admission.busy()                  # None, or why a new call is refused now
 
-The load is the worst of three shares, each 1.0 when the process is at its limit:
+The load is the worst of these shares, each 1.0 when the process is at its limit:
 
 - event-loop lag: the worst lag of the last `window` seconds against `LAG_BUDGET` (a loop
   this late makes every call's audio late);
 - CPU: the CPU time the process used over the last `window` seconds, against the CPUs it
   may run on;
-- live calls against `max_calls` (when set).
+- live calls against `max_calls` (when set);
+- any other `parts` the process names: the server adds its offline recognizers' busy share
+  (`voicehub.voice.providers.offline.recognizer_load`). Their decoders are one thread or
+  process each, so they run out of time while the process's CPU share still looks low (one
+  busy decoding thread of two CPUs is 0.5), and the calls admitted then go unanswered.
 
 A call admitted counts towards the calls at once, before it has started, so a burst of
 callers is not all admitted on the count of an idle moment. A
@@ -25,7 +29,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 __all__ = ["LAG_BUDGET", "Admission", "LoadMeter"]
 
@@ -38,7 +42,8 @@ class LoadMeter:
     """The load of this process, from its loop lag, CPU and live calls (see the module).
 
     `calls()` counts the live calls; `cpu()` and `now()` are the process's CPU seconds and
-    a monotonic clock (injected in tests); `cpus` how many CPUs it may use."""
+    a monotonic clock (injected in tests); `cpus` how many CPUs it may use. `parts` are
+    further shares by name, each read when the load is (1.0: that part is at its limit)."""
 
     def __init__(
         self,
@@ -49,9 +54,16 @@ class LoadMeter:
         cpu: Callable[[], float] = time.process_time,
         now: Callable[[], float] = time.monotonic,
         cpus: int | None = None,
+        parts: Mapping[str, Callable[[], float]] | None = None,
     ) -> None:
+        reserved = {"lag", "cpu", "calls"} & set(parts or {})
+        if reserved:
+            raise ValueError(
+                f"load parts {sorted(reserved)} are the meter's own: name them otherwise"
+            )
         self.calls = calls
         self.max_calls = max_calls
+        self.parts = dict(parts or {})
         self.window = window
         self._cpu, self._now = cpu, now
         self.cpus = cpus or len(os.sched_getaffinity(0))
@@ -77,7 +89,7 @@ class LoadMeter:
             self._admitted.popleft()
 
     def shares(self) -> dict[str, float]:
-        """Each part of the load (lag, cpu, calls), 1.0 = at the limit."""
+        """Each part of the load (lag, cpu, calls, then `parts`), 1.0 = at the limit."""
         now = self._now()
         self._sample_cpu(now)
         self._forget(now)
@@ -87,6 +99,8 @@ class LoadMeter:
         shares = {"lag": lag / LAG_BUDGET, "cpu": cpu}
         if self.max_calls is not None:
             shares["calls"] = (self.calls() + len(self._admitted)) / self.max_calls
+        for name, part in self.parts.items():
+            shares[name] = part()
         return {name: round(value, 3) for name, value in shares.items()}
 
     def load(self) -> float:

@@ -68,6 +68,7 @@ from voicehub.server.twilio import PhoneLine, twilio_routes
 from voicehub.server.twilio_takeover import PhoneTakeover
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 from voicehub.telemetry.setup import tracing_from_env
+from voicehub.voice.providers.offline.recognizer_load import offline_recognizer_load
 
 if TYPE_CHECKING:
     import uvicorn
@@ -133,7 +134,11 @@ def create_app(
         app.state.callbacks, app.state.transfers = telephony.callbacks, telephony.transfers
         telephony.start()
         app.state.webrtc = WebRTCDesk(board)
-        meter = LoadMeter(calls=lambda: len(board.calls), max_calls=settings.max_calls)
+        meter = LoadMeter(
+            calls=lambda: len(board.calls),
+            max_calls=settings.max_calls,
+            parts={"recognizers": offline_recognizer_load()},
+        )
         board.observers.append(_Starts(meter))
         app.state.admission = door.admission = Admission(meter, settings.max_load)
         door.refused = metrics.refused
