@@ -130,6 +130,56 @@ async def test_a_refused_key_is_a_clear_error(fake: FakeDeepgram) -> None:
     assert [s for _, s in fake.handshakes] == [401]
 
 
+async def test_prewarm_opens_the_socket_the_first_reply_then_takes(fake: FakeDeepgram) -> None:
+    plugin = voice(fake)
+    plugin.prewarm()
+    plugin.prewarm()  # once is enough: one socket opens
+    await fake.wait_for(lambda: len(fake.handshakes) == 1)
+    assert fake.handshakes == [("/v1/speak", 200)] and not fake.speaks[0].messages
+    stream = plugin.stream()
+    stream.push_text("Hello there.")
+    stream.end_input()
+    assert await audio_of(stream) == piper_speech("Hello there.", 24000)
+    assert len(fake.speaks) == 1  # the reply spoke on the socket opened ahead
+    await plugin.aclose()
+
+
+async def test_a_reply_right_after_prewarm_waits_for_that_socket(fake: FakeDeepgram) -> None:
+    plugin = voice(fake)
+    plugin.prewarm()  # still connecting when the reply asks for a socket
+    pcm = b"".join([chunk async for chunk in plugin.speak_pcm(_texts("Right away."))])
+    assert pcm == piper_speech("Right away.", 24000)
+    assert len(fake.handshakes) == 1
+    await plugin.aclose()
+
+
+async def test_a_prewarm_that_fails_leaves_the_connect_and_its_error_to_the_reply(
+    fake: FakeDeepgram,
+) -> None:
+    plugin = voice(fake, key="wrong")
+    errors: list[tts.TTSError] = []
+    plugin.on("error", errors.append)
+    plugin.prewarm()
+    await fake.wait_for(lambda: len(fake.handshakes) == 1)
+    await plugin.aclose()  # nothing left open, nothing reported by the prewarm
+    assert errors == []
+    stream = plugin.stream()
+    stream.push_text("Hello.")
+    stream.end_input()
+    with pytest.raises(Exception, match="refused the API key"):
+        await audio_of(stream)
+    assert [s for _, s in fake.handshakes] == [401, 401]
+
+
+async def test_closing_while_the_prewarmed_socket_opens_leaves_none_open(
+    fake: FakeDeepgram,
+) -> None:
+    plugin = voice(fake)
+    plugin.prewarm()
+    await plugin.aclose()
+    await fake.wait_for(lambda: all(speak.closed for speak in fake.speaks))
+
+
 # -- the direct path (`speak_pcm`, what voicehub's engine plays) against livekit's stream ---
 
 

@@ -82,6 +82,7 @@ def _deepgram_providers(url: str, key: str, keyterms: tuple[str, ...]) -> tuple[
     endpoint = DeepgramEndpoint(api_key=key, base_url=url)
     stt = DeepgramSTT(endpoint=endpoint, sample_rate=RATE, keyterms=keyterms)
     tts = DeepgramTTS(endpoint=endpoint, model="aura-2-thalia-en", sample_rate=RATE)
+    tts.prewarm()  # as a desk's call does (`voice_stack`)
     return stt, tts
 
 

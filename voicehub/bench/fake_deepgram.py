@@ -75,6 +75,7 @@ class SpeakSession:
     query: dict[str, list[str]]
     messages: list[dict[str, Any]] = field(default_factory=list)
     audio_bytes: int = 0
+    closed: bool = False  # the connection ended
 
 
 class FakeDeepgram:
@@ -98,6 +99,7 @@ class FakeDeepgram:
         self.listens: list[ListenSession] = []
         self.speaks: list[SpeakSession] = []
         self.rest_requests: list[dict[str, Any]] = []
+        self._notifying: set[asyncio.Task[None]] = set()
         self.handshakes: list[tuple[str, int]] = []  # (path, status)
         self.extensions: list[str] = []  # each handshake's Sec-WebSocket-Extensions offer
         self.keep_audio = False  # record each listen socket's audio (tests; costs memory)
@@ -169,6 +171,9 @@ class FakeDeepgram:
         elif self.reject:
             status = HTTPStatus(self.reject.popleft())
         self.handshakes.append((path, int(status)))
+        notify = asyncio.get_running_loop().create_task(self._notify())  # for `wait_for`
+        self._notifying.add(notify)  # held until done: the loop keeps weak references
+        notify.add_done_callback(self._notifying.discard)
         if status is HTTPStatus.OK:
             return None
         response = connection.respond(status, json.dumps(_error_body(status)) + "\n")
@@ -316,6 +321,7 @@ class FakeDeepgram:
         finally:
             for task in streaming:
                 task.cancel()
+            session.closed = True
             await self._notify()
 
     async def _audio(self, text: str, rate: int, encoding: str) -> bytes:

@@ -188,6 +188,7 @@ class OfflineSessionFactory:
                 stt = deepgram_stack.new_stt(desk, rate, fallback=fallback, wire=wire)
             if voice.tts == "deepgram":
                 tts = deepgram_stack.new_tts(desk, rate, wire=wire)
+                tts.prewarm()  # its speak socket opens while the call starts
         session = await start_desk_call(
             hub,
             desk,

@@ -3,7 +3,9 @@
 A streamed reply (``stream()``, what AgentSession uses for LLM replies) goes over the speak
 socket: text in as it comes, `Speak` + `Flush` at each sentence end so the first sentence
 plays while the model still writes, audio out as binary frames. A barge-in cancels the
-stream; the socket then gets `Clear` and is reused for the next reply. One-shot text
+stream; the socket then gets `Clear` and is reused for the next reply. `prewarm()` (livekit's
+hook, called when a call starts) opens the socket ahead, so the first reply does not wait
+for Deepgram's handshake. One-shot text
 (``synthesize()``, `say`) uses REST `POST /v1/speak`. Output is raw `linear16` or, for
 phone calls, `mulaw` at 8 kHz (decoded to PCM16 for livekit; G.711 round-trips exactly).
 Connects and REST calls retry 429/5xx with backoff, each reported as a recoverable error.
@@ -12,6 +14,7 @@ Connects and REST calls retry 429/5xx with backoff, each reported as a recoverab
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -69,6 +72,7 @@ class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
         self.sleep: Sleep = sleep or SystemClock().sleep
         self._idle: SpeakSocket | None = None
         self._recycling: set[asyncio.Task[None]] = set()
+        self._opening: asyncio.Task[None] | None = None  # `prewarm`'s socket, connecting
 
     @property
     def model(self) -> str:
@@ -93,8 +97,29 @@ class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
         """Streamed synthesis over the speak socket."""
         return _SocketStream(tts=self, conn_options=conn_options)
 
+    def prewarm(self) -> None:
+        """Open the speak socket now, in the background (call it on the event loop), for the
+        first streamed reply to take. A failure here is only logged: that reply connects
+        again, with the retries and the error reports of any connect."""
+        if not self.capabilities.streaming or self._idle is not None or self._opening is not None:
+            return
+        self._opening = asyncio.get_running_loop().create_task(self._open_ahead())
+
+    async def _open_ahead(self) -> None:
+        try:
+            socket = await SpeakSocket.open(self.endpoint.client(), **self.query())
+        except Exception as exc:
+            log.info("Deepgram speak socket not opened ahead (the first reply will): %s", exc)
+            return
+        self._keep(socket)
+
     async def aclose(self) -> None:
-        """Close the idle speak socket, if any."""
+        """Close the idle speak socket, if any (and one still opening)."""
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await opening
         for task in list(self._recycling):
             await task
         if self._idle is not None:
@@ -189,7 +214,11 @@ class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
         )
 
     async def checkout(self) -> SpeakSocket:
-        """The idle speak socket (once a cut reply's `Clear` is answered), or a new one."""
+        """The idle speak socket (once a cut reply's `Clear` is answered, or once the one
+        `prewarm` opens is open), or a new one."""
+        if self._opening is not None:
+            await asyncio.wait([self._opening])
+            self._opening = None
         if self._recycling:
             await asyncio.wait(list(self._recycling))
         idle, self._idle = self._idle, None
