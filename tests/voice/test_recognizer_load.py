@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -88,3 +89,37 @@ def test_the_whisper_queue_is_scraped() -> None:
     empty = CollectorRegistry()
     empty.register(WhisperQueueCollector(lambda: None))
     assert b"voicehub_whisper" not in generate_latest(empty)
+
+
+def test_calls_just_admitted_count_at_what_a_call_has_cost_before() -> None:
+    clock = Clock()
+    whisper = {"busy": 0.0}
+    calls = [10]
+    load = RecognizerLoad(
+        [lambda: Capacity(whisper["busy"], 1)],
+        min_window=2.0,
+        clock=clock,
+        calls=lambda: calls[0],
+        learn_seconds=4.0,
+    )
+    assert load() == 0.0 and load.per_call is None  # nothing measured, nothing learned
+    clock.now += 2.0
+    whisper["busy"] += 1.0  # ten calls keep the decoder busy half the time
+    assert load() == 0.5 and load.per_call == 0.05
+    calls[0] = 16  # six more admitted: still in their greetings, nothing decoded yet
+    assert load() == pytest.approx(0.8)  # 16 calls at 0.05 each, measured or not
+    clock.now += 2.0
+    whisper["busy"] += 1.0  # the same half share over 16 calls: a call costs less
+    assert load.per_call == 0.05
+    assert load() == pytest.approx(16 * 0.0406, abs=1e-3)
+    assert load.per_call == pytest.approx(0.05 + 0.5 * (0.5 / 16 - 0.05))
+
+
+def test_a_window_without_calls_teaches_nothing() -> None:
+    clock = Clock()
+    whisper = {"busy": 0.0}
+    load = RecognizerLoad([lambda: Capacity(whisper["busy"], 1)], clock=clock, calls=lambda: 0)
+    load()
+    clock.now += 2.0
+    whisper["busy"] += 1.0  # a decoding finished after its call ended
+    assert load() == 0.5 and load.per_call is None

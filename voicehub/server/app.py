@@ -134,10 +134,13 @@ def create_app(
         app.state.callbacks, app.state.transfers = telephony.callbacks, telephony.transfers
         telephony.start()
         app.state.webrtc = WebRTCDesk(board)
+        def live_calls() -> int:
+            return len(board.calls)
+
         meter = LoadMeter(
-            calls=lambda: len(board.calls),
+            calls=live_calls,
             max_calls=settings.max_calls,
-            parts={"recognizers": offline_recognizer_load()},
+            parts={"recognizers": offline_recognizer_load(calls=live_calls)},
         )
         board.observers.append(_Starts(meter))
         app.state.admission = door.admission = Admission(meter, settings.max_load)

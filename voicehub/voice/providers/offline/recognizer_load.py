@@ -10,6 +10,12 @@ for a decoder longer than `late_final` seconds also counts as 1.0 at once (the q
 already behind). Admission (`voicehub.desks.admission`, `--max-load`) refuses new calls
 above a limit: `DEFAULT_MAX_LOAD` leaves headroom for the calls already admitted, whose
 turns come in bursts.
+
+A call admitted now decodes nothing for seconds (its greeting plays first), so a load
+measured now misses the calls just let in: admitted on it, a burst of callers overloads
+the decoders a little later and their requests go unanswered. Given the live `calls`, the
+load therefore learns what one call costs the busiest recognizer (its share per live call,
+averaged over about `learn_seconds`) and reports at least that times the calls live now.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ class Capacity:
 class RecognizerLoad:
     """The load of the recognizers `sources` report (each a `Capacity` now, or None for
     one not in use): the busiest one's share of its capacity since the previous reading
-    (readings closer than `min_window` seconds repeat the previous figure)."""
+    (readings closer than `min_window` seconds repeat the previous figure); with `calls`,
+    at least the learned share per call times the calls live now (see the module)."""
 
     def __init__(
         self,
@@ -47,24 +54,51 @@ class RecognizerLoad:
         min_window: float = 2.0,
         late_final: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        calls: Callable[[], int] | None = None,
+        learn_seconds: float = 30.0,
     ) -> None:
         self._sources = sources
         self._min_window = min_window
         self._late_final = late_final
         self._clock = clock
+        self._calls = calls
+        self._learn_seconds = learn_seconds
         self._last: dict[int, tuple[float, float]] = {}  # source index -> (time, busy)
         self._loads: dict[int, float] = {}
+        self._learned_at = clock()  # when `per_call` last learned
+        self.per_call: float | None = None
+        """The busiest recognizer's share per live call, learned (None: not yet)."""
 
     def __call__(self) -> float:
         """The load now: 0.0 (idle) to 1.0 (decoding all the time), or more."""
         now = self._clock()
-        worst = 0.0
+        measured = 0.0
         for index, source in enumerate(self._sources):
             capacity = source()
             if capacity is None:
                 continue
-            worst = max(worst, self._load_of(index, capacity, now))
-        return worst
+            measured = max(measured, self._load_of(index, capacity, now))
+        if self._calls is None:
+            return measured
+        calls = self._calls()
+        self._learn(now, measured, calls)
+        return max(measured, (self.per_call or 0.0) * calls)
+
+    def _learn(self, now: float, measured: float, calls: int) -> None:
+        """Fold a new window's share per call into `per_call` (an average over about
+        `learn_seconds`); windows with no call live teach nothing."""
+        elapsed = now - self._learned_at
+        if elapsed < self._min_window:
+            return
+        self._learned_at = now
+        if calls <= 0:
+            return
+        sample = measured / calls
+        if self.per_call is None:
+            self.per_call = sample
+            return
+        weight = min(1.0, elapsed / self._learn_seconds)
+        self.per_call += weight * (sample - self.per_call)
 
     def _load_of(self, index: int, capacity: Capacity, now: float) -> float:
         if capacity.oldest_final_wait >= self._late_final:
@@ -104,9 +138,13 @@ def _sphinx_capacity() -> Capacity | None:
 
 
 def offline_recognizer_load(
-    *, min_window: float = 2.0, clock: Callable[[], float] = time.monotonic
+    *,
+    min_window: float = 2.0,
+    clock: Callable[[], float] = time.monotonic,
+    calls: Callable[[], int] | None = None,
 ) -> RecognizerLoad:
     """The load of this process's shared Whisper and PocketSphinx recognizers (those in
-    use): a callable to read whenever a call asks to be admitted."""
+    use): a callable to read whenever a call asks to be admitted; given the live `calls`,
+    it also counts the calls just admitted (see the module)."""
     sources = [_whisper_capacity, _sphinx_capacity]
-    return RecognizerLoad(sources, min_window=min_window, clock=clock)
+    return RecognizerLoad(sources, min_window=min_window, clock=clock, calls=calls)
