@@ -127,6 +127,7 @@ async def soak_at(
         "calls": tally.calls,
         "unanswered_calls": tally.unanswered_calls,
         "failed_calls": tally.failed_calls,
+        "refused_busy": tally.refused_busy,  # not admitted: an answer, not a failure
         "stuck_calls": result.stuck_calls,
         "results_lost": tally.results_lost,
         "loop_lag_p99_ms_at_most": None if p99 is None else round(p99 * 1000),
