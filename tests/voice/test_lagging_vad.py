@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.fakes.memory_transport import FakeTransport
+from tests.fakes.utterance_stt import UtteranceRecognizer
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
@@ -31,7 +31,7 @@ from voicehub.voice.providers.offline.vad import WebRtcVAD, WebRtcVADStream
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
-    from livekit.agents import stt, vad
+    from livekit.agents import vad
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -65,24 +65,6 @@ class HeldVAD(WebRtcVAD):
     def stream(self) -> HeldVADStream:
         self.last = HeldVADStream(self)
         return self.last
-
-
-class WholeUtterances:
-    """Recognizes whole utterances at once (no streaming): always `WORDS`."""
-
-    capabilities = stt.STTCapabilities(streaming=False, interim_results=False)
-
-    async def recognize(self, frames: list[rtc.AudioFrame]) -> stt.SpeechEvent:
-        return stt.SpeechEvent(
-            type=stt.SpeechEventType.FINAL_TRANSCRIPT,
-            alternatives=[stt.SpeechData(language="en", text=WORDS)],
-        )
-
-    def on(self, event: str, handler: Any) -> None:  # no metrics from this one
-        pass
-
-    def off(self, event: str, handler: Any) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +111,7 @@ async def call(tts: PiperTTS) -> AsyncIterator[Call]:
             ROOM,
             agent,
             transport,
-            stt=WholeUtterances(),
+            stt=UtteranceRecognizer(WORDS),
             vad=held_vad,
             tts=tts,
             reply_gate=lambda: False,  # the caller's turns only: no reply to wait for

@@ -8,7 +8,6 @@ utterances whose decoding the test releases."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.fakes.memory_transport import FakeTransport
+from tests.fakes.utterance_stt import UtteranceRecognizer
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
@@ -27,42 +27,13 @@ from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.caller_turns import RECOGNIZER_WAIT_LIMIT
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import UserState
-from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline import PiperTTS, load_vad, synthesize
-
-with vendor_import("livekit-agents"):
-    from livekit import rtc
-    from livekit.agents import stt
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
 TICK = 0.02
 ROOM = "call-1"
 WORDS = "please research solar panels"
-
-
-class HeldRecognizer:
-    """Recognizes whole utterances (no streaming): each decoding waits for `release`."""
-
-    capabilities = stt.STTCapabilities(streaming=False, interim_results=False)
-
-    def __init__(self) -> None:
-        self.release = asyncio.Event()
-        self.decodings = 0
-
-    async def recognize(self, frames: list[rtc.AudioFrame]) -> stt.SpeechEvent:
-        self.decodings += 1
-        await self.release.wait()
-        return stt.SpeechEvent(
-            type=stt.SpeechEventType.FINAL_TRANSCRIPT,
-            alternatives=[stt.SpeechData(language="en", text=WORDS)],
-        )
-
-    def on(self, event: str, handler: Any) -> None:  # no metrics from this one
-        pass
-
-    def off(self, event: str, handler: Any) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +51,7 @@ def speech() -> bytes:
 
 class Call:
     def __init__(
-        self, clock: VirtualClock, hub: Hub, session: PipelineVoiceSession, stt: HeldRecognizer
+        self, clock: VirtualClock, hub: Hub, session: PipelineVoiceSession, stt: UtteranceRecognizer
     ) -> None:
         self.clock, self.hub, self.session, self.recognizer = clock, hub, session, stt
         self.transport: FakeTransport = session.transport  # type: ignore[assignment]
@@ -114,7 +85,7 @@ async def call(models: dict[str, Any]) -> AsyncIterator[Call]:
         await hub.create_room(ROOM, orchestration=None)
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
         transport = FakeTransport(RATE, ack="immediate")
-        recognizer = HeldRecognizer()
+        recognizer = UtteranceRecognizer(WORDS, held=True)
         session = PipelineVoiceSession(
             hub,
             ROOM,
