@@ -95,7 +95,8 @@ async def test_ready_when_started_with_the_models_loaded_and_the_store_answering
         "status": "ready",
         "checks": {"models": "loaded", "draining": False, "store": "ok"},
     }
-    assert set(load) == {"lag", "cpu"} and all(0 <= share < 1 for share in load.values())
+    assert set(load) == {"lag", "cpu", "recognizers"}
+    assert all(0 <= share < 1 for share in load.values())
 
 
 async def test_a_drain_refuses_new_calls_and_holds_the_results_of_calls_left_at_the_deadline(
