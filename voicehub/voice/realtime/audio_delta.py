@@ -12,7 +12,7 @@ It pays only on big frames: cutting the string costs a few Python steps more tha
 decoder's copy of a short one. Measured per frame on this machine (min of 7 x 20,000 runs):
 20 ms of model audio 4.0 us here against 3.2 with `json.loads`, 60 ms 3.9 against 4.3,
 100 ms 3.9 against 5.8, 200 ms 3.9 against 8.2. So the connection uses it from
-`FAST_PATH_MIN_BYTES` up (`realtime.connection`); smaller frames go to `json.loads`.
+`FAST_PATH_MIN_BYTES` up (`realtime.server_events`); smaller frames go to the JSON decoder.
 
 Only a frame this parser is sure of takes the fast path: one `"delta":` key in the whole
 frame, its value a string without escapes, and what is left a JSON object of the exact GA
