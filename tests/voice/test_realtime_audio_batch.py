@@ -57,3 +57,22 @@ def test_reset_drops_what_waits() -> None:
     batcher.push(b"\x10\x27" * (FRAME // 2), False)
     batcher.reset()
     assert batcher.flush() == b"" and not batcher.in_turn
+
+
+def test_at_the_models_rate_batches_are_the_frames_as_they_came_and_stay_so() -> None:
+    batcher = AudioBatcher(24000)
+    pushed = [bytes([k]) * MODEL_FRAME for k in range(1, 13)]
+    batches = [b for b in (batcher.push(frame, False) for frame in pushed) if b is not None]
+    assert [bytes(b) for b in batches] == [b"".join(pushed[:6]), b"".join(pushed[6:])]
+    batcher.push(b"\x7f" * MODEL_FRAME, True)  # later audio leaves a batch handed over intact
+    assert bytes(batches[0]) == b"".join(pushed[:6])
+
+
+def test_a_phone_lines_batches_are_its_mulaw() -> None:
+    from voicehub.voice.audio import lin2ulaw
+
+    batcher = AudioBatcher(8000, mulaw=True)
+    speech = synthesize("hello there", voice="piper", sample_rate=8000)
+    pushed = [speech[i : i + 320] for i in range(0, len(speech) // 320 * 320, 320)]
+    sent = b"".join(b for b in (batcher.push(frame, True) for frame in pushed) if b is not None)
+    assert sent + batcher.flush() == lin2ulaw(b"".join(pushed))

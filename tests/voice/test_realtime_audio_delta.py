@@ -75,6 +75,8 @@ def test_other_fields_are_read_by_the_json_decoder_escapes_included() -> None:
         compact({**DELTA, "delta": "\x00"}).replace(b"\\u0000", b"AAAA")[:-1],  # cut short
         b'{"type":"response.output_audio.delta","response_id":"r","item_id":"i","delta":"AAA',
         b'["response.output_audio.delta",{"delta":"AAAA"}]',  # not an object
+        b" " + compact(DELTA),  # spaces before the object
+        compact(DELTA) + b' {"type":"x"}',  # extra data after it
     ],
 )
 def test_anything_it_is_not_sure_of_goes_to_the_json_decoder(raw: bytes) -> None:

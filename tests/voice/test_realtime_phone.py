@@ -136,3 +136,51 @@ async def test_a_24_khz_browser_call_is_relayed_without_resampling(
         assert caller.startswith(appended) and len(appended) >= len(caller) - 2 * 2880
         assert bytes(transport.audio[: len(reply)]) == reply  # byte for byte
         await session.aclose()
+
+
+async def test_a_16_khz_browser_call_is_resampled_by_one_stream_each_way(
+    server: FakeRealtimeServer,
+) -> None:
+    """The model's deltas come down through one 24 -> 16 kHz stream, byte for byte; the
+    caller's batches go up through one 16 -> 24 kHz stream (soxr's dither makes a
+    differently chunked stream differ by an LSB or two, no more)."""
+    import numpy as np
+
+    from tests.fakes.memory_transport import FakeTransport
+    from tests.fakes.openai_realtime import DELTA_BYTES
+    from voicehub.voice.realtime.resample import PcmResampler
+
+    transport = FakeTransport(16000, ack="immediate")
+    client = AsyncOpenAI(api_key="test-key", base_url=server.base_url)
+    async with Hub() as hub:
+        await hub.create_room("call-3", orchestration=None)
+        session = RealtimeVoiceSession(
+            hub,
+            "call-3",
+            Agent(id="desk", instructions="You answer the browser."),
+            transport,
+            client=client,
+            settings=RealtimeSettings(silence_ms=300, transcription_model=None),
+            attach_delivery=False,
+        )
+        await session.start()
+        caller = synthesize("could you help me please", "piper", 16000) + bytes(32000)
+        caller = caller[: len(caller) // 640 * 640]
+        for at in range(0, len(caller), 640):
+            await session.push_audio(caller[at : at + 640])
+        reply = await server.speech("Hello, how can I help?")
+        down = PcmResampler(24000, 16000)
+        played = b"".join(
+            down.push(reply[at : at + DELTA_BYTES]) for at in range(0, len(reply), DELTA_BYTES)
+        )
+        await transport.wait_for(lambda: len(transport.audio) >= len(played))
+        assert bytes(transport.audio[: len(played)]) == played  # byte for byte
+        appended = b"".join(
+            base64.b64decode(e["audio"]) for e in server.of_type("input_audio_buffer.append")
+        )
+        up = PcmResampler(16000, 24000).push(caller)
+        assert len(up) - 2 * 5760 <= len(appended) <= len(up)
+        sent = np.frombuffer(appended, dtype="<i2").astype(np.int32)
+        expected = np.frombuffer(up[: len(appended)], dtype="<i2").astype(np.int32)
+        assert int(np.abs(sent - expected).max()) <= 2
+        await session.aclose()

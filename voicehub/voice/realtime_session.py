@@ -110,7 +110,9 @@ class RealtimeVoiceSession:
         self.mulaw = self._wire is not None
         self._batcher = AudioBatcher(transport.sample_rate, mulaw=self.mulaw)
         self._evidence = SpeechEvidence(transport.sample_rate)
-        self._down = None if self.mulaw else PcmResampler(MODEL_RATE, transport.sample_rate)
+        # model audio at the transport's rate already (mu-law, or a 24 kHz browser) is sent as is
+        resampled = not self.mulaw and transport.sample_rate != MODEL_RATE
+        self._down = PcmResampler(MODEL_RATE, transport.sample_rate) if resampled else None
         # bytes of model audio per ms: mu-law at 8 kHz, or PCM16 at 24 kHz
         self.model_bytes_per_ms = 8 if self.mulaw else 2 * MODEL_RATE // 1000
         self._ids = itertools.count(1)
@@ -191,14 +193,15 @@ class RealtimeVoiceSession:
 
     async def play(self, model_audio: bytes) -> None:
         """Model audio to the transport: mu-law as it came (a phone line), else 24 kHz
-        PCM16 resampled to the transport's rate."""
+        PCM16, resampled to the transport's rate unless it is the model's."""
         if self._wire is not None:
             await self._wire.send_wire_audio(model_audio)
-            return
-        assert self._down is not None
-        pcm = self._down.push(model_audio)
-        if pcm:
-            await self.transport.send_audio(pcm)
+        elif self._down is None:
+            await self.transport.send_audio(model_audio)
+        else:
+            pcm = self._down.push(model_audio)
+            if pcm:
+                await self.transport.send_audio(pcm)
 
     def hearing_caller(self, in_turn: bool) -> None:
         """The model hears the caller (or stopped): pauses flush the audio batch at once."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from voicehub.voice.audio.pcm import Int16Array, int16_to_pcm16, pcm16_to_int16
+from voicehub.errors import ProtocolError
+from voicehub.voice.audio.pcm import Int16Array, int16_to_pcm16
 
 _SEG_ULAW_END = np.array([0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF, 0x1FFF], dtype=np.int32)
 _SEG_ALAW_END = np.array([0x1F, 0x3F, 0x7F, 0xFF, 0x1FF, 0x3FF, 0x7FF, 0xFFF], dtype=np.int32)
@@ -50,16 +51,24 @@ def _build_alaw_decode_table() -> Int16Array:
 
 
 # Lookup tables make encoding one fancy-index per frame: cheap enough for every call leg.
-_ULAW_ENCODE = _build_ulaw_encode_table()
-_ALAW_ENCODE = _build_alaw_encode_table()
+# The encode tables are indexed by the sample's 16 bits read unsigned, so PCM16 bytes index
+# them as they are (no copy, no widening): -1 is 0xFFFF, -32768 is 0x8000.
+_ULAW_ENCODE = np.roll(_build_ulaw_encode_table(), -32768)
+_ALAW_ENCODE = np.roll(_build_alaw_encode_table(), -32768)
 _ULAW_DECODE = _build_ulaw_decode_table()
 _ALAW_DECODE = _build_alaw_decode_table()
 
 
+def _unsigned_samples(pcm16: bytes | bytearray | memoryview) -> npt.NDArray[np.uint16]:
+    """The PCM16 samples' bits as unsigned 16-bit indexes (a view, not a copy)."""
+    if len(pcm16) % 2:
+        raise ProtocolError(f"PCM16 frame has {len(pcm16)} bytes: expected an even number")
+    return np.frombuffer(pcm16, dtype="<u2")
+
+
 def lin2ulaw(pcm16: bytes | bytearray | memoryview) -> bytes:
     """Encode PCM16 to G.711 mu-law, bit-exact with ``audioop.lin2ulaw(data, 2)``."""
-    samples = pcm16_to_int16(pcm16)
-    return _ULAW_ENCODE[samples.astype(np.int32) + 32768].tobytes()
+    return _ULAW_ENCODE[_unsigned_samples(pcm16)].tobytes()
 
 
 def ulaw2lin(ulaw: bytes | bytearray | memoryview) -> bytes:
@@ -69,8 +78,7 @@ def ulaw2lin(ulaw: bytes | bytearray | memoryview) -> bytes:
 
 def lin2alaw(pcm16: bytes | bytearray | memoryview) -> bytes:
     """Encode PCM16 to G.711 A-law, bit-exact with ``audioop.lin2alaw(data, 2)``."""
-    samples = pcm16_to_int16(pcm16)
-    return _ALAW_ENCODE[samples.astype(np.int32) + 32768].tobytes()
+    return _ALAW_ENCODE[_unsigned_samples(pcm16)].tobytes()
 
 
 def alaw2lin(alaw: bytes | bytearray | memoryview) -> bytes:

@@ -22,7 +22,8 @@ Control events flush first as well (`flush`), so audio and commits keep their or
 
 A batch goes to the model as 24 kHz PCM16 (`audio/pcm`), or, on a phone line, as G.711
 mu-law at 8 kHz (`audio/pcmu`, `mulaw=True`): the caller's own mu-law again (encoding the
-transport's decode is exact), one numpy pass per batch, nothing resampled.
+transport's decode is exact), one table lookup per batch, nothing resampled. Audio at the
+model's rate already is handed over as it was gathered, not copied.
 """
 
 from __future__ import annotations
@@ -55,11 +56,13 @@ class AudioBatcher:
         self.batch_bytes = from_rate * 2 * batch_ms // 1000
         self.quiet_batch_bytes = from_rate * 2 * quiet_batch_ms // 1000
         self.in_turn = False  # the model hears the caller speaking: flush at pauses
-        self._resampler = None if mulaw else PcmResampler(from_rate, MODEL_RATE)
+        self._mulaw = mulaw
+        resampled = not mulaw and from_rate != MODEL_RATE
+        self._resampler = PcmResampler(from_rate, MODEL_RATE) if resampled else None
         self._pending = bytearray()
         self._voiced = False  # the last frame was speech-like
 
-    def push(self, pcm16: bytes, voiced: bool) -> bytes | None:
+    def push(self, pcm16: bytes, voiced: bool) -> bytes | bytearray | None:
         """Add one frame (`voiced`: speech-like); the batch to send if one is due."""
         onset = voiced and not self._voiced
         self._voiced = voiced
@@ -69,13 +72,19 @@ class AudioBatcher:
         limit = self.batch_bytes if voiced or self.in_turn else self.quiet_batch_bytes
         return self.flush() if len(self._pending) >= limit else None
 
-    def flush(self) -> bytes:
-        """Everything waiting, resampled (may be empty)."""
-        if not self._pending:
+    def flush(self) -> bytes | bytearray:
+        """Everything waiting, in the model's format (may be empty); the caller owns it."""
+        pending = self._pending
+        if not pending:
             return b""
-        resampler = self._resampler  # both read the buffer in place, not copied
-        batch = lin2ulaw(self._pending) if resampler is None else resampler.push(self._pending)
-        self._pending.clear()
+        if self._resampler is not None:  # the encoders read the buffer in place
+            batch: bytes | bytearray = self._resampler.push(pending)
+        elif self._mulaw:
+            batch = lin2ulaw(pending)
+        else:
+            self._pending = bytearray()  # handed over whole: nothing to convert
+            return pending
+        pending.clear()
         return batch
 
     def reset(self) -> None:

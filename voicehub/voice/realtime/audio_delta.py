@@ -3,23 +3,21 @@
 A call receives one of these every few tens of milliseconds for as long as the model
 speaks, each a JSON object of simple fields around a long base64 string. The JSON decoder
 copies that string into a `str`, at a cost that grows with it; this path cuts the string
-out of the frame's bytes first, has `json.loads` read the few bytes left (so every other
-field is read exactly as the JSON path reads it), and hands the base64 on as a
-`memoryview` of the frame (`binascii.a2b_base64` takes it as it takes the JSON path's
-`str`): the audio is never copied before it is decoded.
+out of the frame's bytes first, has the decoder read the few bytes left (every other field
+is read exactly as the JSON path reads it), and hands the base64 on as a `memoryview` of
+the frame (`binascii.a2b_base64` takes it as it takes the JSON path's `str`): the audio is
+never copied before it is decoded.
 
-It pays only on big frames: cutting the string costs a few Python steps more than the
-decoder's copy of a short one. Measured per frame on this machine (min of 7 x 20,000 runs):
-20 ms of model audio 4.0 us here against 3.2 with `json.loads`, 60 ms 3.9 against 4.3,
-100 ms 3.9 against 5.8, 200 ms 3.9 against 8.2. So the connection uses it from
-`FAST_PATH_MIN_BYTES` up (`realtime.connection`); smaller frames go to `json.loads`.
+Cutting the string costs a few Python steps, a fixed cost the decoder's copy exceeds only
+on big frames: the connection uses this path from `FAST_PATH_MIN_BYTES` up
+(`realtime.server_events`), where the two cost the same; smaller frames go to the decoder.
 
 Only a frame this parser is sure of takes the fast path: one `"delta":` key in the whole
 frame, its value a string without escapes, and what is left a JSON object of the exact GA
-type. Everything else (None) goes through `json.loads`, so the event seen is the same
+type. Everything else (None) goes through the JSON path, so the event seen is the same
 either way; the tests compare both paths on the same frames. Unescaped quotes only occur
 as JSON structure, so the `"delta":` found is a key, and with no second one in the frame,
-the key of the top-level object once `json.loads` finds the placeholder there.
+the key of the top-level object once the decoder finds the placeholder there.
 """
 
 from __future__ import annotations
@@ -30,11 +28,12 @@ from typing import Any
 __all__ = ["AUDIO_DELTA", "FAST_PATH_MIN_BYTES", "parse_audio_delta"]
 
 AUDIO_DELTA = "response.output_audio.delta"
-FAST_PATH_MIN_BYTES = 3072  # about 45 ms of model audio: below, json.loads is faster
+FAST_PATH_MIN_BYTES = 3072  # about 45 ms of model audio: below, the decoder is faster
 _DELTA_KEY = b'"delta":'
 _PLACEHOLDER = "\x00"  # no base64 string is this one character
 _PLACEHOLDER_JSON = b'"\\u0000"'
 _SPACE = (b" ", b"\t", b"\r", b"\n")
+_decode = json.JSONDecoder().raw_decode  # json.loads's reading of text, without its sniffing
 
 
 def parse_audio_delta(raw: bytes) -> dict[str, Any] | None:
@@ -56,8 +55,11 @@ def parse_audio_delta(raw: bytes) -> dict[str, Any] | None:
     if rest.find(_DELTA_KEY, key + 1) >= 0:  # a second one: which is the event's own?
         return None
     try:
-        event = json.loads(rest)
-    except ValueError:
+        text = rest.decode()
+        event, end_of_json = _decode(text)
+    except ValueError:  # not UTF-8, not JSON, or spaces before it: the JSON path decides
+        return None
+    if end_of_json != len(text):
         return None
     if (
         type(event) is not dict

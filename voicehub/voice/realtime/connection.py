@@ -3,32 +3,40 @@
 `realtime_client` builds the SDK client (imported lazily: `openai` is an optional extra).
 `ModelConnection` opens `client.realtime.connect(model=...)` and offers what the session
 needs: `send` for control events, a fast `append_audio` (the per-frame path skips the SDK's
-typed transform, the JSON is built directly), and `events()`, the server events as dicts.
-Server events are parsed here, not by the SDK: a frame that is not a JSON object with a
-string `type` is logged and dropped, and dispatch goes by the `type` string (the SDK turns
-unknown types into the wrong class; PROTOCOLS.md section 0). Big audio deltas take a fast
-path that keeps their base64 out of the JSON decoder (`realtime.audio_delta`).
+typed transform, the JSON is built directly), and `read`, which hands each server event to
+its handler. Server events are parsed here, not by the SDK (`realtime.server_events`):
+dispatch goes by the `type` string (the SDK turns unknown types into the wrong class;
+PROTOCOLS.md section 0).
 """
 
 from __future__ import annotations
 
-import base64
-import json
+import binascii
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from voicehub.errors import ConfigError, MissingExtraError, VoicehubError
-from voicehub.voice.realtime.audio_delta import FAST_PATH_MIN_BYTES, parse_audio_delta
+from voicehub.errors import ConfigError, MissingExtraError, ProtocolError, VoicehubError
+from voicehub.voice.realtime.server_events import parse_server_event
 
-__all__ = ["API_KEY_ENV", "ModelConnection", "ModelConnectionLost", "realtime_client"]
+__all__ = [
+    "API_KEY_ENV",
+    "EventHandler",
+    "ModelConnection",
+    "ModelConnectionLost",
+    "realtime_client",
+]
 
 log = logging.getLogger("voicehub.voice.realtime")
 
 API_KEY_ENV = "OPENAI_API_KEY"
 _APPEND_HEAD = '{"type":"input_audio_buffer.append","audio":"'
 _APPEND_TAIL = '"}'
+# what a handler raises on an event that lacks or mistypes a field: the event is dropped
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, ProtocolError)
+
+EventHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def realtime_client(
@@ -79,38 +87,38 @@ class ModelConnection:
         except Exception as exc:
             raise ModelConnectionLost(f"could not send {event.get('type')}: {exc!r}") from exc
 
-    async def append_audio(self, pcm24k: bytes) -> None:
-        """`input_audio_buffer.append` of PCM16 at the model's rate: base64 into a fixed
-        JSON template, sent as is (no per-frame event model or JSON encoder)."""
-        audio = base64.b64encode(pcm24k).decode("ascii")
+    async def append_audio(self, audio: bytes | bytearray | memoryview) -> None:
+        """`input_audio_buffer.append` of audio in the session's input format (read at
+        once, never kept): base64 into a fixed JSON template, sent as is (no per-frame
+        event model or JSON encoder)."""
+        encoded = binascii.b2a_base64(audio, newline=False).decode("ascii")
         try:
-            await self._connection.send_raw(_APPEND_HEAD + audio + _APPEND_TAIL)
+            await self._connection.send_raw(_APPEND_HEAD + encoded + _APPEND_TAIL)
         except Exception as exc:
             raise ModelConnectionLost(f"could not send audio: {exc!r}") from exc
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
-        """Server events until the connection closes (a drop raises, a normal close ends)."""
+    async def read(self, handlers: Mapping[str, EventHandler]) -> None:
+        """Hand each server event to the handler of its `type` (others are read and
+        dropped) until the connection closes: a drop raises, a normal close returns. An
+        event its handler finds malformed is logged and dropped."""
+        recv = self._connection.recv_bytes
         while True:
             try:
-                raw = await self._connection.recv_bytes()
+                raw = await recv()
             except Exception as exc:
                 if type(exc).__name__ == "ConnectionClosedOK":
                     return
                 raise
-            if len(raw) >= FAST_PATH_MIN_BYTES:
-                delta = parse_audio_delta(raw)
-                if delta is not None:
-                    yield delta
-                    continue
+            event = parse_server_event(raw)
+            if event is None:
+                continue
+            handler = handlers.get(event["type"])
+            if handler is None:
+                continue
             try:
-                event = json.loads(raw)
-            except ValueError:
-                log.warning("dropped a server frame that is not JSON: %.80r", raw)
-                continue
-            if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-                log.warning("dropped a server event without a string type: %.120r", raw)
-                continue
-            yield event
+                await handler(event)
+            except _MALFORMED as exc:
+                log.warning("dropped malformed %s: %r", event["type"], exc)
 
     async def aclose(self) -> None:
         """Close the WebSocket (normal closure)."""

@@ -1,6 +1,7 @@
 """The call's link to the model: one Realtime connection at a time, kept up.
 
-`ModelLink` opens the first connection, reads server events into its listener, and when
+`ModelLink` opens the first connection, hands server events to its listener's handlers
+(one reader task per connection, each event dispatched by its `type`), and when
 the connection ends without us closing it (a drop, the server closing after an `error`,
 the session's time limit) it reconnects: up to `Backoff.attempts` tries, the first at once,
 then waits doubling from `first_delay` on the call's clock. The listener hears each step:
@@ -14,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from voicehub.errors import ProtocolError
-from voicehub.voice.realtime.connection import ModelConnection
+from voicehub.voice.realtime.connection import EventHandler, ModelConnection
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
@@ -45,9 +46,10 @@ class Backoff:
 
 
 class LinkListener(Protocol):
-    """What the link tells the session."""
+    """What the link tells the session: each server event goes to `handlers[type]`."""
 
-    async def handle(self, event: dict[str, Any]) -> None: ...
+    @property
+    def handlers(self) -> Mapping[str, EventHandler]: ...
 
     async def connection_lost(self, reason: str) -> None: ...
 
@@ -73,7 +75,7 @@ class ModelLink:
 
     def __init__(
         self,
-        client: Any,
+        client: object,
         model: str,
         clock: Clock,
         listener: LinkListener,
@@ -142,11 +144,7 @@ class ModelLink:
 
     async def _read(self, connection: ModelConnection) -> str:
         try:
-            async for event in connection.events():
-                try:
-                    await self.listener.handle(event)
-                except (KeyError, TypeError, ValueError, AttributeError, ProtocolError) as exc:
-                    log.warning("dropped malformed %s: %r", event["type"], exc)
+            await connection.read(self.listener.handlers)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

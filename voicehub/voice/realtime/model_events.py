@@ -72,7 +72,7 @@ class ModelEvents:
         self._turns = 0
         self.link_up = True  # false from a drop until the restored session is configured
         self._answer_timer: asyncio.Task[None] | None = None
-        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
+        self.handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
             "session.updated": self._on_session_updated,
             "error": self._on_error,
             "input_audio_buffer.speech_started": self._on_speech_started,
@@ -87,11 +87,6 @@ class ModelEvents:
         }
 
     # -- the link ---------------------------------------------------------------------------
-
-    async def handle(self, event: dict[str, Any]) -> None:
-        handler = self._handlers.get(event["type"])
-        if handler is not None:
-            await handler(event)
 
     async def connection_lost(self, reason: str) -> None:
         self.recorder.report("model_disconnected", f"{reason}; reconnecting")
