@@ -134,6 +134,7 @@ def create_app(
         app.state.callbacks, app.state.transfers = telephony.callbacks, telephony.transfers
         telephony.start()
         app.state.webrtc = WebRTCDesk(board)
+
         def live_calls() -> int:
             return len(board.calls)
 
