@@ -165,3 +165,30 @@ async def test_research_by_voice_on_the_cloud_desk(
     spoken = [m["text"] for s in deepgram.speaks for m in s.messages if m["type"] == "Speak"]
     spoken += [r["text"] for r in deepgram.rest_requests if "text" in r]
     assert any("Here is what I found." in text for text in spoken)
+
+
+async def test_a_call_opens_its_speak_socket_as_it_starts_and_a_failed_start_closes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deepgram: FakeDeepgram
+) -> None:
+    from voicehub.desks import call
+
+    monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    desk = cloud_desk(tmp_path, deepgram.url)
+    factory = OfflineSessionFactory()
+    async with Hub() as hub:
+        session = await factory.start(hub, desk, "r1", FakeTransport(RATE))
+        try:  # open before any reply needs it
+            await deepgram.wait_for(lambda: len(deepgram.speaks) == 1)
+            assert not deepgram.speaks[0].messages
+        finally:
+            await session.aclose()
+
+        async def fails_once_the_socket_is_open(*args: object, **options: object) -> None:
+            await deepgram.wait_for(lambda: len(deepgram.speaks) == 2)
+            raise RuntimeError("the call's room could not open")
+
+        monkeypatch.setattr(call, "start_desk_call", fails_once_the_socket_is_open)
+        with pytest.raises(RuntimeError, match="could not open"):
+            await factory.start(hub, desk, "r2", FakeTransport(RATE))
+        await deepgram.wait_for(lambda: all(speak.closed for speak in deepgram.speaks))

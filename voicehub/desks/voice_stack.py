@@ -189,21 +189,26 @@ class OfflineSessionFactory:
             if voice.tts == "deepgram":
                 tts = deepgram_stack.new_tts(desk, rate, wire=wire)
                 tts.prewarm()  # its speak socket opens while the call starts
-        session = await start_desk_call(
-            hub,
-            desk,
-            room_id,
-            transport,
-            stt=stt,
-            tts=tts,
-            vad=self.call_vad(voice.vad),
-            voices={name: _new_tts(name) for name in _agent_voices(desk)},
-            # start_desk_call hands its options to the engine's session
-            **turn_observer_option(
-                self.turn_observers, PipelineVoiceSession, desk, room_id, transport
-            ),
-            **{"prerender_budget": self.prerender_budget, **self.session_options},
-        )
+        try:
+            session = await start_desk_call(
+                hub,
+                desk,
+                room_id,
+                transport,
+                stt=stt,
+                tts=tts,
+                vad=self.call_vad(voice.vad),
+                voices={name: _new_tts(name) for name in _agent_voices(desk)},
+                # start_desk_call hands its options to the engine's session
+                **turn_observer_option(
+                    self.turn_observers, PipelineVoiceSession, desk, room_id, transport
+                ),
+                **{"prerender_budget": self.prerender_budget, **self.session_options},
+            )
+        except BaseException:
+            if voice.tts == "deepgram":  # the speak socket it opened ahead ends here
+                await tts.aclose()
+            raise
         if voice.tts == "deepgram":  # this call's own plugin: its speak socket ends with it
             deepgram_stack.close_with(session, tts)
         return session
