@@ -115,11 +115,20 @@ def test_calls_just_admitted_count_at_what_a_call_has_cost_before() -> None:
     assert load.per_call == pytest.approx(0.05 + 0.5 * (0.5 / 16 - 0.05))
 
 
-def test_a_window_without_calls_teaches_nothing() -> None:
+def test_windows_without_calls_or_without_decoding_teach_nothing() -> None:
     clock = Clock()
     whisper = {"busy": 0.0}
-    load = RecognizerLoad([lambda: Capacity(whisper["busy"], 1)], clock=clock, calls=lambda: 0)
+    calls = [0]
+    load = RecognizerLoad(
+        [lambda: Capacity(whisper["busy"], 1)], clock=clock, calls=lambda: calls[0]
+    )
     load()
     clock.now += 2.0
     whisper["busy"] += 1.0  # a decoding finished after its call ended
     assert load() == 0.5 and load.per_call is None
+    calls[0] = 8  # a burst of callers, all in their greetings: nothing decoded
+    clock.now += 2.0
+    assert load() == 0.0 and load.per_call is None
+    clock.now += 2.0
+    whisper["busy"] += 0.8  # their first requests
+    assert load() == 0.4 and load.per_call == pytest.approx(0.05)

@@ -86,12 +86,14 @@ class RecognizerLoad:
 
     def _learn(self, now: float, measured: float, calls: int) -> None:
         """Fold a new window's share per call into `per_call` (an average over about
-        `learn_seconds`); windows with no call live teach nothing."""
+        `learn_seconds`). A window with no call live teaches nothing, nor one with no
+        decoding at all: its calls are still in their greetings (learning 0 there would
+        admit the first burst of callers on the measured share alone)."""
         elapsed = now - self._learned_at
         if elapsed < self._min_window:
             return
         self._learned_at = now
-        if calls <= 0:
+        if calls <= 0 or measured <= 0.0:
             return
         sample = measured / calls
         if self.per_call is None:
