@@ -13,6 +13,7 @@ import base64
 import json
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -102,6 +103,24 @@ async def test_a_phone_call_is_relayed_as_mulaw_both_ways(server: FakeRealtimeSe
     await pump
 
 
+async def browser_session(
+    hub: Hub, server: FakeRealtimeServer, transport: Any, room: str
+) -> RealtimeVoiceSession:
+    """A started relay session for a browser caller on `transport`, in a new room."""
+    await hub.create_room(room, orchestration=None)
+    session = RealtimeVoiceSession(
+        hub,
+        room,
+        Agent(id="desk", instructions="You answer the browser."),
+        transport,
+        client=AsyncOpenAI(api_key="test-key", base_url=server.base_url),
+        settings=RealtimeSettings(silence_ms=300, transcription_model=None),
+        attach_delivery=False,
+    )
+    await session.start()
+    return session
+
+
 async def test_a_24_khz_browser_call_is_relayed_without_resampling(
     server: FakeRealtimeServer,
 ) -> None:
@@ -109,19 +128,8 @@ async def test_a_24_khz_browser_call_is_relayed_without_resampling(
     from tests.fakes.memory_transport import FakeTransport
 
     transport = FakeTransport(24000, ack="immediate")
-    client = AsyncOpenAI(api_key="test-key", base_url=server.base_url)
     async with Hub() as hub:
-        await hub.create_room("call-2", orchestration=None)
-        session = RealtimeVoiceSession(
-            hub,
-            "call-2",
-            Agent(id="desk", instructions="You answer the browser."),
-            transport,
-            client=client,
-            settings=RealtimeSettings(silence_ms=300, transcription_model=None),
-            attach_delivery=False,
-        )
-        await session.start()
+        session = await browser_session(hub, server, transport, "call-2")
         [update] = server.of_type("session.update")
         assert update["session"]["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}
         caller = synthesize("could you help me please", "piper", 24000) + bytes(48000)
@@ -151,19 +159,8 @@ async def test_a_16_khz_browser_call_is_resampled_by_one_stream_each_way(
     from voicehub.voice.realtime.resample import PcmResampler
 
     transport = FakeTransport(16000, ack="immediate")
-    client = AsyncOpenAI(api_key="test-key", base_url=server.base_url)
     async with Hub() as hub:
-        await hub.create_room("call-3", orchestration=None)
-        session = RealtimeVoiceSession(
-            hub,
-            "call-3",
-            Agent(id="desk", instructions="You answer the browser."),
-            transport,
-            client=client,
-            settings=RealtimeSettings(silence_ms=300, transcription_model=None),
-            attach_delivery=False,
-        )
-        await session.start()
+        session = await browser_session(hub, server, transport, "call-3")
         caller = synthesize("could you help me please", "piper", 16000) + bytes(32000)
         caller = caller[: len(caller) // 640 * 640]
         for at in range(0, len(caller), 640):
