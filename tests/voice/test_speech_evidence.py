@@ -50,3 +50,25 @@ def test_steady_noise_stops_counting_and_speech_over_it_still_counts(speech: byt
     loud = (np.frombuffer(speech, "<i2").astype(np.float64) * 1.5).clip(-32768, 32767)
     mixed = loud + np.frombuffer(_noise(len(speech) / 2 / RATE, 600.0, seed=3), "<i2")
     assert evidence.voiced_frames(mixed.clip(-32768, 32767).astype("<i2").tobytes()) > 10
+
+
+def _exact_decisions(pcm16: bytes) -> list[int]:
+    """The decisions on exact integer RMS levels (the reference `hypot` must agree with)."""
+    decisions: list[int] = []
+    floor = 260.0 / 4.0
+    for start in range(0, len(pcm16), FRAME):
+        samples = np.frombuffer(pcm16[start : start + FRAME], "<i2").astype(np.int64)
+        level = (int(samples.dot(samples)) / len(samples)) ** 0.5
+        decisions.append(1 if level > max(260.0, floor * 4.0) else 0)
+        floor = level if level < floor else max(floor, 1.0) * 1.015
+    return decisions
+
+
+def test_levels_decide_as_exact_integer_rms(speech: bytes) -> None:
+    noisy = np.frombuffer(speech, "<i2") + np.frombuffer(
+        _noise(len(speech) / 2 / RATE, 300.0, seed=4), "<i2"
+    )
+    for audio in (speech, noisy.clip(-32768, 32767).astype("<i2").tobytes(), _noise(2.0, 900)):
+        evidence = SpeechEvidence(RATE)
+        heard = [evidence.voiced_frames(audio[i : i + FRAME]) for i in range(0, len(audio), FRAME)]
+        assert heard == _exact_decisions(audio)

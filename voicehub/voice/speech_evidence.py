@@ -4,16 +4,16 @@ arrives.
 The VAD's debounced start of speech comes 60-200 ms after the first voiced frame (its
 minimum speech duration, plus Silero's batching). Delivery needs to know sooner: a result must
 not start over a caller who began a frame ago, and must stop the frame the caller starts.
-So every caller frame is measured here (RMS, about 1.5 us a frame) against an adaptive noise
-floor: a frame is speech-like when it is louder than `min_rms` and `above_floor` times the
-floor. The floor follows the quietest frames down at once and rises
-slowly (`floor_rise` per frame), so steady line noise stops counting within seconds while
+So every caller frame's RMS level is measured here against an adaptive noise floor: a
+frame is speech-like when it is louder than `min_rms` and `above_floor` times the floor.
+The floor follows the quietest frames down at once and rises slowly (`floor_rise` per
+frame), so steady line noise stops counting within seconds while
 the dips between a talker's syllables keep it low.
 
-The sum of squares is exact, in integers: a float32 dot product goes through BLAS, which
-releases the GIL for the call, and whenever another thread wants the GIL (the VAD's batch
-thread, a worker) the frame waits to get it back (against a busy Python thread: 4-47 us a
-frame instead of 1; the integer sum holds the GIL and stays at 1.2).
+The level is `math.hypot` over the frame's samples (within an ulp of the exact integer
+RMS), not numpy: in a busy event loop numpy's per-call machinery is cold at every frame and
+costs more than the whole of `hypot`, and a float dot product through BLAS releases the GIL,
+so the frame waits behind any busy thread to get it back.
 
 Erring towards "voiced" costs little: a noise burst only holds a result for the next gap or
 cuts a result that is then offered again; it never loses one.
@@ -21,13 +21,15 @@ cuts a result that is then offered again; it never loses one.
 
 from __future__ import annotations
 
+import array
 import math
-
-import numpy as np
+import sys
 
 from voicehub.voice.audio import frame_bytes
 
 __all__ = ["SpeechEvidence"]
+
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 class SpeechEvidence:
@@ -54,24 +56,15 @@ class SpeechEvidence:
         """How many whole frames of `pcm16` (after any partial frame left before) are
         speech-like; updates the noise floor."""
         if len(pcm16) == self._frame and not self._rest:  # one whole frame: the usual case
-            # `_voiced`, inlined: this runs for every caller frame of every call
-            samples = np.frombuffer(pcm16, dtype="<i2").astype(np.int64)
-            level = math.sqrt(int(samples.dot(samples)) / len(samples))
-            floor = self._floor
-            self._floor = level if level < floor else max(floor, 1.0) * self._floor_rise
-            return 1 if level > max(self._min_rms, floor * self._above_floor) else 0
+            return self._voiced(_rms(pcm16))
         data = self._rest + pcm16 if self._rest else pcm16
         whole = len(data) - len(data) % self._frame
         self._rest = data[whole:]
-        if not whole:
-            return 0
-        samples = np.frombuffer(data, dtype="<i2", count=whole // 2).astype(np.int64)
-        width = self._frame // 2
-        voiced = 0
-        for start in range(0, len(samples), width):
-            frame = samples[start : start + width]
-            voiced += self._voiced(math.sqrt(int(np.dot(frame, frame)) / width))
-        return voiced
+        view = memoryview(data)
+        return sum(
+            self._voiced(_rms(view[start : start + self._frame]))
+            for start in range(0, whole, self._frame)
+        )
 
     def _voiced(self, level: float) -> int:
         """1 if a frame at RMS `level` is speech-like, else 0; moves the noise floor."""
@@ -80,3 +73,12 @@ class SpeechEvidence:
         # never stuck at 0 after digital silence: rise from at least 1
         self._floor = level if level < floor else max(floor, 1.0) * self._floor_rise
         return 1 if voiced else 0
+
+
+def _rms(frame: bytes | memoryview) -> float:
+    """RMS of one whole frame of PCM16 (little-endian, as voicehub's audio is everywhere)."""
+    samples: memoryview | array.array[int] = memoryview(frame).cast("h")
+    if _BIG_ENDIAN:
+        samples = array.array("h", frame)
+        samples.byteswap()
+    return math.hypot(*samples) / math.sqrt(len(samples))
