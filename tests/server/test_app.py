@@ -349,6 +349,33 @@ async def test_a_session_that_cannot_start_is_reported_and_the_server_goes_on(
     assert 'voicehub_calls_refused_total{entry="websocket",reason="session_failed"} 1.0' in metrics
 
 
+async def test_a_call_that_fails_mid_call_is_logged_closed_1011_and_the_server_goes_on(
+    server: RunningServer, factory: ScriptedFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    class BreaksOnAudio(ScriptedFactory):
+        async def start(self, *args: Any, **kwargs: Any) -> Any:
+            session = await super().start(*args, **kwargs)
+
+            async def push_audio(pcm16: bytes) -> None:
+                raise ValueError("the recognizer's buffer is gone")
+
+            session.push_audio = push_audio  # type: ignore[method-assign]
+            return session
+
+    server.switchboard.factory = BreaksOnAudio()
+    async with connect(f"{server.ws_url}/desks/research/call?conversation=m-1") as ws:
+        await ws.send(bytes(640))
+        error = await next_event(ws, "error")
+        assert error["code"] == "call_failed"
+        assert "ValueError: the recognizer's buffer is gone" in error["message"]
+        assert (await closed(ws))[0] == 1011
+    [failed] = [r for r in caplog.records if r.getMessage() == "room research:m-1: the call failed"]
+    assert failed.levelname == "ERROR" and failed.exc_info is not None
+    server.switchboard.factory = factory
+    async with CallClient(fast(server, "research", "m-2")) as call:
+        assert call.report.room_id == "research:m-2"
+
+
 # -- results that outlive a call ------------------------------------------------------------------
 
 

@@ -204,10 +204,21 @@ class CallLifecycle:
             if await self.start(call):
                 assert call.session is not None
                 await until_over(call.session)
+        except Exception as error:
+            self.fail(call, error)
         finally:
             call.end(CloseCode.NORMAL, "call ended")  # the outcome stays as set
             # shielded: a process shutting down while a call ends must still hold its results
             await asyncio.shield(self.clean_up(call))
+
+    def fail(self, call: LiveCall, error: BaseException) -> None:
+        """The call broke on the server's side while it ran: log it with its traceback,
+        tell the caller and close the line as an internal error (1011). The outcome stays
+        "lost", so its results are held for the caller's next call."""
+        log.error("room %s: the call failed", call.room_id, exc_info=error)
+        message = f"the call failed on the server: {type(error).__name__}: {error}"
+        call.send(CallError(code="call_failed", message=message))
+        call.end(CloseCode.INTERNAL_ERROR, "the call failed on the server")
 
     async def take_over(self, call: LiveCall) -> None:
         """Make `call` the conversation's live call, ending an older one first (here, or on

@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
+from starlette.websockets import WebSocketDisconnect
+
 from voicehub.desks.call_lifecycle import (
     CLOSE_WAIT,
     CallLifecycle,
@@ -178,6 +180,8 @@ class Switchboard:
             if await lifecycle.start(call):
                 reader = asyncio.create_task(read(websocket, call))
                 await asyncio.wait({reader, pump}, return_when=asyncio.FIRST_COMPLETED)
+                if (fault := _server_fault(reader)) is not None:
+                    lifecycle.fail(call, fault)
             call.end(CloseCode.NORMAL, "call ended")  # the outcome stays as set
             with contextlib.suppress(Exception):  # the client may be gone already
                 await asyncio.wait_for(asyncio.shield(pump), CLOSE_WAIT)
@@ -191,7 +195,8 @@ class Switchboard:
                 except asyncio.CancelledError:
                     pass
                 except Exception as exc:  # the socket broke: the call is over either way
-                    log.info("room %s: connection lost: %r", call.room_id, exc)
+                    if task is not reader or _server_fault(reader) is None:  # else logged
+                        log.info("room %s: connection lost: %r", call.room_id, exc)
             await lifecycle.clean_up(call)
 
     async def run_call(
@@ -262,6 +267,17 @@ class Switchboard:
             if problem.close_code is not None:
                 call.end(problem.close_code, problem.message, "hung_up")
                 return
+
+
+def _server_fault(reader: asyncio.Task[None]) -> BaseException | None:
+    """What a call's socket reader failed with when it is the server's fault: an error
+    other than the socket's own end (a session or a handler that raised)."""
+    if not reader.done() or reader.cancelled():
+        return None
+    error = reader.exception()
+    if error is None or isinstance(error, WebSocketDisconnect | OSError):
+        return None
+    return error
 
 
 async def _refuse(websocket: WebSocket, code: CloseCode, error: str, message: str) -> None:
