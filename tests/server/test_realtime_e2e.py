@@ -28,6 +28,7 @@ from tests.server.test_e2e import (
     recognized,
     result_segments,
 )
+from tests.webrtc_helpers import loopback_ice
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.client.report import format_summary, format_timeline
 from voicehub.desks.desk import load_desks
@@ -145,6 +146,39 @@ async def test_research_is_delegated_and_the_result_spoken_once_everyone_is_idle
     ]
     segments = result_segments(report, str(delivered.delivery_id))
     check_result_waited_for_idle(report, segments)
+    heard_keywords(await recognized(report, segments), HEAT_PUMP_WORDS, at_least=3)
+
+
+async def test_a_webrtc_call_runs_at_the_models_rate_and_is_heard_both_ways(
+    model: tuple[FakeRealtimeServer, Model, RunningServer],
+) -> None:
+    pytest.importorskip("aiortc")
+    _, _, server = model
+    options = CallOptions(
+        desk=DESK,
+        server=server.url,
+        conversation="rt-webrtc",
+        webrtc=True,
+        playout_speed=16.0,
+        quiet=0.5,
+    )
+    with loopback_ice():
+        async with CallClient(options) as call:
+            await call.wait_for_turn()  # the greeting, spoken by the model over Opus
+            live = server.switchboard.calls[f"{DESK}:rt-webrtc"]
+            # Opus' 48 kHz converted once to the model's rate: the relay passes it through
+            assert (live.kind, live.transport.sample_rate) == ("webrtc", 24000)
+            await call.say(caller_audio(text=RESEARCH), RESEARCH)
+            delivered = await call.wait_for_event(
+                DeliveryOutcome, lambda e: e.outcome == "delivered", timeout=60
+            )
+            assert await call.settle(30)
+    report = call.report
+    print(f"\n{format_timeline(report)}\n{format_summary(report)}")
+    # the fake model heard the request in the caller's audio, and the caller heard the result
+    [tool] = report.events_of(ToolCall)
+    assert tool.name == "delegate_workers" and json.loads(tool.arguments) == {"task": "heat pumps"}
+    segments = result_segments(report, str(delivered.delivery_id))
     heard_keywords(await recognized(report, segments), HEAT_PUMP_WORDS, at_least=3)
 
 

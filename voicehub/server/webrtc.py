@@ -12,6 +12,10 @@ offer gets a plain-text reason: 400 (bad SDP or conversation id), 401, 404 (unkn
 
 Once the peer connects, the call runs on the `Switchboard` like a WebSocket call; it ends
 on DELETE, a `hangup` message, ICE failure or silence (see `WebRTCTransport.watch`).
+
+The call's PCM runs at the rate its session works at: 16 kHz for the pipeline (its VAD and
+recognizers), the model's 24 kHz for a realtime desk, so the relay passes audio through and
+Opus' 48 kHz is converted once each way, never twice.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from voicehub.transports.websocket import (
     parse_text_message,
 )
 from voicehub.voice.events import SAMPLE_RATE, CallError, Hangup, Playout
+from voicehub.voice.realtime.config import MODEL_RATE
 
 if TYPE_CHECKING:
     from voicehub.voice.session import VoiceSession
@@ -122,7 +127,9 @@ class WebRTCDesk:
             )
         peer_id = uuid.uuid4().hex
         transport = WebRTCTransport(
-            sample_rate=SAMPLE_RATE,
+            sample_rate=MODEL_RATE
+            if desk.config.voice.engine == "openai-realtime"
+            else SAMPLE_RATE,
             silence_timeout=settings.webrtc_silence_timeout,
             clock=self.clock,
         )
