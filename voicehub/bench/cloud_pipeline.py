@@ -296,7 +296,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
                 count=4, measure=4.0, rounds=1, steps=[4], provider_seconds=2.0
             )
         else:
-            steps = [25, 50, 75, 100, 125, 150, 200]
+            steps = [25, 50, 75, 100, 125, 150, 200, 250, 300]
             cpu = await cpu_per_frame(count=6, measure=6.0, rounds=3, steps=steps)
     finally:
         logging.getLogger("livekit.agents").removeFilter(hangup_noise)

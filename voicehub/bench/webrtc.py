@@ -10,6 +10,9 @@ a few rounds since the machine may be shared):
   16 kHz mono into a packet (`rtc_media.OpusPackets`), which aiortc's sender only packs.
   ``decode_us_per_frame`` is aiortc's Opus decode alone (not ours to change: its receiver
   decodes every packet), ``encode_us_per_frame`` the outbound packet alone.
+- ``realtime_24k_us_per_frame``: the same at a realtime desk's 24 kHz (caller audio
+  resampled 48 -> 24 kHz, agent audio encoded at 24 kHz), where the relay then passes the
+  audio through; at 16 kHz the relay would resample 16 <-> 24 kHz on top.
 - ``websocket_us_per_frame``: the caller frame's size check, and the agent frame queued and
   pumped to a socket that only counts.
 - ``calls_per_core``: 20 ms of CPU divided by the WebRTC figure: the calls one core could
@@ -30,6 +33,7 @@ from voicehub.transports.websocket import WebSocketTransport, check_audio_messag
 from voicehub.voice.audio import FrameSplitter, int16_to_pcm16, resample
 from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.events import FRAME_BYTES, SAMPLE_RATE
+from voicehub.voice.realtime.config import MODEL_RATE as REALTIME_RATE
 from voicehub.voice.rtc_media import OpusPackets, PcmDecoder
 
 _OPUS_RATE = 48000
@@ -55,16 +59,17 @@ def _caller_packets(pcm16: bytes) -> list[Any]:
     return packets
 
 
-def _webrtc_round(packets: list[Any], agent: bytes) -> float:
-    """Seconds of CPU for one call's audio both ways through the WebRTC media path."""
+def _webrtc_round(packets: list[Any], agent: bytes, rate: int = SAMPLE_RATE) -> float:
+    """Seconds of CPU for one call's audio both ways through the WebRTC media path, the
+    call's PCM at `rate` (`agent` is at it)."""
     from aiortc.codecs.opus import OpusDecoder, OpusEncoder
     from aiortc.jitterbuffer import JitterFrame
 
     decoder, sender = OpusDecoder(), OpusEncoder()  # the sender only packs (as aiortc's)
-    pcm, frames = PcmDecoder(SAMPLE_RATE), FrameSplitter(SAMPLE_RATE)
-    queue = PlayoutQueue(SAMPLE_RATE)
+    pcm, frames = PcmDecoder(rate), FrameSplitter(rate)
+    queue = PlayoutQueue(rate)
     queue.put_audio(agent)
-    outbound = OpusPackets(SAMPLE_RATE)
+    outbound = OpusPackets(rate)
     started = time.process_time()
     for payload, timestamp in packets:
         for decoded in decoder.decode(JitterFrame(data=payload, timestamp=timestamp)):
@@ -135,6 +140,10 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     packets = _caller_packets(caller)
     rounds = 2 if quick else 5
     webrtc = min(_webrtc_round(packets, caller) for _ in range(rounds)) / len(packets)
+    agent_24k = int16_to_pcm16(resample(samples, SPEECH_RATE, REALTIME_RATE))
+    realtime = min(_webrtc_round(packets, agent_24k, REALTIME_RATE) for _ in range(rounds)) / len(
+        packets
+    )
     parts = [_parts(packets, caller) for _ in range(rounds)]
     decode = min(part[0] for part in parts) / len(packets)
     encode = min(part[1] for part in parts) / len(packets)
@@ -142,6 +151,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     us_per_frame = round(webrtc * 1e6, 1)
     figures = {
         "us_per_frame": us_per_frame,
+        "realtime_24k_us_per_frame": round(realtime * 1e6, 1),
         "websocket_us_per_frame": round(websocket * 1e6, 1),
         "decode_us_per_frame": round(decode * 1e6, 1),
         "encode_us_per_frame": round(encode * 1e6, 1),
