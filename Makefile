@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint docs bench install browser redis flite screenshot
+.PHONY: run test lint docs bench install browser redis flite screenshot libopus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-run: install
+run: install libopus
 	$(BIN)/voicehub serve
 
 lint: install
@@ -46,6 +46,18 @@ browser:
 		fi; \
 	fi
 
+# WebRTC encodes agent audio through the system's libopus where it is installed (half the
+# CPU of PyAV's path, which is the fallback); its tests fail without it, naming the package.
+libopus:
+	@if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libopus\.so\.0'; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopus0 \
+				|| echo "note: could not install libopus0; the libopus tests will fail"; \
+		else \
+			echo "note: no libopus (install Debian's libopus0 as root); its tests will fail"; \
+		fi; \
+	fi
+
 # The Redis tests start Debian's redis-server on a free port; without it they fail, naming it.
 redis:
 	@if ! command -v redis-server >/dev/null; then \
@@ -62,7 +74,7 @@ redis:
 # audio, not the CPU, so two files overlap well on 2 cores; a file's module fixtures (models,
 # servers) load once. `make test TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= 2
-test: lint docs browser redis
+test: lint docs browser redis libopus
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The phone and turns benches speak in Debian's flite voices too (slt, awb, rms) when it is

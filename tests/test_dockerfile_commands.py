@@ -9,8 +9,8 @@ How it stands in for the image:
   `make install` put there (fetching only what is missing) and builds voicehub itself from
   the copy: seconds, where a cold install takes minutes. `PIP_NO_CACHE_DIR` is the one
   `ENV` not applied: pip's cache stands in for the image build's network.
-- Commands of the base system (`useradd`, `mkdir`, `chown`) are the image's own setup and
-  are skipped; every `pip`, `python` and `voicehub` command runs.
+- Commands of the base system (`apt-get`, `rm`, `useradd`, `mkdir`, `chown`) are the
+  image's own setup and are skipped; every `pip`, `python` and `voicehub` command runs.
 - `CMD` serves on 127.0.0.1 and a free port (tests bind nothing else), with the Dockerfile's
   `ENV` and the variables docker-compose.yml gives the `serve` service, less its Redis store
   (a host of the compose network); its health check must pass, and SIGTERM must end it
@@ -42,7 +42,7 @@ from voicehub.server.settings import ServerSettings
 pytestmark = pytest.mark.pip
 
 ROOT = Path(__file__).resolve().parents[1]
-SYSTEM_SETUP = {"useradd", "mkdir", "chown"}
+SYSTEM_SETUP = {"useradd", "mkdir", "chown", "apt-get", "rm"}
 RUNS = {"pip", "python", "voicehub"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -13,7 +14,10 @@ from aiortc.codecs.opus import OpusDecoder, OpusEncoder
 from aiortc.jitterbuffer import JitterFrame
 
 from tests.fakes.deepgram import piper_speech
+from voicehub.errors import VoicehubError
+from voicehub.voice import rtc_media
 from voicehub.voice.audio import resample
+from voicehub.voice.libopus import LibOpusEncoder, OpusError, load_libopus
 from voicehub.voice.rtc_media import (
     BROWSER_APPLICATION,
     BROWSER_COMPLEXITY,
@@ -22,6 +26,7 @@ from voicehub.voice.rtc_media import (
 )
 
 SPEECH = "the analysts are looking into heat pumps now"
+Via = Literal["libopus", "pyav"]
 
 
 def _decoded(packets: list[object]) -> np.ndarray:
@@ -35,10 +40,20 @@ def _decoded(packets: list[object]) -> np.ndarray:
     return np.concatenate(out)
 
 
-def test_agent_audio_is_opus_at_the_session_rate_and_sounds_like_it() -> None:
+@pytest.fixture(scope="module", autouse=True)
+def libopus_installed() -> None:
+    assert load_libopus() is not None, "no libopus: install Debian's libopus0 (as root)"
+
+
+VIA = ["libopus", "pyav"]
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_agent_audio_is_opus_at_the_session_rate_and_sounds_like_it(via: Via) -> None:
     pcm = piper_speech(SPEECH, 16000)
     pcm = pcm[: len(pcm) // 640 * 640]
-    encoder = OpusPackets(16000)
+    encoder = OpusPackets(16000, via=via)
+    assert encoder.via == via
     packets = [encoder.packet(pcm[at : at + 640]) for at in range(0, len(pcm), 640)]
     assert all(p is not None for p in packets)
     # RTP time goes on the 48 kHz clock, 960 a packet, as aiortc packs our 16 kHz pts
@@ -54,13 +69,16 @@ def test_agent_audio_is_opus_at_the_session_rate_and_sounds_like_it() -> None:
     assert best > 0.98, best  # CELT keeps the waveform (SILK at complexity 1: about 0.93)
 
 
+@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("rate", [8000, 16000, 24000, 48000])
-def test_packets_carry_the_rtp_timestamps_aiortc_gave_the_session_rate_pts(rate: int) -> None:
+def test_packets_carry_the_rtp_timestamps_aiortc_gave_the_session_rate_pts(
+    rate: int, via: Via
+) -> None:
     """The pts on the 48 kHz RTP clock: the same timestamps aiortc derived before from pts
     at the session rate, and its packer no longer converts them."""
     from fractions import Fraction
 
-    encoder = OpusPackets(rate)
+    encoder = OpusPackets(rate, via=via)
     samples = rate // 50
     packets = [encoder.packet(None if n % 3 else bytes(samples * 2)) for n in range(9)]
     sender = OpusEncoder()
@@ -78,22 +96,68 @@ def _modes(packets: list[object]) -> set[str]:
     return {"silk" if c < 12 else "hybrid" if c < 16 else "celt" for c in configs}
 
 
-def test_agent_audio_is_celt_only_and_a_browser_microphone_is_not() -> None:
+@pytest.mark.parametrize("via", VIA)
+def test_agent_audio_is_celt_only_and_a_browser_microphone_is_not(via: Via) -> None:
     pcm = piper_speech(SPEECH, 16000)
     pcm = pcm[: len(pcm) // 640 * 640]
-    agent = OpusPackets(16000)
-    mic = OpusPackets(16000, BROWSER_COMPLEXITY, BROWSER_APPLICATION)
+    agent = OpusPackets(16000, via=via)
+    mic = OpusPackets(16000, BROWSER_COMPLEXITY, BROWSER_APPLICATION, via=via)
     chunks = [pcm[at : at + 640] for at in range(0, len(pcm), 640)]
     assert _modes([agent.packet(chunk) for chunk in chunks]) == {"celt"}
     assert _modes([p for p in (mic.packet(chunk) for chunk in chunks) if p]) <= {"silk", "hybrid"}
 
 
-def test_silence_is_one_packet_sent_again_and_decodes_quiet() -> None:
-    encoder = OpusPackets(16000)
+@pytest.mark.parametrize("via", VIA)
+def test_silence_is_one_packet_sent_again_and_decodes_quiet(via: Via) -> None:
+    encoder = OpusPackets(16000, via=via)
     first, second = encoder.packet(None), encoder.packet(None)
     assert bytes(first) == bytes(second) and second.pts - first.pts == 960  # the RTP clock
     quiet = _decoded([first, second])
     assert np.abs(quiet).max() < 50
+
+
+def test_libopus_and_pyav_packets_decode_to_the_same_speech() -> None:
+    """The two encoders are the same codec and settings: what a browser hears of each
+    matches sample for sample, within the codec's noise."""
+    pcm = piper_speech(SPEECH, 16000)
+    chunks = [pcm[at : at + 640] for at in range(0, len(pcm) // 640 * 640, 640)]
+    heard = {}
+    for via in ("libopus", "pyav"):
+        encoder = OpusPackets(16000, via=via)  # type: ignore[arg-type]
+        heard[via] = _decoded([p for p in (encoder.packet(c) for c in chunks) if p is not None])
+    # PyAV's encoder delays by its look-ahead (packets withheld at the start): align to it
+    size = min(len(heard["libopus"]), len(heard["pyav"])) - 960
+    best = max(
+        float(np.corrcoef(heard["libopus"][lag : lag + size], heard["pyav"][:size])[0, 1])
+        for lag in range(0, 961, 24)
+    )
+    assert best > 0.98, best
+
+
+def test_auto_falls_back_to_pyav_and_asking_for_libopus_without_it_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert OpusPackets(16000).via == "libopus"  # this machine has it
+    monkeypatch.setattr(rtc_media, "load_libopus", lambda: None)
+    assert OpusPackets(16000).via == "pyav"
+    with pytest.raises(VoicehubError, match="libopus0"):
+        OpusPackets(16000, via="libopus")
+
+
+def test_libopus_refusals_name_what_is_wrong() -> None:
+    lib = load_libopus()
+    with pytest.raises(OpusError, match=r"opus_encoder_create\(44100 Hz\): invalid argument"):
+        LibOpusEncoder(lib, 44100, 882, "lowdelay", 0, 32000)
+    with pytest.raises(OpusError, match=r"opus_encoder_ctl\(complexity=11\): invalid argument"):
+        LibOpusEncoder(lib, 16000, 320, "lowdelay", 11, 32000)
+    with pytest.raises(ValueError, match="unknown Opus application 'music'"):
+        LibOpusEncoder(lib, 16000, 320, "music", 0, 32000)
+    encoder = LibOpusEncoder(lib, 16000, 320, "lowdelay", 0, 32000)
+    with pytest.raises(ValueError, match="640 bytes here, got 638"):
+        encoder.encode(bytes(638))
+    encoder.close()
+    with pytest.raises(OpusError, match="closed"):
+        encoder.encode(bytes(640))
 
 
 def test_caller_stereo_48k_becomes_session_mono_in_place() -> None:

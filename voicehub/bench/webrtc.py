@@ -9,7 +9,9 @@ a few rounds since the machine may be shared):
   and cut into 20 ms frames; agent audio taken from the playout queue and Opus-encoded at
   16 kHz mono into a packet (`rtc_media.OpusPackets`), which aiortc's sender only packs.
   ``decode_us_per_frame`` is aiortc's Opus decode alone (not ours to change: its receiver
-  decodes every packet), ``encode_us_per_frame`` the outbound packet alone.
+  decodes every packet), ``encode_us_per_frame`` the outbound packet alone, through
+  libopus' own API where the system has it (``encoder`` says which), and
+  ``encode_pyav_us_per_frame`` the same packets through PyAV's encoder, the fallback.
 - ``realtime_24k_us_per_frame``: the same at a realtime desk's 24 kHz (caller audio
   resampled 48 -> 24 kHz, agent audio encoded at 24 kHz), where the relay then passes the
   audio through; at 16 kHz the relay would resample 16 <-> 24 kHz on top.
@@ -80,8 +82,9 @@ def _webrtc_round(packets: list[Any], agent: bytes, rate: int = SAMPLE_RATE) -> 
     return time.process_time() - started
 
 
-def _parts(packets: list[Any], agent: bytes) -> tuple[float, float]:
-    """Seconds of CPU of aiortc's decode alone and of the outbound packets alone."""
+def _parts(packets: list[Any], agent: bytes) -> tuple[float, float, float]:
+    """Seconds of CPU of aiortc's decode alone, of the outbound packets alone, and of the
+    same packets through PyAV's encoder (the fallback without libopus)."""
     from aiortc.codecs.opus import OpusDecoder
     from aiortc.jitterbuffer import JitterFrame
 
@@ -90,11 +93,13 @@ def _parts(packets: list[Any], agent: bytes) -> tuple[float, float]:
     for payload, timestamp in packets:
         decoder.decode(JitterFrame(data=payload, timestamp=timestamp))
     decode = time.process_time() - started
-    outbound = OpusPackets(SAMPLE_RATE)
-    started = time.process_time()
-    for at in range(0, len(packets) * FRAME_BYTES, FRAME_BYTES):
-        outbound.packet(agent[at : at + FRAME_BYTES] or bytes(FRAME_BYTES))
-    return decode, time.process_time() - started
+    encodes = []
+    for outbound in (OpusPackets(SAMPLE_RATE), OpusPackets(SAMPLE_RATE, via="pyav")):
+        started = time.process_time()
+        for at in range(0, len(packets) * FRAME_BYTES, FRAME_BYTES):
+            outbound.packet(agent[at : at + FRAME_BYTES] or bytes(FRAME_BYTES))
+        encodes.append(time.process_time() - started)
+    return decode, encodes[0], encodes[1]
 
 
 class _CountingSocket:
@@ -147,6 +152,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     parts = [_parts(packets, caller) for _ in range(rounds)]
     decode = min(part[0] for part in parts) / len(packets)
     encode = min(part[1] for part in parts) / len(packets)
+    encode_pyav = min(part[2] for part in parts) / len(packets)
     websocket = min([await _websocket_round(caller, caller) for _ in range(rounds)]) / frames
     us_per_frame = round(webrtc * 1e6, 1)
     figures = {
@@ -155,6 +161,8 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
         "websocket_us_per_frame": round(websocket * 1e6, 1),
         "decode_us_per_frame": round(decode * 1e6, 1),
         "encode_us_per_frame": round(encode * 1e6, 1),
+        "encoder": OpusPackets(SAMPLE_RATE).via,
+        "encode_pyav_us_per_frame": round(encode_pyav * 1e6, 1),
         "calls_per_core": int(20_000 / us_per_frame),
         "frames": frames,
         "quick": quick,

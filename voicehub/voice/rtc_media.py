@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import fractions
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from voicehub.errors import VoicehubError
 from voicehub.voice.audio import FRAME_MS, int16_to_pcm16
 from voicehub.voice.audio.playout import PlayoutQueue
+from voicehub.voice.libopus import LibOpusEncoder, load_libopus
 from voicehub.voice.realtime.resample import PcmResampler
 
 __all__ = [
@@ -76,13 +77,17 @@ class OpusPackets:
 
     libopus takes 8, 12, 16, 24 and 48 kHz as they are: the session's audio is never
     resampled on its way out. Silence is one packet encoded once and sent again (a quiet
-    call costs no encoding)."""
+    call costs no encoding). `via`: "libopus" encodes through libopus' own API
+    (`voice.libopus`, half the CPU), "pyav" through PyAV's codec, "auto" the first where the
+    system has libopus (`self.via` says which)."""
 
     def __init__(
         self,
         rate: int,
         complexity: int = OPUS_COMPLEXITY,
         application: str = OPUS_APPLICATION,
+        *,
+        via: Literal["auto", "libopus", "pyav"] = "auto",
     ) -> None:
         import av
 
@@ -91,11 +96,26 @@ class OpusPackets:
         self.samples = rate * FRAME_MS // 1000
         self.time_base = fractions.Fraction(1, rate)
         self._application = application
-        self._codec = self._encoder(complexity)
+        lib = load_libopus() if via != "pyav" else None
+        if via == "libopus" and lib is None:
+            raise VoicehubError("no usable libopus here (Linux, Debian's libopus0)")
+        self.via = "libopus" if lib is not None else "pyav"
+        self._encode = self._encoder(lib, complexity)
         self._pts = 0
-        self._silence = self._silence_packet(complexity)
+        quiet, encoded = bytes(self.samples * 2), b""
+        silent = self._encoder(lib, complexity)
+        for _ in range(4):  # past the encoder's look-ahead: a steady silent packet
+            encoded = silent(quiet) or encoded
+        self._silence = encoded
 
-    def _encoder(self, complexity: int) -> Any:
+    def _encoder(self, lib: Any | None, complexity: int) -> Callable[[bytes], bytes | None]:
+        """A fresh encoder: a 20 ms frame in, its packet out (None: still filling PyAV's
+        look-ahead)."""
+        if lib is not None:
+            encoder = LibOpusEncoder(
+                lib, self.rate, self.samples, self._application, complexity, OPUS_BITRATE
+            )
+            return encoder.encode
         codec = self._av.CodecContext.create("libopus", "w")
         codec.format = "s16"
         codec.layout = "mono"
@@ -103,22 +123,20 @@ class OpusPackets:
         codec.time_base = self.time_base
         codec.bit_rate = OPUS_BITRATE
         codec.options = {"application": self._application, "compression_level": str(complexity)}
-        return codec
+        pts = 0
 
-    def _silence_packet(self, complexity: int) -> bytes:
-        codec, quiet = self._encoder(complexity), bytes(self.samples * 2)
-        encoded: list[Any] = []
-        for number in range(4):  # past the encoder's look-ahead: a steady silent packet
-            encoded += codec.encode(self._frame(quiet, number * self.samples))
-        return bytes(encoded[-1])
+        def encode(pcm16: bytes) -> bytes | None:
+            nonlocal pts
+            frame = self._av.AudioFrame(format="s16", layout="mono", samples=self.samples)
+            frame.planes[0].update(pcm16)
+            frame.sample_rate = self.rate
+            frame.pts = pts
+            frame.time_base = self.time_base
+            pts += self.samples
+            packets = codec.encode(frame)
+            return bytes(packets[-1]) if packets else None
 
-    def _frame(self, pcm16: bytes, pts: int) -> Any:
-        frame = self._av.AudioFrame(format="s16", layout="mono", samples=self.samples)
-        frame.planes[0].update(pcm16)
-        frame.sample_rate = self.rate
-        frame.pts = pts
-        frame.time_base = self.time_base
-        return frame
+        return encode
 
     def packet(self, pcm16: bytes | None) -> Any:
         """The next 20 ms as one packet: `pcm16` encoded, or the silent packet for None.
@@ -128,10 +146,10 @@ class OpusPackets:
         if pcm16 is None:
             data = self._silence
         else:
-            encoded = self._codec.encode(self._frame(pcm16, pts))
-            if not encoded:
+            encoded = self._encode(pcm16)
+            if encoded is None:
                 return None
-            data = bytes(encoded[-1])
+            data = encoded
         packet = self._av.Packet(data)
         packet.pts = pts * RTP_CLOCK // self.rate
         packet.time_base = _RTP_TIME_BASE
