@@ -34,41 +34,31 @@ lint: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-# The browser test drives Debian's chromium; without it that test fails, naming the command.
-browser:
-	@if [ ! -x /usr/bin/chromium ]; then \
+# $(call apt-get-if-missing,CHECK,PACKAGE,WHAT FAILS WITHOUT IT): when the shell test CHECK
+# fails, install Debian's PACKAGE (as root, with apt-get), else say what will not work.
+define apt-get-if-missing
+	@if ! $(1); then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
-				|| echo "note: could not install chromium; the browser test will fail"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) \
+				|| echo "note: could not install $(2); $(3)"; \
 		else \
-			echo "note: no /usr/bin/chromium (install Debian's chromium as root);" \
-				"the browser test will fail"; \
+			echo "note: no $(2) (install Debian's $(2) as root); $(3)"; \
 		fi; \
 	fi
+endef
+
+# The browser test drives Debian's chromium; without it that test fails, naming the command.
+browser:
+	$(call apt-get-if-missing,[ -x /usr/bin/chromium ],chromium,the browser test will fail)
 
 # WebRTC encodes agent audio through the system's libopus where it is installed (half the
 # CPU of PyAV's path, which is the fallback); its tests fail without it, naming the package.
 libopus:
-	@if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libopus\.so\.0'; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopus0 \
-				|| echo "note: could not install libopus0; the libopus tests will fail"; \
-		else \
-			echo "note: no libopus (install Debian's libopus0 as root); its tests will fail"; \
-		fi; \
-	fi
+	$(call apt-get-if-missing,/sbin/ldconfig -p 2>/dev/null | grep -q 'libopus\.so\.0',libopus0,the libopus tests will fail)
 
 # The Redis tests start Debian's redis-server on a free port; without it they fail, naming it.
 redis:
-	@if ! command -v redis-server >/dev/null; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server \
-				|| echo "note: could not install redis-server; the Redis tests will fail"; \
-		else \
-			echo "note: no redis-server (install Debian's redis-server as root);" \
-				"the Redis tests will fail"; \
-		fi; \
-	fi
+	$(call apt-get-if-missing,command -v redis-server >/dev/null,redis-server,the Redis tests will fail)
 
 # Two workers (pytest-xdist), a test file each at a time: most of the suite waits on real-time
 # audio, not the CPU, so two files overlap well on 2 cores; a file's module fixtures (models,
@@ -80,14 +70,7 @@ test: lint docs browser redis libopus
 # The phone and turns benches speak in Debian's flite voices too (slt, awb, rms) when it is
 # installed; without it they use Piper and eSpeak NG only, and say so by the voices listed.
 flite:
-	@if ! command -v flite >/dev/null; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq flite \
-				|| echo "note: could not install flite; the benches use fewer voices"; \
-		else \
-			echo "note: no flite (install Debian's flite as root); the benches use fewer voices"; \
-		fi; \
-	fi
+	$(call apt-get-if-missing,command -v flite >/dev/null,flite,the benches use fewer voices)
 
 bench: install flite
 	$(BIN)/voicehub bench --json bench.json

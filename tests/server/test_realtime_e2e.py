@@ -106,11 +106,26 @@ def holding(fake: FakeRealtimeServer, deltas: int) -> bool:
     return sum(e["response_id"] == active.id for e in sent) >= deltas
 
 
-def caller(server: RunningServer, conversation: str) -> CallClient:
+def caller(server: RunningServer, conversation: str, *, webrtc: bool = False) -> CallClient:
     options = CallOptions(
-        desk=DESK, server=server.url, conversation=conversation, playout_speed=16.0, quiet=0.5
+        desk=DESK,
+        server=server.url,
+        conversation=conversation,
+        webrtc=webrtc,
+        playout_speed=16.0,
+        quiet=0.5,
     )
     return CallClient(options)
+
+
+async def ask_for_research(call: CallClient) -> DeliveryOutcome:
+    """Say the research request; the result's delivery, once the call has settled."""
+    await call.say(caller_audio(text=RESEARCH), RESEARCH)
+    delivered = await call.wait_for_event(
+        DeliveryOutcome, lambda e: e.outcome == "delivered", timeout=60
+    )
+    assert await call.settle(30)
+    return delivered
 
 
 async def test_research_is_delegated_and_the_result_spoken_once_everyone_is_idle(
@@ -119,11 +134,7 @@ async def test_research_is_delegated_and_the_result_spoken_once_everyone_is_idle
     fake, _, server = model
     async with caller(server, "rt-research") as call:
         await call.wait_for_turn()  # the greeting, spoken by the model
-        await call.say(caller_audio(text=RESEARCH), RESEARCH)
-        delivered = await call.wait_for_event(
-            DeliveryOutcome, lambda e: e.outcome == "delivered", timeout=60
-        )
-        assert await call.settle(30)
+        delivered = await ask_for_research(call)
     report = call.report
     print(f"\n{format_timeline(report)}\n{format_summary(report)}")
 
@@ -154,25 +165,13 @@ async def test_a_webrtc_call_runs_at_the_models_rate_and_is_heard_both_ways(
 ) -> None:
     pytest.importorskip("aiortc")
     _, _, server = model
-    options = CallOptions(
-        desk=DESK,
-        server=server.url,
-        conversation="rt-webrtc",
-        webrtc=True,
-        playout_speed=16.0,
-        quiet=0.5,
-    )
     with loopback_ice():
-        async with CallClient(options) as call:
+        async with caller(server, "rt-webrtc", webrtc=True) as call:
             await call.wait_for_turn()  # the greeting, spoken by the model over Opus
             live = server.switchboard.calls[f"{DESK}:rt-webrtc"]
             # Opus' 48 kHz converted once to the model's rate: the relay passes it through
             assert (live.kind, live.transport.sample_rate) == ("webrtc", 24000)
-            await call.say(caller_audio(text=RESEARCH), RESEARCH)
-            delivered = await call.wait_for_event(
-                DeliveryOutcome, lambda e: e.outcome == "delivered", timeout=60
-            )
-            assert await call.settle(30)
+            delivered = await ask_for_research(call)
     report = call.report
     print(f"\n{format_timeline(report)}\n{format_summary(report)}")
     # the fake model heard the request in the caller's audio, and the caller heard the result
