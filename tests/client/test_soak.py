@@ -9,13 +9,16 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
 from voicehub.client.soak import SoakOptions, account, format_soak, run_soak, soak_json
+from voicehub.client.soak.accounting import SoakTally
 from voicehub.client.soak.caller import CallerLines, SoakCaller
-from voicehub.client.soak.run import stored_deliveries
+from voicehub.client.soak.run import SoakResult, stored_deliveries
+from voicehub.client.soak.server_process import HealthSampler
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
@@ -138,3 +141,31 @@ async def test_soak_options_reject_bad_ranges() -> None:
         SoakOptions(follow_ups=(-1, 2))
     assert SoakOptions(calls=100).ramp_seconds == 30.0
     assert SoakOptions(calls=10).ramp_seconds == pytest.approx(3.0)
+
+
+async def test_health_samples_carry_the_cpu_the_server_used_between_them() -> None:
+    class Server:  # stands for a `ServerProcess`: its RSS, and its CPU seconds so far
+        cpu: float | None = 10.0
+
+        def rss_mb(self) -> float:
+            return 100.0
+
+        def cpu_seconds(self) -> float | None:
+            return self.cpu
+
+    server = Server()
+    health = httpx.MockTransport(lambda _: httpx.Response(200, json={"calls": 3}))
+    sampler = HealthSampler("http://server", 5.0, server)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(base_url="http://server", transport=health) as http:
+        await sampler.sample(http, 0.0)
+        server.cpu = 17.5
+        await sampler.sample(http, 5.0)
+        server.cpu = None  # the server has exited
+        await sampler.sample(http, 10.0)
+    assert [s.cpu_cores for s in sampler.samples] == [None, 1.5, None]
+    calls = SoakOptions(calls=1, minutes=0.05, url="http://server")
+    result = SoakResult(options=calls, server="http://server", seconds=10.0, tally=SoakTally())
+    result.samples = sampler.samples
+    figures = soak_json(result)
+    assert (figures["server"]["cpu_cores_median"], figures["server"]["cpu_cores_max"]) == (1.5, 1.5)
+    assert "server CPU cores median / max      1.5 / 1.5" in format_soak(result)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
-import os
 import re
 import shutil
 import tomllib
@@ -28,6 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from voicehub.client.soak.server_process import process_cpu_seconds
 from voicehub.errors import VoicehubError
 
 __all__ = ["KEY_ENV", "CloudStack"]
@@ -112,11 +112,7 @@ class CloudStack:
         """CPU the fake's process used so far (user + system), None once it is gone."""
         if self._process is None or self._process.pid is None:
             return None
-        try:
-            fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self._process.pid)
 
     async def stop(self) -> None:
         process = self._process

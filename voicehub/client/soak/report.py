@@ -29,6 +29,7 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
     tally, options = result.tally, result.options
     rss = [s.rss_mb for s in result.samples if s.rss_mb is not None]
     lag = [s.loop_lag_ms for s in result.samples if s.loop_lag_ms is not None]
+    cores = [s.cpu_cores for s in result.samples if s.cpu_cores is not None]
     return {
         "settings": {
             "callers": options.calls,
@@ -75,6 +76,9 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
             "rss_mb_max": round(max(rss), 1) if rss else None,
             "loop_lag_ms_max": max(lag) if lag else None,
             "loop_lag_ms_median": round(statistics.median(lag), 1) if lag else None,
+            # the server process's CPU (all threads), when the soak started it
+            "cpu_cores_median": round(statistics.median(cores), 2) if cores else None,
+            "cpu_cores_max": max(cores) if cores else None,
         },
         "samples": [
             {
@@ -82,6 +86,7 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
                 "rss_mb": s.rss_mb and round(s.rss_mb, 1),
                 "loop_lag_ms": s.loop_lag_ms,
                 "calls": s.calls,
+                "cpu_cores": s.cpu_cores,
             }
             for s in result.samples
         ],
@@ -128,14 +133,22 @@ def format_soak(result: SoakResult) -> str:
             f"{server['loop_lag_ms_median']} / {server['loop_lag_ms_max']}",
         ),
     ]
+    if server["cpu_cores_median"] is not None:
+        rows.append(
+            (
+                "server CPU cores median / max",
+                f"{server['cpu_cores_median']} / {server['cpu_cores_max']}",
+            )
+        )
     if figures["provider_cpu_seconds"] is not None:
         seconds = figures["seconds"] or 1.0
         cpu = figures["provider_cpu_seconds"]
         rows.append(("fake Deepgram CPU s (% of a core)", f"{cpu} ({100 * cpu / seconds:.1f}%)"))
     lines = [f"{name:34s} {value}" for name, value in rows]
-    lines += ["", "   time  calls  rss MB  loop lag ms"]
+    lines += ["", "   time  calls  rss MB  loop lag ms  cores"]
     lines += [
         f"{s['at']:7.1f}  {s['calls']:5d}  {s['rss_mb'] or 0:6.1f}  {s['loop_lag_ms'] or 0:9.1f}"
+        f"  {s['cpu_cores'] if s['cpu_cores'] is not None else '-':>5}"
         for s in figures["samples"]
     ]
     for error, count in figures["failures"].items():

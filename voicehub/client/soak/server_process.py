@@ -22,7 +22,7 @@ import httpx
 
 from voicehub.errors import VoicehubError
 
-__all__ = ["HealthSample", "HealthSampler", "ServerProcess"]
+__all__ = ["HealthSample", "HealthSampler", "ServerProcess", "process_cpu_seconds"]
 
 _READY = re.compile(r"serving at (\S+)")
 
@@ -83,6 +83,10 @@ class ServerProcess:
             return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
         return None
 
+    def cpu_seconds(self) -> float | None:
+        """The server's CPU so far, all threads, user and system (None once it has exited)."""
+        return process_cpu_seconds(self._process.pid) if self._process is not None else None
+
     async def stop(self, timeout: float = 30.0) -> int | None:
         """Interrupt the server (it holds undelivered results) and wait for it."""
         process = self._process
@@ -107,15 +111,28 @@ async def _ready_url(stdout: asyncio.StreamReader) -> str | None:
     return None
 
 
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU process `pid` has used (user + system, all threads), from /proc; None when it is
+    gone or this is not Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class HealthSample:
     """One sample: seconds into the run, the server's RSS (MB), worst loop lag since the
-    previous sample (ms, None when the server does not report it) and live calls."""
+    previous sample (ms, None when the server does not report it), live calls, and the CPU
+    the server used since the previous sample (cores; None without a previous one or when
+    the server is not ours)."""
 
     at: float
     rss_mb: float | None
     loop_lag_ms: float | None
     calls: int
+    cpu_cores: float | None = None
 
 
 @dataclass
@@ -127,6 +144,7 @@ class HealthSampler:
     process: ServerProcess | None = None
     token: str | None = None
     samples: list[HealthSample] = field(default_factory=list)
+    _cpu_at: tuple[float, float] | None = None  # (seconds into the run, server CPU seconds)
 
     async def run(self) -> None:
         started = time.monotonic()
@@ -142,6 +160,14 @@ class HealthSampler:
         except (httpx.HTTPError, ValueError):
             return  # a stalled or restarting server misses a sample; the gap shows
         rss = self.process.rss_mb() if self.process is not None else body.get("rss_mb")
+        cores = None
+        cpu = self.process.cpu_seconds() if self.process is not None else None
+        if cpu is not None:
+            if self._cpu_at is not None and at > self._cpu_at[0]:
+                cores = round((cpu - self._cpu_at[1]) / (at - self._cpu_at[0]), 2)
+            self._cpu_at = (at, cpu)
         self.samples.append(
-            HealthSample(round(at, 1), rss, body.get("loop_lag_ms"), int(body.get("calls", 0)))
+            HealthSample(
+                round(at, 1), rss, body.get("loop_lag_ms"), int(body.get("calls", 0)), cores
+            )
         )
