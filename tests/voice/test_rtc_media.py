@@ -17,7 +17,7 @@ from tests.fakes.deepgram import piper_speech
 from voicehub.errors import VoicehubError
 from voicehub.voice import rtc_media
 from voicehub.voice.audio import resample
-from voicehub.voice.libopus import LibOpusEncoder, OpusError, load_libopus
+from voicehub.voice.libopus import LibOpusEncoder, OpusError, load_libopus, open_libopus
 from voicehub.voice.rtc_media import (
     BROWSER_APPLICATION,
     BROWSER_COMPLEXITY,
@@ -142,6 +142,13 @@ def test_auto_falls_back_to_pyav_and_asking_for_libopus_without_it_says_so(
     assert OpusPackets(16000).via == "pyav"
     with pytest.raises(VoicehubError, match="libopus0"):
         OpusPackets(16000, via="libopus")
+
+
+def test_a_library_that_is_not_libopus_is_not_taken_for_it() -> None:
+    import ctypes.util
+
+    assert open_libopus(str(ctypes.util.find_library("c"))) is None  # no opus_* functions
+    assert open_libopus("/nonexistent/libopus.so.0") is None
 
 
 def test_libopus_refusals_name_what_is_wrong() -> None:

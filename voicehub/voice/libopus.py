@@ -17,7 +17,7 @@ import functools
 import sys
 from typing import Any
 
-__all__ = ["APPLICATIONS", "LibOpusEncoder", "OpusError", "load_libopus"]
+__all__ = ["APPLICATIONS", "LibOpusEncoder", "OpusError", "load_libopus", "open_libopus"]
 
 APPLICATIONS = {"voip": 2048, "audio": 2049, "lowdelay": 2051}
 """libopus' application constants, by the names PyAV's libopus encoder takes."""
@@ -36,12 +36,22 @@ def load_libopus() -> Any | None:
     if not sys.platform.startswith("linux"):
         return None
     name = ctypes.util.find_library("opus")
-    if name is None:
-        return None
+    return open_libopus(name) if name is not None else None
+
+
+def open_libopus(name: str) -> Any | None:
+    """The shared library `name` with libopus' functions typed, or None when it cannot be
+    loaded or lacks them."""
     try:
         lib = ctypes.CDLL(name)
-    except OSError:
+        _declare(lib)
+    except (OSError, AttributeError):  # not loadable, or not the libopus API we call
         return None
+    return lib
+
+
+def _declare(lib: Any) -> None:
+    """The C signatures of the functions called (a missing one raises AttributeError)."""
     lib.opus_encoder_create.restype = ctypes.c_void_p
     lib.opus_encoder_create.argtypes = [
         ctypes.c_int32,
@@ -63,7 +73,6 @@ def load_libopus() -> Any | None:
     lib.opus_encoder_destroy.argtypes = [ctypes.c_void_p]
     lib.opus_strerror.restype = ctypes.c_char_p
     lib.opus_strerror.argtypes = [ctypes.c_int]
-    return lib
 
 
 class LibOpusEncoder:
