@@ -42,7 +42,7 @@ def _decoded(packets: list[object]) -> np.ndarray:
 
 @pytest.fixture(scope="module", autouse=True)
 def libopus_installed() -> None:
-    assert load_libopus() is not None, "no libopus: install Debian's libopus0 (as root)"
+    assert load_libopus() is not None, "no libopus: as root, apt-get install libopus0"
 
 
 VIA = ["libopus", "pyav"]

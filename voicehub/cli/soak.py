@@ -30,9 +30,8 @@ def add_parser(commands: Subcommands) -> None:
             "deliveries, talk-over ms (result audio over a caller already speaking), yield ms "
             "(result audio after a caller barged in), results lost and spoken twice (the "
             "server's stored deliveries against what the callers heard), and the server's "
-            "RSS, event-loop lag and CPU (cores, when it started the server) over time. Exit "
-            "code 1 if a result was lost or spoken "
-            "twice."
+            "RSS, event-loop lag and CPU (cores, when it started the server) over time. "
+            "Exit code 1 if a result was lost or spoken twice."
         ),
     )
     soak.add_argument("--calls", type=int, default=4, help="callers at once (default 4)")

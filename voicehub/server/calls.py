@@ -176,6 +176,7 @@ class Switchboard:
         await lifecycle.take_over(call)
         pump = asyncio.create_task(line.pump(websocket))
         reader: asyncio.Task[None] | None = None
+        fault: BaseException | None = None  # what the reader raised, when it is ours
         try:
             if await lifecycle.start(call):
                 reader = asyncio.create_task(read(websocket, call))
@@ -195,7 +196,7 @@ class Switchboard:
                 except asyncio.CancelledError:
                     pass
                 except Exception as exc:  # the socket broke: the call is over either way
-                    if task is not reader or _server_fault(reader) is None:  # else logged
+                    if exc is not fault:  # a fault was logged by `fail` already
                         log.info("room %s: connection lost: %r", call.room_id, exc)
             await lifecycle.clean_up(call)
 

@@ -144,7 +144,8 @@ class HealthSampler:
     process: ServerProcess | None = None
     token: str | None = None
     samples: list[HealthSample] = field(default_factory=list)
-    _cpu_at: tuple[float, float] | None = None  # (seconds into the run, server CPU seconds)
+    # (seconds into the run, server CPU seconds) at the last sample that read them
+    _cpu_at: tuple[float, float] | None = field(default=None, init=False, repr=False)
 
     async def run(self) -> None:
         started = time.monotonic()
