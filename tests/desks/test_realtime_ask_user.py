@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.fakes.memory_transport import FakeTransport
 from tests.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
-from tests.voice.test_realtime_session import RATE, finals, speak, until
+from tests.voice.realtime.test_session import RATE, finals, speak, until
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
 from voicehub.desks.desk import Desk, load_desks

@@ -320,7 +320,7 @@ async def test_voicehub_call_prints_the_timeline_and_writes_the_agent_audio(
 ) -> None:
     out = tmp_path / "agent.wav"
     # `--fast` (burst caller, instant playout): this test is about the report and the WAV, not
-    # about timing; bursts are heard like paced audio (tests/voice/test_bursty_input.py).
+    # about timing; bursts are heard like paced audio (tests/voice/engine/test_bursty_input.py).
     argv = ["call", "research", "--server", server.url, "--say", RESEARCH, "--fast"]
     argv += ["--conversation", "e2e-cli", "--out", str(out)]
     code = await asyncio.to_thread(cli.main, argv)  # its own loop, in a thread

@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.fakes.deepgram import FakeDeepgram, piper_speech
 from tests.fakes.memory_transport import FakeTransport
-from tests.voice.test_pipeline_session import LONG, Calls, desk_agent, said, speak
+from tests.voice.engine.test_pipeline_session import LONG, Calls, desk_agent, said, speak
 from voicehub.core.events import EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.hub import Hub

@@ -15,7 +15,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.voice.test_offline_vad import padded_speech, shared_vad, vad_events
+from tests.voice.providers.offline.test_vad import padded_speech, shared_vad, vad_events
 
 RATE = 16000
 
@@ -69,7 +69,7 @@ async def test_batched_segments_equal_per_call_segments(calls: int) -> None:
 async def test_batched_streams_resample_as_livekit_does() -> None:
     """8 kHz calls (a phone line) on the 16 kHz model: resampled, then decided the same
     (to a window: livekit's resampler dithers, differently from run to run)."""
-    from tests.voice.test_offline_vad import assert_same_segments_near
+    from tests.voice.providers.offline.test_vad import assert_same_segments_near
     from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroBatcher
 
     shared = shared_vad("silero")

@@ -25,7 +25,7 @@ from openai import AsyncOpenAI
 
 from tests.fakes.memory_transport import AckMode, FakeTransport
 from tests.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
-from tests.voice.test_pipeline_session import RecordingActivity
+from tests.voice.engine.test_pipeline_session import RecordingActivity
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import Tool, ToolContext, tool
 from voicehub.core.clock import VirtualClock

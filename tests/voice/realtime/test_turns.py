@@ -4,7 +4,7 @@ handed to the transport, on the hub's clock (the fake Realtime server, the real 
 
 from __future__ import annotations
 
-from tests.voice.test_realtime_session import Harness, call, speak, until
+from tests.voice.realtime.test_session import Harness, call, speak, until
 from voicehub.core.clock import VirtualClock
 from voicehub.voice.engine.latency import TurnLatency
 from voicehub.voice.providers.offline import synthesize

@@ -28,7 +28,7 @@ from voicehub.voice.providers.offline.whisper_engine import (
 )
 from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten, names_topic
 
-CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+CHANNELS = Path(__file__).resolve().parents[4] / "channels"
 
 
 @cache

@@ -11,7 +11,7 @@ import pytest
 
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 
-CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+CHANNELS = Path(__file__).resolve().parents[4] / "channels"
 
 
 @pytest.fixture(scope="module")

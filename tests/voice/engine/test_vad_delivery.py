@@ -13,7 +13,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.voice.test_offline_vad import boundaries, frames, padded_speech, vad_events
+from tests.voice.providers.offline.test_vad import boundaries, frames, padded_speech, vad_events
 
 RATE = 16000
 KINDS = ["silero", "batched silero", "webrtc"]
@@ -25,7 +25,7 @@ def two_utterances() -> bytes:
 
 
 def make_vad(kind: str) -> Any:
-    from tests.voice.test_offline_vad import shared_vad
+    from tests.voice.providers.offline.test_vad import shared_vad
     from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
     from voicehub.voice.providers.offline.vad import vad_for_call
 

@@ -18,7 +18,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.voice.test_offline_vad import boundaries, vad_events
+from tests.voice.providers.offline.test_vad import boundaries, vad_events
 from voicehub.voice.audio import lin2ulaw, resample_pcm16, ulaw2lin
 from voicehub.voice.providers.offline import synthesize
 

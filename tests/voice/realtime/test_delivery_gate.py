@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.fakes.openai_realtime import FakeRealtimeServer
-from tests.voice.test_realtime_session import FRAME, RATE, ROOM, Harness, brain
+from tests.voice.realtime.test_session import FRAME, RATE, ROOM, Harness, brain
 from voicehub.core.clock import VirtualClock
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD

@@ -15,7 +15,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.voice.test_realtime_session import (
+from tests.voice.realtime.test_session import (
     FRAME,
     LONG,
     ROOM,

@@ -47,7 +47,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 RATE = 16000
 FRAME = frame_bytes(RATE)
 BURST = 50 * FRAME  # the fast client's message: one second of audio
-CHANNELS = Path(__file__).resolve().parents[2] / "channels"
+CHANNELS = Path(__file__).resolve().parents[3] / "channels"
 LINES = ("could you research heat pumps for me please", "please research solar panels")
 # Per line; all the burst calls run at once (concurrent callers, the batcher shared).
 BURST_CALLS = 2
