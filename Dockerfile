@@ -24,15 +24,16 @@ RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin voicehub \
     && chown voicehub:voicehub /data
 
 WORKDIR /app
+# The image installs from the deploy lock (exact versions with hashes, no resolution: the
+# same versions `make test` ran), then voicehub itself, built by the locked hatchling.
+COPY locks/deploy.txt ./locks/
 COPY pyproject.toml README.md ./
 COPY voicehub ./voicehub
 COPY channels ./channels
-# DL3013 (pin versions in pip) is about packages named by the command: this installs the
-# project itself, whose dependencies pyproject.toml pins where it matters.
 # Every extra an example desk uses (Deepgram and OpenAI Realtime too: a desk without its key
 # loads and refuses calls with the reason), so no desk of channels/ fails to import.
-# hadolint ignore=DL3013
-RUN pip install ".[voice,server,openai,realtime,twilio,webrtc,livekit,deepgram,redis,otel]" \
+RUN pip install --require-hashes --no-deps -r locks/deploy.txt \
+    && pip install --no-deps --no-build-isolation . \
     && voicehub channels --channels /app/channels
 
 # numeric, so the runtime can tell it is not root without reading /etc/passwd

@@ -130,6 +130,8 @@ def image(dockerfile: Dockerfile, tmp_path_factory: pytest.TempPathFactory) -> I
     env.update({k: image.path(v) for k, v in dockerfile.env.items() if k != "PIP_NO_CACHE_DIR"})
     for sources, target in dockerfile.copies:
         destination = app / target if not target.startswith("/") else Path(image.path(target))
+        if target.endswith("/"):
+            destination.mkdir(parents=True, exist_ok=True)
         for source in sources:
             origin = ROOT / source
             if origin.is_dir():
@@ -168,7 +170,7 @@ def test_every_run_line_runs(built: list[Ran], image: Image) -> None:
     for step in built:
         assert step.code == 0, f"RUN {step.command}\n{step.output[-3000:]}"
         assert "does not provide the extra" not in step.output, step.output
-    assert [shlex.split(step.command)[0] for step in built] == ["pip", "voicehub"]
+    assert [shlex.split(step.command)[0] for step in built] == ["pip", "pip", "voicehub"]
     assert "0 with errors" in built[-1].output  # `voicehub channels`: every desk loads
     installed = subprocess.run(
         [str(image.venv / "bin" / "python"), "-c", "import voicehub; print(voicehub.__file__)"],
