@@ -1,21 +1,37 @@
 # Two entry points: `make run` serves the example desks on the embedded offline stack,
 # `make test` runs lint, types, the docs build and the whole test suite. Both install what they
-# need.
+# need, from the lock (locks/dev.txt: exact versions with hashes; docs/development.md says why).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+LOCK := locks/dev.txt
+STAMP := $(VENV)/.installed-$(shell cat $(LOCK) pyproject.toml devtools/pyproject.toml | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint docs bench install browser redis flite screenshot libopus
+.PHONY: run test check lint docs bench install lock browser redis flite screenshot libopus
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev,voice,server,openai,realtime,twilio,redis,webrtc,deepgram,console,otel]'
+# Every package from the lock, hash-checked, with no resolution (--no-deps: the lock is the
+# whole set); then this repo's two projects, editable, built by the locked hatchling.
+$(STAMP): $(BIN)/python $(LOCK) pyproject.toml devtools/pyproject.toml
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e . -e ./devtools
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+# Re-resolve the lock after a change to pyproject.toml (or devtools/pyproject.toml): versions
+# already locked are kept where they still fit; `make lock UPGRADE=1` moves every package to
+# its newest allowed release. One universal resolution covers Linux x86-64 and aarch64 on
+# Python 3.11-3.13; locks/deploy.txt (the image's) is the same versions, less the tools.
+LOCK_OPTIONS = --universal --python-version 3.11 --generate-hashes --quiet \
+	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+lock: $(BIN)/python
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r $(LOCK)  # uv, as locked
+	$(BIN)/uv pip compile locks/dev.in $(LOCK_OPTIONS) --no-emit-package voicehub \
+		--no-emit-package voicehub-dev -o locks/dev.txt
+	$(BIN)/uv pip compile locks/deploy.in $(LOCK_OPTIONS) --no-emit-package voicehub \
+		-c locks/dev.txt -o locks/deploy.txt
 
 install: $(STAMP)
 
@@ -23,9 +39,9 @@ run: install libopus
 	$(BIN)/voicehub serve
 
 lint: install
-	$(BIN)/ruff check voicehub tests
-	$(BIN)/ruff format --check voicehub tests
-	$(BIN)/mypy voicehub
+	$(BIN)/ruff check voicehub devtools tests
+	$(BIN)/ruff format --check voicehub devtools tests
+	$(BIN)/mypy voicehub devtools/voicehub_dev
 	$(BIN)/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
 	$(BIN)/hadolint Dockerfile
 

@@ -58,21 +58,6 @@ ALLOWED: dict[str, set[str]] = {
         "telemetry",
         "recordings",
     },
-    # The bench drives the real server too (delivery_talkover: calls over its WebSocket).
-    "bench": {
-        "core",
-        "agents",
-        "delivery",
-        "orchestration",
-        "voice",
-        "transports",
-        "hub",
-        "client",
-        "desks",
-        "server",
-        "telemetry",
-        "recordings",
-    },
     "cli": {"*"},
     "__init__": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},
 }
@@ -94,6 +79,11 @@ VENDOR_FREE = {"errors", "core", "delivery", "orchestration", "tools"}
 # The one exception: the Redis store lives with the other stores and `redis` is its driver (as
 # `sqlite3` is the SQLite store's); it imports it lazily, inside the module, and nothing else may.
 VENDOR_EXCEPTIONS = {Path("voicehub/core/store/redis.py"): {"redis"}}
+
+
+# The development tools (benchmarks, fakes, the soak tool) and the tests are not installed
+# with the product: nothing in it may import them.
+DEVELOPMENT_ONLY = {"voicehub_dev", "tests"}
 
 
 def _layer(path: Path) -> str:
@@ -121,7 +111,9 @@ def _violations() -> Iterator[str]:
         where = path.relative_to(PACKAGE.parent)
         for line, module in _imports(path):
             top = module.split(".")[0]
-            if top == "voicehub":
+            if top in DEVELOPMENT_ONLY:
+                yield f"{where}:{line}: the product may not import {module} (development only)"
+            elif top == "voicehub":
                 if module == "voicehub":
                     if layer != "__init__":
                         yield f"{where}:{line} imports the package root"
@@ -153,6 +145,7 @@ def test_no_import_crosses_the_layers() -> None:
         ("voice", "voicehub.desks.call", "voice may not import voicehub.desks.call"),
         ("core", "livekit.agents", "core may not import the vendor SDK livekit.agents"),
         ("core", "redis.asyncio", "core may not import the vendor SDK redis.asyncio"),
+        ("server", "voicehub_dev.fakes.twilio", "the product may not import voicehub_dev.fakes"),
     ],
 )
 def test_the_check_catches_a_forbidden_import(

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "voicehub"
+# The development tools (benchmarks, fakes) follow the same rule.
+DEVELOPMENT = Path(__file__).resolve().parents[1] / "devtools" / "voicehub_dev"
 
 PLUGIN_AUTHOR_MEMBERS = frozenset(
     {"_run", "_main_task", "_recognize_impl", "_input_ch", "_event_ch", "_FlushSentinel"}
@@ -49,7 +51,7 @@ def _private(name: str) -> bool:
 
 
 def _own_module(module: str) -> bool:
-    return module == "voicehub" or module.startswith("voicehub.")
+    return module.split(".")[0] in ("voicehub", "voicehub_dev")
 
 
 def defined_names(trees: list[ast.Module]) -> set[str]:
@@ -149,7 +151,8 @@ def violations(source: str, path: str, own: set[str]) -> Iterator[Violation]:
 def _modules() -> list[tuple[str, str]]:
     return [
         (str(path.relative_to(PACKAGE.parent)), path.read_text())
-        for path in sorted(PACKAGE.rglob("*.py"))
+        for root in (PACKAGE, DEVELOPMENT)
+        for path in sorted(root.rglob("*.py"))
     ]
 
 

@@ -11,17 +11,6 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_chat import (
-    Disconnect,
-    FakeOpenAIServer,
-    FakeToolCall,
-    HTTPError,
-    RawStream,
-    Reply,
-    Script,
-    Stall,
-    StreamError,
-)
 from voicehub.agents.llm import (
     ChatMessage,
     LLMChunk,
@@ -39,6 +28,17 @@ from voicehub.agents.openai import (
     TokenUsage,
 )
 from voicehub.errors import ConfigError, MissingExtraError, VoicehubError
+from voicehub_dev.fakes.openai_chat import (
+    Disconnect,
+    FakeOpenAIServer,
+    FakeToolCall,
+    HTTPError,
+    RawStream,
+    Reply,
+    Script,
+    Stall,
+    StreamError,
+)
 
 MODEL = "gpt-4o-mini"
 

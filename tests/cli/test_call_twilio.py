@@ -11,12 +11,12 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.cli import main
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.server.twilio import caller_conversation
 from voicehub.voice.audio import read_wav
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from tests.e2e_helpers import CHANNELS, running_server
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.cli import main
 from voicehub.client.console import ConsoleCall, ConsoleOptions, Speaker, load_sounddevice
 from voicehub.client.endings import CallRefused
 from voicehub.desks.desk import load_desks
 from voicehub.errors import MissingExtraError
 from voicehub.server.settings import ServerSettings
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 ANSWER = "Sure, I'll have my analysts look into heat pumps."
 BLOCK = 640  # 20 ms of 16 kHz PCM16

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
 from voicehub.core.events import Event
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, RoomRecord
 from voicehub.core.store.redis import RedisStore
 from voicehub.errors import StoreError
+from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 
 __all__ = ["redis_server"]
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.store.base import (
     CallRecord,
@@ -25,6 +24,7 @@ from voicehub.core.store.base import (
 from voicehub.core.store.memory import MemoryStore
 from voicehub.core.store.redis import RedisStore
 from voicehub.core.store.sqlite import SQLiteStore
+from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
 

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
-from tests.fakes.scripted_session import FakeSession
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.redis import RedisStore
@@ -26,6 +24,8 @@ from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import Immediate
 from voicehub.delivery.service import DeliveryService
 from voicehub.hub import Hub
+from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
+from voicehub_dev.fakes.scripted_session import FakeSession
 
 __all__ = ["redis_server"]
 

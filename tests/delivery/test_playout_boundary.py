@@ -18,7 +18,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.scripted_session import FakeSession
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.sqlite import SQLiteStore
@@ -26,6 +25,7 @@ from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import WaitForIdle
 from voicehub.delivery.service import DeliveryService
 from voicehub.hub import Hub
+from voicehub_dev.fakes.scripted_session import FakeSession
 
 
 class ConfirmedThenCrashed(FakeSession):

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.scripted_session import FakeSession
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookResult, HookTrigger
@@ -33,6 +32,7 @@ from voicehub.delivery.injector import AlwaysIdle, InjectOutcome, TextInjector
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
 from voicehub.delivery.service import DeliveryService
 from voicehub.hub import Hub
+from voicehub_dev.fakes.scripted_session import FakeSession
 
 HubFactory = Callable[..., Awaitable[Hub]]
 WAIT_1S = WaitForIdle(buffer=1.0)

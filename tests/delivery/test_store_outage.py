@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fakes.scripted_session import FakeSession
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.delivery.policy import Immediate
 from voicehub.errors import StoreError
 from voicehub.hub import Hub
+from voicehub_dev.fakes.scripted_session import FakeSession
 
 
 class OutageStore(MemoryStore):

@@ -12,7 +12,6 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.memory_transport import FakeTransport
 from voicehub.desks.call import start_desk_call
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.hub import Hub
@@ -20,6 +19,7 @@ from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import Transcript
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
+from voicehub_dev.fakes.memory_transport import FakeTransport
 
 RATE = 16000
 FRAME = frame_bytes(RATE)

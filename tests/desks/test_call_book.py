@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fakes.scripted_session import FakeSession
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import CallState, DeliveryStatus, InstanceRecord
 from voicehub.core.store.memory import MemoryStore
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.call_book import CallBook
 from voicehub.hub import Hub
+from voicehub_dev.fakes.scripted_session import FakeSession
 
 ROOM = "research:caller-1"
 

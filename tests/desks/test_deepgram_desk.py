@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.desks.desk_calls import CHANNELS, RATE, DeskCallHarness
-from tests.fakes.deepgram import FakeDeepgram
-from tests.fakes.memory_transport import FakeTransport
-from tests.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
 from voicehub.desks import deepgram_stack
 from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.loading import load_desk_file
@@ -23,6 +20,9 @@ from voicehub.hub import Hub
 from voicehub.voice.engine.session import EngineOptions
 from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
 from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
+from voicehub_dev.fakes.deepgram import FakeDeepgram
+from voicehub_dev.fakes.memory_transport import FakeTransport
+from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
 
 WORDS = "please research solar panels"
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
 from voicehub.agents.openai import OpenAIChatLLM
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
@@ -26,6 +25,7 @@ from voicehub.errors import ConfigError, ToolError, UnknownAgentError
 from voicehub.hub import Hub
 from voicehub.tools.knowledge import KnowledgeBase, KnowledgeEntry, search_knowledge_tool, tokens
 from voicehub.tools.registry import DeskResources, make_tool
+from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 

@@ -17,8 +17,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.memory_transport import FakeTransport
-from tests.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 from tests.voice.realtime.test_session import RATE, finals, speak, until
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
@@ -29,6 +27,8 @@ from voicehub.hub import Hub
 from voicehub.orchestration.ask_user import ANSWER_ROUTE
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS
+from voicehub_dev.fakes.memory_transport import FakeTransport
+from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 ROOM = "help:ask-1"
 QUESTION = "Which city are you calling from?"

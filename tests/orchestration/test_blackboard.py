@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.recording_llm import RecordingLLM
 from voicehub.agents.agent import Agent
 from voicehub.agents.runner import StopReason
 from voicehub.agents.scripted import ScriptedLLM
@@ -23,6 +22,7 @@ from voicehub.orchestration.board_state import (
     PLANS_EXIST_WARNING,
     Blackboard,
 )
+from voicehub_dev.fakes.recording_llm import RecordingLLM
 
 GUARD = 5.0
 LINE = r"(?P<id>target-\d+)[^\n]*: "  # one target line of the injected summary

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.fakes.recording_llm import RecordingLLM
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
 from voicehub.agents.llm import LLM, ChatMessage
@@ -33,6 +32,7 @@ from voicehub.orchestration.state import (
     get_conversation_state,
     set_conversation_state,
 )
+from voicehub_dev.fakes.recording_llm import RecordingLLM
 
 
 def handoff_rule(phrase: str, target: str, **arguments: Any) -> dict[str, Any]:

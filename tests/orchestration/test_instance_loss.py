@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
 from tests.orchestration.test_supervisor import GUARD, coordinator, gated_worker
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
@@ -30,6 +29,7 @@ from voicehub.hub import Hub
 from voicehub.orchestration.instances import InstanceHeartbeat
 from voicehub.orchestration.recovery import LOST_REASON, OnInstanceLoss, TaskRecovery
 from voicehub.orchestration.supervisor import Supervisor
+from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 
 __all__ = ["redis_server"]
 

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fakes.recording_llm import RecordingLLM
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
 from voicehub.agents.llm import ChatMessage
@@ -28,6 +27,7 @@ from voicehub.orchestration.manager_tools import (
     list_workflows_tool,
     manager_tools,
 )
+from voicehub_dev.fakes.recording_llm import RecordingLLM
 
 GUARD = 5.0
 

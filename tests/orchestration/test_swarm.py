@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.recording_llm import RecordingLLM
 from voicehub.agents.agent import Agent
 from voicehub.agents.channel import AgentChannel
 from voicehub.agents.llm import LLM, ChatMessage
@@ -19,6 +18,7 @@ from voicehub.orchestration.handoff import HANDOFF_TOOL
 from voicehub.orchestration.pipeline import handoff_handler_of
 from voicehub.orchestration.state import ConversationState, get_conversation_state
 from voicehub.orchestration.swarm import Swarm
+from voicehub_dev.fakes.recording_llm import RecordingLLM
 
 
 def to(phrase: str, target: str, summary: str) -> dict[str, Any]:

@@ -20,12 +20,12 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory, ScriptedSession
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.desks.desk import Desk, build_desk, load_desks
 from voicehub.hub import Hub
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.transport import CallTransport
+from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOKEN = "a-long-enough-test-token"

@@ -13,10 +13,10 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.fakes.openai_chat import FakeOpenAIServer, Reply
 from voicehub.cli import main
 from voicehub.desks.desk import load_desks
 from voicehub.scenarios.loading import find_scenario_files, load_scenarios
+from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, Reply
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 # On the pipeline engine (issue 22) a call whose agent handed over or asked with ask_user

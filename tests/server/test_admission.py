@@ -12,14 +12,14 @@ import httpx
 import pytest
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory
-from tests.fakes.twilio import FakeTwilio
 from voicehub.client.call import CallClient, CallOptions
 from voicehub.desks.desk import load_desks
 from voicehub.errors import VoicehubError
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import CallError
 from voicehub.voice.providers.offline.recognizer_load import RecognizerLoad
+from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.twilio import FakeTwilio
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 AUTH_TOKEN = "a" * 32

@@ -15,7 +15,6 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.agents.tools import ToolContext
 from voicehub.client.call import CallClient, CallOptions
 from voicehub.core.store.base import DeliveryStatus
@@ -32,6 +31,7 @@ from voicehub.voice.events import (
     TaskStarted,
     Transcript,
 )
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOKEN = "a-long-enough-test-token"

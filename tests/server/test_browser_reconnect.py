@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory
 from tests.server.test_browser import CHROMIUM, caller_wav, chromium_args, require_chromium
 from tests.webrtc_helpers import loopback_ice
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 pytest.importorskip("aiortc")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from websockets.asyncio.client import connect
 
 from tests.e2e_helpers import RunningServer
-from tests.fakes.server_session import ScriptedFactory
 from tests.server.test_app import closed, desks, factory, next_event, server, settings
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 __all__ = ["desks", "factory", "server", "settings"]  # the fixtures this module uses
 

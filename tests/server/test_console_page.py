@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from tests.e2e_helpers import CHANNELS, RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory
 from tests.server.test_browser import CHROMIUM, caller_wav, chromium_args, require_chromium
 from voicehub.core.events import Event, EventKind
 from voicehub.core.store.base import (
@@ -30,6 +29,7 @@ from voicehub.core.store.base import (
 )
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 RESULT = "Here is what I found. A heat pump moves heat from the outside air into your home."
 

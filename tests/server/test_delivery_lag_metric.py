@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.delivery.policy import WaitForIdle
@@ -22,6 +21,7 @@ from voicehub.server.metrics import ServerMetrics
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import ServerEvent
 from voicehub.voice.session import VoiceSession
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 ROOM = "drafting:lag"

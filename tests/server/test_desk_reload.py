@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_helpers import CHANNELS, running_server
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.client.call import CallClient, CallOptions
 from voicehub.desks.desk import load_desks
 from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import Transcript
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 GREETING = (
     'greeting = "Hello, you have reached the research desk. What would you like me to look into?"'

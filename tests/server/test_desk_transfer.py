@@ -16,7 +16,6 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory, ScriptedSession
 from voicehub.agents.tools import ToolContext
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import ChannelType, Event, EventKind
@@ -24,6 +23,7 @@ from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.tools.call_control import TransferPlan, TransferTarget
 from voicehub.tools.telephony import send_dtmf_tool, transfer_call_tool
+from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 

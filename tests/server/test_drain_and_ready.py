@@ -15,8 +15,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.redis_server import RedisServer
-from tests.fakes.server_session import ScriptedFactory
 from tests.server.instance_processes import eventually
 from voicehub.client.call import CallClient, CallOptions
 from voicehub.core.clock import VirtualClock
@@ -29,6 +27,8 @@ from voicehub.errors import VoicehubError
 from voicehub.server.drain import HANDOVER_WAIT, Drain
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import CallError, Transcript
+from voicehub_dev.fakes.redis_server import RedisServer
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOKEN = "a-long-enough-test-token"

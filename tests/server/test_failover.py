@@ -23,11 +23,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
-from tests.fakes.redis_server import RedisServer, running_redis
 from tests.server.instance_processes import ServeProcess, eventually, write_channels
 from tests.server.test_e2e import HEAT_PUMP_WORDS, RESEARCH, heard_keywords
-from voicehub.bench.balancer import Balancer
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.client.reconnect import Backoff
 from voicehub.client.report import AgentSegment, CallReport, format_timeline
@@ -46,6 +43,9 @@ from voicehub.voice.events import (
     Transcript,
 )
 from voicehub.voice.providers.offline import transcribe
+from voicehub_dev.fakes.balancer import Balancer
+from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
+from voicehub_dev.fakes.redis_server import RedisServer, running_redis
 
 AUTH_TOKEN = "twilio-auth-token-for-tests"
 PUBLIC_URL = "https://voicehub.test"

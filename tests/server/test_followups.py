@@ -16,10 +16,6 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory
-from tests.fakes.twilio import FakeTwilio
-from tests.fakes.twilio_rest import FakeTwilioRest
-from tests.fakes.webhook_receiver import WebhookReceiver
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryRecord
 from voicehub.delivery.followup import followup_state
@@ -29,6 +25,10 @@ from voicehub.server.app import create_app
 from voicehub.server.followups import REACH_KEY, ServerFollowUps, sms_reference
 from voicehub.server.settings import ServerSettings
 from voicehub.server.twilio import caller_conversation
+from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.twilio import FakeTwilio
+from voicehub_dev.fakes.twilio_rest import FakeTwilioRest
+from voicehub_dev.fakes.webhook_receiver import WebhookReceiver
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"

@@ -22,10 +22,6 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
-from tests.fakes.twilio import FakeTwilio
-from tests.fakes.twilio_rest import FakeTwilioRest
-from tests.fakes.webhook_receiver import WebhookReceiver
 from voicehub.core.clock import SystemClock
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
 from voicehub.core.store.redis import RedisStore
@@ -34,6 +30,10 @@ from voicehub.delivery.followup_service import FollowUps, FollowUpSender
 from voicehub.desks.number_vault import NumberVault
 from voicehub.server.followups import REACH_KEY, SmsSender, WebhookSender, sms_reference
 from voicehub.server.twilio_rest import TwilioRest
+from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
+from voicehub_dev.fakes.twilio import FakeTwilio
+from voicehub_dev.fakes.twilio_rest import FakeTwilioRest
+from voicehub_dev.fakes.webhook_receiver import WebhookReceiver
 
 __all__ = ["redis_server"]
 

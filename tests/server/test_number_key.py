@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_helpers import running_server
-from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
-from tests.fakes.server_session import ScriptedFactory
-from tests.fakes.twilio import FakeTwilio
 from voicehub.core.store.base import RoomRecord
 from voicehub.core.store.number_key import load_number_key, number_key_path
 from voicehub.core.store.redis import RedisStore
@@ -22,6 +19,9 @@ from voicehub.desks.desk import load_desks
 from voicehub.errors import ConfigError
 from voicehub.server.settings import ServerSettings
 from voicehub.server.twilio import caller_conversation, legacy_caller_conversation
+from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
+from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.twilio import FakeTwilio
 
 __all__ = ["redis_server"]
 

@@ -19,7 +19,6 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 from tests.server.test_e2e import (
     HEAT_PUMP_WORDS,
     RESEARCH,
@@ -46,6 +45,7 @@ from voicehub.voice.events import (
 )
 from voicehub.voice.realtime.recap import RECAP_HEADER
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS
+from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 DESK = "research-realtime"

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.redis_server import RedisServer, redis_server
 from voicehub.core.store.choice import describe_store, open_store
 from voicehub.core.store.redis import RedisStore
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.errors import ConfigError, StoreError
 from voicehub.server.settings import ServerSettings
+from voicehub_dev.fakes.redis_server import RedisServer, redis_server
 
 __all__ = ["redis_server"]
 

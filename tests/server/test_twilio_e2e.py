@@ -19,14 +19,14 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.twilio import FakeTwilio, PhoneLineClient
-from tests.fakes.twilio_rest import FakeTwilioRest
 from voicehub.client.call import caller_audio
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
 from voicehub.server.twilio import caller_conversation
 from voicehub.voice.providers.offline import synthesize, transcribe
+from voicehub_dev.fakes.twilio import FakeTwilio, PhoneLineClient
+from voicehub_dev.fakes.twilio_rest import FakeTwilioRest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = pytest.mark.asyncio(loop_scope="module")

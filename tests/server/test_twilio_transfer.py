@@ -16,9 +16,6 @@ import pytest_asyncio
 from twilio.rest import Client
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory, ScriptedSession
-from tests.fakes.twilio import FakeTwilio, PhoneLineClient
-from tests.fakes.twilio_rest import Call, FakeTwilioRest
 from voicehub.agents.tools import ToolContext
 from voicehub.core.clock import VirtualClock
 from voicehub.delivery.policy import WaitForIdle
@@ -27,6 +24,9 @@ from voicehub.server.settings import ServerSettings
 from voicehub.server.transfer import TwilioTransfers
 from voicehub.server.twilio import caller_conversation
 from voicehub.tools.telephony import send_dtmf_tool
+from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
+from voicehub_dev.fakes.twilio import FakeTwilio, PhoneLineClient
+from voicehub_dev.fakes.twilio_rest import Call, FakeTwilioRest
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"

@@ -14,12 +14,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory
-from tests.fakes.twilio import FakeTwilio, sign
 from voicehub.core.clock import VirtualClock
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.server.twilio import PhoneLine, caller_conversation
+from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.twilio import FakeTwilio, sign
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"

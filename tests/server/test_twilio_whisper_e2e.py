@@ -14,12 +14,12 @@ from typing import Any
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.twilio import FakeTwilio
 from voicehub.client.call import caller_audio
 from voicehub.desks.desk import load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory
 from voicehub.server.settings import ServerSettings
 from voicehub.server.twilio import caller_conversation
+from voicehub_dev.fakes.twilio import FakeTwilio
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"

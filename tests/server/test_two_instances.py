@@ -20,8 +20,6 @@ from typing import Any
 import pytest
 import redis
 
-from tests.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
-from tests.fakes.redis_server import RedisServer, running_redis
 from tests.server.instance_processes import ServeProcess, eventually, write_channels
 from tests.server.test_e2e import (
     HEAT_PUMP_WORDS,
@@ -34,6 +32,8 @@ from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.client.report import CallReport
 from voicehub.orchestration.recovery import LOST_REASON
 from voicehub.voice.events import DeliveryAttempt, DeliveryOutcome, TaskFinished, TaskStarted
+from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
+from voicehub_dev.fakes.redis_server import RedisServer, running_redis
 
 MODEL_ANSWER = "Heat pumps cut heating bills, the model says."
 

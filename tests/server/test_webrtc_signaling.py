@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.fakes.server_session import ScriptedFactory
 from tests.webrtc_helpers import loopback_ice
 from voicehub import cli
 from voicehub.client.call import CallClient, CallOptions
@@ -21,6 +20,7 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.errors import VoicehubError
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import CallSession, SpeechMark
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 pytest.importorskip("aiortc")
 

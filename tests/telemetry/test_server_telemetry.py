@@ -23,8 +23,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 
 from tests.e2e_helpers import running_server
-from tests.fakes.otlp_collector import Blackhole, OtlpGrpcCollector, OtlpHttpCollector
-from tests.fakes.server_session import ScriptedFactory, ScriptedSession
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory, TurnObserverSource, transport_kind
@@ -34,6 +32,8 @@ from voicehub.telemetry.setup import TracingSettings, start_tracing
 from voicehub.voice.engine.latency import TurnLatency, TurnObserver
 from voicehub.voice.events import DeliveryOutcome
 from voicehub.voice.transport import CallTransport
+from voicehub_dev.fakes.otlp_collector import Blackhole, OtlpGrpcCollector, OtlpHttpCollector
+from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RESEARCH = "could you research heat pumps for me please"

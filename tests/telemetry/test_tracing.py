@@ -14,8 +14,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.delivery.test_instances import advance_until, until
-from tests.fakes.redis_server import RedisServer, redis_server, unique_prefix
-from tests.fakes.scripted_session import FakeSession
 from voicehub import Agent, ScriptedLLM, Supervisor, TextChannel
 from voicehub.agents.tools import ToolContext, tool
 from voicehub.core.clock import VirtualClock
@@ -27,6 +25,8 @@ from voicehub.delivery.policy import Immediate
 from voicehub.hub import Hub
 from voicehub.telemetry.call_spans import CallSpans
 from voicehub.telemetry.setup import Tracing, TracingSettings, start_tracing
+from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
+from voicehub_dev.fakes.scripted_session import FakeSession
 
 __all__ = ["redis_server"]
 

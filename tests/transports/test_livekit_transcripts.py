@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from livekit import rtc
 
-from tests.fakes.livekit_room import Changes, StandInLocalParticipant, StandInTextStream
 from voicehub.transports.livekit import RoomAudioTransport
 from voicehub.transports.livekit_transcripts import RoomTranscripts
 from voicehub.voice.events import AgentState, Transcript, UserState
+from voicehub_dev.fakes.livekit_room import Changes, StandInLocalParticipant, StandInTextStream
 
 
 def transcripts_for(agent: StandInLocalParticipant, caller_track: str | None) -> RoomTranscripts:

@@ -13,7 +13,6 @@ pytest.importorskip("aiortc")
 from aiortc.codecs.opus import OpusDecoder, OpusEncoder
 from aiortc.jitterbuffer import JitterFrame
 
-from tests.fakes.deepgram import piper_speech
 from voicehub.errors import VoicehubError
 from voicehub.voice import rtc_media
 from voicehub.voice.audio import resample
@@ -24,6 +23,7 @@ from voicehub.voice.rtc_media import (
     OpusPackets,
     PcmDecoder,
 )
+from voicehub_dev.fakes.deepgram import piper_speech
 
 SPEECH = "the analysts are looking into heat pumps now"
 Via = Literal["libopus", "pyav"]

@@ -24,10 +24,6 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.livekit_server import FakeLiveKitServer
-from tests.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
-from tests.fakes.redis_server import RedisServer, running_redis
-from tests.fakes.server_session import ScriptedFactory
 from tests.server.instance_processes import (
     FAKE_KEY,
     FAKE_KEY_ENV,
@@ -42,6 +38,10 @@ from voicehub.desks.call_resume import APOLOGY
 from voicehub.orchestration.recovery import LOST_REASON
 from voicehub.workers.job import CallRoom
 from voicehub.workers.server import build_server, standby_runtime
+from voicehub_dev.fakes.livekit_server import FakeLiveKitServer
+from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
+from voicehub_dev.fakes.redis_server import RedisServer, running_redis
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 MODEL_ANSWER = "Heat pumps cut heating bills, the model says."
 ROOM_NAME = "lk-room-failover"

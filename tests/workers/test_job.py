@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.livekit_room import StandInRoom
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.call_lifecycle import CallLifecycle
@@ -26,6 +24,8 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.hub import Hub
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
+from voicehub_dev.fakes.livekit_room import StandInRoom
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 

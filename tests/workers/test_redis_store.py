@@ -19,9 +19,6 @@ from typing import cast
 
 import pytest
 
-from tests.fakes.livekit_room import Changes, FakeAudioSink, StandInJobContext, StandInRoom
-from tests.fakes.redis_server import RedisServer
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.base import DeliveryStatus, Store
 from voicehub.core.store.choice import open_store
 from voicehub.core.store.redis import RedisStore
@@ -34,6 +31,9 @@ from voicehub.workers.job import CallRoom
 from voicehub.workers.load import CallLoad
 from voicehub.workers.server import DeskEntrypoint
 from voicehub.workers.settings import WorkerSettings
+from voicehub_dev.fakes.livekit_room import Changes, FakeAudioSink, StandInJobContext, StandInRoom
+from voicehub_dev.fakes.redis_server import RedisServer
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 IO_WAIT = 5.0  # seconds of real time a store round trip may take (socket I/O, not behaviour)

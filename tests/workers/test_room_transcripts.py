@@ -19,14 +19,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.livekit_room import (
-    AGENT_TRACK,
-    StandInAudio,
-    StandInRoom,
-    StandInTextStream,
-    microphone_track,
-)
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import Desk, load_desks
@@ -42,6 +34,14 @@ from voicehub.voice.audio import frame_bytes
 from voicehub.voice.providers.offline import synthesize
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
+from voicehub_dev.fakes.livekit_room import (
+    AGENT_TRACK,
+    StandInAudio,
+    StandInRoom,
+    StandInTextStream,
+    microphone_track,
+)
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RATE = 16000

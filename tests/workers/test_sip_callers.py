@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.livekit_room import StandInRoom
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.number_key import caller_conversation
 from voicehub.core.store.sqlite import SQLiteStore
@@ -23,6 +21,8 @@ from voicehub.desks.loading import load_desk_folder
 from voicehub.hub import Hub
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
+from voicehub_dev.fakes.livekit_room import StandInRoom
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 NUMBER = "+15551234567"

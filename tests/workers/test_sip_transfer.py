@@ -13,9 +13,6 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.fakes.livekit_room import StandInRoom
-from tests.fakes.livekit_server import FakeLiveKitServer
-from tests.fakes.server_session import ScriptedFactory, ScriptedSession
 from voicehub.agents.tools import ToolContext
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.sqlite import SQLiteStore
@@ -28,6 +25,9 @@ from voicehub.tools.telephony import send_dtmf_tool
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
 from voicehub.workers.sip_control import SipAccess, SipControls
+from voicehub_dev.fakes.livekit_room import StandInRoom
+from voicehub_dev.fakes.livekit_server import FakeLiveKitServer
+from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 NUMBER = "+15551234567"

@@ -17,12 +17,12 @@ import pytest
 from livekit.agents import worker as lk_worker
 from livekit.protocol import agent
 
-from tests.fakes.livekit_room import StandInRoom
-from tests.fakes.livekit_server import FakeLiveKitServer
-from tests.fakes.server_session import ScriptedFactory
 from voicehub.workers.job import CallRoom
 from voicehub.workers.server import DESK_ATTRIBUTE, build_server
 from voicehub.workers.settings import WorkerSettings
+from voicehub_dev.fakes.livekit_room import StandInRoom
+from voicehub_dev.fakes.livekit_server import FakeLiveKitServer
+from voicehub_dev.fakes.server_session import ScriptedFactory
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 

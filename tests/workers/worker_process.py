@@ -17,8 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.livekit_room import StandInRoom
-from tests.fakes.server_session import ScriptedFactory, ScriptedSession
 from voicehub.agents.tools import ToolContext
 from voicehub.desks.call_resume import CallResume
 from voicehub.desks.desk import Desk
@@ -27,6 +25,8 @@ from voicehub.voice.transport import CallTransport
 from voicehub.workers.job import CallRoom
 from voicehub.workers.server import build_server, standby_runtime
 from voicehub.workers.settings import WorkerSettings
+from voicehub_dev.fakes.livekit_room import StandInRoom
+from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
 
 API_KEY, API_SECRET = "devkey", "a-dev-secret-32-bytes-long-xxxxx"
 TIMINGS = {"heartbeat_interval": 0.3, "instance_timeout": 3.0, "delivery_lease": 3.0}

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fakes.openai_realtime import FakeRealtimeServer
 from tests.voice.contract.engines import (
     ROOM,
     Harness,
@@ -18,6 +17,7 @@ from tests.voice.contract.engines import (
 )
 from voicehub.core.clock import VirtualClock
 from voicehub.hub import Hub
+from voicehub_dev.fakes.openai_realtime import FakeRealtimeServer
 
 
 @pytest.fixture(scope="module", autouse=True)

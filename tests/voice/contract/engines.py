@@ -25,8 +25,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from openai import AsyncOpenAI
 
-from tests.fakes.memory_transport import AckMode, FakeTransport
-from tests.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool, ToolContext, tool
@@ -38,6 +36,8 @@ from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
+from voicehub_dev.fakes.memory_transport import AckMode, FakeTransport
+from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 RATE = 16000
 FRAME = frame_bytes(RATE)

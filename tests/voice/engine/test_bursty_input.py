@@ -32,7 +32,6 @@ import pytest_asyncio
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.memory_transport import FakeTransport
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import OfflineSessionFactory
@@ -41,6 +40,7 @@ from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import AgentState, Transcript, UserState
 from voicehub.voice.providers.offline import synthesize
+from voicehub_dev.fakes.memory_transport import FakeTransport
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

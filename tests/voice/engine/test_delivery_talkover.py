@@ -21,8 +21,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.injectable_stt import InjectableSTT, final
-from tests.fakes.memory_transport import FakeTransport
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
@@ -37,6 +35,8 @@ from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
 from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
+from voicehub_dev.fakes.injectable_stt import InjectableSTT, final
+from voicehub_dev.fakes.memory_transport import FakeTransport
 
 RATE = 16000
 FRAME = frame_bytes(RATE)

@@ -16,8 +16,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.memory_transport import FakeTransport
-from tests.fakes.utterance_stt import UtteranceRecognizer
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
@@ -28,6 +26,8 @@ from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline import PiperTTS, synthesize
 from voicehub.voice.providers.offline.vad import WebRtcVAD, WebRtcVADStream
+from voicehub_dev.fakes.memory_transport import FakeTransport
+from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
 
 with vendor_import("livekit-agents"):
     from livekit import rtc

@@ -19,7 +19,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.memory_transport import AckMode, FakeTransport
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool, ToolContext, tool
@@ -39,6 +38,7 @@ from voicehub.voice.providers.offline import (
     synthesize,
 )
 from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
+from voicehub_dev.fakes.memory_transport import AckMode, FakeTransport
 
 RATE = 16000
 FRAME = frame_bytes(RATE)

@@ -16,8 +16,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.memory_transport import FakeTransport
-from tests.fakes.utterance_stt import UtteranceRecognizer
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
@@ -28,6 +26,8 @@ from voicehub.voice.engine.caller_turns import RECOGNIZER_WAIT_LIMIT
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import UserState
 from voicehub.voice.providers.offline import PiperTTS, load_vad, synthesize
+from voicehub_dev.fakes.memory_transport import FakeTransport
+from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
 
 RATE = 16000
 FRAME = frame_bytes(RATE)

@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from tests.fakes.openai_realtime import FakeRealtimeServer
 from tests.voice.realtime.test_session import FRAME, RATE, ROOM, Harness, brain
 from voicehub.core.clock import VirtualClock
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.hub import Hub
 from voicehub.voice.providers.offline import synthesize
+from voicehub_dev.fakes.openai_realtime import FakeRealtimeServer
 
 RESULT = "The heat pump research is done: the air source models came out best."
 

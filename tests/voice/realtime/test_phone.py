@@ -21,7 +21,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from openai import AsyncOpenAI
 
-from tests.fakes.openai_realtime import FakeRealtimeServer, Say, Turn
 from voicehub.agents.agent import Agent
 from voicehub.hub import Hub
 from voicehub.transports.twilio import TwilioMediaTransport
@@ -30,6 +29,7 @@ from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import RealtimeVoiceSession
 from voicehub.voice.transport import plays_mulaw
+from voicehub_dev.fakes.openai_realtime import FakeRealtimeServer, Say, Turn
 
 
 class RecordingSocket:
@@ -125,7 +125,7 @@ async def test_a_24_khz_browser_call_is_relayed_without_resampling(
     server: FakeRealtimeServer,
 ) -> None:
     """The model's own rate: the caller's PCM goes up as it came, the model's comes down."""
-    from tests.fakes.memory_transport import FakeTransport
+    from voicehub_dev.fakes.memory_transport import FakeTransport
 
     transport = FakeTransport(24000, ack="immediate")
     async with Hub() as hub:
@@ -154,9 +154,9 @@ async def test_a_16_khz_browser_call_is_resampled_by_one_stream_each_way(
     differently chunked stream differ by an LSB or two, no more)."""
     import numpy as np
 
-    from tests.fakes.memory_transport import FakeTransport
-    from tests.fakes.openai_realtime import DELTA_BYTES
     from voicehub.voice.realtime.resample import PcmResampler
+    from voicehub_dev.fakes.memory_transport import FakeTransport
+    from voicehub_dev.fakes.openai_realtime import DELTA_BYTES
 
     transport = FakeTransport(16000, ack="immediate")
     async with Hub() as hub:

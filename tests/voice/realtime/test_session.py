@@ -23,8 +23,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from openai import AsyncOpenAI
 
-from tests.fakes.memory_transport import AckMode, FakeTransport
-from tests.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 from tests.voice.engine.test_pipeline_session import RecordingActivity
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import Tool, ToolContext, tool
@@ -40,6 +38,8 @@ from voicehub.voice.events import AgentState, ProviderError, ToolCall, Transcrip
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
+from voicehub_dev.fakes.memory_transport import AckMode, FakeTransport
+from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 RATE = 16000
 FRAME = frame_bytes(RATE)

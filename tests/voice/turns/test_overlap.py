@@ -55,7 +55,7 @@ def test_any_run_of_acknowledgements_is_one(phrases: list[str]) -> None:
 
 
 def _noise(kind: str) -> np.ndarray:
-    from voicehub.bench.turns_eval import noise
+    from voicehub_dev.bench.turns_eval import noise
 
     return np.frombuffer(noise(kind), dtype="<i2")
 

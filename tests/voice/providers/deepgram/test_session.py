@@ -16,8 +16,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.fakes.deepgram import FakeDeepgram, piper_speech
-from tests.fakes.memory_transport import FakeTransport
 from tests.voice.engine.test_pipeline_session import LONG, Calls, desk_agent, said, speak
 from voicehub.core.events import EventKind
 from voicehub.delivery.injector import InjectOutcome
@@ -26,6 +24,8 @@ from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import ProviderError
 from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, DeepgramTTS
 from voicehub.voice.providers.offline import load_vad
+from voicehub_dev.fakes.deepgram import FakeDeepgram, piper_speech
+from voicehub_dev.fakes.memory_transport import FakeTransport
 
 RATE = 16000
 ROOM = "call-dg"

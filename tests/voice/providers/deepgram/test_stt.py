@@ -17,10 +17,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from livekit import rtc
 from livekit.agents import stt
 
-from tests.fakes.deepgram import FakeDeepgram, piper_speech
 from voicehub.core.clock import VirtualClock
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, RetryPolicy
+from voicehub_dev.fakes.deepgram import FakeDeepgram, piper_speech
 
 WORDS = "please research solar panels"
 Kind = stt.SpeechEventType

@@ -12,9 +12,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from livekit.agents import tts
 
-from tests.fakes.deepgram import FakeDeepgram, piper_speech
 from voicehub.voice.audio import lin2ulaw, ulaw2lin
 from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramTTS, RetryPolicy
+from voicehub_dev.fakes.deepgram import FakeDeepgram, piper_speech
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from voicehub.agents.scripted import ScriptedLLM, example_requests, rule_vocabulary
-from voicehub.bench.phone import phone_band
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.providers.offline.whisper_engine import (
     WhisperRecognizer,
@@ -27,6 +26,7 @@ from voicehub.voice.providers.offline.whisper_engine import (
     vocabulary_prompt,
 )
 from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten, names_topic
+from voicehub_dev.bench.phone import phone_band
 
 CHANNELS = Path(__file__).resolve().parents[4] / "channels"
 
