@@ -31,7 +31,21 @@ ALLOWED: dict[str, set[str]] = {
     "telemetry": {"core", "agents", "delivery", "voice", "hub"},
     # The composition side: it may know every layer below it.
     "desks": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},
+    # Phone lines: each carrier's webhooks, REST call control, transfers, call-backs,
+    # take-over and keypad, and LiveKit SIP; composed into the server and the worker.
+    "telephony": {
+        "core",
+        "agents",
+        "delivery",
+        "tools",
+        "orchestration",
+        "voice",
+        "transports",
+        "hub",
+        "desks",
+    },
     "server": {
+        "telephony",
         "core",
         "agents",
         "delivery",
@@ -46,6 +60,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     # The LiveKit worker: desks on calls in LiveKit rooms, composed like the server.
     "workers": {
+        "telephony",
         "core",
         "agents",
         "delivery",

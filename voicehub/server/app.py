@@ -14,7 +14,7 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     GET  /health, /api/...          see `voicehub.server.api`
     GET  /api/rooms/{id}/recordings desks with [record] (see `voicehub.server.recording_api`)
     GET  /ready, /metrics           readiness and Prometheus (see `voicehub.server.probes`)
-    POST /twilio/{desk}/voice       phone calls (see `voicehub.server.twilio`)
+    POST /twilio/{desk}/voice       phone calls (see `voicehub.telephony.twilio.webhooks`)
 
 Shutdown ends the calls (their delivery detaches, so undelivered results are held in the
 store) and closes the hub; a restarted server speaks them when the conversation calls back.
@@ -62,12 +62,12 @@ from voicehub.server.metrics import ServerMetrics
 from voicehub.server.probes import probe_routes
 from voicehub.server.recording_api import recording_routes
 from voicehub.server.settings import ServerSettings
-from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.telephony import Telephony, telephony_routes
-from voicehub.server.twilio import PhoneLine, twilio_routes
-from voicehub.server.twilio_takeover import PhoneTakeover
 from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
 from voicehub.telemetry.setup import tracing_from_env
+from voicehub.telephony.stream_tokens import StreamTokens
+from voicehub.telephony.twilio.takeover import PhoneTakeover
+from voicehub.telephony.twilio.webhooks import PhoneLine, twilio_routes
 from voicehub.voice.providers.offline.recognizer_load import offline_recognizer_load
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def create_app(
         tokens = StreamTokens(phone_clock, secret=runtime.number_key)
         app.state.phone = line = PhoneLine(board, settings, tokens, runtime.number_key, clock=clock)
         app.state.telephony = telephony = Telephony(
-            line, settings, clock, draining=lambda: drain.draining
+            line, board, settings, clock, draining=lambda: drain.draining
         )
         takeover = app.state.phone_takeover = _phone_takeover(runtime, line, telephony, clock)
         if takeover is not None:

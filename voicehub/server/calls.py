@@ -29,8 +29,8 @@ from voicehub.desks.call_lifecycle import (
     SessionTap,
 )
 from voicehub.server.auth import presented_token, token_problem
-from voicehub.server.keypad import Keypad
 from voicehub.server.memory_trim import MemoryTrimmer
+from voicehub.telephony.keypad import Keypad
 from voicehub.transports.websocket import (
     CloseCode,
     ProtocolViolation,

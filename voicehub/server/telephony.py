@@ -1,7 +1,7 @@
 """The server's telephony beyond answering calls, composed once per app: call-backs
-(`voicehub.server.callback`), follow-ups of results nobody collects
+(`voicehub.telephony.twilio.callback`), follow-ups of results nobody collects
 (`voicehub.server.followups`), transfers and keypad tones on Twilio calls
-(`voicehub.server.transfer`), desk handoffs for browser callers
+(`voicehub.telephony.twilio.transfer`), desk handoffs for browser callers
 (`voicehub.server.desk_transfer`), and each live call's `CallControl` in the hub's
 live-call registry, where the telephony tools find it (`voicehub.tools.call_control`).
 
@@ -17,18 +17,19 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
-from voicehub.server.callback import CallBacks, callback_routes, dialer_from
 from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
-from voicehub.server.transfer import TwilioTransfers
-from voicehub.server.transfer_routes import transfer_routes
+from voicehub.telephony.carriers import carrier_routes
+from voicehub.telephony.twilio.callback import CallBacks, callback_routes, dialer_from
+from voicehub.telephony.twilio.transfer import TwilioTransfers
+from voicehub.telephony.twilio.transfer_routes import transfer_routes
 from voicehub.tools.call_control import CallControl, live_calls
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
-    from voicehub.server.calls import LiveCall
+    from voicehub.server.calls import LiveCall, Switchboard
     from voicehub.server.settings import ServerSettings
-    from voicehub.server.twilio import PhoneLine
+    from voicehub.telephony.twilio.webhooks import PhoneLine
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["Telephony", "telephony_routes"]
@@ -40,14 +41,14 @@ class Telephony:
     def __init__(
         self,
         line: PhoneLine,
+        board: Switchboard,
         settings: ServerSettings,
         clock: Clock,
         *,
         draining: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.line, self.clock = line, clock
+        self.line, self.board, self.clock = line, board, clock
         self.rest = rest = dialer_from(settings)  # None: no REST API set up
-        board = line.board
         self.callbacks = CallBacks(line, rest, clock, draining=draining)
         self.followups = ServerFollowUps(
             board.hub, board.desks, number_key=line.number_key, rest=rest
@@ -85,7 +86,7 @@ class Telephony:
         call_sid = getattr(call.transport, "call_sid", "")
         if call_sid:
             return self.transfers.control(call, call_sid)
-        return DeskTransferControl(self.line.board, call, self.clock)
+        return DeskTransferControl(self.board, call, self.clock)
 
     async def aclose(self) -> None:
         await self.callbacks.aclose()
@@ -94,5 +95,5 @@ class Telephony:
 
 
 def telephony_routes() -> list[BaseRoute]:
-    """Twilio's webhooks for call-backs and transfers."""
-    return [*callback_routes(), *transfer_routes()]
+    """Twilio's webhooks for call-backs and transfers; the other carriers' numbers."""
+    return [*callback_routes(), *transfer_routes(), *carrier_routes()]

@@ -1,4 +1,5 @@
-"""Twilio's webhooks for transfers (`voicehub.server.transfer`), signed like every webhook.
+"""Twilio's webhooks for transfers (`voicehub.telephony.twilio.transfer`), signed like every
+webhook.
 
 POST /twilio/{desk}/transfer/{transfer}/person          the person's phone answered
 POST /twilio/{desk}/transfer/{transfer}/person/status   how the person's call ended
@@ -12,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from voicehub.server.transfer import HANG_UP, TwilioTransfers
-from voicehub.server.twilio import signed_form
+from voicehub.telephony.twilio.transfer import HANG_UP, TwilioTransfers
+from voicehub.telephony.twilio.webhooks import signed_form
 
 __all__ = ["transfer_routes"]
 
