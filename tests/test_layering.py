@@ -22,9 +22,11 @@ ALLOWED: dict[str, set[str]] = {
     "voice": {"core", "agents", "delivery"},
     "transports": {"core", "voice"},
     "hub": {"core", "agents", "delivery", "orchestration"},
-    "client": {"core", "voice"},
+    # The synthetic callers speak the wire protocols: the call protocol's events, WebRTC
+    # media (`transports.call_events`, `transports.rtc_media`).
+    "client": {"core", "voice", "transports"},
     # `voicehub test`: scenarios played by the synthetic caller against a served desk.
-    "scenarios": {"core", "voice", "client", "desks", "server"},
+    "scenarios": {"core", "voice", "transports", "client", "desks", "server"},
     # Call recordings: the tape, the taps around a call's transport and session, the files.
     "recordings": {"core", "agents", "delivery", "voice"},
     # Traces and turn metrics: the composition side's observers of calls.

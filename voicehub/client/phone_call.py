@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import httpx
 
@@ -31,10 +32,16 @@ from voicehub.client.twilio import PhoneLineClient, TwilioCaller
 from voicehub.client.twilio_api import TwilioAccount
 from voicehub.client.twilio_call import TwilioCall
 from voicehub.client.twilio_calls import Call
-from voicehub.core.clock import SystemClock
+from voicehub.core.clock import Clock, SystemClock
 from voicehub.errors import VoicehubError
 
-__all__ = ["PhoneCallOptions", "PhoneCallReport", "format_phone_report", "place_phone_call"]
+__all__ = [
+    "PhoneCallOptions",
+    "PhoneCallReport",
+    "conversation_settled",
+    "format_phone_report",
+    "place_phone_call",
+]
 
 _UNSETTLED = ("pending", "delivering", "interrupted")
 
@@ -62,7 +69,8 @@ class PhoneCallReport:
     lines: list[tuple[float, str]] = field(default_factory=list)  # (t, what the caller said)
     marks: list[tuple[float, str]] = field(default_factory=list)  # (t, mark echoed)
     clears: int = 0
-    agent_audio: bytes = b""  # PCM16, 8 kHz, as played
+    agent_audio: bytes = b""  # PCM16 at `sample_rate`, as played
+    sample_rate: int = 8000
     problems: list[str] = field(default_factory=list)
     settled: bool = False
     streams: int = 1  # media streams the call ran on (more after a fail-over or hand-over)
@@ -175,17 +183,42 @@ async def _agent_turn(phone: PhoneLineClient, options: PhoneCallOptions, after: 
         await phone.wait_quiet(options.quiet, after=after, timeout=options.answer_wait)
 
 
+class _Heard(Protocol):
+    """The phone end of a line: when agent audio last arrived or played, on its clock."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def last_audio_at(self) -> float: ...
+
+
 async def _settle(options: PhoneCallOptions, room_id: str, call: TwilioCall) -> None:
-    headers = {"Authorization": f"Bearer {options.api_token}"} if options.api_token else {}
-    async with httpx.AsyncClient(base_url=options.server, headers=headers, timeout=10) as api:
+    # `call.line` is the stream carrying the call now (a fail-over opens another)
+    await conversation_settled(
+        options.server, options.api_token, room_id, lambda: call.line, options.quiet
+    )
+
+
+async def conversation_settled(
+    server: str,
+    api_token: str | None,
+    room_id: str,
+    line: _Heard | Callable[[], _Heard],
+    quiet: float,
+) -> None:
+    """Until the server's REST view shows no running task and no result left to speak in
+    `room_id`, and the line heard no agent audio for `quiet` seconds."""
+    headers = {"Authorization": f"Bearer {api_token}"} if api_token else {}
+    async with httpx.AsyncClient(base_url=server, headers=headers, timeout=10) as api:
         while True:
             tasks = await _get(api, "/api/tasks", room_id, "tasks")
             results = await _get(api, "/api/deliveries", room_id, "deliveries")
             busy = any(t.get("status") == "running" for t in tasks) or any(
                 d.get("status") in _UNSETTLED for d in results
             )
-            phone = call.line  # the stream carrying the call now
-            if not busy and phone.clock.now() - phone.last_audio_at >= options.quiet:
+            phone = line() if callable(line) else line
+            if not busy and phone.clock.now() - phone.last_audio_at >= quiet:
                 return
             await SystemClock().sleep(0.25)  # polling the server's REST view
 
@@ -205,7 +238,7 @@ def format_phone_report(report: PhoneCallReport) -> str:
     events += [(t, f"agent speech played (mark {name!r} echoed)") for t, name in report.marks]
     out = [f"room {report.room_id}"]
     out += [f"{t:7.2f}s  {text}" for t, text in sorted(events)]
-    seconds = len(report.agent_audio) / 2 / 8000
+    seconds = len(report.agent_audio) / 2 / report.sample_rate
     out.append(f"agent audio: {seconds:.1f} s in {len(report.marks)} speeches")
     if report.clears:
         out.append(f"barge-in: the server sent clear {report.clears} time(s)")

@@ -24,18 +24,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from voicehub.transports.call_events import BadClientMessage, ClientMessage, parse_client_message
 from voicehub.transports.pump import OutboundSocket, SendQueue
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
     FRAME_BYTES,
     SAMPLE_RATE,
-    BadClientMessage,
     CallError,
     ClearAudio,
-    ClientMessage,
     ServerEvent,
     SpeechMark,
-    parse_client_message,
 )
 
 __all__ = [

@@ -7,9 +7,10 @@
 Each webhook must carry a valid V3 signature (`voicehub.telephony.plivo.verify`), else 403.
 The answer (Plivo XML, built with the SDK's `plivoxml`) asks for a bidirectional stream of
 mu-law at 8 kHz; `extraHeaders` allows only letters and digits, so the one-use stream token
-travels in the stream URL's path. `keepCallAlive` holds the XML after the stream until it
-disconnects: the `<Redirect>` there brings a call whose stream closed without a hang-up
-back to us (any instance), which takes it up as on Twilio.
+travels in the stream URL's path (the conversation, for the caller's side, in its query).
+`keepCallAlive` holds the XML after the stream until it disconnects: the `<Redirect>` there
+brings a call whose stream closed without a hang-up back to us (any instance), which takes
+it up as on Twilio.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ async def signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Re
     return line, params
 
 
-def stream_xml(line: PhoneLine, desk: str, token: str) -> str:
+def stream_xml(line: PhoneLine, desk: str, conversation: str, token: str) -> str:
     """The Plivo XML streaming a call to desk, then back to us when the stream ends."""
     try:
         from plivo import plivoxml
@@ -68,7 +69,7 @@ def stream_xml(line: PhoneLine, desk: str, token: str) -> str:
     response = plivoxml.ResponseElement()
     response.add(
         plivoxml.StreamElement(
-            line.public(f"/plivo/{desk}/stream/{token}", scheme="wss"),
+            line.public(f"/plivo/{desk}/stream/{token}?conversation={conversation}", "wss"),
             bidirectional=True,
             audioTrack="inbound",
             contentType="audio/x-mulaw;rate=8000",
@@ -101,7 +102,9 @@ async def answer_webhook(request: Request) -> Response:
         called=params.get("To", ""),
         resume=request.query_params.get("resume") == "1",
     )
-    xml = _HANG_UP if answered is None else stream_xml(line, desk, answered.token)
+    if answered is None:
+        return Response(_HANG_UP, media_type="application/xml")
+    xml = stream_xml(line, desk, answered.conversation, answered.token)
     return Response(xml, media_type="application/xml")
 
 

@@ -50,13 +50,15 @@ async def _signed(request: Request) -> tuple[PhoneLine, bytes] | Response:
     return line, body
 
 
-def stream_ncco(line: PhoneLine, desk: str, call_uuid: str, token: str) -> list[dict[str, object]]:
+def stream_ncco(
+    line: PhoneLine, desk: str, call_uuid: str, conversation: str, token: str
+) -> list[dict[str, object]]:
     """The NCCO connecting call `call_uuid` to desk's WebSocket."""
     endpoint = {
         "type": "websocket",
         "uri": line.public(f"/vonage/{desk}/stream/{token}", scheme="wss"),
         "content-type": CONTENT_TYPE,
-        "headers": {"call_uuid": call_uuid},
+        "headers": {"call_uuid": call_uuid, "conversation": conversation},
     }
     return [{"action": "connect", "endpoint": [endpoint]}]
 
@@ -85,7 +87,7 @@ async def answer_webhook(request: Request) -> Response:
     )
     if answered is None:
         return JSONResponse([{"action": "talk", "text": "Goodbye."}])
-    return JSONResponse(stream_ncco(line, desk, call_id, answered.token))
+    return JSONResponse(stream_ncco(line, desk, call_id, answered.conversation, answered.token))
 
 
 async def event_webhook(request: Request) -> Response:

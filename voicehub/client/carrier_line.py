@@ -8,7 +8,7 @@ before it has played; on a clear it drops the unplayed audio and does what that 
 does with the marks still queued (Telnyx returns them, Plivo and Vonage forget them).
 
 What differs per carrier is its `Dialect` (the frames, written from the carrier's published
-docs, not from voicehub's codecs): `voicehub_dev.fakes.telnyx`, `.plivo`, `.vonage`.
+docs, not from voicehub's codecs): `voicehub.client.telnyx`, `.plivo`, `.vonage`.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from voicehub.client.carrier_line import CarrierLine, Dialect
 from voicehub.core.clock import Clock, SystemClock
-from voicehub_dev.fakes.carrier_line import CarrierLine, Dialect
 
 __all__ = ["StreamAnswer", "Tunnel"]
 
