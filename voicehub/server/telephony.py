@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
+from voicehub.core.jobs import BackgroundJobs
 from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
-from voicehub.telephony.carriers import carrier_routes
+from voicehub.telephony.carriers import carrier_calls, carrier_routes
+from voicehub.telephony.control import NOT_SET_UP, CarrierCallControl
 from voicehub.telephony.twilio.callback import CallBacks, callback_routes, dialer_from
 from voicehub.telephony.twilio.transfer import TwilioTransfers
 from voicehub.telephony.twilio.transfer_routes import transfer_routes
@@ -55,6 +57,10 @@ class Telephony:
         )
         line.remember = self.remember
         self.transfers = TwilioTransfers(line, rest, clock)
+        # Telnyx, Plivo and Vonage calls: their REST APIs, where the credentials are set
+        self.carrier_calls = carrier_calls(settings.carriers, line.public)
+        self._carrier_jobs = BackgroundJobs()
+        self._carrier_rooms: set[str] = set()
         self._forget: dict[int, Callable[[], None]] = {}
         line.board.observers.append(self)
 
@@ -82,16 +88,32 @@ class Telephony:
             forget()
 
     def control_for(self, call: LiveCall) -> CallControl:
-        """A Twilio call acts through the REST API on its sid; others hand over to desks."""
-        call_sid = getattr(call.transport, "call_sid", "")
-        if call_sid:
-            return self.transfers.control(call, call_sid)
+        """A phone call acts through its carrier's REST API on its call id (Twilio's own
+        control, or the one every other carrier shares); others hand over to desks."""
+        call_id = call.line.get("call_sid", "")
+        if call.kind == "twilio" and call_id:
+            return self.transfers.control(call, call_id)
+        if call.kind in NOT_SET_UP and call_id:
+            self._carrier_rooms.add(call.room_id)
+            return CarrierCallControl(
+                self.carrier_calls.get(call.kind),
+                call.kind,
+                self.board.hub,
+                call,
+                call_id,
+                self.clock,
+                self._carrier_jobs,
+            )
         return DeskTransferControl(self.board, call, self.clock)
 
     async def aclose(self) -> None:
         await self.callbacks.aclose()
         await self.transfers.aclose()
         await self.followups.aclose()
+        for room_id in self._carrier_rooms:
+            await self._carrier_jobs.cancel_room(room_id)
+        for calls in self.carrier_calls.values():
+            await calls.aclose()
 
 
 def telephony_routes() -> list[BaseRoute]:

@@ -2,6 +2,7 @@
 
     POST /plivo/{desk}/answer            incoming call -> <Stream>, then <Redirect>
     POST /plivo/{desk}/status            stream status callbacks
+    POST /plivo/{desk}/dial?to=...       a cold transfer's XML: <Dial> the target
     WS   /plivo/{desk}/stream/{token}    the audio stream (`voicehub.transports.plivo`)
 
 Each webhook must carry a valid V3 signature (`voicehub.telephony.plivo.verify`), else 403.
@@ -28,6 +29,7 @@ from voicehub.telephony.line import PhoneLine
 from voicehub.telephony.media_stream import run_media_stream
 from voicehub.telephony.plivo.verify import plivo_signature_problem
 from voicehub.telephony.webhook_body import forbidden, form_of, read_body
+from voicehub.tools.call_control import PHONE_NUMBER, SIP_URI
 from voicehub.transports.plivo import PlivoCodec
 
 __all__ = ["plivo_routes", "stream_xml"]
@@ -117,6 +119,28 @@ async def status_callback(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def dial_webhook(request: Request) -> Response:
+    """A cold transfer (`voicehub.telephony.plivo.control`): the caller's leg dials `to`."""
+    signed = await signed_form(request)
+    if isinstance(signed, Response):
+        return signed
+    target = request.query_params.get("to", "")
+    if not (PHONE_NUMBER.fullmatch(target) or SIP_URI.fullmatch(target)):
+        return PlainTextResponse("bad transfer target\n", status_code=400)
+    try:
+        from plivo import plivoxml
+    except ImportError:
+        raise MissingExtraError("plivo", "plivo") from None
+    dial = plivoxml.DialElement()
+    if SIP_URI.fullmatch(target):
+        dial.add(plivoxml.UserElement(target))
+    else:
+        dial.add(plivoxml.NumberElement(target.lstrip("+")))
+    response = plivoxml.ResponseElement()
+    response.add(dial)
+    return Response(str(response.to_string(False)), media_type="application/xml")
+
+
 async def media_stream(websocket: WebSocket) -> None:
     line: PhoneLine = websocket.app.state.phone
     token = websocket.path_params["token"]
@@ -130,5 +154,6 @@ def plivo_routes() -> list[BaseRoute]:
     return [
         Route("/plivo/{desk}/answer", answer_webhook, methods=["POST"]),
         Route("/plivo/{desk}/status", status_callback, methods=["POST"]),
+        Route("/plivo/{desk}/dial", dial_webhook, methods=["POST"]),
         WebSocketRoute("/plivo/{desk}/stream/{token}", media_stream),
     ]
