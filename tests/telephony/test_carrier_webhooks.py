@@ -24,7 +24,10 @@ from voicehub.client.plivo import v3_signature
 from voicehub.core.store.number_key import caller_conversation
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.server.settings import ServerSettings
+from voicehub.telephony.control import CarrierCallControl
 from voicehub.telephony.settings import CarrierSettings
+from voicehub.tools.call_control import live_calls
+from voicehub_dev.fakes.carrier_rest import TELNYX_KEY, CarrierRest
 from voicehub_dev.fakes.plivo import FakePlivo
 from voicehub_dev.fakes.server_session import ScriptedFactory
 from voicehub_dev.fakes.telnyx import FakeTelnyx
@@ -169,3 +172,39 @@ async def test_vonage_refuses_a_jwt_under_another_secret_or_with_a_wrong_body_ha
             headers={"Authorization": f"Bearer {signed}"},
         )
         assert event.status_code == 204
+
+
+async def test_a_telnyx_call_gets_the_carrier_control_that_reaches_its_rest_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with CarrierRest(vonage_public_key="") as rest:
+        monkeypatch.setenv("SSL_CERT_FILE", str(rest.cert))  # the SDK trusts the fake's cert
+        desks: dict[str, Desk] = {"research": load_desks(CHANNELS)["research"]}
+        settings = ServerSettings(
+            channels_dir=CHANNELS,
+            db_path=tmp_path / "voicehub.db",
+            public_url=PUBLIC,
+            number_key=NUMBER_KEY,
+            carriers=CarrierSettings(
+                telnyx_public_key=FakeTelnyx(PUBLIC, PUBLIC, TELNYX_SEED).public_key,
+                telnyx_api_key=TELNYX_KEY,
+                telnyx_api_url=rest.url + "/v2",
+            ),
+        )
+        factory = ScriptedFactory()
+        async with running_server(settings, session_factory=factory, desks=desks) as server:
+            telnyx = fake("telnyx", server)
+            answer = await telnyx.incoming_call("research", "+15550100025")
+            room = f"research:{answer.parameters['conversation']}"
+            async with telnyx.stream(answer, playout_speed=16.0) as line:
+                await line.wait_quiet(0.5)
+                control = live_calls(server.switchboard.hub).get(room)
+                assert isinstance(control, CarrierCallControl) and control.kind == "telnyx"
+                assert await control.send_digits("12#") == "Pressing 1 2 #."
+
+                async def until_sent() -> None:
+                    while not rest.requests:  # noqa: ASYNC110
+                        await asyncio.sleep(0.02)
+
+                await asyncio.wait_for(until_sent(), 10)
+    assert rest.requests == [("telnyx", "send_digits", answer.call_id, {"digits": "12#"})]

@@ -9,12 +9,14 @@ once it has played; when a stream closes without a hang-up it follows the TwiML'
 after each line and, at the end, until the conversation settles: the agent quiet, and the
 server's REST view showing no running task and no result left to speak in the room.
 
-Twilio's side of the call is a call of the stand-in account (`TwilioCall` on
-`TwilioAccount`). With `twilio_api` the account also serves its REST API (on that 127.0.0.1
-port, the server started with `TWILIO_API_URL` pointing there): the server may then move the
-call (a transfer: the stream ends, the caller waits on hold in a conference), call out (the
-person a warm transfer calls answers as `callees` say) and text; the report tells what each
-call did, and a transfer is followed until the caller is connected or back with the agent.
+Twilio's side of the call is a `TwilioCall` on a `TwilioSide` (the TwiML runner and the
+webhooks, in the product). With `twilio_api` the side is the development tools' account
+stand-in, which also serves the REST API (on that 127.0.0.1 port, the server started with
+`TWILIO_API_URL` pointing there; loaded through the `voicehub.twilio_account` entry point,
+see `twilio_account`): the server may then move the call (a transfer: the stream ends, the
+caller waits on hold in a conference), call out (the person a warm transfer calls answers
+as `callees` say) and text; the report tells what each call did, and a transfer is followed
+until the caller is connected or back with the agent.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from importlib.metadata import entry_points
+from typing import Any, Protocol
 
 import httpx
 
 from voicehub.client.twilio import PhoneLineClient, TwilioCaller
-from voicehub.client.twilio_api import TwilioAccount
 from voicehub.client.twilio_call import TwilioCall
-from voicehub.client.twilio_calls import Call
+from voicehub.client.twilio_side import TwilioSide
+from voicehub.client.twiml_call import Call
 from voicehub.core.clock import Clock, SystemClock
 from voicehub.errors import VoicehubError
 
@@ -89,23 +92,39 @@ async def place_phone_call(
         options.server, options.public_url, options.auth_token, account_sid=options.account_sid
     )
     port = options.twilio_api
-    account = TwilioAccount(caller, playout_speed=options.playout_speed, port=port or 0)
-    account.callees.extend(options.callees)
     if port is None:  # no REST API: the call runs its TwiML all the same
+        side = TwilioSide(caller, playout_speed=options.playout_speed)
         try:
-            report = await _place(options, account, lines, settle_timeout, transfers=False)
+            report = await _place(options, side, lines, settle_timeout, transfers=False)
         finally:
-            await account.end_calls()
-    else:
-        async with account:
-            report = await _place(options, account, lines, settle_timeout, transfers=True)
+            await side.end_calls()
+        report.problems += side.problems
+        return report
+    account = twilio_account(caller, playout_speed=options.playout_speed, port=port)
+    account.callees.extend(options.callees)
+    async with account:
+        report = await _place(options, account, lines, settle_timeout, transfers=True)
     report.problems += account.problems
     return report
 
 
+def twilio_account(caller: TwilioCaller, *, playout_speed: float, port: int) -> Any:
+    """The development tools' stand-in for the account's REST API (`--twilio-api`), found
+    through the `voicehub.twilio_account` entry point; VoicehubError when they are not
+    installed."""
+    found = entry_points(group="voicehub.twilio_account")
+    if not found:
+        raise VoicehubError(
+            "--twilio-api serves a stand-in for Twilio's REST API from voicehub's development "
+            "tools: install them (`make install` in a checkout, or `pip install -e devtools`)"
+        )
+    account = next(iter(found)).load()
+    return account(caller, playout_speed=playout_speed, port=port)
+
+
 async def _place(
     options: PhoneCallOptions,
-    account: TwilioAccount,
+    account: TwilioSide,
     lines: Sequence[tuple[str, bytes]],
     settle_timeout: float,
     *,
@@ -144,36 +163,19 @@ async def _place(
     return report
 
 
-async def _transfer_done(account: TwilioAccount, call: Call, options: PhoneCallOptions) -> None:
+async def _transfer_done(account: TwilioSide, call: Call, options: PhoneCallOptions) -> None:
     """When the server moved the call: until the caller is connected with someone (the
     conference started), hung up, or back with the agent (whose words are then heard)."""
     if not call.conference and call.stream is not None and not call.stream.closed.is_set():
         return  # still with the agent: no transfer
-
-    def resolved() -> bool:
-        conference = account.conferences.get(call.conference or "")
-        joined = conference is not None and conference.status == "in-progress"
-        back = call.stream is not None and not call.stream.closed.is_set()
-        return joined or back or call.ended.is_set() or call.bridged
-
-    await account.wait_for(resolved, timeout=120.0)
+    await account.wait_for(lambda: account.transfer_resolved(call), timeout=120.0)
     if call.stream is not None and not call.stream.closed.is_set():
         await _agent_turn(call.stream, options, 0)  # the agent says what happened
 
 
-def describe_calls(account: TwilioAccount) -> list[str]:
+def describe_calls(account: TwilioSide) -> list[str]:
     """What each call of the account did, one line per step."""
-    lines: list[str] = []
-    for call in account.calls.values():
-        who = f"call {call.sid[-6:]} {call.direction} {call.from_} -> {call.to}"
-        lines += [f"{who}: {step}" for step in call.history]
-        lines += [f"{who}: hold audio: {url}" for url in call.played]
-    for conference in account.conferences.values():
-        lines.append(
-            f"conference {conference.name}: {conference.status}, {len(conference.joined)} joined"
-        )
-    lines += [f"SMS to {m['to']}: {m['body']!r}" for m in account.messages]
-    return lines
+    return account.describe()
 
 
 async def _agent_turn(phone: PhoneLineClient, options: PhoneCallOptions, after: int) -> None:
