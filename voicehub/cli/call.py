@@ -211,7 +211,7 @@ def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: T
     )
     try:
         report = asyncio.run(place_phone_call(options, lines, settle_timeout=args.timeout))
-    except OSError as exc:
+    except (OSError, httpx.TransportError) as exc:
         message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
         raise VoicehubError(message) from None
     except httpx.HTTPStatusError as exc:
@@ -255,7 +255,7 @@ def _run_carrier(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: 
     )
     try:
         report = asyncio.run(place_carrier_call(options, lines, settle_timeout=args.timeout))
-    except OSError as exc:
+    except (OSError, httpx.TransportError) as exc:
         message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
         raise VoicehubError(message) from None
     except httpx.HTTPStatusError as exc:

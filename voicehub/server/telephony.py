@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute
 from voicehub.core.jobs import BackgroundJobs
 from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
-from voicehub.telephony.carriers import carrier_calls, carrier_routes
+from voicehub.telephony.carriers import carrier_calls, carrier_routes, load_verifiers
 from voicehub.telephony.control import NOT_SET_UP, CarrierCallControl
 from voicehub.telephony.twilio.callback import CallBacks, callback_routes, dialer_from
 from voicehub.telephony.twilio.transfer import TwilioTransfers
@@ -58,6 +58,7 @@ class Telephony:
         line.remember = self.remember
         self.transfers = TwilioTransfers(line, rest, clock)
         # Telnyx, Plivo and Vonage calls: their REST APIs, where the credentials are set
+        load_verifiers(settings.carriers)
         self.carrier_calls = carrier_calls(settings.carriers, line.public)
         self._carrier_jobs = BackgroundJobs()
         self._carrier_rooms: set[str] = set()

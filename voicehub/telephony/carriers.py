@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from starlette.routing import BaseRoute
@@ -12,7 +13,7 @@ from voicehub.telephony.settings import CarrierSettings
 from voicehub.telephony.telnyx.webhooks import telnyx_routes
 from voicehub.telephony.vonage.webhooks import vonage_routes
 
-__all__ = ["CARRIERS", "carrier_calls", "carrier_routes"]
+__all__ = ["CARRIERS", "carrier_calls", "carrier_routes", "load_verifiers"]
 
 CARRIERS = ("twilio", "telnyx", "plivo", "vonage")
 
@@ -49,3 +50,29 @@ def carrier_calls(
             api_url=settings.vonage_api_url,
         )
     return calls
+
+
+def load_verifiers(settings: CarrierSettings) -> None:
+    """Import the SDK modules that check the set-up carriers' webhooks now, at start-up: the
+    telnyx package alone takes seconds to import, which the first call's webhook must not
+    wait for (the carrier gives up on a slow answer). A missing extra fails here, naming it."""
+    from voicehub.errors import MissingExtraError
+
+    wanted = {
+        "telnyx": ("telnyx.lib.webhook_verification", "nacl.signing"),
+        "plivo": ("plivo.utils", "plivo.xml"),
+        "vonage": ("vonage_jwt", "jwt"),
+    }
+    given = {
+        "telnyx": settings.telnyx_public_key,
+        "plivo": settings.plivo_auth_token,
+        "vonage": settings.vonage_signature_secret,
+    }
+    for carrier, modules in wanted.items():
+        if not given[carrier]:
+            continue
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                raise MissingExtraError(carrier, carrier) from None
