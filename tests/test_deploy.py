@@ -176,7 +176,10 @@ def test_the_dockerfile_is_slim_non_root_offline_and_health_checked() -> None:
     assert "8080/health" in lines[instructions.index("HEALTHCHECK")]
     assert any("HF_HUB_OFFLINE=1" in line for line in lines)
     install = next(line for line in lines if "pip install" in line)
-    extras = set(re.search(r"\.\[([a-z,]+)\]", install).group(1).split(","))  # type: ignore[union-attr]
+    assert "--require-hashes" in install and "-r locks/deploy.txt" in install
+    # the image's extras are the deploy lock's input (locks/deploy.in)
+    project = (ROOT / "locks" / "deploy.in").read_text().splitlines()[0]
+    extras = set(re.search(r"\.\[([a-z,]+)\]", project).group(1).split(","))  # type: ignore[union-attr]
     assert {"voice", "server", "twilio", "webrtc", "livekit", "redis"} <= extras
     assert extras_the_desks_need() <= extras, "the image lacks an extra an example desk uses"
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
