@@ -1,4 +1,4 @@
-"""The research-cloud desk (Deepgram voice, OpenAI model) through the server's call factory,
+"""The research-cloud desk (Deepgram voice, OpenAI model) through the `deepgram` voice stack,
 against the fake Deepgram and the fake OpenAI chat server: keys, refusals, a whole call."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import pytest
 
 from tests.desks.desk_calls import CHANNELS, RATE, DeskCallHarness
 from voicehub.desks import deepgram_stack
+from voicehub.desks.deepgram_stack import DeepgramStack
 from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.loading import load_desk_file
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.offline_stack import PipelineResources
+from voicehub.desks.voice_stack import CallSpec, default_voice_stacks
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.voice.engine.session import EngineOptions
@@ -69,10 +71,12 @@ async def test_a_call_without_keys_is_refused_and_the_other_desks_serve(
 ) -> None:
     monkeypatch.delenv("DEEPGRAM_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    factory = OfflineSessionFactory()
+    factory = default_voice_stacks()
     async with Hub() as hub:
         with pytest.raises(ConfigError) as caught:
-            await factory.start(hub, cloud_desk(tmp_path), "r1", FakeTransport(RATE))
+            await factory.start(
+                await CallSpec.for_room(hub, cloud_desk(tmp_path), "r1", FakeTransport(RATE))
+            )
         message = str(caught.value)
         assert message.startswith("cannot start a call: ")
         assert "DEEPGRAM_API_KEY" in message and "OPENAI_API_KEY" in message
@@ -89,13 +93,13 @@ async def test_a_refused_key_is_found_at_startup_and_calls_are_refused(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     desk = cloud_desk(tmp_path, deepgram.url)
     assert await deepgram_stack.check_desk(desk) is not None
-    factory = OfflineSessionFactory()
+    factory = default_voice_stacks()
     with caplog.at_level(logging.WARNING, logger="voicehub.desks"):
         await factory.prepare([desk])
     assert "refused the API key in DEEPGRAM_API_KEY (HTTP 401)" in caplog.text
     async with Hub() as hub:
         with pytest.raises(ConfigError, match=r"cannot start a call: .*refused the API key"):
-            await factory.start(hub, desk, "r1", FakeTransport(RATE))
+            await factory.start(await CallSpec.for_room(hub, desk, "r1", FakeTransport(RATE)))
 
 
 async def test_phone_calls_use_mulaw_at_8khz(
@@ -112,7 +116,9 @@ async def test_phone_calls_use_mulaw_at_8khz(
     transports = {"phone": TwilioMediaTransport("MZ1"), "browser": FakeTransport(8000)}
     async with Hub() as hub:
         for kind, transport in transports.items():
-            session = await OfflineSessionFactory().start(hub, desk, f"r-{kind}", transport)
+            session = await default_voice_stacks().start(
+                await CallSpec.for_room(hub, desk, f"r-{kind}", transport)
+            )
             try:
                 stt, tts = session.stt, session.tts
                 assert isinstance(stt, DeepgramSTT) and isinstance(tts, DeepgramTTS)
@@ -136,13 +142,12 @@ async def test_research_by_voice_on_the_cloud_desk(
         monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
         deepgram.transcripts.append(WORDS)
         desk = cloud_desk(tmp_path, deepgram.url)
-        factory = OfflineSessionFactory(
-            options=EngineOptions(turn=TurnSettings(policy=TurnPolicy("vad", vad_silence=0.55)))
-        )
+        tuned = EngineOptions(turn=TurnSettings(policy=TurnPolicy("vad", vad_silence=0.55)))
+        factory = DeepgramStack(PipelineResources(options=tuned))
         await factory.prepare([desk])
         async with Hub() as hub:
             transport = FakeTransport(RATE, ack="immediate")
-            session = await factory.start(hub, desk, "cloud-1", transport)
+            session = await factory.start(await CallSpec.for_room(hub, desk, "cloud-1", transport))
             transport.session = session
             call = DeskCallHarness(session, transport)  # type: ignore[arg-type]
             try:
@@ -170,14 +175,14 @@ async def test_research_by_voice_on_the_cloud_desk(
 async def test_a_call_opens_its_speak_socket_as_it_starts_and_a_failed_start_closes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deepgram: FakeDeepgram
 ) -> None:
-    from voicehub.desks import call
+    from voicehub.desks import deepgram_stack as module
 
     monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     desk = cloud_desk(tmp_path, deepgram.url)
-    factory = OfflineSessionFactory()
+    factory = default_voice_stacks()
     async with Hub() as hub:
-        session = await factory.start(hub, desk, "r1", FakeTransport(RATE))
+        session = await factory.start(await CallSpec.for_room(hub, desk, "r1", FakeTransport(RATE)))
         try:  # open before any reply needs it
             await deepgram.wait_for(lambda: len(deepgram.speaks) == 1)
             assert not deepgram.speaks[0].messages
@@ -188,7 +193,7 @@ async def test_a_call_opens_its_speak_socket_as_it_starts_and_a_failed_start_clo
             await deepgram.wait_for(lambda: len(deepgram.speaks) == 2)
             raise RuntimeError("the call's room could not open")
 
-        monkeypatch.setattr(call, "start_desk_call", fails_once_the_socket_is_open)
+        monkeypatch.setattr(module, "start_pipeline_call", fails_once_the_socket_is_open)
         with pytest.raises(RuntimeError, match="could not open"):
-            await factory.start(hub, desk, "r2", FakeTransport(RATE))
+            await factory.start(await CallSpec.for_room(hub, desk, "r2", FakeTransport(RATE)))
         await deepgram.wait_for(lambda: all(speak.closed for speak in deepgram.speaks))

@@ -41,6 +41,7 @@ from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.desks.held_results import held_for_caller, topics_of, topics_phrase
+from voicehub.server.app_state import running_parts
 from voicehub.server.twilio import PhoneLine, signed_form, stream_twiml
 from voicehub.server.twilio_rest import TwilioRest
 
@@ -324,7 +325,8 @@ _HANG_UP = _twiml("<Hangup />")
 
 
 def _callbacks(request: Request) -> CallBacks | None:
-    return getattr(request.app.state, "callbacks", None)
+    parts = running_parts(request.app)
+    return parts.telephony.callbacks if parts is not None else None
 
 
 async def callback_answer(request: Request) -> Response:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
-from voicehub.server.callback import CallBacks, callback_routes, dialer_from
+from voicehub.server.callback import CallBacks, callback_routes
 from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
 from voicehub.server.transfer import TwilioTransfers
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from voicehub.server.calls import LiveCall
     from voicehub.server.settings import ServerSettings
     from voicehub.server.twilio import PhoneLine
+    from voicehub.server.twilio_rest import TwilioRest
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["Telephony", "telephony_routes"]
@@ -42,11 +43,12 @@ class Telephony:
         line: PhoneLine,
         settings: ServerSettings,
         clock: Clock,
+        rest: TwilioRest | None,
         *,
         draining: Callable[[], bool] = lambda: False,
     ) -> None:
         self.line, self.clock = line, clock
-        self.rest = rest = dialer_from(settings)  # None: no REST API set up
+        self.rest = rest  # None: no REST API set up (`dialer_from`)
         board = line.board
         self.callbacks = CallBacks(line, rest, clock, draining=draining)
         self.followups = ServerFollowUps(
@@ -55,7 +57,6 @@ class Telephony:
         line.remember = self.remember
         self.transfers = TwilioTransfers(line, rest, clock)
         self._forget: dict[int, Callable[[], None]] = {}
-        line.board.observers.append(self)
 
     def start(self) -> None:
         """Start sweeping for results to follow up."""

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from voicehub.server.app_state import running_parts
 from voicehub.server.transfer import HANG_UP, TwilioTransfers
 from voicehub.server.twilio import signed_form
 
@@ -19,7 +20,8 @@ __all__ = ["transfer_routes"]
 
 
 def _transfers(request: Request) -> TwilioTransfers | None:
-    return getattr(request.app.state, "transfers", None)
+    parts = running_parts(request.app)
+    return parts.telephony.transfers if parts is not None else None
 
 
 async def _person(request: Request) -> Response:

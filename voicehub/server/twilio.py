@@ -50,6 +50,7 @@ from voicehub.core.store.number_key import (
     number_conversation,
 )
 from voicehub.errors import MissingExtraError
+from voicehub.server.app_state import parts_of
 from voicehub.server.calls import LiveCall, Switchboard
 from voicehub.server.keypad import Keypad
 from voicehub.server.stream_tokens import StreamGrant, StreamTokens
@@ -74,6 +75,7 @@ __all__ = [
     "PhoneLine",
     "caller_conversation",
     "legacy_caller_conversation",
+    "public_url",
     "signed_form",
     "stream_twiml",
     "twilio_routes",
@@ -107,10 +109,7 @@ class PhoneLine:
     stream_ended: Callable[[str, str, str, str], None] | None = None
 
     def public(self, path: str, scheme: str = "https") -> str:
-        base = (self.settings.public_url or "").rstrip("/")
-        if scheme == "wss":
-            base = "wss" + base[len("https") :]
-        return base + path
+        return public_url(self.settings, path, scheme)
 
     async def conversation_of(self, desk: str, number: str) -> str | None:
         """The conversation of a caller's number at `desk` (None: withheld or odd number);
@@ -137,8 +136,16 @@ class PhoneLine:
         return None
 
 
+def public_url(settings: ServerSettings, path: str, scheme: str = "https") -> str:
+    """`path` under the server's public URL (the one Twilio was given), or `wss`."""
+    base = (settings.public_url or "").rstrip("/")
+    if scheme == "wss":
+        base = "wss" + base[len("https") :]
+    return base + path
+
+
 async def signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
-    line: PhoneLine = request.app.state.phone
+    line = parts_of(request).phone
     body = await request.body()
     if len(body) > _MAX_FORM_BYTES:
         return PlainTextResponse("webhook body too big\n", status_code=413)
@@ -234,7 +241,7 @@ async def status_callback(request: Request) -> Response:
 
 async def media_stream(websocket: WebSocket) -> None:
     """One Twilio media stream: wait for `start`, redeem its token, run the call."""
-    line: PhoneLine = websocket.app.state.phone
+    line = parts_of(websocket).phone
     await websocket.accept()
     reader = StreamReader()
     with contextlib.suppress(TimeoutError, _Gone):

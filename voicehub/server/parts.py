@@ -1,0 +1,248 @@
+"""The server's parts, built by one function: `build_server`.
+
+    parts = await build_server(settings, desks, voice)   # everything, wired at construction
+    await parts.start()                                   # set running, in order
+    ...                                                   # routes read `parts_of(request)`
+    await parts.aclose()                                  # stopped, in reverse
+
+Each part is given what it needs when it is constructed, in dependency order; what watches
+the calls is subscribed to the call lifecycle here, in one list, in the order it sees them
+(the metrics wrap a call's transport before the recording sees it). The app's lifespan
+(`voicehub.server.app`) builds, starts, yields and closes them; its routes and middleware
+find them with `voicehub.server.app_state.parts_of`.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.store.choice import describe_store
+from voicehub.core.tracing import NO_TRACING
+from voicehub.desks.admission import Admission, LoadMeter
+from voicehub.desks.runtime import ProcessRuntime
+from voicehub.hub import new_instance_id
+from voicehub.recordings.folder import RecordingFolder
+from voicehub.server.call_metrics import CallMetrics
+from voicehub.server.call_recordings import CallRecordings
+from voicehub.server.call_telemetry import CallTelemetry
+from voicehub.server.callback import dialer_from
+from voicehub.server.calls import Switchboard
+from voicehub.server.desk_reload import DeskReloader
+from voicehub.server.drain import Drain
+from voicehub.server.entry_gate import Door
+from voicehub.server.loop_health import LoopHealth
+from voicehub.server.metrics import ServerMetrics
+from voicehub.server.stream_tokens import StreamTokens
+from voicehub.server.telephony import Telephony
+from voicehub.server.twilio import PhoneLine, public_url
+from voicehub.server.twilio_takeover import PhoneTakeover
+from voicehub.server.webrtc import WebRTCDesk
+from voicehub.voice.providers.offline.recognizer_load import offline_recognizer_load
+
+if TYPE_CHECKING:
+    from voicehub.desks.desk import Desk
+    from voicehub.desks.voice_stack import VoiceStack
+    from voicehub.server.calls import LiveCall
+    from voicehub.server.settings import ServerSettings
+    from voicehub.telemetry.setup import Tracing, TracingSettings
+    from voicehub.voice.transport import CallTransport
+
+__all__ = ["ServerParts", "build_server"]
+
+log = logging.getLogger("voicehub.server")
+
+
+@dataclass
+class ServerParts:
+    """Everything one server runs, as `build_server` wired it. `ready` turns True once
+    `start` is done (`/ready` says so from then on)."""
+
+    settings: ServerSettings
+    runtime: ProcessRuntime
+    metrics: ServerMetrics
+    board: Switchboard
+    telemetry: CallTelemetry
+    recordings: CallRecordings
+    phone: PhoneLine
+    telephony: Telephony
+    takeover: PhoneTakeover | None
+    webrtc: WebRTCDesk
+    admission: Admission
+    door: Door
+    drain: Drain
+    loop_health: LoopHealth
+    reloader: DeskReloader | None
+    ready: bool = field(default=False)
+
+    async def start(self) -> None:
+        """Start every part; the models load first (with `prewarm`)."""
+        await self.runtime.start(prepare=self.settings.prewarm)
+        self.telephony.start()
+        if self.reloader is not None:
+            self.reloader.start()
+        # Models and modules loaded at start live as long as the process: out of the
+        # collector's view, full collections stay short with many calls.
+        gc.collect()
+        gc.freeze()
+        log.info(
+            "serving desks %s from %s",
+            ", ".join(sorted(self.runtime.desks)),
+            describe_store(self.settings),
+        )
+        self.loop_health.start()  # from here: loading is done
+        self.ready = True
+
+    async def aclose(self) -> None:
+        """Stop every part; the calls are handed over (callers who come back go on
+        elsewhere) and undelivered results stay in the store."""
+        self.ready = False
+        if self.reloader is not None:
+            await self.reloader.aclose()
+        await self.loop_health.aclose()
+        await self.board.close_all()
+        await self.webrtc.close_all()
+        await self.telephony.aclose()
+        if self.takeover is not None:
+            await self.takeover.aclose()
+        await self.recordings.aclose()
+        await self.runtime.aclose()
+        await self.telemetry.aclose()
+
+
+async def build_server(
+    settings: ServerSettings,
+    desks: dict[str, Desk],
+    voice: VoiceStack,
+    *,
+    tracing: TracingSettings | None = None,
+    phone_clock: Clock | None = None,
+) -> ServerParts:
+    """Open the store and build every part of the server on it (see the module).
+    `tracing` turns traces on (`OTEL_*`); `phone_clock` times stream tokens, keypad and
+    call-back delays (a virtual clock in tests)."""
+    clock = SystemClock()
+    instance_id = settings.instance_id or new_instance_id()
+    traces = _start_tracing(tracing, instance_id)
+    metrics = ServerMetrics(clock)
+    runtime = await ProcessRuntime.open(
+        settings,
+        desks,
+        voice,
+        wrap_store=metrics.timed,
+        instance_id=instance_id,
+        tracer=traces.tracer if traces is not None else NO_TRACING,
+    )
+    hub, calls = runtime.hub, runtime.calls
+    board = Switchboard(calls, settings)
+    telemetry = CallTelemetry(hub, metrics, traces)
+    recordings = CallRecordings(hub, RecordingFolder(settings.recordings_folder))
+    webrtc = WebRTCDesk(board)
+    drain = Drain(clock, settings.drain_seconds, board, (webrtc.close_all,), runtime.peers_alive)
+
+    phone_timer = phone_clock if phone_clock is not None else SystemClock()
+    rest = dialer_from(settings)  # None: no REST API set up
+    takeover = (
+        PhoneTakeover(
+            runtime.store,
+            runtime.instance_id,
+            rest,
+            lambda desk: public_url(settings, f"/twilio/{desk}/voice?resume=1"),
+            phone_timer,
+            wall=hub.wall,
+        )
+        if rest is not None
+        else None
+    )
+    phone = PhoneLine(
+        board,
+        settings,
+        # signed under the store's secret: any instance lets in a stream another one minted
+        StreamTokens(phone_clock, secret=runtime.number_key),
+        runtime.number_key,
+        clock=phone_timer,
+        stream_ended=takeover.stream_ended if takeover is not None else None,
+    )
+    telephony = Telephony(phone, settings, phone_timer, rest, draining=lambda: drain.draining)
+
+    def live_calls() -> int:
+        return len(calls.calls)
+
+    meter = LoadMeter(
+        calls=live_calls,
+        max_calls=settings.max_calls,
+        parts={"recognizers": offline_recognizer_load(calls=live_calls)},
+    )
+    admission = Admission(meter, settings.max_load)
+
+    def lagged(lag: float) -> None:
+        metrics.loop_lag.observe(lag)
+        meter.observe_lag(lag)
+
+    metrics.draining.set_function(lambda: float(drain.draining))
+    for observer in (
+        board.memory_observer,
+        CallMetrics(metrics, board),
+        telemetry,
+        recordings,
+        telephony,
+        _Starts(meter),
+        drain,
+    ):
+        calls.observe(observer)
+    calls.tap(recordings)
+    calls.observe_turns(telemetry)
+    if takeover is not None:  # phone calls a lost instance carried are taken up here
+        runtime.on_instance_lost(takeover.instance_lost)
+    return ServerParts(
+        settings=settings,
+        runtime=runtime,
+        metrics=metrics,
+        board=board,
+        telemetry=telemetry,
+        recordings=recordings,
+        phone=phone,
+        telephony=telephony,
+        takeover=takeover,
+        webrtc=webrtc,
+        admission=admission,
+        door=Door(drain, admission, metrics.refused),
+        drain=drain,
+        # how late the loop wakes a timer: for /health (`voicehub soak`), /metrics, the load
+        loop_health=LoopHealth(metrics.clock, observe=lagged),
+        reloader=(
+            DeskReloader(settings.channels_dir, desks, prepare=voice.prepare)
+            if settings.reload_desks
+            else None
+        ),
+    )
+
+
+def _start_tracing(settings: TracingSettings | None, instance_id: str) -> Tracing | None:
+    if settings is None:
+        return None
+    from voicehub.telemetry.setup import start_tracing
+
+    tracing = start_tracing(settings, resource={"service.instance.id": instance_id})
+    log.info("tracing on: %s over %s", settings.exporter, settings.protocol)
+    return tracing
+
+
+class _Starts:
+    """Tells the load meter each call that started (admitted calls count until then)."""
+
+    def __init__(self, meter: LoadMeter) -> None:
+        self.meter = meter
+
+    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
+        self.meter.started()
+        return transport
+
+    def call_accepted(self, call: LiveCall) -> None:
+        return None
+
+    def call_ended(self, call: LiveCall) -> None:
+        return None
