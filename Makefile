@@ -4,8 +4,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+UV := $(BIN)/uv
 LOCK := locks/dev.txt
-STAMP := $(VENV)/.installed-$(shell cat $(LOCK) pyproject.toml devtools/pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat $(LOCK) locks/uv.txt pyproject.toml devtools/pyproject.toml | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
 .PHONY: run test check lint docs bench install lock browser redis flite screenshot libopus
@@ -13,25 +14,31 @@ export HF_HUB_OFFLINE := 1
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Every package from the lock, hash-checked, with no resolution (--no-deps: the lock is the
-# whole set); then this repo's two projects, editable, built by the locked hatchling.
-$(STAMP): $(BIN)/python $(LOCK) pyproject.toml devtools/pyproject.toml
-	$(BIN)/pip install --quiet --require-hashes --no-deps -r $(LOCK)
-	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e . -e ./devtools
+# The installer first: uv, hash-checked (locks/uv.txt), by the venv's own pip.
+$(UV): locks/uv.txt | $(BIN)/python
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r locks/uv.txt
+
+# Then the venv becomes exactly the lock (hash-checked, nothing resolved), and this repo's two
+# projects are installed editable, built by the locked hatchling.
+$(STAMP): $(UV) $(LOCK) pyproject.toml devtools/pyproject.toml
+	$(UV) pip sync --quiet --require-hashes --python $(BIN)/python $(LOCK)
+	$(UV) pip install --quiet --no-deps --no-build-isolation --python $(BIN)/python \
+		-e . -e ./devtools
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 # Re-resolve the lock after a change to pyproject.toml (or devtools/pyproject.toml): versions
 # already locked are kept where they still fit; `make lock UPGRADE=1` moves every package to
 # its newest allowed release. One universal resolution covers Linux x86-64 and aarch64 on
-# Python 3.11-3.13; locks/deploy.txt (the image's) is the same versions, less the tools.
+# Python 3.11-3.13; locks/deploy.txt (the image's) is the same versions, less the tools, and
+# locks/uv.txt the installer's.
 LOCK_OPTIONS = --universal --python-version 3.11 --generate-hashes --quiet \
 	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
-lock: $(BIN)/python
-	$(BIN)/pip install --quiet --require-hashes --no-deps -r $(LOCK)  # uv, as locked
-	$(BIN)/uv pip compile locks/dev.in $(LOCK_OPTIONS) --no-emit-package voicehub \
+lock: $(UV)
+	$(UV) pip compile locks/dev.in $(LOCK_OPTIONS) --no-emit-package voicehub \
 		--no-emit-package voicehub-dev -o locks/dev.txt
-	$(BIN)/uv pip compile locks/deploy.in $(LOCK_OPTIONS) --no-emit-package voicehub \
+	$(UV) pip compile locks/deploy.in $(LOCK_OPTIONS) --no-emit-package voicehub \
 		-c locks/dev.txt -o locks/deploy.txt
+	$(UV) pip compile locks/uv.in $(LOCK_OPTIONS) -c locks/dev.txt -o locks/uv.txt
 
 install: $(STAMP)
 

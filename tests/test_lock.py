@@ -133,7 +133,7 @@ def _problems(lock: Path, lock_input: Path) -> Iterator[str]:
                 yield f"{lock.name}: {name}=={version} is outside {requirement} ({where})"
 
 
-@pytest.mark.parametrize("name", ["dev", "deploy"])
+@pytest.mark.parametrize("name", ["dev", "deploy", "uv"])
 def test_the_lock_pins_every_requirement_within_its_range(name: str) -> None:
     problems = sorted(set(_problems(ROOT / "locks" / f"{name}.txt", ROOT / "locks" / f"{name}.in")))
     assert not problems, "\n".join([*problems, FIX])
