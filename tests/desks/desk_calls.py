@@ -16,11 +16,11 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
 from voicehub.desks.voice_stack import CallSpec
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import Transcript
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
-from voicehub_dev.fakes.memory_transport import FakeTransport
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -54,7 +54,7 @@ class DeskCallHarness:
     """One call: the session `start_pipeline_call` returned and its in-memory transport."""
 
     session: PipelineVoiceSession
-    transport: FakeTransport
+    transport: MemoryTransport
 
     async def caller_says(self, words: str, silence: float = 0.8) -> None:
         """The caller says `words`, then stays silent."""
@@ -81,7 +81,7 @@ async def call_desk(
     """Start `desk` on a call in `room_id` (playout confirmed at once); `voices` replaces
     the agents' voices (default: "espeak")."""
     models = offline_models()
-    transport = FakeTransport(RATE, ack="immediate")
+    transport = MemoryTransport(RATE, ack="immediate")
     providers = PipelineProviders(
         stt=models["stt"],
         tts=models["tts"],

@@ -26,9 +26,9 @@ from voicehub.desks.voice_stack import CallSpec
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.orchestration.ask_user import ANSWER_ROUTE
+from voicehub.testing import MemoryTransport
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS
-from voicehub_dev.fakes.memory_transport import FakeTransport
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 ROOM = "help:ask-1"
@@ -89,7 +89,7 @@ async def test_the_question_is_spoken_and_the_next_turn_answers_it(
 ) -> None:
     desk, server = desk_and_server
     async with Hub(clock=VirtualClock()) as hub:
-        transport = FakeTransport(RATE, ack="immediate")
+        transport = MemoryTransport(RATE, ack="immediate")
         session = await RealtimeStack().start(await CallSpec.for_room(hub, desk, ROOM, transport))
         transport.session = session
         try:
@@ -138,6 +138,6 @@ async def test_ask_user_without_input_transcription_is_refused_at_call_start(
     async with Hub() as hub:
         with pytest.raises(ConfigError, match="transcription_model"):
             await RealtimeStack().start(
-                await CallSpec.for_room(hub, desk, ROOM, FakeTransport(RATE))
+                await CallSpec.for_room(hub, desk, ROOM, MemoryTransport(RATE))
             )
         assert ROOM not in hub.rooms  # refused before the room was touched

@@ -20,7 +20,7 @@ from voicehub.desks.voice_stack import (
 )
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
-from voicehub_dev.fakes.memory_transport import FakeTransport
+from voicehub.testing import MemoryTransport
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 
 DESK = """\
@@ -85,7 +85,7 @@ async def test_a_desk_on_a_stack_nobody_registered_is_named_and_refused(tmp_path
     assert ENTRY_POINT_GROUP in problem
     await stacks.prepare([acme])  # skipped, not an error: the other desks still load
     async with Hub() as hub:
-        call = await CallSpec.for_room(hub, acme, "mini:c1", FakeTransport(16000))
+        call = await CallSpec.for_room(hub, acme, "mini:c1", MemoryTransport(16000))
         with pytest.raises(ConfigError, match="stack 'acme' is not registered"):
             await stacks.start(call)
         assert "mini:c1" not in hub.rooms
@@ -103,7 +103,7 @@ async def test_a_registered_stack_serves_the_desks_that_name_it(tmp_path: Path) 
     assert "stack 'offline' is not registered" in stacks.check(plain)[0]
     async with Hub() as hub:
         for _ in range(2):  # a new conversation, then the same one calling again
-            call = await CallSpec.for_room(hub, acme, "mini:c1", FakeTransport(16000))
+            call = await CallSpec.for_room(hub, acme, "mini:c1", MemoryTransport(16000))
             session = await stacks.start(call)
             await session.aclose()
     first, again = stack.calls

@@ -37,11 +37,11 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.offline_stack import OfflineStack
 from voicehub.desks.voice_stack import CallSpec
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import AgentState, Transcript, UserState
 from voicehub.voice.providers.offline import synthesize
-from voicehub_dev.fakes.memory_transport import FakeTransport
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -106,7 +106,7 @@ async def heard(
     """One call with an open microphone (silence from the start, like `voicehub call`):
     the greeting, then `pcm`; what was heard once the agent answered and the caller's
     turn is over (or after 60 s)."""
-    transport = FakeTransport(RATE, ack="immediate")
+    transport = MemoryTransport(RATE, ack="immediate")
     session = await factory.start(await CallSpec.for_room(hub, desk, room_id, transport))
     assert isinstance(session, PipelineVoiceSession)
     transport.session = session
