@@ -3,7 +3,6 @@ against the fake Deepgram and the fake OpenAI chat server: keys, refusals, a who
 
 from __future__ import annotations
 
-import logging
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,11 +18,11 @@ from voicehub.desks.offline_stack import PipelineResources
 from voicehub.desks.voice_stack import CallSpec, default_voice_stacks
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.engine.session import EngineOptions
 from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
 from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
 from voicehub_dev.fakes.deepgram import FakeDeepgram
-from voicehub_dev.fakes.memory_transport import FakeTransport
 from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
 
 WORDS = "please research solar panels"
@@ -75,7 +74,7 @@ async def test_a_call_without_keys_is_refused_and_the_other_desks_serve(
     async with Hub() as hub:
         with pytest.raises(ConfigError) as caught:
             await factory.start(
-                await CallSpec.for_room(hub, cloud_desk(tmp_path), "r1", FakeTransport(RATE))
+                await CallSpec.for_room(hub, cloud_desk(tmp_path), "r1", MemoryTransport(RATE))
             )
         message = str(caught.value)
         assert message.startswith("cannot start a call: ")
@@ -87,19 +86,19 @@ async def test_a_refused_key_is_found_at_startup_and_calls_are_refused(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     deepgram: FakeDeepgram,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("DEEPGRAM_API_KEY", "not-the-key")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     desk = cloud_desk(tmp_path, deepgram.url)
     assert await deepgram_stack.check_desk(desk) is not None
     factory = default_voice_stacks()
-    with caplog.at_level(logging.WARNING, logger="voicehub.desks"):
-        await factory.prepare([desk])
-    assert "refused the API key in DEEPGRAM_API_KEY (HTTP 401)" in caplog.text
+    assert factory.check(desk) == []  # the key is set: nothing known against it yet
+    await factory.prepare([desk])
+    [problem] = factory.check(desk)
+    assert "refused the API key in DEEPGRAM_API_KEY (HTTP 401)" in problem
     async with Hub() as hub:
         with pytest.raises(ConfigError, match=r"cannot start a call: .*refused the API key"):
-            await factory.start(await CallSpec.for_room(hub, desk, "r1", FakeTransport(RATE)))
+            await factory.start(await CallSpec.for_room(hub, desk, "r1", MemoryTransport(RATE)))
 
 
 async def test_phone_calls_use_mulaw_at_8khz(
@@ -113,7 +112,7 @@ async def test_phone_calls_use_mulaw_at_8khz(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     desk = cloud_desk(tmp_path, deepgram.url)
     expected = {"phone": "mulaw", "browser": "linear16"}
-    transports = {"phone": TwilioMediaTransport("MZ1"), "browser": FakeTransport(8000)}
+    transports = {"phone": TwilioMediaTransport("MZ1"), "browser": MemoryTransport(8000)}
     async with Hub() as hub:
         for kind, transport in transports.items():
             session = await default_voice_stacks().start(
@@ -146,7 +145,7 @@ async def test_research_by_voice_on_the_cloud_desk(
         factory = DeepgramStack(PipelineResources(options=tuned))
         await factory.prepare([desk])
         async with Hub() as hub:
-            transport = FakeTransport(RATE, ack="immediate")
+            transport = MemoryTransport(RATE, ack="immediate")
             session = await factory.start(await CallSpec.for_room(hub, desk, "cloud-1", transport))
             transport.session = session
             call = DeskCallHarness(session, transport)  # type: ignore[arg-type]
@@ -182,7 +181,9 @@ async def test_a_call_opens_its_speak_socket_as_it_starts_and_a_failed_start_clo
     desk = cloud_desk(tmp_path, deepgram.url)
     factory = default_voice_stacks()
     async with Hub() as hub:
-        session = await factory.start(await CallSpec.for_room(hub, desk, "r1", FakeTransport(RATE)))
+        session = await factory.start(
+            await CallSpec.for_room(hub, desk, "r1", MemoryTransport(RATE))
+        )
         try:  # open before any reply needs it
             await deepgram.wait_for(lambda: len(deepgram.speaks) == 1)
             assert not deepgram.speaks[0].messages
@@ -195,5 +196,5 @@ async def test_a_call_opens_its_speak_socket_as_it_starts_and_a_failed_start_clo
 
         monkeypatch.setattr(module, "start_pipeline_call", fails_once_the_socket_is_open)
         with pytest.raises(RuntimeError, match="could not open"):
-            await factory.start(await CallSpec.for_room(hub, desk, "r2", FakeTransport(RATE)))
+            await factory.start(await CallSpec.for_room(hub, desk, "r2", MemoryTransport(RATE)))
         await deepgram.wait_for(lambda: all(speak.closed for speak in deepgram.speaks))

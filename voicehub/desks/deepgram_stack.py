@@ -2,16 +2,15 @@
 (`stt = "deepgram"`) and/or speaking (`tts = "deepgram"`), the embedded models for the rest.
 
 Keys come from the environment only. A desk without its key still loads, lists and
-validates (`voicehub channels`); `prepare` at server start logs the problem (a missing
-key, or a key Deepgram refuses with 401) and calls to that desk are then refused with the
-same message (`check`), while the other desks keep serving. Each call gets Deepgram plugins
+validates (`voicehub channels`); at server start `check` names the problem (a missing key,
+or a key Deepgram refused with 401 when `prepare` asked) and calls to that desk are refused
+with the same message, while the other desks keep serving. Each call gets Deepgram plugins
 of its own at the transport's rate (mu-law on a phone line: nothing resampled); a call's
 speak socket opens as the call starts and closes with it.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -48,8 +47,6 @@ __all__ = [
     "new_stt",
     "uses_deepgram",
 ]
-
-log = logging.getLogger("voicehub.desks")
 
 MAX_KEYTERMS = 50  # Deepgram bounds the prompt (about 500 tokens); the desk's words come first
 _SPEAKABLE_RATES = (8000, 16000, 24000, 32000, 48000)  # Aura's streaming rates
@@ -173,12 +170,11 @@ class DeepgramStack:
 
     async def prepare(self, desks: Sequence[Desk]) -> None:
         """Load the offline models the desks use and ask Deepgram whether their keys
-        work (a desk whose key is refused is logged; its calls are refused)."""
+        work (a desk whose key is refused: `check` says so, and its calls are refused)."""
         for desk in desks:
             self._refused.pop(desk.name, None)
             problem = await check_desk(desk)
             if problem is not None:  # the other desks keep serving
-                log.warning("%s; its calls will be refused", problem)
                 self._refused[desk.name] = problem
         await self.shared.load([desk for desk in desks if not voice_problems(desk)])
 

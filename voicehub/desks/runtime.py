@@ -147,6 +147,9 @@ class ProcessRuntime:
             self._follow(follow_announcements(hub.delivery, store, hub.clock))
         if prepare:
             await self.voice.prepare(list(self.desks.values()))
+        for desk in self.desks.values():  # the other desks keep serving
+            for problem in self.voice.check(desk):
+                log.warning("desk %s: its calls will be refused: %s", desk.name, problem)
         if isinstance(store, RedisStore):  # calls other instances take from this one
             book = self.calls.book
             self._follow(follow_calls(book, store, hub.clock, self.calls.taken_elsewhere))
