@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import CallRecord
 from voicehub.core.store.redis import RedisStore
 from voicehub.errors import VoicehubError
@@ -191,7 +192,7 @@ class Fleet:
         self.instances: list[Instance] = []
         self.balancer = Balancer([], interval=0.05)
         self.store = RedisStore(redis_url, prefix="voicehub")
-        self._starting: set[asyncio.Task[None]] = set()
+        self._starting = TaskSet("fleet: replacement instances")
 
     async def __aenter__(self) -> Fleet:
         await self.balancer.__aenter__()
@@ -199,9 +200,7 @@ class Fleet:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for task in list(self._starting):
-            task.cancel()
-        await asyncio.gather(*self._starting, return_exceptions=True)
+        await self._starting.aclose()
         await asyncio.gather(*(instance.stop() for instance in self.instances))
         await self.balancer.__aexit__(*exc)
         await self.store.close()
@@ -216,9 +215,7 @@ class Fleet:
 
     def replace(self) -> None:
         """Start a new instance in the background (one was killed or drained)."""
-        task = asyncio.create_task(self._add())
-        self._starting.add(task)
-        task.add_done_callback(self._starting.discard)
+        self._starting.start(self._add(), name="replacement")
 
     async def ready(self, count: int, timeout: float = 180.0) -> None:
         """Until `count` instances serve (started, not killed nor draining) and the

@@ -18,6 +18,7 @@ import numpy as np
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import Tool
+from voicehub.core.jobs import TaskSet
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.desks.call_resume import CallResume
 from voicehub.desks.desk import Desk
@@ -59,15 +60,13 @@ class ScriptedSession:
         # events recorded but not sent yet (behind a slow store post): `flush` sends them
         self.unsent: list[ServerEvent] = []
         self._playing: dict[str, asyncio.Future[None]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("scripted session")
 
     async def start(self) -> None:
         self.activity.session_attached()
         await self.hub.delivery.attach(self.room_id, self, self.activity)
         if self.greeting:
-            task = asyncio.create_task(self.say(self.greeting))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.start(self.say(self.greeting), name="greeting")
 
     async def push_audio(self, pcm16: bytes) -> None:
         self.caller_audio += pcm16
@@ -80,9 +79,7 @@ class ScriptedSession:
             self._quiet_bytes += len(pcm16)
             if self._quiet_bytes >= _QUIET_AFTER:
                 answer, self.answer = self.answer, None
-                task = asyncio.create_task(self.say(answer))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._tasks.start(self.say(answer), name="answer")
 
     async def push_text(self, text: str) -> None:
         self.texts.append(text)
@@ -135,8 +132,7 @@ class ScriptedSession:
         self.closed = True
         self.closing.set()
         await self.hub.delivery.detach(self.room_id)
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
         for playing in self._playing.values():
             playing.cancel()
         self.activity.session_detached()
