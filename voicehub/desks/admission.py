@@ -21,7 +21,7 @@ The load is the worst of these shares, each 1.0 when the process is at its limit
 A call admitted counts towards the calls at once, before it has started, so a burst of
 callers is not all admitted on the count of an idle moment. A
 call coming back (a reconnect, Twilio's redirect after a fail-over) is not a new call: it is
-always admitted. What a refusal looks like is each transport's (see `voicehub.server.entry`).
+always admitted. What a refusal looks like is each transport's (see `voicehub.server.entry_gate`).
 """
 
 from __future__ import annotations
