@@ -85,8 +85,8 @@ log = logging.getLogger("voicehub.twilio")
 
 _SID = re.compile(r"[A-Za-z0-9]{2,64}")
 _START_TIMEOUT = 10.0  # seconds Twilio gets to send `start` after connecting
-# The session runs at 16 kHz, as for browsers: the transport resamples in numpy. (At 8 kHz
-# livekit's own resampling in front of PocketSphinx garbled phone speech in our tests.)
+# The session runs at 16 kHz, as for browsers: the transport resamples, not livekit's
+# resampler in front of the recognizer (its 8 kHz path garbles phone speech for PocketSphinx).
 _SESSION_RATE = 16000
 _MAX_FORM_BYTES = 64_000  # Twilio's webhook forms are about 1 KB
 _MAX_PROBLEMS_BEFORE_START = 20  # frames dropped before `start` before we give up

@@ -264,7 +264,7 @@ class Load:
         try:
             await asyncio.gather(*(call.start() for call in calls))
             # The calls' objects, made all at once, would otherwise make the collector's
-            # first full collections (50-160 ms each at 200-250 calls) fall in the window:
+            # first full collections (long, at hundreds of calls) fall in the window:
             # start-up work, which a server taking calls one by one spreads out.
             gc.collect()
             window = await pace(
