@@ -1,6 +1,6 @@
-"""What ties a desk to one live call, on either engine: `DeskCall`.
+"""What ties a desk to one live call, on either engine: `DeskOnCall`.
 
-`DeskCall.open(call)` opens (or reopens) the call's room with the desk's call orchestration
+`DeskOnCall.open(call)` opens (or reopens) the call's room with the desk's call orchestration
 (no agent channels: the voice session's model answers the caller) and gives the session
 what it starts with: the agent that has the conversation and the tools each agent gets on
 the call. Once the session exists, `attach(session)` keeps the two in step:
@@ -41,13 +41,13 @@ if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
     from voicehub.desks.voice_stack import CallSpec
 
-__all__ = ["AgentSession", "DeskCall"]
+__all__ = ["AgentSession", "DeskOnCall"]
 
 log = logging.getLogger("voicehub.voice")
 
 
 class AgentSession(Protocol):
-    """What `DeskCall` needs of a call's voice session (pipeline or realtime)."""
+    """What `DeskOnCall` needs of a call's voice session (pipeline or realtime)."""
 
     @property
     def agent(self) -> Agent: ...
@@ -61,7 +61,7 @@ class AgentSession(Protocol):
     ) -> None: ...
 
 
-class DeskCall:
+class DeskOnCall:
     """One call's ties to its desk (see the module). Build it with `open`."""
 
     def __init__(
@@ -97,7 +97,7 @@ class DeskCall:
         *,
         asker: type[VoiceAsker] = VoiceAsker,
         greets_after_handoff: bool = True,
-    ) -> DeskCall:
+    ) -> DeskOnCall:
         """Open the call's room, ready for voice, and its ties; `asker` is the kind of
         spoken `ask_user` the engine has (for `[ask_user]` desks)."""
         desk, hub = call.desk, call.hub

@@ -2,7 +2,7 @@
 
 The one place a `PipelineVoiceSession` is built for a desk. The stacks that run the engine
 (`offline`, `deepgram`) give it the call's plugins (`PipelineProviders`); the rest comes
-from the desk: the agent that has the conversation and its tools (`DeskCall`), the
+from the desk: the agent that has the conversation and its tools (`DeskOnCall`), the
 engine's options (`desk_engine_options`: its delivery mode, turn-taking and idle timers),
 the end-of-turn model and what the desk's words leave open (`voicehub.desks.turns`).
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from voicehub.desks.call import DeskCall
+from voicehub.desks.call import DeskOnCall
 from voicehub.desks.turns import desk_turn_setup, desk_words_open
 from voicehub.errors import ConfigError
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
@@ -63,7 +63,7 @@ async def start_pipeline_call(
     the process runs. ConfigError when an agent's voice is missing from the providers."""
     desk = call.desk
     _check_voices(desk, providers.voices)
-    glue = await DeskCall.open(call)
+    glue = await DeskOnCall.open(call)
     turns = desk_turn_setup(desk)
     session = PipelineVoiceSession(
         call.hub,

@@ -2,7 +2,7 @@
 
 `start_realtime_call` is the realtime counterpart of
 `voicehub.desks.pipeline_call.start_pipeline_call`: it opens (or reopens) the call's room
-(`DeskCall`), starts a `RealtimeVoiceSession` with the agent that has the conversation and
+(`DeskOnCall`), starts a `RealtimeVoiceSession` with the agent that has the conversation and
 its tools (delegation, `handoff_conversation`), and follows accepted handoffs with
 `update_agent` (a `session.update` on the same connection). The model answers after the
 handoff tool's output, as the new agent.
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.jobs import TaskSet
-from voicehub.desks.call import DeskCall
+from voicehub.desks.call import DeskOnCall
 from voicehub.desks.voice_asker import SpeakingSession, VoiceAsker
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.realtime.config import RealtimeSettings
@@ -130,7 +130,7 @@ async def start_realtime_call(
         client = realtime_client(
             api_key_env=table.api_key_env, base_url=table.base_url, where=call.where
         )
-    glue = await DeskCall.open(call, asker=RealtimeAsker, greets_after_handoff=False)
+    glue = await DeskOnCall.open(call, asker=RealtimeAsker, greets_after_handoff=False)
     session = RealtimeVoiceSession(
         call.hub,
         call.room_id,
@@ -154,6 +154,6 @@ async def start_realtime_call(
     return session
 
 
-async def _detach_at_close(session: RealtimeVoiceSession, glue: DeskCall) -> None:
+async def _detach_at_close(session: RealtimeVoiceSession, glue: DeskOnCall) -> None:
     await session.closed.wait()
     glue.detach()

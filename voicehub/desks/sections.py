@@ -525,7 +525,7 @@ class LoopConfig(StrictModel):
     """What `delegate_loop` answers at once."""
 
 
-class PipelineStage(StrictModel):
+class PipelineStageConfig(StrictModel):
     """One phase of a pipeline: `agent` has the conversation; it may hand off to the agent
     of the `next` phase, or back to those of `can_return_to`."""
 
@@ -546,7 +546,7 @@ class PipelineConfig(StrictModel):
     once (to greet the caller); without it, that agent speaks at the caller's next turn.
     """
 
-    stages: tuple[PipelineStage, ...] = Field(min_length=1)
+    stages: tuple[PipelineStageConfig, ...] = Field(min_length=1)
     """The phases in order; the first stage's agent starts the conversation."""
     handoff_instruction: str | None = None
     """The instruction the agent taking over answers at once (a greeting); unset: it speaks at the

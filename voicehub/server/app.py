@@ -20,7 +20,7 @@ Shutdown ends the calls (their delivery detaches, so undelivered results are hel
 store) and closes the hub; a restarted server speaks them when the conversation calls back.
 SIGTERM drains first (`voicehub.server.drain`): no new calls, live ones are handed over to
 another instance (or may finish). Above `max_load` (or `max_calls`) new calls are refused
-busy (`voicehub.server.entry_gate`, `voicehub.desks.admission`).
+busy (`voicehub.server.entry_gate`, `voicehub.desks.call_admission`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The door of new calls: refused while the server drains (`voicehub.server.drain`) or is
-too loaded to answer one more (`voicehub.desks.admission`), each in its transport's words.
+too loaded to answer one more (`voicehub.desks.call_admission`), each in its transport's words.
 
 | entry | draining | busy |
 |---|---|---|
@@ -31,7 +31,7 @@ from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_ev
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from voicehub.desks.admission import Admission
+    from voicehub.desks.call_admission import CallAdmission
     from voicehub.server.drain import Drain
 
 __all__ = ["BUSY", "Door", "EntryGate"]
@@ -59,7 +59,7 @@ class Door:
     are counted (`refused(entry, reason)`)."""
 
     drain: Drain
-    admission: Admission | None = None
+    admission: CallAdmission | None = None
     refused: Callable[[str, str], None] = field(default=lambda entry, reason: None)
 
 

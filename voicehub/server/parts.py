@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from voicehub.core.clock import Clock, SystemClock
 from voicehub.core.store.choice import describe_store
 from voicehub.core.tracing import NO_TRACING
-from voicehub.desks.admission import Admission, LoadMeter
+from voicehub.desks.call_admission import CallAdmission, LoadMeter
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.hub import new_instance_id
 from voicehub.recordings.folder import RecordingFolder
@@ -71,7 +71,7 @@ class ServerParts:
     telephony: Telephony
     takeover: PhoneTakeover | None
     webrtc: WebRTCDesk
-    admission: Admission
+    admission: CallAdmission
     door: Door
     drain: Drain
     loop_health: LoopHealth
@@ -176,7 +176,7 @@ async def build_server(
         max_calls=settings.max_calls,
         parts={"recognizers": offline_recognizer_load(calls=live_calls)},
     )
-    admission = Admission(meter, settings.max_load)
+    admission = CallAdmission(meter, settings.max_load)
 
     def lagged(lag: float) -> None:
         metrics.loop_lag.observe(lag)

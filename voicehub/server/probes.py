@@ -3,7 +3,7 @@
     GET /ready     200 {"status": "ready", ...} when this instance should get calls; else
                    503 {"status": "not_ready", "reason": ..., "checks": {...}}: still
                    starting, draining (SIGTERM), busy (above its load or call limit, see
-                   `voicehub.desks.admission`), or the store does not answer
+                   `voicehub.desks.call_admission`), or the store does not answer
     GET /metrics   the Prometheus text format (see `voicehub.server.metrics`)
 
 `/ready` needs no token (balancers probe without one) but tells the details of a failing

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from voicehub.workers.load import CallLoad
     from voicehub.workers.sip_control import SipControls
 
-__all__ = ["CallRoom", "Caller", "CallerAudio", "DeskJob", "RoomLine"]
+__all__ = ["CallRoom", "Caller", "CallerTrack", "DeskJob", "RoomLine"]
 
 log = logging.getLogger("voicehub.workers")
 
@@ -71,7 +71,7 @@ class Caller:
         )
 
 
-class CallerAudio(Protocol):
+class CallerTrack(Protocol):
     """A caller's audio: their microphone frames in, the agent's track out."""
 
     transport: RoomAudioTransport
@@ -88,7 +88,7 @@ class CallRoom(Protocol):
         """The next participant to serve (one already present first)."""
         ...
 
-    async def open_audio(self, caller: Caller) -> CallerAudio:
+    async def open_audio(self, caller: Caller) -> CallerTrack:
         """Subscribe to the caller's microphone and publish the agent's track."""
         ...
 
