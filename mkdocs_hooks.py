@@ -27,9 +27,10 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
 
 def _events() -> str:
     """One table per direction: each JSON frame's `type`, fields and meaning."""
+    from voicehub.transports import call_events
     from voicehub.voice import events
 
-    client = [events.Playout, events.Hangup, events.StatusRequest]
+    client = [call_events.Playout, call_events.Hangup, call_events.StatusRequest]
     parts = []
     for title, models in (
         ("Server to client", typing.get_args(events.ServerEvent)),

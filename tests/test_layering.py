@@ -22,16 +22,32 @@ ALLOWED: dict[str, set[str]] = {
     "voice": {"core", "agents", "delivery"},
     "transports": {"core", "voice"},
     "hub": {"core", "agents", "delivery", "orchestration"},
-    "client": {"core", "voice"},
+    # The synthetic callers speak the wire protocols: the call protocol's events, WebRTC
+    # media (`transports.call_events`, `transports.rtc_media`).
+    "client": {"core", "voice", "transports"},
     # `voicehub test`: scenarios played by the synthetic caller against a served desk.
-    "scenarios": {"core", "voice", "client", "desks", "server"},
+    "scenarios": {"core", "voice", "transports", "client", "desks", "server"},
     # Call recordings: the tape, the taps around a call's transport and session, the files.
     "recordings": {"core", "agents", "delivery", "voice"},
     # Traces and turn metrics: the composition side's observers of calls.
     "telemetry": {"core", "agents", "delivery", "voice", "hub"},
     # The composition side: it may know every layer below it.
     "desks": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},
+    # Phone lines: each carrier's webhooks, REST call control, transfers, call-backs,
+    # take-over and keypad, and LiveKit SIP; composed into the server and the worker.
+    "telephony": {
+        "core",
+        "agents",
+        "delivery",
+        "tools",
+        "orchestration",
+        "voice",
+        "transports",
+        "hub",
+        "desks",
+    },
     "server": {
+        "telephony",
         "core",
         "agents",
         "delivery",
@@ -46,6 +62,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     # The LiveKit worker: desks on calls in LiveKit rooms, composed like the server.
     "workers": {
+        "telephony",
         "core",
         "agents",
         "delivery",

@@ -14,7 +14,7 @@ from tests.e2e_helpers import RunningServer, running_server
 from voicehub.cli import main
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
-from voicehub.server.twilio import caller_conversation
+from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub.voice.audio import read_wav
 from voicehub_dev.fakes.server_session import ScriptedStack
 

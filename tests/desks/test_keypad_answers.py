@@ -1,6 +1,6 @@
 """Keypad digits on a call with the real offline stack (triage desk): a digit answers an
 ask_user question by option number, and outside a question it is a caller turn the agent
-answers. (The keypad itself is `voicehub.server.keypad`; Twilio's `dtmf` events feed it.)"""
+answers. (The keypad itself is `voicehub.telephony.keypad`; Twilio's `dtmf` events feed it.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from voicehub.core.events import EventKind
 from voicehub.desks.phone import PhoneConfig
 from voicehub.hub import Hub
 from voicehub.orchestration.state import ConversationState, set_conversation_state
-from voicehub.server.keypad import Keypad
+from voicehub.telephony.keypad import Keypad
 
 ROOM = "triage:keypad"
 

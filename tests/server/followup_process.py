@@ -21,7 +21,7 @@ from voicehub.delivery.followup import FollowUpPlan
 from voicehub.delivery.followup_service import FollowUps, FollowUpSender
 from voicehub.desks.number_vault import NumberVault
 from voicehub.server.followups import SmsSender, WebhookSender
-from voicehub.server.twilio_rest import TwilioRest
+from voicehub.telephony.twilio.rest import TwilioRest
 
 
 async def main(settings: dict[str, Any]) -> None:

@@ -124,10 +124,18 @@ async def test_a_drain_refuses_new_calls_and_holds_the_results_of_calls_left_at_
             "/desks/research/webrtc", content=b"v=0", headers={"content-type": "application/sdp"}
         )
         phone = await client.post("/twilio/research/voice", content=b"CallSid=CA1")
+        carriers = [
+            await client.post("/telnyx/research/voice", content=b"CallSid=v3:1"),
+            await client.post("/plivo/research/answer", content=b"CallUUID=1"),
+            await client.get("/vonage/research/answer?uuid=1"),
+        ]
     assert offer.status_code == 503 and offer.headers["retry-after"] == "5"
     assert "shutting down" in offer.text
     assert phone.status_code == 200 and phone.headers["content-type"] == "application/xml"
     assert "<Say>" in phone.text and phone.text.endswith("<Hangup/></Response>")
+    telnyx, plivo, vonage = carriers  # each told in its own answer language, and hung up
+    assert telnyx.text == phone.text and plivo.text.endswith("</Speak><Hangup/></Response>")
+    assert vonage.json()[0]["action"] == "talk" and "restarted" in vonage.json()[0]["text"]
     health = await server.get("/health")  # liveness is not readiness
     assert health.status_code == 200 and health.json()["calls"] == 1
 

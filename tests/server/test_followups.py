@@ -24,7 +24,7 @@ from voicehub.errors import ConfigError
 from voicehub.server.app import create_app
 from voicehub.server.followups import REACH_KEY, ServerFollowUps, sms_reference
 from voicehub.server.settings import ServerSettings
-from voicehub.server.twilio import caller_conversation
+from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub_dev.fakes.server_session import ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio
 from voicehub_dev.fakes.twilio_rest import FakeTwilioRest

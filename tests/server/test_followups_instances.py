@@ -29,7 +29,7 @@ from voicehub.delivery.followup import FollowUpChannel, FollowUpPlan, followup_s
 from voicehub.delivery.followup_service import FollowUps, FollowUpSender
 from voicehub.desks.number_vault import NumberVault
 from voicehub.server.followups import REACH_KEY, SmsSender, WebhookSender, sms_reference
-from voicehub.server.twilio_rest import TwilioRest
+from voicehub.telephony.twilio.rest import TwilioRest
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 from voicehub_dev.fakes.twilio import FakeTwilio
 from voicehub_dev.fakes.twilio_rest import FakeTwilioRest

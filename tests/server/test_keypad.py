@@ -9,7 +9,7 @@ from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.desks.phone import KeyBinding, PhoneConfig
-from voicehub.server.keypad import Keypad
+from voicehub.telephony.keypad import Keypad
 
 
 class Session:

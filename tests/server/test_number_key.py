@@ -18,7 +18,7 @@ from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import load_desks
 from voicehub.errors import ConfigError
 from voicehub.server.settings import ServerSettings
-from voicehub.server.twilio import caller_conversation, legacy_caller_conversation
+from voicehub.telephony.twilio.webhooks import caller_conversation, legacy_caller_conversation
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 from voicehub_dev.fakes.server_session import ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio

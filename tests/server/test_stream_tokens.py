@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from voicehub.core.clock import VirtualClock
-from voicehub.server.stream_tokens import StreamGrant, StreamTokens
-from voicehub.server.twilio import caller_conversation
+from voicehub.telephony.stream_tokens import StreamGrant, StreamTokens
+from voicehub.telephony.twilio.webhooks import caller_conversation
 
 KEY = b"k" * 32  # a server's caller-number secret
 

@@ -21,7 +21,7 @@ from voicehub.cli import main
 from voicehub.desks.desk import load_desks
 from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
-from voicehub.server.twilio import caller_conversation
+from voicehub.telephony.twilio.webhooks import caller_conversation
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -14,9 +14,9 @@ import pytest_asyncio
 from tests.e2e_helpers import RunningServer, running_server
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.desks.desk import load_desks
-from voicehub.server.callback import CallBacks
 from voicehub.server.settings import ServerSettings
-from voicehub.server.twilio import caller_conversation
+from voicehub.telephony.twilio.callback import CallBacks
+from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio
 from voicehub_dev.fakes.twilio_rest import FakeTwilioRest

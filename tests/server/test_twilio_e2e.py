@@ -23,7 +23,7 @@ from voicehub.client.call import caller_audio
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import VoiceStacks, default_voice_stacks
 from voicehub.server.settings import ServerSettings
-from voicehub.server.twilio import caller_conversation
+from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub.voice.providers.offline import synthesize, transcribe
 from voicehub_dev.fakes.twilio import FakeTwilio, PhoneLineClient
 from voicehub_dev.fakes.twilio_rest import FakeTwilioRest

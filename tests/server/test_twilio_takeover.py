@@ -21,8 +21,8 @@ from tests.e2e_helpers import _Server
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import CallRecord, CallState
 from voicehub.core.store.memory import MemoryStore
-from voicehub.server.twilio_rest import TwilioRest
-from voicehub.server.twilio_takeover import PhoneTakeover
+from voicehub.telephony.twilio.rest import TwilioRest
+from voicehub.telephony.twilio.takeover import PhoneTakeover
 
 ACCOUNT, TOKEN = "AC" + "1" * 32, "t" * 32
 ROOM = "research:tel-1"

@@ -21,8 +21,8 @@ from voicehub.core.clock import VirtualClock
 from voicehub.delivery.policy import WaitForIdle
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.server.settings import ServerSettings
-from voicehub.server.transfer import TwilioTransfers
-from voicehub.server.twilio import caller_conversation
+from voicehub.telephony.twilio.transfer import TwilioTransfers
+from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub.tools.telephony import send_dtmf_tool
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio, PhoneLineClient

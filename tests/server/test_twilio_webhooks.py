@@ -17,7 +17,7 @@ from tests.e2e_helpers import RunningServer, running_server
 from voicehub.core.clock import VirtualClock
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.server.settings import ServerSettings
-from voicehub.server.twilio import PhoneLine, caller_conversation
+from voicehub.telephony.twilio.webhooks import PhoneLine, caller_conversation
 from voicehub_dev.fakes.server_session import ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio, sign
 

@@ -18,7 +18,7 @@ from voicehub.client.call import caller_audio
 from voicehub.desks.desk import load_desks
 from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
-from voicehub.server.twilio import caller_conversation
+from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub_dev.fakes.twilio import FakeTwilio
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"

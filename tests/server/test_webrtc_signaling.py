@@ -71,8 +71,8 @@ async def real_offer_sdp() -> str:
     """An offer as a voicehub client makes it (audio track and data channel)."""
     import aiortc
 
+    from voicehub.transports.rtc_media import paced_track
     from voicehub.voice.audio.playout import PlayoutQueue
-    from voicehub.voice.rtc_media import paced_track
 
     connection = aiortc.RTCPeerConnection()
     connection.createDataChannel("voicehub")

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from voicehub.transports.call_events import Hangup, Playout, StatusRequest
 from voicehub.transports.websocket import (
     MAX_AUDIO_BYTES,
     CloseCode,
@@ -17,15 +18,7 @@ from voicehub.transports.websocket import (
     error_event,
     parse_text_message,
 )
-from voicehub.voice.events import (
-    FRAME_BYTES,
-    AgentState,
-    CallError,
-    Hangup,
-    Playout,
-    StatusRequest,
-    UserState,
-)
+from voicehub.voice.events import FRAME_BYTES, AgentState, CallError, UserState
 
 # -- audio frames ---------------------------------------------------------------------------
 

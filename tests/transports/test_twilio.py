@@ -83,7 +83,7 @@ async def test_agent_audio_goes_out_as_20_ms_mulaw_media_then_the_mark() -> None
     tone = (8000 * np.sin(np.arange(16000 // 4) * 2 * np.pi * 440 / 16000)).astype(np.int16)
     await transport.send_audio(int16_to_pcm16(tone))  # 250 ms at 16 kHz
     await transport.mark("seg-1")
-    frames = [json.loads(item) for item in transport._queue if isinstance(item, str)]
+    frames = [json.loads(item) for item in transport.queued() if isinstance(item, str)]
     kinds = [f["event"] for f in frames]
     assert kinds[-1] == "mark" and frames[-1] == {
         "event": "mark",
@@ -103,7 +103,7 @@ async def test_clear_drops_unsent_media_but_keeps_marks_and_events_are_not_sent(
     await transport.send_audio(bytes(3200))
     await transport.send_event({"type": "transcript"})
     await transport.clear()
-    frames = [json.loads(item) for item in transport._queue if isinstance(item, str)]
+    frames = [json.loads(item) for item in transport.queued() if isinstance(item, str)]
     assert [f["event"] for f in frames] == ["mark", "clear"]
     assert transport.events_dropped == 1
 

@@ -13,30 +13,32 @@ import pytest
 from voicehub.client.call import CallClient, CallOptions
 from voicehub.client.report import describe_event
 from voicehub.errors import ProtocolError
+from voicehub.transports.call_events import (
+    BadClientMessage,
+    ClientMessage,
+    Hangup,
+    Playout,
+    StatusRequest,
+    parse_client_message,
+    parse_server_event,
+)
 from voicehub.voice.events import (
     AgentState,
-    BadClientMessage,
     CallError,
     CallSession,
     CallStatus,
     CallTransferred,
     ClearAudio,
-    ClientMessage,
     DeliveryAttempt,
     DeliveryOutcome,
-    Hangup,
-    Playout,
     ProviderError,
     ServerEvent,
     SpeechMark,
-    StatusRequest,
     TaskFinished,
     TaskStarted,
     ToolCall,
     Transcript,
     UserState,
-    parse_client_message,
-    parse_server_event,
 )
 
 APP_JS = Path(__file__).resolve().parents[2] / "voicehub" / "server" / "web" / "app.js"

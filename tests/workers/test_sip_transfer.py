@@ -21,10 +21,10 @@ from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.loading import load_desk_folder
 from voicehub.hub import Hub
+from voicehub.telephony.livekit_sip import SipAccess, SipControls
 from voicehub.tools.telephony import send_dtmf_tool
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
-from voicehub.workers.sip_control import SipAccess, SipControls
 from voicehub_dev.fakes.livekit_room import StandInRoom
 from voicehub_dev.fakes.livekit_server import FakeLiveKitServer
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack

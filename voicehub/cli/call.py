@@ -78,6 +78,14 @@ def add_parser(commands: Subcommands) -> None:
     )
     phone.add_argument("--twilio", action="store_true", help="speak the Twilio protocol")
     phone.add_argument(
+        "--carrier",
+        choices=["twilio", "telnyx", "plivo", "vonage"],
+        help="call as this carrier puts a phone call through (twilio is --twilio); the "
+        "server's --public-url and the secret it checks webhooks with: TWILIO_AUTH_TOKEN, "
+        "TELNYX_SIGNING_KEY (the seed of the key whose public half is the server's "
+        "TELNYX_PUBLIC_KEY), PLIVO_AUTH_TOKEN or VONAGE_SIGNATURE_SECRET",
+    )
+    phone.add_argument(
         "--public-url",
         default=os.environ.get("VOICEHUB_PUBLIC_URL"),
         help="the server's public URL (default $VOICEHUB_PUBLIC_URL)",
@@ -130,8 +138,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         else (f"[{value}]", caller_audio(wav=value))
         for kind, value in args.lines
     ]
-    if args.twilio:
+    if args.twilio or args.carrier == "twilio":
         return _run_twilio(args, lines, out)
+    if args.carrier is not None:
+        return _run_carrier(args, lines, out)
     options = CallOptions(
         desk=args.desk,
         server=args.server,
@@ -201,7 +211,7 @@ def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: T
     )
     try:
         report = asyncio.run(place_phone_call(options, lines, settle_timeout=args.timeout))
-    except OSError as exc:
+    except (OSError, httpx.TransportError) as exc:
         message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
         raise VoicehubError(message) from None
     except httpx.HTTPStatusError as exc:
@@ -211,4 +221,49 @@ def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: T
     write_wav(target, report.agent_audio, 8000)
     print(format_phone_report(report), file=out)
     print(f"agent audio written to {target} (8 kHz, as played on the phone)", file=out)
+    return 0 if report.settled and not report.problems else 1
+
+
+def _run_carrier(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: TextIO) -> int:
+    import httpx
+
+    from voicehub.client.carrier_call import (
+        CARRIER_SECRETS,
+        CarrierCallOptions,
+        place_carrier_call,
+    )
+    from voicehub.client.phone_call import format_phone_report
+    from voicehub.voice.audio import write_wav
+
+    variable = CARRIER_SECRETS[args.carrier]
+    secret = os.environ.get(variable)
+    if not args.public_url or not secret:
+        raise VoicehubError(
+            f"--carrier {args.carrier} needs the server's public URL (--public-url or "
+            f"VOICEHUB_PUBLIC_URL) and {variable}, matching what `voicehub serve` got"
+        )
+    options = CarrierCallOptions(
+        carrier=args.carrier,
+        desk=args.desk,
+        server=args.server,
+        public_url=args.public_url,
+        secret=secret,
+        caller=args.caller,
+        api_token=args.token or os.environ.get("VOICEHUB_TOKEN") or None,
+        playout_speed=16.0 if args.fast else 1.0,
+        answer_wait=max(20.0, min(60.0, args.timeout / 2)),
+    )
+    try:
+        report = asyncio.run(place_carrier_call(options, lines, settle_timeout=args.timeout))
+    except (OSError, httpx.TransportError) as exc:
+        message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
+        raise VoicehubError(message) from None
+    except httpx.HTTPStatusError as exc:
+        body = exc.response.text.strip()
+        raise VoicehubError(f"the server answered {exc.response.status_code}: {body}") from None
+    target = args.out or Path(f"{args.carrier}-{args.caller.lstrip('+')}.wav")
+    write_wav(target, report.agent_audio, report.sample_rate)
+    print(format_phone_report(report), file=out)
+    rate = report.sample_rate // 1000
+    print(f"agent audio written to {target} ({rate} kHz, as played on the phone)", file=out)
     return 0 if report.settled and not report.problems else 1

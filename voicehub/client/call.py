@@ -36,33 +36,35 @@ from voicehub.client.endings import CallClosed, CallRefused
 from voicehub.client.reconnect import Backoff, Reconnection, Reconnector
 from voicehub.client.report import AgentSegment, CallReport, ReceivedEvent, Utterance
 from voicehub.errors import ProtocolError, VoicehubError
+from voicehub.transports.call_events import (
+    CallerText,
+    ClientMessage,
+    Hangup,
+    KeypadPress,
+    Playout,
+    StatusRequest,
+    parse_server_event,
+)
 from voicehub.voice.events import (
     FRAME_BYTES,
     FRAME_SECONDS,
     SAMPLE_RATE,
     AgentState,
     CallError,
-    CallerText,
     CallSession,
     CallStatus,
     CallTransferred,
     ClearAudio,
-    ClientMessage,
     DeliveryAttempt,
     DeliveryOutcome,
-    Hangup,
-    KeypadPress,
-    Playout,
     ProviderError,
     ServerEvent,
     SpeechMark,
-    StatusRequest,
     TaskFinished,
     TaskStarted,
     ToolCall,
     Transcript,
     UserState,
-    parse_server_event,
 )
 
 if TYPE_CHECKING:

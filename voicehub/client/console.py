@@ -33,17 +33,15 @@ from voicehub.client.call import CallOptions
 from voicehub.client.endings import CallRefused
 from voicehub.client.report import CallReport, ReceivedEvent, describe_event
 from voicehub.errors import MissingExtraError, ProtocolError, VoicehubError
+from voicehub.transports.call_events import Hangup, Playout, parse_server_event
 from voicehub.voice.events import (
     FRAME_BYTES,
     SAMPLE_RATE,
     CallError,
     CallSession,
     ClearAudio,
-    Hangup,
-    Playout,
     SpeechMark,
     Transcript,
-    parse_server_event,
 )
 
 __all__ = ["ConsoleCall", "ConsoleOptions", "Speaker", "load_sounddevice"]

@@ -9,12 +9,14 @@ once it has played; when a stream closes without a hang-up it follows the TwiML'
 after each line and, at the end, until the conversation settles: the agent quiet, and the
 server's REST view showing no running task and no result left to speak in the room.
 
-Twilio's side of the call is a call of the stand-in account (`TwilioCall` on
-`TwilioAccount`). With `twilio_api` the account also serves its REST API (on that 127.0.0.1
-port, the server started with `TWILIO_API_URL` pointing there): the server may then move the
-call (a transfer: the stream ends, the caller waits on hold in a conference), call out (the
-person a warm transfer calls answers as `callees` say) and text; the report tells what each
-call did, and a transfer is followed until the caller is connected or back with the agent.
+Twilio's side of the call is a `TwilioCall` on a `TwilioSide` (the TwiML runner and the
+webhooks, in the product). With `twilio_api` the side is the development tools' account
+stand-in, which also serves the REST API (on that 127.0.0.1 port, the server started with
+`TWILIO_API_URL` pointing there; loaded through the `voicehub.twilio_account` entry point,
+see `twilio_account`): the server may then move the call (a transfer: the stream ends, the
+caller waits on hold in a conference), call out (the person a warm transfer calls answers
+as `callees` say) and text; the report tells what each call did, and a transfer is followed
+until the caller is connected or back with the agent.
 """
 
 from __future__ import annotations
@@ -22,19 +24,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Protocol
 
 import httpx
 
 from voicehub.client.twilio import PhoneLineClient, TwilioCaller
-from voicehub.client.twilio_api import TwilioAccount
 from voicehub.client.twilio_call import TwilioCall
-from voicehub.client.twilio_calls import Call
-from voicehub.core.clock import SystemClock
+from voicehub.client.twilio_side import TwilioSide
+from voicehub.client.twiml_call import Call
+from voicehub.core.clock import Clock, SystemClock
 from voicehub.errors import VoicehubError
 
-__all__ = ["PhoneCallOptions", "PhoneCallReport", "format_phone_report", "place_phone_call"]
+__all__ = [
+    "PhoneCallOptions",
+    "PhoneCallReport",
+    "conversation_settled",
+    "format_phone_report",
+    "place_phone_call",
+]
 
 _UNSETTLED = ("pending", "delivering", "interrupted")
 
@@ -62,7 +72,8 @@ class PhoneCallReport:
     lines: list[tuple[float, str]] = field(default_factory=list)  # (t, what the caller said)
     marks: list[tuple[float, str]] = field(default_factory=list)  # (t, mark echoed)
     clears: int = 0
-    agent_audio: bytes = b""  # PCM16, 8 kHz, as played
+    agent_audio: bytes = b""  # PCM16 at `sample_rate`, as played
+    sample_rate: int = 8000
     problems: list[str] = field(default_factory=list)
     settled: bool = False
     streams: int = 1  # media streams the call ran on (more after a fail-over or hand-over)
@@ -81,23 +92,39 @@ async def place_phone_call(
         options.server, options.public_url, options.auth_token, account_sid=options.account_sid
     )
     port = options.twilio_api
-    account = TwilioAccount(caller, playout_speed=options.playout_speed, port=port or 0)
-    account.callees.extend(options.callees)
     if port is None:  # no REST API: the call runs its TwiML all the same
+        side = TwilioSide(caller, playout_speed=options.playout_speed)
         try:
-            report = await _place(options, account, lines, settle_timeout, transfers=False)
+            report = await _place(options, side, lines, settle_timeout, transfers=False)
         finally:
-            await account.end_calls()
-    else:
-        async with account:
-            report = await _place(options, account, lines, settle_timeout, transfers=True)
+            await side.end_calls()
+        report.problems += side.problems
+        return report
+    account = twilio_account(caller, playout_speed=options.playout_speed, port=port)
+    account.callees.extend(options.callees)
+    async with account:
+        report = await _place(options, account, lines, settle_timeout, transfers=True)
     report.problems += account.problems
     return report
 
 
+def twilio_account(caller: TwilioCaller, *, playout_speed: float, port: int) -> Any:
+    """The development tools' stand-in for the account's REST API (`--twilio-api`), found
+    through the `voicehub.twilio_account` entry point; VoicehubError when they are not
+    installed."""
+    found = entry_points(group="voicehub.twilio_account")
+    if not found:
+        raise VoicehubError(
+            "--twilio-api serves a stand-in for Twilio's REST API from voicehub's development "
+            "tools: install them (`make install` in a checkout, or `pip install -e devtools`)"
+        )
+    account = next(iter(found)).load()
+    return account(caller, playout_speed=playout_speed, port=port)
+
+
 async def _place(
     options: PhoneCallOptions,
-    account: TwilioAccount,
+    account: TwilioSide,
     lines: Sequence[tuple[str, bytes]],
     settle_timeout: float,
     *,
@@ -136,36 +163,19 @@ async def _place(
     return report
 
 
-async def _transfer_done(account: TwilioAccount, call: Call, options: PhoneCallOptions) -> None:
+async def _transfer_done(account: TwilioSide, call: Call, options: PhoneCallOptions) -> None:
     """When the server moved the call: until the caller is connected with someone (the
     conference started), hung up, or back with the agent (whose words are then heard)."""
     if not call.conference and call.stream is not None and not call.stream.closed.is_set():
         return  # still with the agent: no transfer
-
-    def resolved() -> bool:
-        conference = account.conferences.get(call.conference or "")
-        joined = conference is not None and conference.status == "in-progress"
-        back = call.stream is not None and not call.stream.closed.is_set()
-        return joined or back or call.ended.is_set() or call.bridged
-
-    await account.wait_for(resolved, timeout=120.0)
+    await account.wait_for(lambda: account.transfer_resolved(call), timeout=120.0)
     if call.stream is not None and not call.stream.closed.is_set():
         await _agent_turn(call.stream, options, 0)  # the agent says what happened
 
 
-def describe_calls(account: TwilioAccount) -> list[str]:
+def describe_calls(account: TwilioSide) -> list[str]:
     """What each call of the account did, one line per step."""
-    lines: list[str] = []
-    for call in account.calls.values():
-        who = f"call {call.sid[-6:]} {call.direction} {call.from_} -> {call.to}"
-        lines += [f"{who}: {step}" for step in call.history]
-        lines += [f"{who}: hold audio: {url}" for url in call.played]
-    for conference in account.conferences.values():
-        lines.append(
-            f"conference {conference.name}: {conference.status}, {len(conference.joined)} joined"
-        )
-    lines += [f"SMS to {m['to']}: {m['body']!r}" for m in account.messages]
-    return lines
+    return account.describe()
 
 
 async def _agent_turn(phone: PhoneLineClient, options: PhoneCallOptions, after: int) -> None:
@@ -175,17 +185,42 @@ async def _agent_turn(phone: PhoneLineClient, options: PhoneCallOptions, after: 
         await phone.wait_quiet(options.quiet, after=after, timeout=options.answer_wait)
 
 
+class _Heard(Protocol):
+    """The phone end of a line: when agent audio last arrived or played, on its clock."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def last_audio_at(self) -> float: ...
+
+
 async def _settle(options: PhoneCallOptions, room_id: str, call: TwilioCall) -> None:
-    headers = {"Authorization": f"Bearer {options.api_token}"} if options.api_token else {}
-    async with httpx.AsyncClient(base_url=options.server, headers=headers, timeout=10) as api:
+    # `call.line` is the stream carrying the call now (a fail-over opens another)
+    await conversation_settled(
+        options.server, options.api_token, room_id, lambda: call.line, options.quiet
+    )
+
+
+async def conversation_settled(
+    server: str,
+    api_token: str | None,
+    room_id: str,
+    line: _Heard | Callable[[], _Heard],
+    quiet: float,
+) -> None:
+    """Until the server's REST view shows no running task and no result left to speak in
+    `room_id`, and the line heard no agent audio for `quiet` seconds."""
+    headers = {"Authorization": f"Bearer {api_token}"} if api_token else {}
+    async with httpx.AsyncClient(base_url=server, headers=headers, timeout=10) as api:
         while True:
             tasks = await _get(api, "/api/tasks", room_id, "tasks")
             results = await _get(api, "/api/deliveries", room_id, "deliveries")
             busy = any(t.get("status") == "running" for t in tasks) or any(
                 d.get("status") in _UNSETTLED for d in results
             )
-            phone = call.line  # the stream carrying the call now
-            if not busy and phone.clock.now() - phone.last_audio_at >= options.quiet:
+            phone = line() if callable(line) else line
+            if not busy and phone.clock.now() - phone.last_audio_at >= quiet:
                 return
             await SystemClock().sleep(0.25)  # polling the server's REST view
 
@@ -205,7 +240,7 @@ def format_phone_report(report: PhoneCallReport) -> str:
     events += [(t, f"agent speech played (mark {name!r} echoed)") for t, name in report.marks]
     out = [f"room {report.room_id}"]
     out += [f"{t:7.2f}s  {text}" for t, text in sorted(events)]
-    seconds = len(report.agent_audio) / 2 / 8000
+    seconds = len(report.agent_audio) / 2 / report.sample_rate
     out.append(f"agent audio: {seconds:.1f} s in {len(report.marks)} speeches")
     if report.clears:
         out.append(f"barge-in: the server sent clear {report.clears} time(s)")

@@ -6,20 +6,20 @@
     ...
     await call.hang_up()
 
-The call is one of the stand-in account's (`voicehub.client.twilio_api.TwilioAccount`; its
-TwiML runs in `voicehub.client.twilio_calls.Call`), so there is one model of Twilio's side
-of a call: `<Connect><Stream>` runs until the stream's socket closes and, if the caller did
-not hang up, the next verb runs: the `<Redirect>` brings the call to another instance.
-Without an account given, the call has one of its own that serves no REST API; with the
-account a `voicehub call --twilio-api` serves, the server may also move the call
-(transfers). `redirect(url)` is the REST API's call update with `Url`.
+The call is one of Twilio's side (`voicehub.client.twilio_side.TwilioSide`; its TwiML runs
+in `voicehub.client.twiml_call.Call`), so there is one model of Twilio's side of a call:
+`<Connect><Stream>` runs until the stream's socket closes and, if the caller did not hang
+up, the next verb runs: the `<Redirect>` brings the call to another instance. Without a side
+given, the call has one of its own that serves no REST API; with the development tools'
+account (`voicehub call --twilio-api`) the server may also move the call (transfers).
+`redirect(url)` is the REST API's call update with `Url`.
 """
 
 from __future__ import annotations
 
 from voicehub.client.twilio import PhoneLineClient, TwilioCaller
-from voicehub.client.twilio_api import TwilioAccount
-from voicehub.client.twilio_calls import Call, StreamLeg
+from voicehub.client.twilio_side import TwilioSide
+from voicehub.client.twiml_call import Call, StreamLeg
 from voicehub.core.clock import Clock
 from voicehub.errors import VoicehubError
 
@@ -33,13 +33,13 @@ class TwilioCall:
         self,
         caller: TwilioCaller,
         *,
-        account: TwilioAccount | None = None,
+        account: TwilioSide | None = None,
         clock: Clock | None = None,
         playout_speed: float = 1.0,
     ) -> None:
         self.caller = caller
         self._owns_account = account is None
-        self.account = account or TwilioAccount(caller, clock=clock, playout_speed=playout_speed)
+        self.account = account or TwilioSide(caller, clock=clock, playout_speed=playout_speed)
         self.clock = self.account.clock
         self._call: Call | None = None
 

@@ -26,16 +26,16 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed
 
 from voicehub.errors import VoicehubError
-from voicehub.voice.audio import FrameSplitter
-from voicehub.voice.audio.playout import PlayoutQueue
-from voicehub.voice.events import SAMPLE_RATE
-from voicehub.voice.rtc_media import (
+from voicehub.transports.rtc_media import (
     BROWSER_APPLICATION,
     BROWSER_COMPLEXITY,
     PcmDecoder,
     import_aiortc,
     paced_track,
 )
+from voicehub.voice.audio import FrameSplitter
+from voicehub.voice.audio.playout import PlayoutQueue
+from voicehub.voice.events import SAMPLE_RATE
 
 __all__ = ["WebRTCLink", "open_webrtc_link"]
 

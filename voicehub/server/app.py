@@ -14,7 +14,7 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     GET  /health, /api/...          see `voicehub.server.api`
     GET  /api/rooms/{id}/recordings desks with [record] (see `voicehub.server.recording_api`)
     GET  /ready, /metrics           readiness and Prometheus (see `voicehub.server.probes`)
-    POST /twilio/{desk}/voice       phone calls (see `voicehub.server.twilio`)
+    POST /twilio/{desk}/voice       phone calls (see `voicehub.telephony.twilio.webhooks`)
 
 Shutdown ends the calls (their delivery detaches, so undelivered results are held in the
 store) and closes the hub; a restarted server speaks them when the conversation calls back.
@@ -45,16 +45,16 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import VoiceStack, default_voice_stacks
 from voicehub.errors import ConfigError
 from voicehub.server.api import api_routes
-from voicehub.server.app_state import parts_of, running_parts
+from voicehub.server.app_state import keep, parts_of, running_parts
 from voicehub.server.entry_gate import Door, EntryGate
 from voicehub.server.parts import build_server
 from voicehub.server.probes import probe_routes
 from voicehub.server.recording_api import recording_routes
 from voicehub.server.settings import ServerSettings
 from voicehub.server.telephony import telephony_routes
-from voicehub.server.twilio import twilio_routes
 from voicehub.server.webrtc import webrtc_routes
 from voicehub.telemetry.setup import tracing_from_env
+from voicehub.telephony.twilio.webhooks import twilio_routes
 
 if TYPE_CHECKING:
     import uvicorn
@@ -92,7 +92,7 @@ def create_app(
         parts = await build_server(
             settings, loaded, stacks, tracing=tracing, phone_clock=phone_clock
         )
-        app.state.parts = parts
+        keep(app, parts)
         try:
             await parts.start()
             yield

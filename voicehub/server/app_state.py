@@ -1,7 +1,9 @@
 """Where a route finds the server's parts: `parts_of(request)` (see `voicehub.server.parts`).
 
-The app's lifespan builds the parts and keeps them on `app.state.parts`; nothing else of the
-server lives on `app.state`. Kept apart from `parts` so every route module can import it.
+The app's lifespan builds the parts and keeps them on `app.state` (`keep`): all of them as
+`parts`, and the three the telephony layer's webhooks read by name (`phone`, `callbacks`,
+`transfers`: that layer lies below the server and cannot import it). Kept apart from
+`parts` so every route module can import it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ if TYPE_CHECKING:
 
     from voicehub.server.parts import ServerParts
 
-__all__ = ["parts_of", "running_parts"]
+__all__ = ["keep", "parts_of", "running_parts"]
+
+
+def keep(app: Starlette, parts: ServerParts) -> None:
+    """Put `parts` where the routes find them (see the module)."""
+    app.state.parts = parts
+    app.state.phone = parts.phone
+    app.state.callbacks = parts.telephony.callbacks
+    app.state.transfers = parts.telephony.transfers
 
 
 def running_parts(app: Starlette) -> ServerParts | None:

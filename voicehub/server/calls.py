@@ -29,8 +29,9 @@ from voicehub.desks.call_lifecycle import (
     SessionTap,
 )
 from voicehub.server.auth import presented_token, token_problem
-from voicehub.server.keypad import Keypad
 from voicehub.server.memory_trim import MemoryTrimmer
+from voicehub.telephony.keypad import Keypad
+from voicehub.transports.call_events import CallerText, Hangup, KeypadPress, Playout
 from voicehub.transports.websocket import (
     CloseCode,
     ProtocolViolation,
@@ -40,7 +41,7 @@ from voicehub.transports.websocket import (
     error_event,
     parse_text_message,
 )
-from voicehub.voice.events import CallerText, CallStatus, Hangup, KeypadPress, Playout
+from voicehub.voice.events import CallStatus
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket

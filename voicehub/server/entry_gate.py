@@ -50,7 +50,28 @@ _ENTRIES = (
     ("websocket", re.compile(r"/desks/[^/]+/call"), "websocket"),
     ("webrtc", re.compile(r"/desks/[^/]+/webrtc"), "POST"),
     ("twilio", re.compile(r"/twilio/[^/]+/voice"), "POST"),
+    ("telnyx", re.compile(r"/telnyx/[^/]+/voice"), "POST"),
+    ("plivo", re.compile(r"/plivo/[^/]+/answer"), "POST"),
+    ("vonage", re.compile(r"/vonage/[^/]+/answer"), "GET"),
 )
+# Each carrier's refusal in its own answer language (TeXML is TwiML's dialect; an NCCO ends
+# the call after its last action): (draining, busy, media type).
+_PLIVO_DRAINING = (
+    '<?xml version="1.0" encoding="UTF-8"?><Response><Speak>Sorry, this line is being '
+    "restarted. Please call again in a moment.</Speak><Hangup/></Response>"
+)
+_PLIVO_BUSY = '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup reason="busy"/></Response>'
+_VONAGE_DRAINING = (
+    '[{"action":"talk","text":"Sorry, this line is being restarted. Please call again in a '
+    'moment."}]'
+)
+_VONAGE_BUSY = '[{"action":"talk","text":"Sorry, this line is busy. Please call again."}]'
+_PHONE_REFUSALS = {
+    "twilio": (_TWIML_DRAINING, _TWIML_BUSY, "application/xml"),
+    "telnyx": (_TWIML_DRAINING, _TWIML_BUSY, "application/xml"),
+    "plivo": (_PLIVO_DRAINING, _PLIVO_BUSY, "application/xml"),
+    "vonage": (_VONAGE_DRAINING, _VONAGE_BUSY, "application/json"),
+}
 
 
 @dataclass
@@ -105,9 +126,10 @@ class EntryGate:
             await socket.close(CloseCode.TRY_AGAIN_LATER, message[:120])
             return
         response: Response
-        if entry == "twilio":
-            twiml = _TWIML_DRAINING if reason == "draining" else _TWIML_BUSY
-            response = Response(twiml, media_type="application/xml")
+        if entry in _PHONE_REFUSALS:
+            draining, busy, media_type = _PHONE_REFUSALS[entry]
+            body = draining if reason == "draining" else busy
+            response = Response(body, media_type=media_type)
         else:
             after = "5" if reason == "draining" else "2"
             response = PlainTextResponse(message, status_code=503, headers={"Retry-After": after})

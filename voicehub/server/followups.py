@@ -40,7 +40,7 @@ from voicehub.delivery.followup_service import FollowUpError, FollowUps, FollowU
 from voicehub.desks.held_results import topics_of, topics_phrase
 from voicehub.desks.number_vault import NumberVault
 from voicehub.errors import ConfigError
-from voicehub.server.twilio_rest import TwilioApiError, TwilioRest
+from voicehub.telephony.twilio.rest import TwilioApiError, TwilioRest
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk

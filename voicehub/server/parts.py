@@ -29,18 +29,18 @@ from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.call_metrics import CallMetrics
 from voicehub.server.call_recordings import CallRecordings
 from voicehub.server.call_telemetry import CallTelemetry
-from voicehub.server.callback import dialer_from
 from voicehub.server.calls import Switchboard
 from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain
 from voicehub.server.entry_gate import Door
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
-from voicehub.server.stream_tokens import StreamTokens
 from voicehub.server.telephony import Telephony
-from voicehub.server.twilio import PhoneLine, public_url
-from voicehub.server.twilio_takeover import PhoneTakeover
 from voicehub.server.webrtc import WebRTCDesk
+from voicehub.telephony.line import PhoneLine, public_url
+from voicehub.telephony.stream_tokens import StreamTokens
+from voicehub.telephony.twilio.callback import dialer_from
+from voicehub.telephony.twilio.takeover import PhoneTakeover
 from voicehub.voice.providers.offline.recognizer_load import offline_recognizer_load
 
 if TYPE_CHECKING:
@@ -166,7 +166,9 @@ async def build_server(
         clock=phone_timer,
         stream_ended=takeover.stream_ended if takeover is not None else None,
     )
-    telephony = Telephony(phone, settings, phone_timer, rest, draining=lambda: drain.draining)
+    telephony = Telephony(
+        phone, board, settings, phone_timer, rest, draining=lambda: drain.draining
+    )
 
     def live_calls() -> int:
         return len(calls.calls)

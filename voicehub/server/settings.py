@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from voicehub.core.settings import settings_from_env, validated_settings
 from voicehub.desks.runtime_settings import RUNTIME_VARIABLES, RuntimeSettings
 from voicehub.errors import ConfigError
+from voicehub.telephony.settings import CarrierSettings
 
 __all__ = ["LOOPBACK_HOSTS", "IceServer", "ServerSettings"]
 
@@ -94,7 +95,7 @@ class ServerSettings(RuntimeSettings):
     reload_desks: bool = False
     # Phone calls (Twilio): the caller-facing https URL of this server (behind a tunnel or
     # proxy the request's host is not it), the account's auth token that signs webhooks,
-    # and the account sid for call-backs. See `voicehub.server.twilio`.
+    # and the account sid for call-backs. See `voicehub.telephony.twilio.webhooks`.
     public_url: str | None = Field(default=None, pattern=r"^https://[^/?#\s]+(/[^?#\s]*)?$")
     twilio_auth_token: str | None = None
     twilio_account_sid: str | None = None
@@ -103,6 +104,8 @@ class ServerSettings(RuntimeSettings):
     # Where the recordings of desks with `[record]` go (default: `recordings/` beside the
     # SQLite file); several instances need a shared folder to serve each other's.
     recordings_dir: Path | None = None
+    # Telnyx, Plivo and Vonage numbers (`voicehub.telephony`): their own variables.
+    carriers: CarrierSettings = Field(default_factory=CarrierSettings)
 
     @property
     def recordings_folder(self) -> Path:
@@ -150,6 +153,8 @@ class ServerSettings(RuntimeSettings):
         """Settings from the variables of `_VARIABLES` (`VOICEHUB_HOST`, `_PORT`, ...,
         `TWILIO_AUTH_TOKEN`; unset or empty: the default), then `overrides` (None values
         are ignored). A bad value's error names the variable it came from."""
+        if overrides.get("carriers") is None:
+            overrides = {**overrides, "carriers": CarrierSettings.from_env()}
         return settings_from_env(cls, _VARIABLES, overrides, what="server")
 
     @property

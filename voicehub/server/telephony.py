@@ -1,7 +1,7 @@
 """The server's telephony beyond answering calls, composed once per app: call-backs
-(`voicehub.server.callback`), follow-ups of results nobody collects
+(`voicehub.telephony.twilio.callback`), follow-ups of results nobody collects
 (`voicehub.server.followups`), transfers and keypad tones on Twilio calls
-(`voicehub.server.transfer`), desk handoffs for browser callers
+(`voicehub.telephony.twilio.transfer`), desk handoffs for browser callers
 (`voicehub.server.desk_transfer`), and each live call's `CallControl` in the hub's
 live-call registry, where the telephony tools find it (`voicehub.tools.call_control`).
 
@@ -17,19 +17,22 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
-from voicehub.server.callback import CallBacks, callback_routes
+from voicehub.core.jobs import BackgroundJobs
 from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
-from voicehub.server.transfer import TwilioTransfers
-from voicehub.server.transfer_routes import transfer_routes
+from voicehub.telephony.carriers import carrier_calls, carrier_routes, load_verifiers
+from voicehub.telephony.control import NOT_SET_UP, CarrierCallControl
+from voicehub.telephony.twilio.callback import CallBacks, callback_routes
+from voicehub.telephony.twilio.transfer import TwilioTransfers
+from voicehub.telephony.twilio.transfer_routes import transfer_routes
 from voicehub.tools.call_control import CallControl, live_calls
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
-    from voicehub.server.calls import LiveCall
+    from voicehub.server.calls import LiveCall, Switchboard
     from voicehub.server.settings import ServerSettings
-    from voicehub.server.twilio import PhoneLine
-    from voicehub.server.twilio_rest import TwilioRest
+    from voicehub.telephony.twilio.rest import TwilioRest
+    from voicehub.telephony.twilio.webhooks import PhoneLine
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["Telephony", "telephony_routes"]
@@ -41,21 +44,26 @@ class Telephony:
     def __init__(
         self,
         line: PhoneLine,
+        board: Switchboard,
         settings: ServerSettings,
         clock: Clock,
         rest: TwilioRest | None,
         *,
         draining: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.line, self.clock = line, clock
+        self.line, self.board, self.clock = line, board, clock
         self.rest = rest  # None: no REST API set up (`dialer_from`)
-        board = line.board
         self.callbacks = CallBacks(line, rest, clock, draining=draining)
         self.followups = ServerFollowUps(
             board.hub, board.desks, number_key=line.number_key, rest=rest
         )
         line.remember = self.remember
         self.transfers = TwilioTransfers(line, rest, clock)
+        # Telnyx, Plivo and Vonage calls: their REST APIs, where the credentials are set
+        load_verifiers(settings.carriers)
+        self.carrier_calls = carrier_calls(settings.carriers, line.public)
+        self._carrier_jobs = BackgroundJobs()
+        self._carrier_rooms: set[str] = set()
         self._forget: dict[int, Callable[[], None]] = {}
 
     def start(self) -> None:
@@ -82,18 +90,34 @@ class Telephony:
             forget()
 
     def control_for(self, call: LiveCall) -> CallControl:
-        """A Twilio call acts through the REST API on its sid; others hand over to desks."""
-        call_sid = getattr(call.transport, "call_sid", "")
-        if call_sid:
-            return self.transfers.control(call, call_sid)
-        return DeskTransferControl(self.line.board, call, self.clock)
+        """A phone call acts through its carrier's REST API on its call id (Twilio's own
+        control, or the one every other carrier shares); others hand over to desks."""
+        call_id = call.line.get("call_sid", "")
+        if call.kind == "twilio" and call_id:
+            return self.transfers.control(call, call_id)
+        if call.kind in NOT_SET_UP and call_id:
+            self._carrier_rooms.add(call.room_id)
+            return CarrierCallControl(
+                self.carrier_calls.get(call.kind),
+                call.kind,
+                self.board.hub,
+                call,
+                call_id,
+                self.clock,
+                self._carrier_jobs,
+            )
+        return DeskTransferControl(self.board, call, self.clock)
 
     async def aclose(self) -> None:
         await self.callbacks.aclose()
         await self.transfers.aclose()
         await self.followups.aclose()
+        for room_id in self._carrier_rooms:
+            await self._carrier_jobs.cancel_room(room_id)
+        for calls in self.carrier_calls.values():
+            await calls.aclose()
 
 
 def telephony_routes() -> list[BaseRoute]:
-    """Twilio's webhooks for call-backs and transfers."""
-    return [*callback_routes(), *transfer_routes()]
+    """Twilio's webhooks for call-backs and transfers; the other carriers' numbers."""
+    return [*callback_routes(), *transfer_routes(), *carrier_routes()]

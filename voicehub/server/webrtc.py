@@ -39,6 +39,7 @@ from voicehub.server.app_state import parts_of
 from voicehub.server.auth import presented_token, token_problem
 from voicehub.server.calls import CONVERSATION_PATTERN, LiveCall, Switchboard
 from voicehub.server.webrtc_peer import answer_offer, check_offer
+from voicehub.transports.call_events import Hangup, Playout
 from voicehub.transports.webrtc import WebRTCTransport
 from voicehub.transports.websocket import (
     CloseCode,
@@ -46,7 +47,7 @@ from voicehub.transports.websocket import (
     error_event,
     parse_text_message,
 )
-from voicehub.voice.events import SAMPLE_RATE, CallError, Hangup, Playout
+from voicehub.voice.events import SAMPLE_RATE, CallError
 from voicehub.voice.realtime.config import MODEL_RATE
 
 if TYPE_CHECKING:

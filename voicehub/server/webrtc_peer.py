@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from voicehub.server.settings import IceServer
+from voicehub.transports.rtc_media import import_aiortc
 from voicehub.transports.webrtc import WebRTCTransport
-from voicehub.voice.rtc_media import import_aiortc
 
 __all__ = ["answer_offer", "check_offer"]
 

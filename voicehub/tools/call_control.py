@@ -4,8 +4,8 @@ A tool runs with a `ToolContext` (the hub and the room id) and knows nothing of 
 Each transport that can act on its call registers a `CallControl` for the call's room in the
 hub's `LiveCalls` while the call is live:
 
-- a Twilio call: the REST API on the call's sid (`voicehub.server.transfer`);
-- a LiveKit SIP participant: livekit's SIP API (`voicehub.workers.sip_control`);
+- a Twilio call: the REST API on the call's sid (`voicehub.telephony.twilio.transfer`);
+- a LiveKit SIP participant: livekit's SIP API (`voicehub.telephony.livekit_sip`);
 - a browser or WebSocket caller: a handoff to another desk, the conversation kept
   (`voicehub.server.desk_transfer`); such a caller has no keypad line to send digits on.
 

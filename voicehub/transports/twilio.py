@@ -7,31 +7,32 @@ We send `media`, `mark` and `clear`, each with the stream's `streamSid`; anythin
 gets a Twilio warning, so JSON events meant for browsers are not sent down this line.
 
 A malformed or out-of-order message is a `StreamProblem`: logged and dropped, the call
-goes on (Twilio does not read error frames). The parser and `StreamReader` are sans-I/O;
-`TwilioMediaTransport` queues frames and `pump`s them to a socket, like the WebSocket one.
+goes on (Twilio does not read error frames). The parser, `StreamReader` and `TwilioCodec`
+are sans-I/O; the transport is the one every carrier shares
+(`voicehub.transports.phone.PhoneStreamTransport`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from voicehub.transports.websocket import OutboundSocket
-from voicehub.voice.audio import (
-    Resampler,
-    int16_to_pcm16,
-    lin2ulaw,
-    pcm16_to_int16,
-    ulaw2lin,
+from voicehub.transports.phone import (
+    CallerAudio,
+    KeyPressed,
+    PhoneStreamTransport,
+    PlayoutMarked,
+    StreamEvent,
+    StreamNoted,
+    StreamProblem,
+    StreamStarted,
+    StreamStopped,
 )
-from voicehub.voice.events import ServerEvent
 from voicehub.voice.transport import WireAudio
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "StreamMessage",
     "StreamProblem",
     "StreamReader",
+    "TwilioCodec",
     "TwilioMediaTransport",
     "parse_stream_message",
 ]
@@ -129,14 +131,6 @@ _EVENTS = ("connected", "start", "media", "dtmf", "mark", "stop")
 _MESSAGE: TypeAdapter[StreamMessage] = TypeAdapter(
     Annotated[StreamMessage, Field(discriminator="event")]
 )
-
-
-@dataclass(frozen=True, slots=True)
-class StreamProblem:
-    """Why a frame from Twilio was dropped (for the log)."""
-
-    code: str
-    message: str
 
 
 def parse_stream_message(text: str | bytes) -> StreamMessage | StreamProblem:
@@ -225,136 +219,104 @@ class StreamReader:
         return None
 
 
-# -- the transport ------------------------------------------------------------------------
+# -- the codec ----------------------------------------------------------------------------
 
 
 _WIRE = WireAudio("mulaw", TWILIO_RATE)
 
 
-@dataclass(frozen=True, slots=True)
-class _Close:
-    code: int
-    reason: str
+class TwilioCodec:
+    """Media Streams as a `voicehub.transports.phone.PhoneCodec`."""
+
+    carrier = "twilio"
+    marks_survive_clear = True  # Twilio echoes the pending marks on `clear`
+
+    def __init__(self, reader: StreamReader | None = None) -> None:
+        self.reader = reader or StreamReader()
+        self._started: StreamStarted | None = None
+        if self.reader.start is not None:
+            self._started = _started(self.reader.start)
+
+    @classmethod
+    def for_stream(cls, stream_sid: str, call_sid: str = "") -> TwilioCodec:
+        """A codec for a stream already started elsewhere (tests, a known stream)."""
+        info = StartInfo(
+            streamSid=stream_sid,
+            callSid=call_sid,
+            mediaFormat=MediaFormat(encoding="audio/x-mulaw", sampleRate=TWILIO_RATE),
+        )
+        return cls(StreamReader(start=Start(event="start", streamSid=stream_sid, start=info)))
+
+    @property
+    def started(self) -> StreamStarted | None:
+        return self._started
+
+    @property
+    def stream_sid(self) -> str:
+        return self._started.stream_id if self._started is not None else ""
+
+    def read(self, frame: str | bytes) -> StreamEvent | StreamProblem:
+        message = self.reader.accept(parse_stream_message(frame))
+        if isinstance(message, StreamProblem):
+            return message
+        if isinstance(message, Media):
+            if message.media.track not in ("inbound", "inbound_track"):
+                return StreamNoted(f"media of track {message.media.track!r}")
+            audio = decode_payload(message.media.payload)
+            if isinstance(audio, StreamProblem):
+                self.reader.problems += 1
+                return audio
+            return CallerAudio(audio)
+        if isinstance(message, Start):
+            self._started = _started(message)
+            return self._started
+        if isinstance(message, Mark):
+            return PlayoutMarked(message.mark.name)
+        if isinstance(message, Dtmf):
+            return KeyPressed(message.dtmf.digit)
+        if isinstance(message, Stop):
+            return StreamStopped()
+        return StreamNoted("connected")
+
+    def audio(self, data: bytes) -> str:
+        payload = base64.b64encode(data).decode("ascii")
+        return _json(
+            {"event": "media", "streamSid": self.stream_sid, "media": {"payload": payload}}
+        )
+
+    def mark(self, name: str) -> str:
+        return _json({"event": "mark", "streamSid": self.stream_sid, "mark": {"name": name}})
+
+    def clear(self) -> str:
+        return _json({"event": "clear", "streamSid": self.stream_sid})
+
+    def is_audio(self, frame: str | bytes) -> bool:
+        return isinstance(frame, str) and frame.startswith('{"event":"media"')
 
 
-class TwilioMediaTransport:
-    """A `CallTransport` speaking Media Streams to one stream.
+def _started(start: Start) -> StreamStarted:
+    info = start.start
+    return StreamStarted(start.streamSid, info.callSid, dict(info.customParameters), _WIRE)
 
-    The session sees PCM16 at `sample_rate` (8 kHz by default: no resampling, the offline
-    stack takes phone audio as it is); it is converted to 8 kHz mu-law and sent in 20 ms
-    `media` frames. `mark` sends a Twilio mark: Twilio echoes it once everything before it
-    has played, and `mark_echoed` (called by the server's reader) confirms the playout.
-    `clear` drops what is queued here and tells Twilio to flush its buffer.
-    """
+
+def _json(frame: dict[str, Any]) -> str:
+    return json.dumps(frame, separators=(",", ":"))
+
+
+class TwilioMediaTransport(PhoneStreamTransport):
+    """The transport of one Twilio stream (`PhoneStreamTransport` on a `TwilioCodec`)."""
 
     def __init__(
-        self, stream_sid: str, *, sample_rate: int = TWILIO_RATE, call_sid: str = ""
+        self,
+        stream_sid: str | TwilioCodec,
+        *,
+        sample_rate: int = TWILIO_RATE,
+        call_sid: str = "",
     ) -> None:
-        self.stream_sid = stream_sid
-        self.call_sid = call_sid  # the call the REST API acts on (transfers, keypad tones)
-        self._sample_rate = sample_rate
-        self._down = Resampler(sample_rate, TWILIO_RATE) if sample_rate != TWILIO_RATE else None
-        self._up = Resampler(TWILIO_RATE, sample_rate) if sample_rate != TWILIO_RATE else None
-        self._pending = b""  # mu-law short of a whole 20 ms frame
-        self._queue: deque[str | _Close] = deque()
-        self._wakeup = asyncio.Event()
-        self._closing = False
-        self.media_frames_sent = 0
-        self.events_dropped = 0
-
-    @property
-    def sample_rate(self) -> int:
-        """Rate of the PCM16 audio the session sends and receives."""
-        return self._sample_rate
-
-    @property
-    def closing(self) -> bool:
-        return self._closing
-
-    def caller_audio(self, ulaw: bytes) -> bytes:
-        """Caller mu-law from a `media` frame as PCM16 at `sample_rate`."""
-        pcm = ulaw2lin(ulaw)
-        if self._up is None:
-            return pcm
-        return int16_to_pcm16(self._up.push(pcm16_to_int16(pcm)))
-
-    @property
-    def wire_audio(self) -> WireAudio:
-        """Twilio's media: G.711 mu-law at 8 kHz (see `voice.transport`)."""
-        return _WIRE
-
-    async def send_audio(self, pcm16: bytes) -> None:
-        """Queue agent audio as 20 ms mu-law `media` frames."""
-        if self._down is not None:
-            pcm16 = int16_to_pcm16(self._down.push(pcm16_to_int16(pcm16)))
-        await self.send_wire_audio(lin2ulaw(pcm16))
-
-    async def send_wire_audio(self, ulaw: bytes) -> None:
-        """Queue agent audio that is mu-law at 8 kHz already, as 20 ms `media` frames."""
-        data = self._pending + ulaw
-        whole = len(data) - len(data) % _FRAME
-        for at in range(0, whole, _FRAME):
-            self._media(data[at : at + _FRAME])
-        self._pending = data[whole:]
-
-    async def mark(self, speech_id: str) -> None:
-        """Send what is left of the segment, then a mark named `speech_id`."""
-        if self._pending:
-            self._media(self._pending)  # a short last frame is fine for Twilio
-            self._pending = b""
-        self._send({"event": "mark", "streamSid": self.stream_sid, "mark": {"name": speech_id}})
-
-    async def clear(self) -> None:
-        """Drop unsent audio and have Twilio flush what it buffered (barge-in)."""
-        if self._closing:
-            return
-        self._pending = b""
-        self._queue = deque(item for item in self._queue if not _is_media(item))
-        self._send({"event": "clear", "streamSid": self.stream_sid})
-
-    async def send_event(self, event: ServerEvent) -> None:
-        """Dropped: Twilio accepts only media, mark and clear (others are warning 31951)."""
-        self.send_event_nowait(event)
-
-    def send_event_nowait(self, event: ServerEvent) -> None:
-        self.events_dropped += 1
-
-    def close(self, code: int = 1000, reason: str = "") -> None:
-        """Send what is queued, then close the socket (Twilio then ends the `<Connect>`)."""
-        if self._closing:
-            return
-        self._queue.append(_Close(int(code), reason[:120]))
-        self._closing = True
-        self._wakeup.set()
-
-    async def pump(self, socket: OutboundSocket) -> None:
-        """Send queued frames in order until closed; a socket error ends the transport."""
-        try:
-            while True:
-                while not self._queue:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                item = self._queue.popleft()
-                if isinstance(item, str):
-                    await socket.send_text(item)
-                else:
-                    await socket.close(item.code, item.reason)
-                    return
-        finally:
-            self._closing = True
-            self._queue.clear()
-
-    def _media(self, ulaw: bytes) -> None:
-        payload = base64.b64encode(ulaw).decode("ascii")
-        self._send({"event": "media", "streamSid": self.stream_sid, "media": {"payload": payload}})
-        self.media_frames_sent += 1
-
-    def _send(self, frame: dict[str, Any]) -> None:
-        if self._closing:
-            return
-        self._queue.append(json.dumps(frame, separators=(",", ":")))
-        self._wakeup.set()
-
-
-def _is_media(item: str | _Close) -> bool:
-    return isinstance(item, str) and item.startswith('{"event":"media"')
+        codec = (
+            stream_sid
+            if isinstance(stream_sid, TwilioCodec)
+            else TwilioCodec.for_stream(stream_sid, call_sid)
+        )
+        super().__init__(codec, sample_rate=sample_rate, call_id=call_sid)
+        self.stream_sid = codec.stream_sid

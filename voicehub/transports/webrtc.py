@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.transports.rtc_media import PcmDecoder, paced_track
 from voicehub.voice.audio import FrameSplitter
 from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.events import SAMPLE_RATE, CallError, ClearAudio, ServerEvent, SpeechMark
-from voicehub.voice.rtc_media import PcmDecoder, paced_track
 
 __all__ = ["DataChannel", "InboundTrack", "WebRTCTransport"]
 

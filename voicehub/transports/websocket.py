@@ -21,23 +21,19 @@ without sockets; `WebSocketTransport` only queues frames and `pump`s them to a s
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol
 
+from voicehub.transports.call_events import BadClientMessage, ClientMessage, parse_client_message
+from voicehub.transports.pump import OutboundSocket, SendQueue
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
     FRAME_BYTES,
     SAMPLE_RATE,
-    BadClientMessage,
     CallError,
     ClearAudio,
-    ClientMessage,
     ServerEvent,
     SpeechMark,
-    parse_client_message,
 )
 
 __all__ = [
@@ -146,41 +142,26 @@ def error_event(violation: ProtocolViolation) -> CallError:
 # -- the transport ------------------------------------------------------------------------
 
 
-class OutboundSocket(Protocol):
-    """The sending half of a WebSocket (Starlette's `WebSocket` fits)."""
-
-    async def send_bytes(self, data: bytes) -> None: ...
-
-    async def send_text(self, data: str) -> None: ...
-
-    async def close(self, code: int = 1000, reason: str | None = None) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _Close:
-    code: int
-    reason: str
-
-
-_Outgoing = bytes | str | _Close
 _CLEAR = ClearAudio().to_wire()
+
+
+def _is_audio(frame: bytes | str) -> bool:
+    return isinstance(frame, bytes)
 
 
 class WebSocketTransport:
     """A `CallTransport` whose frames go through one ordered queue to a socket.
 
     The voice session and the server put frames in (`send_audio`, `mark`, `send_event`,
-    `close`); `pump` is the only writer, so frames never interleave and a mark always
-    follows the audio it marks. `clear` drops audio still queued here and tells the client
-    to drop what it buffered. After `close` (or once the socket fails) sends are ignored.
+    `close`); `pump` is the only writer (`voicehub.transports.pump.SendQueue`), so frames
+    never interleave and a mark always follows the audio it marks. `clear` drops audio
+    still queued here and tells the client to drop what it buffered. After `close` (or once
+    the socket fails) sends are ignored.
     """
 
     def __init__(self, *, sample_rate: int = SAMPLE_RATE) -> None:
         self._sample_rate = sample_rate
-        self._queue: deque[_Outgoing] = deque()
-        self._wakeup = asyncio.Event()
-        self._closing = False
-        self.audio_bytes_sent = 0
+        self._queue = SendQueue()
 
     @property
     def sample_rate(self) -> int:
@@ -190,23 +171,26 @@ class WebSocketTransport:
     @property
     def closing(self) -> bool:
         """True once `close` was called or the socket failed."""
-        return self._closing
+        return self._queue.closing
+
+    @property
+    def audio_bytes_sent(self) -> int:
+        return self._queue.bytes_sent
 
     async def send_audio(self, pcm16: bytes) -> None:
         """Queue agent audio for the client."""
-        self._put(bytes(pcm16))
+        self._queue.put(bytes(pcm16))
 
     async def mark(self, speech_id: str) -> None:
         """Ask the client to ack `speech_id` once everything sent so far has played."""
-        self._put(SpeechMark(id=speech_id).to_wire())
+        self._queue.put(SpeechMark(id=speech_id).to_wire())
 
     async def clear(self) -> None:
         """Drop unsent agent audio and tell the client to flush its playback buffer."""
-        if self._closing:
+        if self._queue.closing:
             return
-        kept = [item for item in self._queue if not isinstance(item, bytes)]
-        self._queue = deque(kept)
-        self._put(_CLEAR)
+        self._queue.drop(_is_audio)
+        self._queue.put(_CLEAR)
 
     async def send_event(self, event: ServerEvent) -> None:
         """Queue an event for the client."""
@@ -214,7 +198,7 @@ class WebSocketTransport:
 
     def send_event_nowait(self, event: ServerEvent) -> None:
         """`send_event` for synchronous callers (hooks, the reader loop)."""
-        self._put(event.to_wire())
+        self._queue.put(event.to_wire())
 
     async def hang_up(self, reason: str) -> None:
         """The agent ends the call: what is queued goes out, then the socket closes."""
@@ -222,43 +206,9 @@ class WebSocketTransport:
 
     def close(self, code: int = CloseCode.NORMAL, reason: str = "") -> None:
         """Send what is queued, then close the socket with `code` (reason cut to 123 bytes)."""
-        if self._closing:
-            return
-        self._queue.append(_Close(int(code), _close_reason(reason)))
-        self._closing = True
-        self._wakeup.set()
+        self._queue.close(code, reason)
 
     async def pump(self, socket: OutboundSocket) -> None:
         """Send queued frames in order until closed. A socket error ends the pump (and the
         transport: later frames are dropped); the caller treats that as a hangup."""
-        try:
-            while True:
-                while not self._queue:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                item = self._queue.popleft()
-                if isinstance(item, bytes):
-                    await socket.send_bytes(item)
-                    self.audio_bytes_sent += len(item)
-                elif isinstance(item, str):
-                    await socket.send_text(item)
-                else:
-                    await socket.close(item.code, item.reason)
-                    return
-        finally:
-            self._closing = True
-            self._queue.clear()
-
-    def _put(self, item: _Outgoing) -> None:
-        if self._closing:
-            return  # the call is ending: nobody will hear it
-        self._queue.append(item)
-        self._wakeup.set()
-
-
-def _close_reason(reason: str) -> str:
-    # RFC 6455 allows 123 bytes of reason; cut on a character boundary.
-    encoded = reason.encode("utf-8")
-    if len(encoded) <= 123:
-        return reason
-    return encoded[:120].decode("utf-8", "ignore") + "..."
+        await self._queue.pump(socket)

@@ -33,10 +33,10 @@ if TYPE_CHECKING:
 
     from voicehub.desks.call_lifecycle import CallLifecycle
     from voicehub.desks.desk import Desk
+    from voicehub.telephony.livekit_sip import SipControls
     from voicehub.voice.events import ServerEvent
     from voicehub.voice.session import VoiceSession
     from voicehub.workers.load import CallLoad
-    from voicehub.workers.sip_control import SipControls
 
 __all__ = ["CallRoom", "Caller", "CallerTrack", "DeskJob", "RoomLine"]
 

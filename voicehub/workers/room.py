@@ -11,12 +11,12 @@ import asyncio
 from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING
 
+from voicehub.telephony.livekit_sip import TRANSFER_IDENTITY
 from voicehub.transports.livekit import EVENTS_TOPIC, RoomAudioTransport
 from voicehub.transports.livekit_transcripts import RoomTranscripts
 from voicehub.voice.events import SAMPLE_RATE
 from voicehub.voice.providers import vendor_import
 from voicehub.workers.job import Caller
-from voicehub.workers.sip_control import TRANSFER_IDENTITY
 
 with vendor_import("livekit-agents"):
     from livekit import rtc

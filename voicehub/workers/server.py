@@ -35,13 +35,13 @@ from voicehub.desks.loading import load_desk_folder
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.desks.voice_stack import VoiceStack, default_voice_stacks
 from voicehub.errors import ConfigError
+from voicehub.telephony.livekit_sip import SipAccess, SipControls
 from voicehub.voice.providers import vendor_import
 from voicehub.workers.dispatch import DispatchError, choose_desk
 from voicehub.workers.job import CallRoom, DeskJob
 from voicehub.workers.load import CallLoad, machine_cpu
 from voicehub.workers.redispatch import LINE_AGENT, LINE_METADATA, LINE_ROOM, RoomRedispatch
 from voicehub.workers.settings import WorkerSettings
-from voicehub.workers.sip_control import SipAccess, SipControls
 from voicehub.workers.telemetry import JobTelemetry, job_tracer
 
 with vendor_import("livekit-agents"):

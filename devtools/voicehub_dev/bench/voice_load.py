@@ -9,9 +9,9 @@ calls' sessions are started, and collected once, before the first frame); lag is
 10 ms sleeper wakes up in that window.
 
 Three variants run the same paced loop: "harness" (no session: pacing and hand-over),
-"bare" (a livekit `AgentSession` with minimal I/O) and "framework" (voicehub's
-`LiveKitVoiceSession` in a hub room). `plugins` says whether calls share one STT, TTS and
-VAD object, as `server.voice.OfflineSessionFactory` does, or get one each.
+"bare" (a livekit `AgentSession` with minimal I/O) and "framework" (voicehub's pipeline
+session in a hub room). `plugins` says whether calls share one STT, TTS and VAD object (the
+offline voice stack shares the models behind them) or get one each.
 """
 
 from __future__ import annotations

@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from voicehub.transports.rtc_media import OpusPackets, PcmDecoder
 from voicehub.transports.websocket import WebSocketTransport, check_audio_message
 from voicehub.voice.audio import FrameSplitter, int16_to_pcm16, resample
 from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.events import FRAME_BYTES, SAMPLE_RATE
 from voicehub.voice.realtime.config import MODEL_RATE as REALTIME_RATE
-from voicehub.voice.rtc_media import OpusPackets, PcmDecoder
 
 _OPUS_RATE = 48000
 

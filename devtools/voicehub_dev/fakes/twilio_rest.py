@@ -1,5 +1,5 @@
-"""The fake Twilio REST API of the tests: `voicehub.client.twilio_api.TwilioAccount` (the
-stand-in `voicehub call --twilio --twilio-api` serves), which the real `twilio` client
+"""The fake Twilio REST API of the tests: `voicehub_dev.fakes.twilio_account.TwilioAccount`
+(the stand-in `voicehub call --twilio --twilio-api` serves), which the real `twilio` client
 talks to. Calls, conferences, participants, messages and answering-machine detection (sync
 and async) behave as its docstring says; `problems` lists what the server got wrong.
 
@@ -10,8 +10,8 @@ and async) behave as its docstring says; `problems` lists what the server got wr
 
 from __future__ import annotations
 
-from voicehub.client.twilio_api import TwilioAccount as FakeTwilioRest
-from voicehub.client.twilio_calls import Call
-from voicehub.client.twilio_rooms import Conference
+from voicehub.client.twiml_call import Call
+from voicehub_dev.fakes.twilio_account import TwilioAccount as FakeTwilioRest
+from voicehub_dev.fakes.twilio_rooms import Conference
 
 __all__ = ["Call", "Conference", "FakeTwilioRest"]

@@ -1,4 +1,5 @@
-"""Twilio's webhooks for transfers (`voicehub.server.transfer`), signed like every webhook.
+"""Twilio's webhooks for transfers (`voicehub.telephony.twilio.transfer`), signed like every
+webhook.
 
 POST /twilio/{desk}/transfer/{transfer}/person          the person's phone answered
 POST /twilio/{desk}/transfer/{transfer}/person/status   how the person's call ended
@@ -12,16 +13,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from voicehub.server.app_state import running_parts
-from voicehub.server.transfer import HANG_UP, TwilioTransfers
-from voicehub.server.twilio import signed_form
+from voicehub.telephony.twilio.transfer import HANG_UP, TwilioTransfers
+from voicehub.telephony.twilio.webhooks import signed_form
 
 __all__ = ["transfer_routes"]
 
 
 def _transfers(request: Request) -> TwilioTransfers | None:
-    parts = running_parts(request.app)
-    return parts.telephony.transfers if parts is not None else None
+    return getattr(request.app.state, "transfers", None)
 
 
 async def _person(request: Request) -> Response:

@@ -1,4 +1,4 @@
-"""The stand-in Twilio account's conferences and messages (see `voicehub.client.twilio_api`):
+"""The stand-in Twilio account's conferences and messages (see `.twilio_account`):
 calls joining a `<Dial><Conference>`, its status callbacks, and the `Messages`,
 `Conferences` and `Participants` resources of the REST API."""
 
@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 if TYPE_CHECKING:
-    from voicehub.client.twilio_api import TwilioAccount
-    from voicehub.client.twilio_calls import Call
+    from voicehub.client.twiml_call import Call
+    from voicehub_dev.fakes.twilio_account import TwilioAccount
 
 __all__ = [
     "Conference",

@@ -1,8 +1,8 @@
 """Taking up a phone call no instance carries, through Twilio's REST API.
 
 Normally Twilio brings a call back by itself: when its media stream's socket closes without
-a hang-up it runs the TwiML's `<Redirect>` (see `voicehub.server.twilio`). Two cases need a
-push, each answered by redirecting the call with the REST API's call update (`Url`: the
+a hang-up it runs the TwiML's `<Redirect>` (see `voicehub.telephony.twilio.webhooks`). Two
+cases need a push, each answered by redirecting the call with the REST API's call update (`Url`: the
 voice webhook with `resume=1`), after which Twilio drops what it was doing and fetches it:
 
 - a stream ended (its status callback says `stream-stopped` or `stream-error`) and, `grace`
@@ -39,7 +39,7 @@ call is redirected through the REST API (a redirect takes well under a second)."
 
 class CallRedirector(Protocol):
     """Makes a live call fetch new TwiML from `url` (Twilio's call update; the server's
-    `voicehub.server.twilio_rest.TwilioRest`)."""
+    `voicehub.telephony.twilio.rest.TwilioRest`)."""
 
     async def redirect_to(self, call_sid: str, url: str) -> None:
         """Raises when the API refuses (the call is over, say)."""

@@ -1,16 +1,15 @@
-"""Calls and conferences of the stand-in Twilio account (`voicehub.client.twilio_api`): each
-call runs its TwiML verb by verb, as Twilio does, until it ends or the REST API redirects it.
+"""A call on Twilio's side, running its TwiML verb by verb as Twilio does, until it ends or
+is redirected: what `voicehub call --twilio` needs of Twilio to put a phone call through.
 
 Verbs run: `<Say>` (its text is what the other end heard: `Call.said`), `<Play>` (a URL,
 or `digits`: `Call.digits`), `<Pause length>`, `<Hangup/>`, `<Redirect>`, `<Connect><Stream>`
-(a media stream to the server, `PhoneLineClient`; it runs until either side closes it),
-`<Dial>` with a number, `<Number>`, `<Sip>` (a leg to a callee: bridged when answered, the
-`action` URL told `DialCallStatus` otherwise) or `<Conference>` (`startConferenceOnEnter`,
-`endConferenceOnExit`, `waitUrl` and the conference's status callbacks, to the first
-participant's `statusCallback`: `conference-start`, `participant-join`, `participant-leave`,
-`conference-end`). A redirect (calls update with
-`Twiml` or `Url`) stops the verb running, closing a live stream Twilio's way (`stop`, then
-the socket closes), and runs the new TwiML. When the TwiML runs out, the call is over.
+(a media stream to the server, `PhoneLineClient`; it runs until either side closes it).
+`<Dial>` is the account's (`TwilioSide.dial`): bridging a callee or a conference needs the
+stand-in for the account's REST API of the development tools (`voicehub call --twilio-api`,
+`voicehub_dev.fakes.twilio_account`), which the server reaches for transfers. A redirect
+(the REST API's call update) stops the verb running, closing a live stream Twilio's way
+(`stop`, then the socket closes), and runs the new TwiML. When the TwiML runs out, the call
+is over.
 
 A stream the server closes without a hang-up lets the TwiML go on: the `<Redirect>` after
 `<Connect><Stream>` brings the call to another instance (fail-over). Each stream is a leg
@@ -26,13 +25,12 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from voicehub.client.twilio import PhoneLineClient, StreamAnswer
-from voicehub.client.twilio_rooms import join_conference, rfc2822
 
 if TYPE_CHECKING:
-    from voicehub.client.twilio_api import TwilioAccount
+    from voicehub.client.twilio_side import TwilioSide
 
 __all__ = ["ENDED", "Call", "StreamLeg"]
 
@@ -53,7 +51,7 @@ class Call:
 
     def __init__(
         self,
-        account: TwilioAccount,
+        account: TwilioSide,
         *,
         to: str,
         from_: str,
@@ -79,22 +77,7 @@ class Call:
         self.ended = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
 
-    # -- the resource ----------------------------------------------------------------------
-
-    def resource(self) -> dict[str, Any]:
-        account = self.account.account_sid
-        return {
-            "sid": self.sid,
-            "account_sid": account,
-            "to": self.to,
-            "from": self.from_,
-            "status": self.status,
-            "direction": self.direction,
-            "answered_by": self.answered_by,
-            "api_version": "2010-04-01",
-            "date_created": rfc2822(self.created),
-            "uri": f"/2010-04-01/Accounts/{account}/Calls/{self.sid}.json",
-        }
+    # -- webhooks ----------------------------------------------------------------------------
 
     def params(self, **extra: str) -> dict[str, str]:
         """What Twilio posts about this call to a webhook."""
@@ -228,24 +211,5 @@ class Call:
             self._leg_closed(phone)
 
     async def _dial(self, dial: ET.Element) -> str | None:
-        timeout = float(dial.get("timeout", "30"))
-        conference = dial.find("Conference")
-        if conference is not None:
-            await join_conference(self.account, self, conference)
-            status = "completed"
-        else:
-            nouns = [n for n in dial if n.tag in ("Number", "Sip")]
-            to = (nouns[0].text if nouns else dial.text) or ""
-            try:
-                status = await self.account.dial_leg(self, to.strip(), timeout)
-            except asyncio.CancelledError:
-                # Hung up during the dial: Twilio still requests the action (its TwiML unused).
-                action = dial.get("action")
-                if action is not None and self.status in ENDED:
-                    ended = "completed" if self.bridged else "canceled"
-                    self.account.spawn(self.account.fetch_twiml(self, action, DialCallStatus=ended))
-                raise
-        action = dial.get("action")
-        if action is None or self.status in ENDED:
-            return None
-        return await self.account.fetch_twiml(self, action, DialCallStatus=status)
+        """`<Dial>`: the account's to run; the TwiML of its `action`, if any, goes on."""
+        return await self.account.dial(self, dial)

@@ -18,7 +18,7 @@ has played; then:
 
 Each transfer's outcome goes into the conversation (a system event, and the room metadata
 list `transfers`), readable in the REST view. Twilio's webhooks for them are served by
-`voicehub.server.transfer_routes`.
+`voicehub.telephony.twilio.transfer_routes`.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
 from voicehub.desks.room_notes import record_transfer
 from voicehub.desks.transfer_words import briefing, nobody_line
-from voicehub.server.twilio import PhoneLine, stream_twiml
-from voicehub.server.twilio_rest import TwilioApiError, TwilioRest
+from voicehub.telephony.twilio.rest import TwilioApiError, TwilioRest
+from voicehub.telephony.twilio.webhooks import PhoneLine, stream_twiml
 from voicehub.tools.call_control import CallControlError, TransferRequest
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
-    from voicehub.server.calls import LiveCall
+    from voicehub.desks.call_lifecycle import LiveCall
 
 __all__ = ["TwilioCallControl", "TwilioTransfers"]
 

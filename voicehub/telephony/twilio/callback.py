@@ -41,13 +41,12 @@ from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.desks.held_results import held_for_caller, topics_of, topics_phrase
-from voicehub.server.app_state import running_parts
-from voicehub.server.twilio import PhoneLine, signed_form, stream_twiml
-from voicehub.server.twilio_rest import TwilioRest
+from voicehub.telephony.twilio.rest import TwilioRest
+from voicehub.telephony.twilio.webhooks import PhoneLine, signed_form, stream_twiml
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
-    from voicehub.server.settings import ServerSettings
+    from voicehub.telephony.line import PhoneSettings
 
 __all__ = ["CallBacks", "Dialer", "TwilioDialer", "callback_routes", "dialer_from"]
 
@@ -85,7 +84,7 @@ class Dialer(Protocol):
 TwilioDialer = TwilioRest  # the REST client places call-backs
 
 
-def dialer_from(settings: ServerSettings) -> TwilioRest | None:
+def dialer_from(settings: PhoneSettings) -> TwilioRest | None:
     """The REST client the settings allow, or None (call-backs then stay off)."""
     sid, token = settings.twilio_account_sid, settings.twilio_auth_token
     if sid is None or token is None or settings.public_url is None:
@@ -325,8 +324,7 @@ _HANG_UP = _twiml("<Hangup />")
 
 
 def _callbacks(request: Request) -> CallBacks | None:
-    parts = running_parts(request.app)
-    return parts.telephony.callbacks if parts is not None else None
+    return getattr(request.app.state, "callbacks", None)
 
 
 async def callback_answer(request: Request) -> Response:

@@ -1,4 +1,4 @@
-"""The WebRTC media path of `voice.rtc_media`: our Opus packets and the caller's decoding."""
+"""The WebRTC media path of `transports.rtc_media`: our Opus packets and the caller's decoding."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from aiortc.codecs.opus import OpusDecoder, OpusEncoder
 from aiortc.jitterbuffer import JitterFrame
 
 from voicehub.errors import VoicehubError
-from voicehub.voice import rtc_media
-from voicehub.voice.audio import resample
-from voicehub.voice.libopus import LibOpusEncoder, OpusError, load_libopus, open_libopus
-from voicehub.voice.rtc_media import (
+from voicehub.transports import rtc_media
+from voicehub.transports.libopus import LibOpusEncoder, OpusError, load_libopus, open_libopus
+from voicehub.transports.rtc_media import (
     BROWSER_APPLICATION,
     BROWSER_COMPLEXITY,
     OpusPackets,
     PcmDecoder,
 )
+from voicehub.voice.audio import resample
 from voicehub_dev.fakes.deepgram import piper_speech
 
 SPEECH = "the analysts are looking into heat pumps now"

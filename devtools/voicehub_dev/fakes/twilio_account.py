@@ -1,6 +1,9 @@
 """A stand-in for a Twilio account's REST API, served on 127.0.0.1, that the real `twilio`
 client talks to (its `api.base_url` pointed here, as `TWILIO_API_URL` does). `voicehub call
---twilio --twilio-api` runs one for the call it places; the tests use it as their fake.
+--twilio --twilio-api` runs one for the call it places (loaded through the
+`voicehub.twilio_account` entry point); the tests use it as their fake. It is the product's
+`voicehub.client.twilio_side.TwilioSide` (calls running TwiML, webhooks, media streams)
+with the REST API, `<Dial>` (callees, conferences) and messages on top.
 
     async with TwilioAccount(twilio) as account:       # twilio: the `TwilioCaller` side
         account.callees.extend(["no-answer", "machine", "human"])  # who each call meets
@@ -19,7 +22,7 @@ Each outbound call meets the next entry of `callees`: "no-answer", "busy" or "fa
 with that status; "human" and "machine" answer it. With `MachineDetection` the answer says
 who (`AnsweredBy`: human, machine_start, or machine_end_beep for `DetectMessageEnd`): in the
 answer webhook, or with `AsyncAmd=true` in the `AsyncAmdStatusCallback` posted once the
-answer's TwiML runs. The calls' TwiML runs in `voicehub.client.twilio_calls`.
+answer's TwiML runs. The calls' TwiML runs in `voicehub.client.twiml_call`.
 """
 
 from __future__ import annotations
@@ -41,15 +44,18 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from voicehub.client.twilio import PhoneLineClient, StreamAnswer, TwilioCaller
-from voicehub.client.twilio_calls import ENDED, Call
-from voicehub.client.twilio_rooms import (
+from voicehub.client.twilio_side import TwilioSide
+from voicehub.client.twiml_call import ENDED, Call
+from voicehub.core.clock import Clock
+from voicehub_dev.fakes.twilio_rooms import (
     Conference,
     conference,
     conferences,
+    join_conference,
     messages,
     participants,
+    rfc2822,
 )
-from voicehub.core.clock import Clock, SystemClock
 
 __all__ = ["TwilioAccount"]
 
@@ -76,7 +82,24 @@ class _Uvicorn(uvicorn.Server):
         yield
 
 
-class TwilioAccount:
+def call_resource(call: Call) -> dict[str, Any]:
+    """A call as the REST API shows it."""
+    account = call.account.account_sid
+    return {
+        "sid": call.sid,
+        "account_sid": account,
+        "to": call.to,
+        "from": call.from_,
+        "status": call.status,
+        "direction": call.direction,
+        "answered_by": call.answered_by,
+        "api_version": "2010-04-01",
+        "date_created": rfc2822(call.created),
+        "uri": f"/2010-04-01/Accounts/{account}/Calls/{call.sid}.json",
+    }
+
+
+class TwilioAccount(TwilioSide):
     """One Twilio account: its REST API, calls, conferences and messages (see the module)."""
 
     def __init__(
@@ -87,27 +110,18 @@ class TwilioAccount:
         playout_speed: float = 16.0,
         port: int = 0,
     ) -> None:
-        self.twilio = twilio
-        self.account_sid = twilio.account_sid
+        super().__init__(twilio, clock=clock, playout_speed=playout_speed)
         self.auth_token = twilio.auth_token  # what the API takes (webhooks keep the caller's)
-        self.clock = clock or SystemClock()
-        self.playout_speed = playout_speed
         self.callees: deque[str] = deque()
         self.default_callee = "no-answer"
         self.created: list[dict[str, str]] = []  # the form of every accepted call create
         self.updates: list[tuple[str, dict[str, str]]] = []  # (call sid, form) accepted
         self.refused = 0
-        self.problems: list[str] = []  # what the server under test got wrong
-        self.answered: asyncio.Queue[PhoneLineClient] = asyncio.Queue()
-        self.calls: dict[str, Call] = {}
         self.conferences: dict[str, Conference] = {}
         self.messages: list[dict[str, Any]] = []
         # While set and not set(): a message is accepted, then its response held back (a
         # sender killed mid-request never learns that it went out).
         self.message_gate: asyncio.Event | None = None
-        self.changed = asyncio.Event()  # set on every call, conference or message change
-        self.on_call: Callable[[Call], None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._server: _Uvicorn | None = None
         self._serving: asyncio.Task[None] | None = None
         self.port = port
@@ -159,14 +173,6 @@ class TwilioAccount:
         self._server.should_exit = True
         await asyncio.wait_for(self._serving, 30)
 
-    async def end_calls(self) -> None:
-        """Hang up every call and stop what runs for them (an account never served too)."""
-        for call in list(self.calls.values()):
-            await call.end()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
     # -- calls placed from outside the API -------------------------------------------------
 
     def adopt_inbound(self, answer: StreamAnswer, phone: PhoneLineClient, caller: str) -> Call:
@@ -204,7 +210,7 @@ class TwilioAccount:
         self.add_call(call)
         callee = self.callees.popleft() if self.callees else self.default_callee
         self.spawn(self._place(call, callee))
-        return JSONResponse(call.resource(), status_code=201)
+        return JSONResponse(call_resource(call), status_code=201)
 
     async def _call(self, request: Request) -> JSONResponse:
         form = await self.form(request)
@@ -216,7 +222,7 @@ class TwilioAccount:
                 404, 20404, f"The requested resource {request.url.path} was not found"
             )
         if request.method == "GET":
-            return JSONResponse(call.resource())
+            return JSONResponse(call_resource(call))
         if call.status in ENDED:
             return self.refuse(400, 21220, "Call is not in-progress. Cannot redirect.")
         self.updates.append((call.sid, form))
@@ -230,13 +236,7 @@ class TwilioAccount:
         else:
             return self.refuse(400, 21205, "Url, Twiml or Status is required")
         self.touch()
-        return JSONResponse(call.resource())
-
-    async def redirect(self, call: Call, url: str) -> None:
-        """The call update with `Url`: the call runs the TwiML fetched from `url`."""
-        twiml = await self.fetch_twiml(call, url)
-        if twiml is not None:
-            call.run(twiml)
+        return JSONResponse(call_resource(call))
 
     async def _place(self, call: Call, callee: str) -> None:
         """An outbound call from `calls.create` meets `callee`."""
@@ -270,37 +270,41 @@ class TwilioAccount:
 
     # -- what calls do, for `Call` ---------------------------------------------------------
 
-    def phone_line(self, answer: StreamAnswer) -> PhoneLineClient:
-        return PhoneLineClient(
-            self.twilio.local(answer.url, scheme="ws"),
-            answer,
-            account_sid=self.account_sid,
-            clock=self.clock,
-            playout_speed=self.playout_speed,
-        )
-
-    async def stream_opened(self, call: Call, phone: PhoneLineClient) -> None:
-        if call.direction != "inbound":
-            await self.answered.put(phone)
-        self.touch()
-
-    async def fetch_twiml(self, call: Call, url: str, **extra: str) -> str | None:
-        """POST the call's parameters to `url` (an answer, redirect or action URL)."""
-        reply = await self.post(url, call.params(**extra), "TwiML")
-        if reply is None or reply.status_code != 200:
+    async def dial(self, call: Call, dial: ET.Element) -> str | None:
+        """`<Dial>` with a number, `<Number>`, `<Sip>` (a leg to a callee: bridged when
+        answered, the `action` URL told `DialCallStatus` otherwise) or `<Conference>`."""
+        timeout = float(dial.get("timeout", "30"))
+        conference = dial.find("Conference")
+        if conference is not None:
+            await join_conference(self, call, conference)
+            status = "completed"
+        else:
+            nouns = [n for n in dial if n.tag in ("Number", "Sip")]
+            to = (nouns[0].text if nouns else dial.text) or ""
+            try:
+                status = await self.dial_leg(call, to.strip(), timeout)
+            except asyncio.CancelledError:
+                # Hung up during the dial: Twilio still requests the action (its TwiML unused).
+                action = dial.get("action")
+                if action is not None and call.status in ENDED:
+                    ended = "completed" if call.bridged else "canceled"
+                    self.spawn(self.fetch_twiml(call, action, DialCallStatus=ended))
+                raise
+        action = dial.get("action")
+        if action is None or call.status in ENDED:
             return None
-        try:
-            ET.fromstring(reply.text)
-        except ET.ParseError:
-            self.problems.append(f"TwiML from {url} is not XML: {reply.text[:200]!r}")
-            return None
-        return str(reply.text)
+        return await self.fetch_twiml(call, action, DialCallStatus=status)
 
-    async def call_ended(self, call: Call) -> None:
-        self.touch()
-        callback = call.form.get("StatusCallback")
-        if callback:
-            await self.post(callback, call.params(), "status")
+    def describe(self) -> list[str]:
+        lines = super().describe()
+        for room in self.conferences.values():
+            lines.append(f"conference {room.name}: {room.status}, {len(room.joined)} joined")
+        return lines + [f"SMS to {m['to']}: {m['body']!r}" for m in self.messages]
+
+    def transfer_resolved(self, call: Call) -> bool:
+        conference = self.conferences.get(call.conference or "")
+        joined = conference is not None and conference.status == "in-progress"
+        return joined or super().transfer_resolved(call)
 
     async def dial_leg(self, parent: Call, to: str, timeout: float) -> str:
         """`<Dial>` to a number or SIP URI: the callee's answer, or why there was none."""
@@ -363,42 +367,6 @@ class TwilioAccount:
         self.refused += 1
         return _error(status, code, message)
 
-    async def post(self, url: str, params: dict[str, str], what: str) -> Any:
-        try:
-            reply = await self.twilio.post_to(url, params)
-        except Exception as exc:  # the server may be shutting down
-            self.problems.append(f"{what} webhook {url} failed: {exc!r}")
-            return None
-        if reply.status_code >= 300:
-            self.problems.append(f"{what} webhook {url} gave {reply.status_code}: {reply.text}")
-        return reply
-
-    def add_call(self, call: Call) -> None:
-        self.calls[call.sid] = call
-        if self.on_call is not None:
-            self.on_call(call)
-        self.touch()
-
     def change(self, conference: Conference) -> None:
         conference.changed.set()
         self.touch()
-
-    def touch(self) -> None:
-        self.changed.set()
-
-    def spawn(self, job: Any) -> None:
-        """Run `job` in the background until it ends or the account closes."""
-        task = asyncio.create_task(job)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
-        """Until `predicate()` is truthy (checked on every change); returns its value."""
-
-        async def until() -> Any:
-            while not (value := predicate()):
-                self.changed.clear()
-                await self.changed.wait()
-            return value
-
-        return await asyncio.wait_for(until(), timeout)

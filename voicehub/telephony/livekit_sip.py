@@ -25,7 +25,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
@@ -40,11 +40,27 @@ if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
     from voicehub.hub import Hub
     from voicehub.voice.session import VoiceSession
-    from voicehub.workers.job import Caller
+
+
+class Caller(Protocol):
+    """A room participant as the worker sees it (`voicehub.workers.job.Caller`)."""
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def phone_number(self) -> str: ...
+
+    @property
+    def call_id(self) -> str: ...
+
 
 __all__ = ["TRANSFER_IDENTITY", "SipAccess", "SipCallControl", "SipControls", "dtmf_code"]
 
-log = logging.getLogger("voicehub.workers")
+log = logging.getLogger("voicehub.telephony")
 
 TRANSFER_IDENTITY = "transfer-"  # participants a warm transfer calls in: never callers
 _DTMF_GAP = 0.3  # seconds between two tones (as livekit's own send_dtmf tool)

@@ -24,9 +24,9 @@ from typing import Any, Literal
 import numpy as np
 
 from voicehub.errors import VoicehubError
+from voicehub.transports.libopus import LibOpusEncoder, load_libopus
 from voicehub.voice.audio import FRAME_MS, int16_to_pcm16
 from voicehub.voice.audio.playout import PlayoutQueue
-from voicehub.voice.libopus import LibOpusEncoder, load_libopus
 from voicehub.voice.realtime.resample import PcmResampler
 
 __all__ = [
