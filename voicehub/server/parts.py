@@ -1,6 +1,7 @@
-"""The server's parts, built by one function: `build_server`.
+"""The server's parts, built in one place: `build_server` opens the store, `ServerParts`
+builds every part on it.
 
-    parts = await build_server(settings, desks, voice)   # everything, wired at construction
+    parts = await build_server(settings, desks, voice)   # the store opened, all parts built
     await parts.start()                                   # set running, in order
     ...                                                   # routes read `parts_of(request)`
     await parts.aclose()                                  # stopped, in reverse
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import logging
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from voicehub.core.clock import Clock, SystemClock
@@ -56,27 +56,98 @@ __all__ = ["ServerParts", "build_server"]
 log = logging.getLogger("voicehub.server")
 
 
-@dataclass
 class ServerParts:
-    """Everything one server runs, as `build_server` wired it. `ready` turns True once
-    `start` is done (`/ready` says so from then on)."""
+    """Everything one server runs, built on its opened `runtime` (see the module): each
+    part constructed with what it needs, in dependency order. `metrics` wraps the
+    runtime's store (so it comes first); `traces` is the tracing `OTEL_*` turned on (or
+    None); `phone_clock` times stream tokens, keypad and call-back delays. `ready` turns
+    True once `start` is done (`/ready` says so from then on)."""
 
-    settings: ServerSettings
-    runtime: ProcessRuntime
-    metrics: ServerMetrics
-    board: Switchboard
-    telemetry: CallTelemetry
-    recordings: CallRecordings
-    phone: PhoneLine
-    telephony: Telephony
-    takeover: PhoneTakeover | None
-    webrtc: WebRTCDesk
-    admission: CallAdmission
-    door: Door
-    drain: Drain
-    loop_health: LoopHealth
-    reloader: DeskReloader | None
-    ready: bool = field(default=False)
+    def __init__(
+        self,
+        settings: ServerSettings,
+        runtime: ProcessRuntime,
+        metrics: ServerMetrics,
+        traces: Tracing | None = None,
+        phone_clock: Clock | None = None,
+    ) -> None:
+        self.settings, self.runtime, self.metrics = settings, runtime, metrics
+        clock = metrics.clock
+        hub, calls = runtime.hub, runtime.calls
+        self.board = board = Switchboard(calls, settings)
+        self.telemetry = telemetry = CallTelemetry(hub, metrics, traces)
+        folder = RecordingFolder(settings.recordings_folder)
+        self.recordings = recordings = CallRecordings(hub, folder)
+        self.webrtc = webrtc = WebRTCDesk(board)
+        self.drain = drain = Drain(
+            clock, settings.drain_seconds, board, (webrtc.close_all,), runtime.peers_alive
+        )
+
+        phone_timer = phone_clock if phone_clock is not None else SystemClock()
+        rest = dialer_from(settings)  # None: no REST API set up
+        self.takeover = takeover = (
+            PhoneTakeover(
+                runtime.store,
+                runtime.instance_id,
+                rest,
+                lambda desk: public_url(settings, f"/twilio/{desk}/voice?resume=1"),
+                phone_timer,
+                wall=hub.wall,
+            )
+            if rest is not None
+            else None
+        )
+        self.phone = phone = PhoneLine(
+            board,
+            settings,
+            # signed under the store's secret: any instance lets in a stream another minted
+            StreamTokens(phone_clock, secret=runtime.number_key),
+            runtime.number_key,
+            clock=phone_timer,
+            stream_ended=takeover.stream_ended if takeover is not None else None,
+        )
+        self.telephony = telephony = Telephony(
+            phone, board, settings, phone_timer, rest, draining=lambda: drain.draining
+        )
+
+        def live_calls() -> int:
+            return len(calls.calls)
+
+        meter = LoadMeter(
+            calls=live_calls,
+            max_calls=settings.max_calls,
+            parts={"recognizers": offline_recognizer_load(calls=live_calls)},
+        )
+        self.admission = admission = CallAdmission(meter, settings.max_load)
+        self.door = Door(drain, admission, metrics.refused)
+
+        def lagged(lag: float) -> None:
+            metrics.loop_lag.observe(lag)
+            meter.observe_lag(lag)
+
+        # how late the loop wakes a timer: for /health (`voicehub soak`), /metrics, the load
+        self.loop_health = LoopHealth(clock, observe=lagged)
+        self.reloader = (
+            DeskReloader(settings.channels_dir, runtime.desks, prepare=runtime.voice.prepare)
+            if settings.reload_desks
+            else None
+        )
+        metrics.draining.set_function(lambda: float(drain.draining))
+        for observer in (
+            board.memory_observer,
+            CallMetrics(metrics, board),
+            telemetry,
+            recordings,
+            telephony,
+            _Starts(meter),
+            drain,
+        ):
+            calls.observe(observer)
+        calls.tap(recordings)
+        calls.observe_turns(telemetry)
+        if takeover is not None:  # phone calls a lost instance carried are taken up here
+            runtime.on_instance_lost(takeover.instance_lost)
+        self.ready = False
 
     async def start(self) -> None:
         """Start every part; the models load first (with `prewarm`)."""
@@ -124,10 +195,9 @@ async def build_server(
     """Open the store and build every part of the server on it (see the module).
     `tracing` turns traces on (`OTEL_*`); `phone_clock` times stream tokens, keypad and
     call-back delays (a virtual clock in tests)."""
-    clock = SystemClock()
     instance_id = settings.instance_id or new_instance_id()
     traces = _start_tracing(tracing, instance_id)
-    metrics = ServerMetrics(clock)
+    metrics = ServerMetrics(SystemClock())
     runtime = await ProcessRuntime.open(
         settings,
         desks,
@@ -136,91 +206,7 @@ async def build_server(
         instance_id=instance_id,
         tracer=traces.tracer if traces is not None else NO_TRACING,
     )
-    hub, calls = runtime.hub, runtime.calls
-    board = Switchboard(calls, settings)
-    telemetry = CallTelemetry(hub, metrics, traces)
-    recordings = CallRecordings(hub, RecordingFolder(settings.recordings_folder))
-    webrtc = WebRTCDesk(board)
-    drain = Drain(clock, settings.drain_seconds, board, (webrtc.close_all,), runtime.peers_alive)
-
-    phone_timer = phone_clock if phone_clock is not None else SystemClock()
-    rest = dialer_from(settings)  # None: no REST API set up
-    takeover = (
-        PhoneTakeover(
-            runtime.store,
-            runtime.instance_id,
-            rest,
-            lambda desk: public_url(settings, f"/twilio/{desk}/voice?resume=1"),
-            phone_timer,
-            wall=hub.wall,
-        )
-        if rest is not None
-        else None
-    )
-    phone = PhoneLine(
-        board,
-        settings,
-        # signed under the store's secret: any instance lets in a stream another one minted
-        StreamTokens(phone_clock, secret=runtime.number_key),
-        runtime.number_key,
-        clock=phone_timer,
-        stream_ended=takeover.stream_ended if takeover is not None else None,
-    )
-    telephony = Telephony(
-        phone, board, settings, phone_timer, rest, draining=lambda: drain.draining
-    )
-
-    def live_calls() -> int:
-        return len(calls.calls)
-
-    meter = LoadMeter(
-        calls=live_calls,
-        max_calls=settings.max_calls,
-        parts={"recognizers": offline_recognizer_load(calls=live_calls)},
-    )
-    admission = CallAdmission(meter, settings.max_load)
-
-    def lagged(lag: float) -> None:
-        metrics.loop_lag.observe(lag)
-        meter.observe_lag(lag)
-
-    metrics.draining.set_function(lambda: float(drain.draining))
-    for observer in (
-        board.memory_observer,
-        CallMetrics(metrics, board),
-        telemetry,
-        recordings,
-        telephony,
-        _Starts(meter),
-        drain,
-    ):
-        calls.observe(observer)
-    calls.tap(recordings)
-    calls.observe_turns(telemetry)
-    if takeover is not None:  # phone calls a lost instance carried are taken up here
-        runtime.on_instance_lost(takeover.instance_lost)
-    return ServerParts(
-        settings=settings,
-        runtime=runtime,
-        metrics=metrics,
-        board=board,
-        telemetry=telemetry,
-        recordings=recordings,
-        phone=phone,
-        telephony=telephony,
-        takeover=takeover,
-        webrtc=webrtc,
-        admission=admission,
-        door=Door(drain, admission, metrics.refused),
-        drain=drain,
-        # how late the loop wakes a timer: for /health (`voicehub soak`), /metrics, the load
-        loop_health=LoopHealth(metrics.clock, observe=lagged),
-        reloader=(
-            DeskReloader(settings.channels_dir, desks, prepare=voice.prepare)
-            if settings.reload_desks
-            else None
-        ),
-    )
+    return ServerParts(settings, runtime, metrics, traces, phone_clock)
 
 
 def _start_tracing(settings: TracingSettings | None, instance_id: str) -> Tracing | None:
