@@ -1,6 +1,6 @@
 """Run the real server (uvicorn on 127.0.0.1, a free port) inside a test's event loop.
 
-    async with running_server(settings, session_factory=...) as server:
+    async with running_server(settings, voice=...) as server:
         server.url          # http://127.0.0.1:<port>
         server.switchboard  # the hub, desks and live calls, for white-box checks
 
@@ -27,10 +27,12 @@ from starlette.applications import Starlette
 from voicehub.core.clock import Clock
 from voicehub.desks.config import DeskConfig
 from voicehub.desks.desk import Desk, build_desk
-from voicehub.desks.voice_stack import SessionFactory
+from voicehub.desks.voice_stack import VoiceStack
 from voicehub.server.app import create_app
+from voicehub.server.app_state import running_parts
 from voicehub.server.calls import Switchboard
 from voicehub.server.in_loop import LoopServer, serving_in_loop
+from voicehub.server.parts import ServerParts
 from voicehub.server.settings import ServerSettings
 
 CHANNELS = Path(__file__).resolve().parents[1] / "channels"
@@ -65,9 +67,14 @@ class RunningServer:
         return f"ws://127.0.0.1:{self.port}"
 
     @property
+    def parts(self) -> ServerParts:
+        parts = running_parts(self.app)
+        assert parts is not None, "the server has not started"
+        return parts
+
+    @property
     def switchboard(self) -> Switchboard:
-        board: Switchboard = self.app.state.switchboard
-        return board
+        return self.parts.board
 
     async def get(self, path: str, **options: Any) -> httpx.Response:
         async with httpx.AsyncClient(base_url=self.url, timeout=10) as client:
@@ -78,14 +85,12 @@ class RunningServer:
 async def running_server(
     settings: ServerSettings,
     *,
-    session_factory: SessionFactory | None = None,
+    voice: VoiceStack | None = None,
     desks: Mapping[str, Desk] | None = None,
     phone_clock: Clock | None = None,
 ) -> AsyncIterator[RunningServer]:
     """Serve `settings` (host forced to 127.0.0.1, port to a free one) until the block ends."""
     settings = settings.model_copy(update={"log_level": "warning"})
-    app = create_app(
-        settings, session_factory=session_factory, desks=desks, phone_clock=phone_clock
-    )
+    app = create_app(settings, voice=voice, desks=desks, phone_clock=phone_clock)
     async with serving_in_loop(app, settings) as port:
         yield RunningServer(app, port)

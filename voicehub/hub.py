@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from voicehub.agents.agent import Agent
@@ -31,12 +32,33 @@ from voicehub.core.store.base import RoomRecord, RoomStatus, Store
 from voicehub.core.store.memory import MemoryStore
 from voicehub.core.tracing import NO_TRACING, TRACE_KEY, Tracer
 from voicehub.delivery.policy import DeliveryStrategy, StrategyLike, parse_strategy
-from voicehub.delivery.service import DeliveryService
+from voicehub.delivery.service import DeliveryService, LeaseBreaker
 from voicehub.errors import RoomClosedError, RoomNotFoundError, UnknownAgentError
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.delegation import Delegation, TaskHandle
 
+__all__ = ["DEFAULT", "Hub", "HubInstance", "new_instance_id"]
+
 log = logging.getLogger("voicehub.hub")
+
+
+def new_instance_id() -> str:
+    """A made-up name for a process that was given none."""
+    return f"instance-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True)
+class HubInstance:
+    """This process as one instance among those sharing a store. `id` names it in task
+    records, delivery leases and heartbeats; `wall` is the epoch clock those compare across
+    processes; `delivery_lease` how long a claim to speak a result lasts without renewal;
+    `lease_breaker`, when given, is asked whether another instance's lease on a result may
+    be taken over at once (`voicehub.desks.call_book.CallBook.lease_breakable`)."""
+
+    id: str = field(default_factory=new_instance_id)
+    wall: Callable[[], float] = time.time
+    delivery_lease: float = 15.0
+    lease_breaker: LeaseBreaker | None = None
 
 
 class _Default:
@@ -51,9 +73,9 @@ class Hub:
 
     `max_concurrent_tasks` and `max_tasks_per_room` bound delegated work; extra tasks queue.
     `delivery_strategy` is the desk default used by `deliver` when none is given.
-    `instance_id` names this process among instances sharing a store (task owners, delivery
-    leases, heartbeats); `wall` is the epoch clock those compare across processes, and
-    `delivery_lease` how long a claim to speak a result lasts without renewal.
+    `instance` is this process among those sharing a store (`HubInstance`: its id, wall
+    clock and delivery leases; a made-up id by default). `tracer` makes spans around tool
+    calls and tasks (`voicehub.telemetry` gives one; none by default).
     Agents are looked up per room: a room reaches its orchestration's agents (a child room
     its root's), then those registered with `register_agent`, so two desks served by one
     hub may use the same agent id.
@@ -69,18 +91,14 @@ class Hub:
         max_concurrent_tasks: int = 64,
         max_tasks_per_room: int = 16,
         task_timeout: float | None = None,
-        instance_id: str | None = None,
-        wall: Callable[[], float] = time.time,
-        delivery_lease: float = 15.0,
+        instance: HubInstance | None = None,
+        tracer: Tracer = NO_TRACING,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
         self.clock: Clock = clock or SystemClock()
-        # Names this process in task records, delivery leases and heartbeats.
-        self.instance_id = instance_id or f"instance-{uuid.uuid4().hex[:12]}"
-        self.wall = wall
+        self.instance = instance if instance is not None else HubInstance()
         self.hooks = HookRegistry()
-        # Spans around tool calls and tasks; the composition side sets it (voicehub.telemetry).
-        self.tracer: Tracer = NO_TRACING
+        self.tracer = tracer
         self.orchestration = orchestration
         self.agents: dict[str, Agent] = {}
         self.jobs = BackgroundJobs()
@@ -97,10 +115,21 @@ class Hub:
         self.delivery: DeliveryService = DeliveryService(
             self,
             default_strategy=delivery_strategy,
-            wall=wall,
+            wall=self.wall,
             owner=self.instance_id,
-            lease=delivery_lease,
+            lease=self.instance.delivery_lease,
+            lease_breaker=self.instance.lease_breaker,
         )
+
+    @property
+    def instance_id(self) -> str:
+        """This process's name among the instances sharing the store."""
+        return self.instance.id
+
+    @property
+    def wall(self) -> Callable[[], float]:
+        """The epoch clock instances compare leases and heartbeats on."""
+        return self.instance.wall
 
     @property
     def delivery_strategy(self) -> DeliveryStrategy:

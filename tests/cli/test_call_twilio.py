@@ -16,7 +16,7 @@ from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub.voice.audio import read_wav
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
@@ -35,8 +35,8 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
     )
     desks = {"research": load_desks(CHANNELS)["research"]}
     # The session answers the caller's words, so the client's turn ends without a 20 s wait.
-    factory = ScriptedFactory(answer="Hello! Ask me to research a topic.")
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    factory = ScriptedStack(answer="Hello! Ask me to research a topic.")
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 
@@ -58,7 +58,7 @@ async def test_a_phone_call_from_the_cli(
     assert f"room {room}" in printed and "caller: hello" in printed
     assert "agent speech played (mark" in printed and "settled" in printed
     assert "PROTOCOL PROBLEM" not in printed
-    [session] = server.switchboard.factory.sessions  # type: ignore[attr-defined]
+    [session] = server.switchboard.lifecycle.voice.sessions  # type: ignore[attr-defined]
     assert len(session.caller_audio) > 16000  # the words reached the session (16 kHz PCM)
     assert session.said[-1] == "Hello! Ask me to research a topic."  # answered once heard
     audio, rate = read_wav(out)

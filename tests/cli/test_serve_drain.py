@@ -102,7 +102,7 @@ async def test_sigterm_refuses_new_calls_lets_the_live_call_finish_then_exits_0(
         signalled = time.monotonic()
         draining = await ready_status(server, 503)
         assert draining["reason"] == "draining"
-        draining["checks"].pop("load")  # the process's load (`voicehub.desks.admission`)
+        draining["checks"].pop("load")  # the process's load (`voicehub.desks.call_admission`)
         assert draining["checks"] == {"models": "loaded", "draining": True, "store": "ok"}
         refused = server.call("drain-e2e-late")
         with pytest.raises(VoicehubError, match=r"refused \(1013\)"):

@@ -23,7 +23,7 @@ from voicehub.client.endings import CallRefused
 from voicehub.desks.desk import load_desks
 from voicehub.errors import MissingExtraError
 from voicehub.server.settings import ServerSettings
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 ANSWER = "Sure, I'll have my analysts look into heat pumps."
 BLOCK = 640  # 20 ms of 16 kHz PCM16
@@ -115,11 +115,11 @@ def test_the_speaker_reports_a_mark_once_its_audio_played_and_clear_drops_the_re
 async def test_a_console_call_talks_hears_and_acks_what_played(tmp_path: Path) -> None:
     desks = load_desks(CHANNELS)
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "v.db")
-    factory = ScriptedFactory(answer=ANSWER)
+    factory = ScriptedStack(answer=ANSWER)
     words = tone(0.6)
     sound = FileBackedSound(words)
     out = io.StringIO()
-    async with running_server(settings, session_factory=factory, desks=desks) as server:
+    async with running_server(settings, voice=factory, desks=desks) as server:
         console = ConsoleCall(
             ConsoleOptions(desk="research", server=server.url, conversation="console-1"),
             sound=sound,
@@ -145,7 +145,7 @@ async def test_a_console_call_talks_hears_and_acks_what_played(tmp_path: Path) -
 async def test_an_unknown_desk_is_refused(tmp_path: Path) -> None:
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "v.db")
     async with running_server(
-        settings, session_factory=ScriptedFactory(), desks=load_desks(CHANNELS)
+        settings, voice=ScriptedStack(), desks=load_desks(CHANNELS)
     ) as server:
         console = ConsoleCall(
             ConsoleOptions(desk="nope", server=server.url), sound=FileBackedSound(b"")

@@ -26,7 +26,7 @@ from voicehub.delivery.followup import (
 )
 from voicehub.delivery.followup_service import FollowUpError, FollowUps
 from voicehub.delivery.service import DeliveryService
-from voicehub.hub import Hub
+from voicehub.hub import Hub, HubInstance
 
 HOUR = 3600.0
 PLAN = FollowUpPlan(hold_for=24 * HOUR, channel="sms")
@@ -216,14 +216,14 @@ async def test_a_result_the_outbox_expired_while_down_still_goes_out(tmp_path: P
     follow-up still sends it (and the TTL text is the one the decision looks for)."""
     store = SQLiteStore(tmp_path / "voicehub.db")
     now = [10_000.0]
-    hub = Hub(store=store, wall=lambda: now[0])
+    hub = Hub(store=store, instance=HubInstance(wall=lambda: now[0]))
     hub.delivery = DeliveryService(hub, ttl=HOUR, wall=lambda: now[0])
     await hub.start()
     delivery_id = await hub.delivery.deliver("research:tel-1", "Solar pays back.")
     await hub.aclose()
     now[0] += 2 * HOUR
     store = SQLiteStore(tmp_path / "voicehub.db")
-    hub = Hub(store=store, wall=lambda: now[0])
+    hub = Hub(store=store, instance=HubInstance(wall=lambda: now[0]))
     hub.delivery = DeliveryService(hub, ttl=HOUR, wall=lambda: now[0])
     await hub.start()  # the restart expires it
     expired = await store.get_delivery(delivery_id)

@@ -14,7 +14,7 @@ from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.delivery.policy import Immediate
 from voicehub.errors import StoreError
-from voicehub.hub import Hub
+from voicehub.hub import Hub, HubInstance
 from voicehub_dev.fakes.scripted_session import FakeSession
 
 
@@ -38,7 +38,12 @@ class OutageStore(MemoryStore):
 @pytest.fixture
 async def setup() -> AsyncIterator[tuple[Hub, OutageStore, VirtualClock, FakeSession]]:
     clock, store = VirtualClock(), OutageStore()
-    hub = Hub(store=store, clock=clock, delivery_strategy=Immediate(), wall=clock.now)
+    hub = Hub(
+        store=store,
+        clock=clock,
+        delivery_strategy=Immediate(),
+        instance=HubInstance(wall=clock.now),
+    )
     await hub.start()
     session = FakeSession(clock, speech_seconds=2.0)
     await hub.delivery.attach("call", session, session.activity)
@@ -105,7 +110,10 @@ async def test_a_lease_renewal_refused_mid_speech_neither_repeats_nor_drops_the_
     # speech for a failed one and spoke it again (delivered with attempts 2).
     clock, store = VirtualClock(), RenewalOutageStore()
     hub = Hub(
-        store=store, clock=clock, delivery_strategy=Immediate(), wall=clock.now, delivery_lease=3
+        store=store,
+        clock=clock,
+        delivery_strategy=Immediate(),
+        instance=HubInstance(wall=clock.now, delivery_lease=3),
     )
     await hub.start()
     session = FakeSession(clock, speech_seconds=10.0)

@@ -1,4 +1,4 @@
-"""Helpers for desk calls with the real offline stack: `start_desk_call` on a desk from
+"""Helpers for desk calls with the real offline stack: `start_pipeline_call` on a desk from
 `channels/`, the caller's words synthesized by Piper and pushed as 20 ms frames faster than
 real time, and waits on what the transport receives (never on the wall clock)."""
 
@@ -12,14 +12,15 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from voicehub.desks.call import start_desk_call
 from voicehub.desks.desk import Desk, load_desks
+from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
+from voicehub.desks.voice_stack import CallSpec
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import Transcript
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
-from voicehub_dev.fakes.memory_transport import FakeTransport
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -50,10 +51,10 @@ def example_desks() -> dict[str, Desk]:
 
 @dataclass
 class DeskCallHarness:
-    """One call: the session `start_desk_call` returned and its in-memory transport."""
+    """One call: the session `start_pipeline_call` returned and its in-memory transport."""
 
     session: PipelineVoiceSession
-    transport: FakeTransport
+    transport: MemoryTransport
 
     async def caller_says(self, words: str, silence: float = 0.8) -> None:
         """The caller says `words`, then stays silent."""
@@ -74,20 +75,20 @@ class DeskCallHarness:
         return next(line for line in self.agent_lines() if words in line)
 
 
-async def call_desk(hub: Hub, desk: Desk, room_id: str, **options: Any) -> DeskCallHarness:
-    """Start `desk` on a call in `room_id` (playout confirmed at once)."""
+async def call_desk(
+    hub: Hub, desk: Desk, room_id: str, *, voices: dict[str, Any] | None = None
+) -> DeskCallHarness:
+    """Start `desk` on a call in `room_id` (playout confirmed at once); `voices` replaces
+    the agents' voices (default: "espeak")."""
     models = offline_models()
-    transport = FakeTransport(RATE, ack="immediate")
-    options.setdefault("voices", {"espeak": models["espeak"]})
-    session = await start_desk_call(
-        hub,
-        desk,
-        room_id,
-        transport,
+    transport = MemoryTransport(RATE, ack="immediate")
+    providers = PipelineProviders(
         stt=models["stt"],
         tts=models["tts"],
         vad=models["vad"],
-        **options,
+        voices={"espeak": models["espeak"]} if voices is None else voices,
     )
+    call = await CallSpec.for_room(hub, desk, room_id, transport)
+    session = await start_pipeline_call(call, providers)
     transport.session = session
     return DeskCallHarness(session, transport)

@@ -1,9 +1,8 @@
-"""The research-cloud desk (Deepgram voice, OpenAI model) through the server's call factory,
+"""The research-cloud desk (Deepgram voice, OpenAI model) through the `deepgram` voice stack,
 against the fake Deepgram and the fake OpenAI chat server: keys, refusals, a whole call."""
 
 from __future__ import annotations
 
-import logging
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,16 +11,18 @@ import pytest
 
 from tests.desks.desk_calls import CHANNELS, RATE, DeskCallHarness
 from voicehub.desks import deepgram_stack
+from voicehub.desks.deepgram_stack import DeepgramStack
 from voicehub.desks.desk import Desk, build_desk
 from voicehub.desks.loading import load_desk_file
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.offline_stack import PipelineResources
+from voicehub.desks.voice_stack import CallSpec, default_voice_stacks
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.engine.session import EngineOptions
 from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
 from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
 from voicehub_dev.fakes.deepgram import FakeDeepgram
-from voicehub_dev.fakes.memory_transport import FakeTransport
 from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
 
 WORDS = "please research solar panels"
@@ -69,10 +70,12 @@ async def test_a_call_without_keys_is_refused_and_the_other_desks_serve(
 ) -> None:
     monkeypatch.delenv("DEEPGRAM_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    factory = OfflineSessionFactory()
+    factory = default_voice_stacks()
     async with Hub() as hub:
         with pytest.raises(ConfigError) as caught:
-            await factory.start(hub, cloud_desk(tmp_path), "r1", FakeTransport(RATE))
+            await factory.start(
+                await CallSpec.for_room(hub, cloud_desk(tmp_path), "r1", MemoryTransport(RATE))
+            )
         message = str(caught.value)
         assert message.startswith("cannot start a call: ")
         assert "DEEPGRAM_API_KEY" in message and "OPENAI_API_KEY" in message
@@ -83,19 +86,19 @@ async def test_a_refused_key_is_found_at_startup_and_calls_are_refused(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     deepgram: FakeDeepgram,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("DEEPGRAM_API_KEY", "not-the-key")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     desk = cloud_desk(tmp_path, deepgram.url)
     assert await deepgram_stack.check_desk(desk) is not None
-    factory = OfflineSessionFactory()
-    with caplog.at_level(logging.WARNING, logger="voicehub.desks"):
-        await factory.prepare([desk])
-    assert "refused the API key in DEEPGRAM_API_KEY (HTTP 401)" in caplog.text
+    factory = default_voice_stacks()
+    assert factory.check(desk) == []  # the key is set: nothing known against it yet
+    await factory.prepare([desk])
+    [problem] = factory.check(desk)
+    assert "refused the API key in DEEPGRAM_API_KEY (HTTP 401)" in problem
     async with Hub() as hub:
         with pytest.raises(ConfigError, match=r"cannot start a call: .*refused the API key"):
-            await factory.start(hub, desk, "r1", FakeTransport(RATE))
+            await factory.start(await CallSpec.for_room(hub, desk, "r1", MemoryTransport(RATE)))
 
 
 async def test_phone_calls_use_mulaw_at_8khz(
@@ -109,10 +112,12 @@ async def test_phone_calls_use_mulaw_at_8khz(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     desk = cloud_desk(tmp_path, deepgram.url)
     expected = {"phone": "mulaw", "browser": "linear16"}
-    transports = {"phone": TwilioMediaTransport("MZ1"), "browser": FakeTransport(8000)}
+    transports = {"phone": TwilioMediaTransport("MZ1"), "browser": MemoryTransport(8000)}
     async with Hub() as hub:
         for kind, transport in transports.items():
-            session = await OfflineSessionFactory().start(hub, desk, f"r-{kind}", transport)
+            session = await default_voice_stacks().start(
+                await CallSpec.for_room(hub, desk, f"r-{kind}", transport)
+            )
             try:
                 stt, tts = session.stt, session.tts
                 assert isinstance(stt, DeepgramSTT) and isinstance(tts, DeepgramTTS)
@@ -136,13 +141,12 @@ async def test_research_by_voice_on_the_cloud_desk(
         monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
         deepgram.transcripts.append(WORDS)
         desk = cloud_desk(tmp_path, deepgram.url)
-        factory = OfflineSessionFactory(
-            options=EngineOptions(turn=TurnSettings(policy=TurnPolicy("vad", vad_silence=0.55)))
-        )
+        tuned = EngineOptions(turn=TurnSettings(policy=TurnPolicy("vad", vad_silence=0.55)))
+        factory = DeepgramStack(PipelineResources(options=tuned))
         await factory.prepare([desk])
         async with Hub() as hub:
-            transport = FakeTransport(RATE, ack="immediate")
-            session = await factory.start(hub, desk, "cloud-1", transport)
+            transport = MemoryTransport(RATE, ack="immediate")
+            session = await factory.start(await CallSpec.for_room(hub, desk, "cloud-1", transport))
             transport.session = session
             call = DeskCallHarness(session, transport)  # type: ignore[arg-type]
             try:
@@ -170,14 +174,16 @@ async def test_research_by_voice_on_the_cloud_desk(
 async def test_a_call_opens_its_speak_socket_as_it_starts_and_a_failed_start_closes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deepgram: FakeDeepgram
 ) -> None:
-    from voicehub.desks import call
+    from voicehub.desks import deepgram_stack as module
 
     monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     desk = cloud_desk(tmp_path, deepgram.url)
-    factory = OfflineSessionFactory()
+    factory = default_voice_stacks()
     async with Hub() as hub:
-        session = await factory.start(hub, desk, "r1", FakeTransport(RATE))
+        session = await factory.start(
+            await CallSpec.for_room(hub, desk, "r1", MemoryTransport(RATE))
+        )
         try:  # open before any reply needs it
             await deepgram.wait_for(lambda: len(deepgram.speaks) == 1)
             assert not deepgram.speaks[0].messages
@@ -188,7 +194,7 @@ async def test_a_call_opens_its_speak_socket_as_it_starts_and_a_failed_start_clo
             await deepgram.wait_for(lambda: len(deepgram.speaks) == 2)
             raise RuntimeError("the call's room could not open")
 
-        monkeypatch.setattr(call, "start_desk_call", fails_once_the_socket_is_open)
+        monkeypatch.setattr(module, "start_pipeline_call", fails_once_the_socket_is_open)
         with pytest.raises(RuntimeError, match="could not open"):
-            await factory.start(hub, desk, "r2", FakeTransport(RATE))
+            await factory.start(await CallSpec.for_room(hub, desk, "r2", MemoryTransport(RATE)))
         await deepgram.wait_for(lambda: all(speak.closed for speak in deepgram.speaks))

@@ -11,7 +11,7 @@ import pytest
 from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import load_desks
 from voicehub.desks.instance_rooms import DeskRooms
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.errors import VoicehubError
 from voicehub.hub import Hub
 
@@ -27,7 +27,7 @@ async def rooms() -> DeskRooms:
     config = research.config.model_copy(update={"name": "strict", "supervisor": failing})
     desks["strict"] = dataclasses.replace(research, config=config)
     hub = Hub(orchestration=None)
-    calls = CallLifecycle(hub, desks, OfflineSessionFactory())
+    calls = CallLifecycle(hub, desks, default_voice_stacks())
     return DeskRooms(hub, desks, calls)
 
 

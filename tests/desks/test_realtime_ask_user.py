@@ -2,7 +2,7 @@
 answer the caller's reply by itself, and the reply's input transcription answers it.
 
 A desk file with `engine = "openai-realtime"` pointed at the fake Realtime server through
-`[voice.realtime] base_url`, run by `start_realtime_call` (the server's path), with the
+`[voice.realtime] base_url`, run by the `openai-realtime` stack (the server's path), with the
 real `openai` SDK; the caller's words are Piper speech, heard by the fake's PocketSphinx.
 """
 
@@ -21,13 +21,14 @@ from tests.voice.realtime.test_session import RATE, finals, speak, until
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.realtime_call import start_realtime_call
+from voicehub.desks.realtime_call import RealtimeStack
+from voicehub.desks.voice_stack import CallSpec
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.orchestration.ask_user import ANSWER_ROUTE
+from voicehub.testing import MemoryTransport
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS
-from voicehub_dev.fakes.memory_transport import FakeTransport
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 ROOM = "help:ask-1"
@@ -88,8 +89,8 @@ async def test_the_question_is_spoken_and_the_next_turn_answers_it(
 ) -> None:
     desk, server = desk_and_server
     async with Hub(clock=VirtualClock()) as hub:
-        transport = FakeTransport(RATE, ack="immediate")
-        session = await start_realtime_call(hub, desk, ROOM, transport)
+        transport = MemoryTransport(RATE, ack="immediate")
+        session = await RealtimeStack().start(await CallSpec.for_room(hub, desk, ROOM, transport))
         transport.session = session
         try:
             tools = server.of_type("session.update")[0]["session"]["tools"]
@@ -136,5 +137,7 @@ async def test_ask_user_without_input_transcription_is_refused_at_call_start(
     desk = load_desks(tmp_path)["help"]
     async with Hub() as hub:
         with pytest.raises(ConfigError, match="transcription_model"):
-            await start_realtime_call(hub, desk, ROOM, FakeTransport(RATE))
+            await RealtimeStack().start(
+                await CallSpec.for_room(hub, desk, ROOM, MemoryTransport(RATE))
+            )
         assert ROOM not in hub.rooms  # refused before the room was touched

@@ -13,8 +13,8 @@ import pytest
 
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.loading import load_desk_file
+from voicehub.desks.offline_stack import offline_stt_name, speech_to_text_for
 from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
-from voicehub.desks.voice_stack import offline_stt_name, speech_to_text_for
 from voicehub.errors import ConfigError
 from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT, whisper_engine
 

@@ -25,7 +25,7 @@ from voicehub.core.store.base import DeliveryRecord, Store, TaskRecord, TaskStat
 from voicehub.core.store.memory import MemoryStore
 from voicehub.core.store.redis import RedisStore
 from voicehub.errors import ConfigError, StoreError
-from voicehub.hub import Hub
+from voicehub.hub import Hub, HubInstance
 from voicehub.orchestration.instances import InstanceHeartbeat
 from voicehub.orchestration.recovery import LOST_REASON, OnInstanceLoss, TaskRecovery
 from voicehub.orchestration.supervisor import Supervisor
@@ -96,8 +96,7 @@ class Cluster:
             store=self.make_store(),
             clock=self.clock,
             orchestration=supervisor,
-            instance_id=name,
-            wall=self.clock.now,
+            instance=HubInstance(name, wall=self.clock.now),
         )
         await hub.start()
         handling = Handling(hub, policy)

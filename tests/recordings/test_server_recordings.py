@@ -22,10 +22,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from tests.e2e_helpers import RunningServer, running_server
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.desks.desk import Desk, build_desk, load_desks
-from voicehub.hub import Hub
+from voicehub.desks.voice_stack import CallSpec
 from voicehub.server.settings import ServerSettings
-from voicehub.voice.transport import CallTransport
-from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
+from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOKEN = "a-long-enough-test-token"
@@ -41,15 +40,11 @@ class ToneSession(ScriptedSession):
         return await super().say(text, allow_interrupt=allow_interrupt)
 
 
-class ToneFactory(ScriptedFactory):
-    async def start(
-        self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
-    ) -> ScriptedSession:
-        resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
+class ToneFactory(ScriptedStack):
+    async def start(self, call: CallSpec) -> ScriptedSession:
+        hub, desk, room_id = call.hub, call.desk, call.room_id
         await hub.create_room(room_id, orchestration=desk.call_orchestration())
-        session = ToneSession(
-            hub, room_id, desk, transport, None if resumed else desk.greeting, "I see."
-        )
+        session = ToneSession(hub, room_id, desk, call.transport, call.greeting, "I see.")
         self.sessions.append(session)
         await session.start()
         return session
@@ -68,7 +63,7 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
         "drafting": examples["drafting"],
     }
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db", token=TOKEN)
-    async with running_server(settings, session_factory=ToneFactory(), desks=desks) as running:
+    async with running_server(settings, voice=ToneFactory(), desks=desks) as running:
         yield running
 
 
@@ -97,7 +92,7 @@ async def hang_up(server: RunningServer, ws: ClientConnection, room_id: str) -> 
     live = server.switchboard.calls.get(room_id)
     if live is not None:
         await live.finished.wait()
-    await server.app.state.recordings.aclose()  # the files are written
+    await server.app.state.parts.recordings.aclose()  # the files are written
 
 
 async def test_a_recorded_call_and_its_call_back(server: RunningServer) -> None:
@@ -168,7 +163,7 @@ async def test_a_desk_without_record_keeps_nothing(server: RunningServer) -> Non
         await hang_up(server, ws, "drafting:plain")
     listed = await server.get("/api/rooms/drafting%3Aplain/recordings", params={"token": TOKEN})
     assert listed.json()["recordings"] == []
-    assert not server.app.state.recordings.folder.root.exists()
+    assert not server.app.state.parts.recordings.folder.root.exists()
 
 
 async def test_the_console_plays_a_past_conversation_along_its_timeline(

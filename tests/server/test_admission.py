@@ -18,7 +18,7 @@ from voicehub.errors import VoicehubError
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import CallError
 from voicehub.voice.providers.offline.recognizer_load import RecognizerLoad
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
@@ -35,7 +35,7 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
         twilio_auth_token=AUTH_TOKEN,
     )
     desks = {"research": load_desks(CHANNELS)["research"]}
-    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as run:
+    async with running_server(settings, voice=ScriptedStack(), desks=desks) as run:
         yield run
 
 
@@ -94,8 +94,8 @@ async def test_a_server_at_its_call_limit_refuses_new_calls_busy_on_every_transp
 async def test_the_servers_load_counts_its_offline_recognizers(tmp_path: Path) -> None:
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db", max_load=0.8)
     desks = {"research": load_desks(CHANNELS)["research"]}
-    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as run:
-        meter = run.app.state.admission.meter
+    async with running_server(settings, voice=ScriptedStack(), desks=desks) as run:
+        meter = run.app.state.parts.admission.meter
         assert isinstance(meter.parts["recognizers"], RecognizerLoad)
         assert "recognizers" in meter.shares()
         # the decoders saturated, the process itself idle: a new call is refused busy

@@ -31,7 +31,7 @@ from voicehub.voice.events import (
     TaskStarted,
     Transcript,
 )
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOKEN = "a-long-enough-test-token"
@@ -50,15 +50,15 @@ def settings(tmp_path: Path) -> ServerSettings:
 
 
 @pytest.fixture
-def factory() -> ScriptedFactory:
-    return ScriptedFactory()
+def factory() -> ScriptedStack:
+    return ScriptedStack()
 
 
 @pytest.fixture
 async def server(
-    settings: ServerSettings, factory: ScriptedFactory, desks: dict[str, Desk]
+    settings: ServerSettings, factory: ScriptedStack, desks: dict[str, Desk]
 ) -> AsyncIterator[RunningServer]:
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 
@@ -102,7 +102,7 @@ def fast(server: RunningServer, desk: str, conversation: str, **options: Any) ->
 
 
 async def test_health_console_page_and_static_files(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
     health = await server.get("/health")
     body = health.json()
@@ -176,10 +176,10 @@ async def test_rest_view_of_rooms_tasks_and_deliveries(
 
 
 async def test_a_token_guards_calls_the_api_and_the_details_of_health(
-    settings: ServerSettings, factory: ScriptedFactory, desks: dict[str, Desk]
+    settings: ServerSettings, factory: ScriptedStack, desks: dict[str, Desk]
 ) -> None:
     guarded = settings.model_copy(update={"token": TOKEN})
-    async with running_server(guarded, session_factory=factory, desks=desks) as server:
+    async with running_server(guarded, voice=factory, desks=desks) as server:
         # a probe needs no token but learns the status only; the details need the token
         assert (await server.get("/health")).json() == {"status": "ok"}
         detailed = await server.get("/health", headers={"Authorization": f"Bearer {TOKEN}"})
@@ -222,7 +222,7 @@ async def test_an_unknown_desk_or_a_bad_conversation_id_is_refused(server: Runni
 
 
 async def test_a_call_streams_audio_both_ways_and_acks_playout(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
     async with connect(f"{server.ws_url}/desks/research/call?conversation=p-1") as ws:
         session = await next_event(ws, "session")
@@ -262,7 +262,7 @@ async def test_a_call_streams_audio_both_ways_and_acks_playout(
 
 
 async def test_malformed_input_gets_error_frames_and_the_call_goes_on(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
     url = f"{server.ws_url}/desks/research/call?conversation="
     async with connect(url + "bad-1") as bad, connect(url + "good-1") as good:
@@ -315,7 +315,7 @@ async def test_without_a_conversation_id_the_server_picks_one(server: RunningSer
 
 
 async def test_a_second_connection_to_a_conversation_replaces_the_first(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
     url = f"{server.ws_url}/desks/research/call?conversation=twice"
     async with connect(url) as first:
@@ -329,18 +329,18 @@ async def test_a_second_connection_to_a_conversation_replaces_the_first(
 
 
 async def test_a_session_that_cannot_start_is_reported_and_the_server_goes_on(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
-    class Broken(ScriptedFactory):
+    class Broken(ScriptedStack):
         async def start(self, *args: Any, **kwargs: Any) -> Any:
             raise RuntimeError("no microphone model")
 
-    server.switchboard.factory = Broken()
+    server.switchboard.lifecycle.voice = Broken()
     async with connect(f"{server.ws_url}/desks/research/call?conversation=s-1") as ws:
         error = await next_event(ws, "error")
         assert error["code"] == "session_failed" and "no microphone model" in error["message"]
         assert (await closed(ws))[0] == 1011
-    server.switchboard.factory = factory
+    server.switchboard.lifecycle.voice = factory
     async with CallClient(fast(server, "research", "s-2")) as call:
         assert call.report.room_id == "research:s-2"
     # the call that could not start is counted as refused, not as a call
@@ -350,9 +350,9 @@ async def test_a_session_that_cannot_start_is_reported_and_the_server_goes_on(
 
 
 async def test_a_call_that_fails_mid_call_is_logged_closed_1011_and_the_server_goes_on(
-    server: RunningServer, factory: ScriptedFactory, caplog: pytest.LogCaptureFixture
+    server: RunningServer, factory: ScriptedStack, caplog: pytest.LogCaptureFixture
 ) -> None:
-    class BreaksOnAudio(ScriptedFactory):
+    class BreaksOnAudio(ScriptedStack):
         async def start(self, *args: Any, **kwargs: Any) -> Any:
             session = await super().start(*args, **kwargs)
 
@@ -362,7 +362,7 @@ async def test_a_call_that_fails_mid_call_is_logged_closed_1011_and_the_server_g
             session.push_audio = push_audio  # type: ignore[method-assign]
             return session
 
-    server.switchboard.factory = BreaksOnAudio()
+    server.switchboard.lifecycle.voice = BreaksOnAudio()
     async with connect(f"{server.ws_url}/desks/research/call?conversation=m-1") as ws:
         await ws.send(bytes(640))
         error = await next_event(ws, "error")
@@ -371,7 +371,7 @@ async def test_a_call_that_fails_mid_call_is_logged_closed_1011_and_the_server_g
         assert (await closed(ws))[0] == 1011
     [failed] = [r for r in caplog.records if r.getMessage() == "room research:m-1: the call failed"]
     assert failed.levelname == "ERROR" and failed.exc_info is not None
-    server.switchboard.factory = factory
+    server.switchboard.lifecycle.voice = factory
     async with CallClient(fast(server, "research", "m-2")) as call:
         assert call.report.room_id == "research:m-2"
 
@@ -408,8 +408,8 @@ async def test_a_result_for_a_caller_who_hung_up_is_spoken_when_they_call_back(
 async def test_shutdown_keeps_undelivered_results_for_the_next_server(
     settings: ServerSettings, desks: dict[str, Desk]
 ) -> None:
-    first = ScriptedFactory()
-    async with running_server(settings, session_factory=first, desks=desks) as server:
+    first = ScriptedStack()
+    async with running_server(settings, voice=first, desks=desks) as server:
         call = CallClient(fast(server, "drafting", "restart-1"))
         await call.connect()
         await call.wait_for_turn()
@@ -424,9 +424,9 @@ async def test_shutdown_keeps_undelivered_results_for_the_next_server(
     await store.close()
     assert kept.status is DeliveryStatus.HELD and kept.content == "The note is approved."
 
-    second = ScriptedFactory()
+    second = ScriptedStack()
     async with (
-        running_server(settings, session_factory=second, desks=desks) as server,
+        running_server(settings, voice=second, desks=desks) as server,
         CallClient(fast(server, "drafting", "restart-1")) as call,
     ):
         await call.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered")
@@ -434,7 +434,7 @@ async def test_shutdown_keeps_undelivered_results_for_the_next_server(
 
 
 def test_the_example_desk_folder_builds_an_app() -> None:
-    app = create_app(ServerSettings(channels_dir=CHANNELS), session_factory=ScriptedFactory())
+    app = create_app(ServerSettings(channels_dir=CHANNELS), voice=ScriptedStack())
     paths = [getattr(route, "path", "") for route in app.routes]
     assert paths[:3] == ["/", "/static", "/desks/{desk}/call"]
 

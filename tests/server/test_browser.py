@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tests.e2e_helpers import brief_research_desk, running_server
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.audio import write_wav
 from voicehub.voice.providers.offline.tts_engines import synthesize
@@ -110,13 +110,13 @@ async def test_the_console_calls_the_research_desk_with_the_microphone(tmp_path:
     wav = caller_wav(tmp_path / "caller.wav")
     desks = {"research": brief_research_desk()}
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
-    factory = OfflineSessionFactory()
+    factory = default_voice_stacks()
     frames = FrameLog()
     problems: list[str] = []
     screenshot = tmp_path / "console.png"
 
     async with (
-        running_server(settings, session_factory=factory, desks=desks) as server,
+        running_server(settings, voice=factory, desks=desks) as server,
         playwright.async_playwright() as p,
     ):
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=chromium_args(wav))

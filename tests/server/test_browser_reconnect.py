@@ -20,7 +20,7 @@ from tests.server.test_browser import CHROMIUM, caller_wav, chromium_args, requi
 from tests.webrtc_helpers import loopback_ice
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 pytest.importorskip("aiortc")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -36,7 +36,8 @@ def loopback() -> Iterator[None]:
 
 async def live_call(server: RunningServer, room_id: str, count: int) -> Any:
     """The server's live call of `room_id` once `count` calls of it have started."""
-    factory: ScriptedFactory = server.switchboard.factory  # type: ignore[assignment]
+    factory = server.switchboard.lifecycle.voice
+    assert isinstance(factory, ScriptedStack)
 
     for _ in range(TIMEOUT_MS // 50):  # the server's state, polled from the test
         sessions = [s for s in factory.sessions if s.room_id == room_id]
@@ -56,11 +57,11 @@ async def test_the_console_reconnects_to_its_conversation_when_its_call_is_hande
     wav = caller_wav(tmp_path / "caller.wav", before=60.0)  # the caller stays quiet
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
     desks = {"research": load_desks(CHANNELS)["research"]}
-    factory = ScriptedFactory()
+    factory = ScriptedStack()
     problems: list[str] = []
     urls: list[str] = []
     async with (
-        running_server(settings, session_factory=factory, desks=desks) as server,
+        running_server(settings, voice=factory, desks=desks) as server,
         playwright.async_playwright() as p,
     ):
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=chromium_args(wav))

@@ -23,7 +23,7 @@ import pytest
 from tests.e2e_helpers import brief_research_desk, running_server
 from tests.server.test_browser import CHROMIUM, caller_wav, chromium_args, require_chromium
 from tests.webrtc_helpers import loopback_ice
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 
 pytest.importorskip("aiortc")
@@ -63,7 +63,7 @@ async def test_the_console_calls_over_webrtc_and_draws_the_timeline(tmp_path: Pa
     room = "research:browser-rtc"
 
     async with (
-        running_server(settings, session_factory=OfflineSessionFactory(), desks=desks) as server,
+        running_server(settings, voice=default_voice_stacks(), desks=desks) as server,
         playwright.async_playwright() as p,
     ):
         args = [*chromium_args(wav), "--allow-loopback-in-peer-connection"]

@@ -6,13 +6,13 @@ from websockets.asyncio.client import connect
 
 from tests.e2e_helpers import RunningServer
 from tests.server.test_app import closed, desks, factory, next_event, server, settings
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 __all__ = ["desks", "factory", "server", "settings"]  # the fixtures this module uses
 
 
 async def test_a_call_at_24_khz_takes_960_byte_frames(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
     async with connect(f"{server.ws_url}/desks/research/call?conversation=r24&rate=24000") as ws:
         session = await next_event(ws, "session")

@@ -26,7 +26,7 @@ from voicehub.client.carrier_answers import StreamAnswer
 from voicehub.client.carrier_line import CarrierLine
 from voicehub.core.store.number_key import caller_conversation
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.settings import CarrierSettings
 from voicehub.voice.providers.offline import transcribe
@@ -74,8 +74,8 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runn
         ),
     )
     desks: dict[str, Desk] = {"research": load_desks(CHANNELS)["research"]}
-    factory = OfflineSessionFactory()
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    factory = default_voice_stacks()
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 

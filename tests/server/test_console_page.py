@@ -29,7 +29,7 @@ from voicehub.core.store.base import (
 )
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 RESULT = "Here is what I found. A heat pump moves heat from the outside air into your home."
 
@@ -106,9 +106,7 @@ async def test_the_live_timeline_reads_well(tmp_path: Path, settings: ServerSett
 
     wav = caller_wav(tmp_path / "caller.wav", before=0.5, after=5)
     async with (
-        running_server(
-            settings, session_factory=ScriptedFactory(), desks=load_desks(CHANNELS)
-        ) as server,
+        running_server(settings, voice=ScriptedStack(), desks=load_desks(CHANNELS)) as server,
         playwright.async_playwright() as p,
     ):
         browser, page, problems = await open_page(p, server, wav)
@@ -199,9 +197,9 @@ async def test_a_past_conversation_is_as_complete_as_the_live_view_and_calls_end
     expect = playwright.expect
     wav = caller_wav(tmp_path / "caller.wav", before=0.5, after=30)
     room = "research:past-1"
-    factory = ScriptedFactory()
+    factory = ScriptedStack()
     async with (
-        running_server(settings, session_factory=factory, desks=load_desks(CHANNELS)) as server,
+        running_server(settings, voice=factory, desks=load_desks(CHANNELS)) as server,
         playwright.async_playwright() as p,
     ):
         await seed_past_call(server, room)

@@ -16,12 +16,13 @@ from voicehub.delivery.policy import WaitForIdle
 from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import load_desks
 from voicehub.hub import Hub
+from voicehub.server.call_metrics import CallMetrics
 from voicehub.server.calls import LiveCall, Switchboard
 from voicehub.server.metrics import ServerMetrics
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import ServerEvent
 from voicehub.voice.session import VoiceSession
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 ROOM = "drafting:lag"
@@ -72,11 +73,12 @@ async def test_lag_counts_from_the_reconnect_and_includes_waiting_for_the_caller
     clock = VirtualClock()
     hub = Hub(store=SQLiteStore(tmp_path / "v.db"), clock=clock)
     await hub.start()
-    factory = ScriptedFactory()
+    factory = ScriptedStack()
     desks = {"drafting": load_desks(CHANNELS)["drafting"]}
-    board = Switchboard(CallLifecycle(hub, desks, factory), ServerSettings(channels_dir=CHANNELS))
+    calls = CallLifecycle(hub, desks, factory)
+    board = Switchboard(calls, ServerSettings(channels_dir=CHANNELS))
     metrics = ServerMetrics(clock)
-    metrics.watch(board)
+    calls.observe(CallMetrics(metrics, board))
     strategy = WaitForIdle(buffer=1.0)
     try:
         await hub.delivery.deliver(ROOM, "Held while nobody was on the line.", strategy=strategy)

@@ -17,7 +17,7 @@ from voicehub.desks.desk import load_desks
 from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import Transcript
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 GREETING = (
     'greeting = "Hello, you have reached the research desk. What would you like me to look into?"'
@@ -97,9 +97,9 @@ async def test_serve_reload_end_to_end_new_calls_get_the_change_live_calls_keep_
     settings = ServerSettings(
         channels_dir=folder, db_path=tmp_path / "v.db", reload_desks=True, prewarm=False
     )
-    factory = ScriptedFactory()
-    async with running_server(settings, session_factory=factory) as server:
-        reloader = server.app.state.reloader
+    factory = ScriptedStack()
+    async with running_server(settings, voice=factory) as server:
+        reloader = server.app.state.parts.reloader
         options = CallOptions(desk="research", server=server.url, playout_speed=float("inf"))
         async with CallClient(options) as first:
             await first.wait_for_event(Transcript)

@@ -23,7 +23,7 @@ from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.tools.call_control import TransferPlan, TransferTarget
 from voicehub.tools.telephony import send_dtmf_tool, transfer_call_tool
-from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
+from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
@@ -56,13 +56,13 @@ async def server(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, VirtualCl
     desks = {name: loaded[name] for name in ("triage", "swarm")}
     clock = VirtualClock()
     async with running_server(
-        settings, session_factory=ScriptedFactory(), desks=desks, phone_clock=clock
+        settings, voice=ScriptedStack(), desks=desks, phone_clock=clock
     ) as running:
         yield running, clock
 
 
 async def session_of(running: RunningServer, count: int) -> ScriptedSession:
-    factory: ScriptedFactory = running.switchboard.factory  # type: ignore[assignment]
+    factory: ScriptedStack = running.switchboard.lifecycle.voice  # type: ignore[assignment]
 
     async def started() -> None:
         while len(factory.sessions) <= count:  # noqa: ASYNC110

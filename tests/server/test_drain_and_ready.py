@@ -28,7 +28,7 @@ from voicehub.server.drain import HANDOVER_WAIT, Drain
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import CallError, Transcript
 from voicehub_dev.fakes.redis_server import RedisServer
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 TOKEN = "a-long-enough-test-token"
@@ -47,7 +47,7 @@ def settings(tmp_path: Path) -> ServerSettings:
 
 @pytest.fixture
 async def server(settings: ServerSettings, desks: dict[str, Desk]) -> AsyncIterator[RunningServer]:
-    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as running:
+    async with running_server(settings, voice=ScriptedStack(), desks=desks) as running:
         yield running
 
 
@@ -77,7 +77,7 @@ async def scrape(server: RunningServer, **options: Any) -> dict[str, float]:
 
 
 def start_draining(server: RunningServer) -> tuple[Drain, VirtualClock, asyncio.Event]:
-    drain: Drain = server.app.state.drain
+    drain: Drain = server.app.state.parts.drain
     drain.clock = clock = VirtualClock()
     done = asyncio.Event()
     drain.begin(on_done=done.set)
@@ -105,7 +105,7 @@ async def test_a_drain_refuses_new_calls_and_holds_the_results_of_calls_left_at_
     live = CallClient(fast(server, "drafting", "drain-live"))
     await live.connect()
     await live.wait_for_turn()
-    [session] = server.switchboard.factory.sessions  # type: ignore[attr-defined]
+    [session] = server.switchboard.lifecycle.voice.sessions  # type: ignore[attr-defined]
     session.activity.user_speech_started()  # the caller keeps talking: the result waits
     await server.switchboard.hub.deliver("drafting:drain-live", "The note is approved.")
 
@@ -196,7 +196,7 @@ async def test_a_hand_over_carries_what_the_agent_just_said_to_the_caller_before
     await another_instance_alive(server)
     async with CallClient(fast(server, "drafting", "drain-said")) as call:
         await call.wait_for_turn()
-        [session] = server.switchboard.factory.sessions  # type: ignore[attr-defined]
+        [session] = server.switchboard.lifecycle.voice.sessions  # type: ignore[attr-defined]
         # said and played, its record still behind a slow store post: a quiet moment
         session.unsent.append(Transcript(role="assistant", text=APOLOGY, final=True))
         _, clock, done = start_draining(server)
@@ -222,7 +222,7 @@ async def test_metrics_need_the_token_when_one_is_set_and_ready_hides_details_wi
     settings: ServerSettings, desks: dict[str, Desk]
 ) -> None:
     settings = settings.model_copy(update={"token": TOKEN})
-    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as server:
+    async with running_server(settings, voice=ScriptedStack(), desks=desks) as server:
         denied = await server.get("/metrics")
         assert denied.status_code == 401 and denied.json()["error"] == "unauthorized"
         assert (await server.get("/metrics", params={"token": "x" * 20})).status_code == 401
@@ -246,9 +246,7 @@ async def test_ready_is_503_while_the_redis_store_is_down(
     redis.start()
     try:
         settings = settings.model_copy(update={"store": redis.url})
-        async with running_server(
-            settings, session_factory=ScriptedFactory(), desks=desks
-        ) as server:
+        async with running_server(settings, voice=ScriptedStack(), desks=desks) as server:
             assert (await server.get("/ready")).status_code == 200
             redis.stop()
             down = await server.get("/ready")

@@ -27,7 +27,7 @@ from voicehub import cli
 from voicehub.client.call import CallClient, CallOptions, caller_audio, place_call
 from voicehub.client.report import AgentSegment, CallReport, format_summary, format_timeline
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import VoiceStacks, default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.audio import read_wav
 from voicehub.voice.events import (
@@ -50,8 +50,8 @@ HEAT_PUMP_WORDS = ("heat", "pump", "electricity", "three", "units", "home")
 
 
 @pytest.fixture(scope="module")
-def factory() -> OfflineSessionFactory:
-    return OfflineSessionFactory()  # models load once for every server of the module
+def factory() -> VoiceStacks:
+    return default_voice_stacks()  # models load once for every server of the module
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +75,12 @@ def desks() -> dict[str, Desk]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def server(
     tmp_path_factory: pytest.TempPathFactory,
-    factory: OfflineSessionFactory,
+    factory: VoiceStacks,
     desks: dict[str, Desk],
 ) -> AsyncIterator[RunningServer]:
     db = tmp_path_factory.mktemp("e2e") / "voicehub.db"
     settings = ServerSettings(channels_dir=CHANNELS, db_path=db)
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 
@@ -246,13 +246,13 @@ async def test_a_caller_who_keeps_talking_is_not_talked_over(
 
 async def test_a_caller_who_hung_up_hears_the_result_after_calling_back(
     tmp_path: Path,
-    factory: OfflineSessionFactory,
+    factory: VoiceStacks,
     desks: dict[str, Desk],
     speech: dict[str, bytes],
 ) -> None:
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
     room = "research:e2e-back"
-    async with running_server(settings, session_factory=factory, desks=desks) as server:
+    async with running_server(settings, voice=factory, desks=desks) as server:
         async with CallClient(options(server, "research", "e2e-back")) as call:
             await call.wait_for_turn()
             await call.say(speech[RESEARCH], RESEARCH)
@@ -271,7 +271,7 @@ async def test_a_caller_who_hung_up_hears_the_result_after_calling_back(
         [waiting] = await asyncio.wait_for(held(), 20)
         # the server stops here; the held result must survive in the store
 
-    async with running_server(settings, session_factory=factory, desks=desks) as server:
+    async with running_server(settings, voice=factory, desks=desks) as server:
         async with CallClient(options(server, "research", "e2e-back")) as back:
             assert back.report.resumed
             delivered = await back.wait_for_event(

@@ -25,7 +25,7 @@ from voicehub.server.app import create_app
 from voicehub.server.followups import REACH_KEY, ServerFollowUps, sms_reference
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio
 from voicehub_dev.fakes.twilio_rest import FakeTwilioRest
 from voicehub_dev.fakes.webhook_receiver import WebhookReceiver
@@ -67,12 +67,12 @@ class Line:
 
     @property
     def followups(self) -> ServerFollowUps:
-        found: ServerFollowUps = self.server.app.state.telephony.followups
+        found: ServerFollowUps = self.server.app.state.parts.telephony.followups
         return found
 
     async def call_and_hang_up(self, caller: str = CALLER) -> str:
         """Call the research desk, hear what it has to say, hang up; the room id."""
-        factory: ScriptedFactory = self.server.switchboard.factory  # type: ignore[assignment]
+        factory: ScriptedStack = self.server.switchboard.lifecycle.voice  # type: ignore[assignment]
         sessions = len(factory.sessions)
         answer = await self.twilio.incoming_call("research", caller)
         room = f"research:{answer.parameters['conversation']}"
@@ -87,7 +87,7 @@ class Line:
         return room
 
     @staticmethod
-    async def _started(factory: ScriptedFactory, count: int) -> None:
+    async def _started(factory: ScriptedStack, count: int) -> None:
         while len(factory.sessions) <= count:  # noqa: ASYNC110
             await asyncio.sleep(0.01)  # polling the factory, not waiting for time
 
@@ -123,10 +123,10 @@ async def line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
             twilio_api_url=rest.url,
         )
         async with running_server(
-            settings, session_factory=ScriptedFactory(), phone_clock=VirtualClock()
+            settings, voice=ScriptedStack(), phone_clock=VirtualClock()
         ) as server:
             twilio.local_url = server.url
-            sender = server.app.state.telephony.followups.webhook_sender
+            sender = server.app.state.parts.telephony.followups.webhook_sender
             sender.client = httpx.AsyncClient(verify=receiver.ssl_context())
             yield Line(server, rest, receiver)
 

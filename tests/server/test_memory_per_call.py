@@ -41,7 +41,7 @@ PER_CALL_TYPES = frozenset(
         "VoiceActivity",
         "CallerAudioInput",
         "TransportAudioOutput",
-        "DeskCall",
+        "DeskOnCall",
         "LiveKitAgent",
         "AgentSession",
         "AgentActivity",

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.e2e_helpers import RunningServer, running_server
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.desks.desk import load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import VoiceStacks, default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import AgentState, DeliveryOutcome, TaskFinished, Transcript
 
@@ -28,16 +28,16 @@ RESEARCH = "could you research heat pumps for me please"
 
 
 @pytest.fixture(scope="module")
-def factory() -> OfflineSessionFactory:
-    return OfflineSessionFactory()  # models load once for every server of the module
+def factory() -> VoiceStacks:
+    return default_voice_stacks()  # models load once for every server of the module
 
 
 @pytest_asyncio.fixture(loop_scope="module")
-async def server(tmp_path: Path, factory: OfflineSessionFactory) -> AsyncIterator[RunningServer]:
+async def server(tmp_path: Path, factory: VoiceStacks) -> AsyncIterator[RunningServer]:
     # A server per test: each scrape must count that test's call alone.
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
     desks = {"research": load_desks(CHANNELS)["research"]}
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 

@@ -12,10 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import RoomRecord
 from voicehub.core.store.sqlite import SQLiteStore
-from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
+from voicehub.server.call_meter import CallMeter, MeteredTransport
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
-from voicehub.transports.websocket import WebSocketTransport
 from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
 
 
@@ -172,7 +171,6 @@ async def test_the_metered_transport_passes_everything_on() -> None:
         ("clear", None),
     ]
     assert counts(m.talk_over) == {"reply": 2}
-    assert transport_name(WebSocketTransport()) == "websocket"
 
 
 def samples(metrics: ServerMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -20,7 +20,7 @@ from voicehub.errors import ConfigError
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation, legacy_caller_conversation
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio
 
 __all__ = ["redis_server"]
@@ -44,7 +44,7 @@ def settings_for(db: Path, number_key: str | None = None) -> ServerSettings:
 async def conversation_on(settings: ServerSettings, caller: str = CALLER) -> str:
     """Start the server, place one signed call from `caller`, stop the server."""
     desks = {"research": load_desks(CHANNELS)["research"]}
-    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as server:
+    async with running_server(settings, voice=ScriptedStack(), desks=desks) as server:
         twilio = FakeTwilio(server.url, public_url=PUBLIC, auth_token=AUTH_TOKEN)
         answer = await twilio.incoming_call("research", caller, "CA" + "7" * 32)
     return answer.parameters["conversation"]

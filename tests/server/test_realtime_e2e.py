@@ -31,7 +31,7 @@ from tests.webrtc_helpers import loopback_ice
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.client.report import format_summary, format_timeline
 from voicehub.desks.desk import load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import (
     ClearAudio,
@@ -91,9 +91,7 @@ async def model(
         (channels / f"{DESK}.toml").write_text(text)
         desks = {DESK: load_desks(channels)[DESK]}
         settings = ServerSettings(channels_dir=channels, db_path=tmp_path / "voicehub.db")
-        async with running_server(
-            settings, session_factory=OfflineSessionFactory(), desks=desks
-        ) as server:
+        async with running_server(settings, voice=default_voice_stacks(), desks=desks) as server:
             yield fake, brain, server
 
 

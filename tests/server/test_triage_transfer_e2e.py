@@ -19,7 +19,7 @@ import pytest_asyncio
 from tests.e2e_helpers import RunningServer, running_server
 from voicehub.cli import main
 from voicehub.desks.desk import load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
 
@@ -53,9 +53,7 @@ async def server(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, int]]:
     )
     loaded = load_desks(CHANNELS)
     desks = {name: loaded[name] for name in ("triage", "swarm")}
-    async with running_server(
-        settings, session_factory=OfflineSessionFactory(), desks=desks
-    ) as running:
+    async with running_server(settings, voice=default_voice_stacks(), desks=desks) as running:
         yield running, api_port
 
 

@@ -17,7 +17,7 @@ from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.callback import CallBacks
 from voicehub.telephony.twilio.webhooks import caller_conversation
-from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
+from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio
 from voicehub_dev.fakes.twilio_rest import FakeTwilioRest
 
@@ -47,11 +47,11 @@ class Line:
 
     def __init__(self, server: RunningServer, rest: FakeTwilioRest, clock: VirtualClock) -> None:
         self.server, self.rest, self.clock, self.twilio = server, rest, clock, rest.twilio
-        self.factory: ScriptedFactory = server.switchboard.factory  # type: ignore[assignment]
+        self.factory: ScriptedStack = server.switchboard.lifecycle.voice  # type: ignore[assignment]
 
     @property
     def callbacks(self) -> CallBacks:
-        found: CallBacks = self.server.app.state.callbacks
+        found: CallBacks = self.server.app.state.parts.telephony.callbacks
         return found
 
     async def call_and_hang_up(self) -> None:
@@ -114,7 +114,7 @@ async def line(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         clock = VirtualClock()
         desks = {"research": load_desks(channels)["research"]}
         async with running_server(
-            settings, session_factory=ScriptedFactory(), desks=desks, phone_clock=clock
+            settings, voice=ScriptedStack(), desks=desks, phone_clock=clock
         ) as server:
             twilio.local_url = server.url
             yield Line(server, rest, clock)
@@ -258,7 +258,7 @@ async def test_call_back_webhooks_are_signed_and_an_unknown_attempt_hangs_up(lin
     assert answer.status_code == 200 and "<Hangup" in answer.text and "Stream" not in answer.text
     status = await line.twilio.post(path + "/status", {**params, "CallStatus": "completed"})
     assert status.status_code == 204
-    assert len(line.server.app.state.phone.tokens) == 0  # no stream token was minted
+    assert len(line.server.app.state.parts.phone.tokens) == 0  # no stream token was minted
 
 
 async def test_a_draining_server_places_no_call_back_and_keeps_the_result_held(
@@ -266,7 +266,7 @@ async def test_a_draining_server_places_no_call_back_and_keeps_the_result_held(
 ) -> None:
     await line.call_and_hang_up()
     delivery_id = await line.held_result("Solar pays back in nine years here.")
-    line.server.app.state.drain.begin()  # SIGTERM: the stream a call-back opens is refused
+    line.server.app.state.parts.drain.begin()  # SIGTERM: the stream a call-back opens is refused
     assert await line.next_attempt(0) == (ROOM, "draining")
     assert line.rest.created == []
     [record] = line.server.switchboard.hub.delivery.pending(ROOM)

@@ -21,7 +21,7 @@ import pytest_asyncio
 from tests.e2e_helpers import RunningServer, running_server
 from voicehub.client.call import caller_audio
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import VoiceStacks, default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub.voice.providers.offline import synthesize, transcribe
@@ -41,8 +41,8 @@ SOLAR_WORDS = ("solar", "panel", "typical", "home", "twenty", "years", "cloudy")
 
 
 @pytest.fixture(scope="module")
-def factory() -> OfflineSessionFactory:
-    return OfflineSessionFactory()
+def factory() -> VoiceStacks:
+    return default_voice_stacks()
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +68,11 @@ def settings_for(db: Path) -> ServerSettings:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def server(
     tmp_path_factory: pytest.TempPathFactory,
-    factory: OfflineSessionFactory,
+    factory: VoiceStacks,
     desks: dict[str, Desk],
 ) -> AsyncIterator[RunningServer]:
     db = tmp_path_factory.mktemp("phone") / "voicehub.db"
-    async with running_server(settings_for(db), session_factory=factory, desks=desks) as running:
+    async with running_server(settings_for(db), voice=factory, desks=desks) as running:
         yield running
 
 
@@ -170,14 +170,14 @@ async def test_research_by_phone_is_spoken_after_twilio_echoes_the_marks(
 
 async def test_hang_up_then_call_back_from_the_same_number_hears_the_held_result_once(
     tmp_path: Path,
-    factory: OfflineSessionFactory,
+    factory: VoiceStacks,
     desks: dict[str, Desk],
     research_speech: bytes,
 ) -> None:
     caller = "+15550100002"
     room = f"research:{caller_conversation(caller, NUMBER_KEY.encode())}"
     settings = settings_for(tmp_path / "voicehub.db")
-    async with running_server(settings, session_factory=factory, desks=desks) as server:
+    async with running_server(settings, voice=factory, desks=desks) as server:
         twilio = twilio_for(server)
         answer = await twilio.incoming_call("research", caller)
         async with twilio.stream(answer, playout_speed=16.0) as phone:
@@ -191,7 +191,7 @@ async def test_hang_up_then_call_back_from_the_same_number_hears_the_held_result
         assert held["attempts"] == 0
         # the server restarts: the held result must survive in the store
 
-    async with running_server(settings, session_factory=factory, desks=desks) as server:
+    async with running_server(settings, voice=factory, desks=desks) as server:
         twilio = twilio_for(server)
         answer = await twilio.incoming_call("research", caller)
         async with twilio.stream(answer, playout_speed=16.0) as phone:
@@ -259,7 +259,7 @@ async def test_a_caller_who_barges_in_gets_clear_and_the_result_again_at_the_nex
 
 async def test_a_call_back_is_answered_and_the_result_heard_once(
     tmp_path: Path,
-    factory: OfflineSessionFactory,
+    factory: VoiceStacks,
     research_speech: bytes,
 ) -> None:
     caller = "+15550100004"
@@ -276,7 +276,7 @@ async def test_a_call_back_is_answered_and_the_result_heard_once(
         rest.callees.append("human")
         settings = settings.model_copy(update={"twilio_api_url": rest.url})
         desks = {"research": load_desks(channels)["research"]}
-        async with running_server(settings, session_factory=factory, desks=desks) as server:
+        async with running_server(settings, voice=factory, desks=desks) as server:
             twilio.local_url = server.url
             answer = await twilio.incoming_call("research", caller)
             async with twilio.stream(answer, playout_speed=16.0) as phone:

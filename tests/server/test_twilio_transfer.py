@@ -24,7 +24,7 @@ from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.transfer import TwilioTransfers
 from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub.tools.telephony import send_dtmf_tool
-from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
+from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio, PhoneLineClient
 from voicehub_dev.fakes.twilio_rest import Call, FakeTwilioRest
 
@@ -43,11 +43,11 @@ class Line:
 
     def __init__(self, server: RunningServer, rest: FakeTwilioRest, clock: VirtualClock) -> None:
         self.server, self.rest, self.clock, self.twilio = server, rest, clock, rest.twilio
-        self.factory: ScriptedFactory = server.switchboard.factory  # type: ignore[assignment]
+        self.factory: ScriptedStack = server.switchboard.lifecycle.voice  # type: ignore[assignment]
 
     @property
     def transfers(self) -> TwilioTransfers:
-        found: TwilioTransfers = self.server.app.state.transfers
+        found: TwilioTransfers = self.server.app.state.parts.telephony.transfers
         return found
 
     @property
@@ -114,7 +114,7 @@ async def line(tmp_path: Path) -> AsyncIterator[Line]:
         loaded = load_desks(CHANNELS)
         desks = {name: loaded[name] for name in ("triage", "swarm")}
         async with running_server(
-            settings, session_factory=ScriptedFactory(), desks=desks, phone_clock=clock
+            settings, voice=ScriptedStack(), desks=desks, phone_clock=clock
         ) as server:
             twilio.local_url = server.url
             yield Line(server, rest, clock)

@@ -18,7 +18,7 @@ from voicehub.core.clock import VirtualClock
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import PhoneLine, caller_conversation
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio, sign
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
@@ -28,12 +28,12 @@ NUMBER_KEY = "k" * 32  # the server's caller-number secret
 
 
 @pytest.fixture
-def factory() -> ScriptedFactory:
-    return ScriptedFactory()
+def factory() -> ScriptedStack:
+    return ScriptedStack()
 
 
 @pytest_asyncio.fixture
-async def server(tmp_path: Path, factory: ScriptedFactory) -> AsyncIterator[RunningServer]:
+async def server(tmp_path: Path, factory: ScriptedStack) -> AsyncIterator[RunningServer]:
     desks: dict[str, Desk] = {"research": load_desks(CHANNELS)["research"]}
     settings = ServerSettings(
         channels_dir=CHANNELS,
@@ -42,7 +42,7 @@ async def server(tmp_path: Path, factory: ScriptedFactory) -> AsyncIterator[Runn
         twilio_auth_token=AUTH_TOKEN,
         number_key=NUMBER_KEY,
     )
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 
@@ -51,7 +51,7 @@ def fake(server: RunningServer) -> FakeTwilio:
 
 
 def phone(server: RunningServer) -> PhoneLine:
-    line: PhoneLine = server.app.state.phone
+    line: PhoneLine = server.app.state.parts.phone
     return line
 
 
@@ -74,7 +74,7 @@ async def test_a_signed_call_gets_twiml_with_a_stream_and_its_parameters(
     assert len(phone(server).tokens) == 0  # signed, not stored: any instance redeems it
     # This desk does not call back: the caller's number is not kept, not even in memory.
     room = f"research:{caller_conversation('+15550100003', NUMBER_KEY.encode())}"
-    assert not server.app.state.callbacks.knows(room)
+    assert not server.app.state.parts.telephony.callbacks.knows(room)
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ async def test_an_unknown_desk_is_404_after_the_signature(server: RunningServer)
 # -- stream tokens ------------------------------------------------------------------------------
 
 
-async def test_a_stream_token_works_once(server: RunningServer, factory: ScriptedFactory) -> None:
+async def test_a_stream_token_works_once(server: RunningServer, factory: ScriptedStack) -> None:
     twilio = fake(server)
     answer = await twilio.incoming_call("research", "+15550100007")
     async with twilio.stream(answer, playout_speed=16.0) as first:
@@ -139,7 +139,7 @@ async def test_a_stream_token_works_once(server: RunningServer, factory: Scripte
 
 
 async def test_an_expired_stream_token_is_refused(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
     clock = VirtualClock()
     phone(server).tokens.now = clock.now
@@ -175,7 +175,7 @@ async def test_a_stream_without_start_or_token_is_closed(server: RunningServer) 
 
 
 async def test_garbage_frames_are_dropped_and_the_call_goes_on(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
     twilio = fake(server)
     async with twilio.stream(

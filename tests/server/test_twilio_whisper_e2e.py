@@ -16,7 +16,7 @@ import pytest_asyncio
 from tests.e2e_helpers import RunningServer, running_server
 from voicehub.client.call import caller_audio
 from voicehub.desks.desk import load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub_dev.fakes.twilio import FakeTwilio
@@ -47,8 +47,8 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
         twilio_auth_token=AUTH_TOKEN,
         number_key=NUMBER_KEY,
     )
-    factory = OfflineSessionFactory()
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    factory = default_voice_stacks()
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 

@@ -33,7 +33,7 @@ from voicehub.client.call import CallClient, CallOptions, caller_audio, place_ca
 from voicehub.client.report import format_summary, format_timeline
 from voicehub.client.webrtc import WebRTCLink
 from voicehub.desks.desk import Desk
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import (
     CallError,
@@ -71,8 +71,8 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runn
         db_path=tmp_path_factory.mktemp("webrtc") / "voicehub.db",
         webrtc_silence_timeout=SILENCE_TIMEOUT,
     )
-    factory = OfflineSessionFactory()
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    factory = default_voice_stacks()
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 

@@ -20,7 +20,7 @@ from voicehub.desks.desk import Desk, load_desks
 from voicehub.errors import VoicehubError
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import CallSession, SpeechMark
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 pytest.importorskip("aiortc")
 
@@ -42,13 +42,13 @@ def desks() -> dict[str, Desk]:
 
 
 @pytest.fixture
-def factory() -> ScriptedFactory:
-    return ScriptedFactory()
+def factory() -> ScriptedStack:
+    return ScriptedStack()
 
 
 @pytest.fixture
 async def server(
-    tmp_path: Path, factory: ScriptedFactory, desks: dict[str, Desk]
+    tmp_path: Path, factory: ScriptedStack, desks: dict[str, Desk]
 ) -> AsyncIterator[RunningServer]:
     settings = ServerSettings(
         channels_dir=CHANNELS,
@@ -56,7 +56,7 @@ async def server(
         token=TOKEN,
         max_peer_connections=1,
     )
-    async with running_server(settings, session_factory=factory, desks=desks) as running:
+    async with running_server(settings, voice=factory, desks=desks) as running:
         yield running
 
 
@@ -113,7 +113,7 @@ async def test_refused_offers_say_why(server: RunningServer) -> None:
         response = await offer(server, url, body, headers)
         assert (response.status_code, url) == (status, url)
         assert reason in response.text, response.text
-    assert not server.app.state.webrtc.peers
+    assert not server.app.state.parts.webrtc.peers
 
 
 async def test_an_offer_aiortc_cannot_parse_gets_400_with_its_reason(server: RunningServer) -> None:
@@ -126,12 +126,12 @@ async def test_an_offer_aiortc_cannot_parse_gets_400_with_its_reason(server: Run
         response = await offer(server, "/desks/research/webrtc", "\r\n".join(lines), SDP | AUTH)
         assert response.status_code == 400
         assert response.text.startswith("malformed SDP: ") and reason in response.text
-    assert not server.app.state.webrtc.peers
+    assert not server.app.state.parts.webrtc.peers
     assert (await server.get("/health")).status_code == 200  # the server goes on
 
 
 async def test_a_call_acks_playout_on_the_data_channel_and_the_limit_holds(
-    server: RunningServer, factory: ScriptedFactory
+    server: RunningServer, factory: ScriptedStack
 ) -> None:
     options = CallOptions(
         desk="research",
@@ -159,9 +159,9 @@ async def test_a_call_acks_playout_on_the_data_channel_and_the_limit_holds(
             await open_webrtc_link(server.url, "research", "rtc-2", TOKEN)
         await asyncio.wait_for(_until(lambda: len(session.caller_audio) >= 16000), 10)
         await call.hangup()
-    await asyncio.wait_for(_until(lambda: not server.app.state.webrtc.peers), 10)
+    await asyncio.wait_for(_until(lambda: not server.app.state.parts.webrtc.peers), 10)
     assert session.closed
-    [ended] = server.app.state.webrtc.ended
+    [ended] = server.app.state.parts.webrtc.ended
     async with httpx.AsyncClient(base_url=server.url) as client:
         gone = await client.delete("/desks/research/webrtc/nope", headers=AUTH)
         # hanging up a call that already ended (its data channel said hangup) is no error
@@ -178,7 +178,7 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 
 async def test_voicehub_call_webrtc_places_the_call_over_aiortc(
-    server: RunningServer, factory: ScriptedFactory, tmp_path: Path
+    server: RunningServer, factory: ScriptedStack, tmp_path: Path
 ) -> None:
     out = tmp_path / "agent.wav"
     argv = ["call", "research", "--server", server.url, "--token", TOKEN, "--webrtc"]

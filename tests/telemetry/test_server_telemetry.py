@@ -25,15 +25,13 @@ from websockets.asyncio.client import connect
 from tests.e2e_helpers import running_server
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory, TurnObserverSource, transport_kind
-from voicehub.hub import Hub
+from voicehub.desks.voice_stack import CallSpec, default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.telemetry.setup import TracingSettings, start_tracing
 from voicehub.voice.engine.latency import TurnLatency, TurnObserver
 from voicehub.voice.events import DeliveryOutcome
-from voicehub.voice.transport import CallTransport
 from voicehub_dev.fakes.otlp_collector import Blackhole, OtlpGrpcCollector, OtlpHttpCollector
-from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
+from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RESEARCH = "could you research heat pumps for me please"
@@ -63,7 +61,7 @@ async def test_a_real_call_is_one_trace_at_the_collector(
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint)
         monkeypatch.setenv("OTEL_SERVICE_NAME", "voicehub-test")
         async with running_server(
-            settings(tmp_path), session_factory=OfflineSessionFactory(), desks=research_only()
+            settings(tmp_path), voice=default_voice_stacks(), desks=research_only()
         ) as server:
             options = CallOptions(
                 desk="research",
@@ -131,9 +129,9 @@ async def test_an_unreachable_collector_never_holds_a_call_up(
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint)
         monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2")
         monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")
-        factory = ScriptedFactory()
+        factory = ScriptedStack()
         async with running_server(
-            settings(tmp_path), session_factory=factory, desks=research_only()
+            settings(tmp_path), voice=factory, desks=research_only()
         ) as server:
             took = []
             for n in range(6):  # a span per call; the first export never returns
@@ -154,23 +152,18 @@ async def test_an_unreachable_collector_never_holds_a_call_up(
     assert found["voicehub_trace_spans_exported_total{}"] == 0
 
 
-class ObservedFactory(ScriptedFactory):
-    """The scripted sessions, given the turn observer the server composes for each call
-    (as the embedded stack's factory passes it to the engine)."""
+class ObservedFactory(ScriptedStack):
+    """The scripted sessions, keeping the turn observer the server composes for each call
+    (the pipeline stacks pass it to the engine)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.turn_observers: TurnObserverSource | None = None
         self.observers: list[TurnObserver] = []
 
-    async def start(
-        self, hub: Hub, desk: Desk, room_id: str, transport: CallTransport
-    ) -> ScriptedSession:
-        assert self.turn_observers is not None
-        observer = self.turn_observers.turn_observer(desk.name, transport_kind(transport), room_id)
-        assert observer is not None
-        self.observers.append(observer)
-        return await super().start(hub, desk, room_id, transport)
+    async def start(self, call: CallSpec) -> ScriptedSession:
+        assert call.turn_observer is not None
+        self.observers.append(call.turn_observer)
+        return await super().start(call)
 
 
 def turns(room_id: str, figures: Iterable[tuple[float, float, float | None]]) -> list[TurnLatency]:
@@ -190,9 +183,7 @@ def turns(room_id: str, figures: Iterable[tuple[float, float, float | None]]) ->
 
 async def test_turn_stages_are_histograms_by_desk_and_transport(tmp_path: Path) -> None:
     factory = ObservedFactory()
-    async with running_server(
-        settings(tmp_path), session_factory=factory, desks=research_only()
-    ) as server:
+    async with running_server(settings(tmp_path), voice=factory, desks=research_only()) as server:
         async with connect(f"{server.ws_url}/desks/research/call?conversation=t") as ws:
             await ws.recv()
             [observer] = factory.observers

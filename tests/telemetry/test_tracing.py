@@ -22,7 +22,7 @@ from voicehub.core.store.redis import RedisStore
 from voicehub.core.tracing import NO_TRACING, TRACE_KEY
 from voicehub.delivery.announcements import follow_announcements
 from voicehub.delivery.policy import Immediate
-from voicehub.hub import Hub
+from voicehub.hub import Hub, HubInstance
 from voicehub.telemetry.call_spans import CallSpans
 from voicehub.telemetry.setup import Tracing, TracingSettings, start_tracing
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
@@ -222,8 +222,7 @@ async def two_instances(
             clock=clock,
             store=store,
             delivery_strategy=Immediate(),
-            instance_id=f"instance-{name}",
-            wall=clock.now,
+            instance=HubInstance(f"instance-{name}", wall=clock.now),
         )
         await hub.start()
         follower = asyncio.create_task(follow_announcements(hub.delivery, store, clock))

@@ -29,7 +29,7 @@ from voicehub.telephony.settings import CarrierSettings
 from voicehub.tools.call_control import live_calls
 from voicehub_dev.fakes.carrier_rest import TELNYX_KEY, CarrierRest
 from voicehub_dev.fakes.plivo import FakePlivo
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 from voicehub_dev.fakes.telnyx import FakeTelnyx
 from voicehub_dev.fakes.vonage import FakeVonage
 
@@ -55,7 +55,7 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
             vonage_signature_secret=VONAGE_SECRET,
         ),
     )
-    async with running_server(settings, session_factory=ScriptedFactory(), desks=desks) as running:
+    async with running_server(settings, voice=ScriptedStack(), desks=desks) as running:
         yield running
 
 
@@ -191,8 +191,8 @@ async def test_a_telnyx_call_gets_the_carrier_control_that_reaches_its_rest_api(
                 telnyx_api_url=rest.url + "/v2",
             ),
         )
-        factory = ScriptedFactory()
-        async with running_server(settings, session_factory=factory, desks=desks) as server:
+        factory = ScriptedStack()
+        async with running_server(settings, voice=factory, desks=desks) as server:
             telnyx = fake("telnyx", server)
             answer = await telnyx.incoming_call("research", "+15550100025")
             room = f"research:{answer.parameters['conversation']}"

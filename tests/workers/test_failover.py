@@ -41,7 +41,7 @@ from voicehub.workers.server import build_server, standby_runtime
 from voicehub_dev.fakes.livekit_server import FakeLiveKitServer
 from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
 from voicehub_dev.fakes.redis_server import RedisServer, running_redis
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 MODEL_ANSWER = "Heat pumps cut heating bills, the model says."
 ROOM_NAME = "lk-room-failover"
@@ -76,18 +76,18 @@ def worker_process(
 @contextlib.asynccontextmanager
 async def in_process_worker(
     livekit: FakeLiveKitServer, redis_url: str, channels: Path, name: str
-) -> AsyncIterator[list[ScriptedFactory]]:
+) -> AsyncIterator[list[ScriptedStack]]:
     config = settings(livekit.url, redis_url, channels, name)
-    factories: list[ScriptedFactory] = []
+    factories: list[ScriptedStack] = []
 
-    def factory() -> ScriptedFactory:
-        factories.append(made := ScriptedFactory())
+    def factory() -> ScriptedStack:
+        factories.append(made := ScriptedStack())
         return made
 
     def room(_ctx: Any) -> CallRoom:
         return OneCaller()
 
-    server, _load = build_server(config, executor="thread", session_factory=factory, room=room)
+    server, _load = build_server(config, executor="thread", voice=factory, room=room)
     async with standby_runtime(config):
         running = asyncio.create_task(server.run(devmode=False))
         try:

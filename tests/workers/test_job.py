@@ -25,7 +25,7 @@ from voicehub.hub import Hub
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
 from voicehub_dev.fakes.livekit_room import StandInRoom
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
@@ -59,7 +59,7 @@ async def running(job: DeskJob) -> AsyncIterator[asyncio.Task[None]]:
 async def test_a_participant_is_answered_on_the_rooms_audio_and_playout_ends_the_speech(
     hub: Hub, desk: Desk
 ) -> None:
-    room, factory, load = StandInRoom(), ScriptedFactory(), CallLoad(2)
+    room, factory, load = StandInRoom(), ScriptedStack(), CallLoad(2)
     job = DeskJob(CallLifecycle(hub, {}, factory), desk, room, load, number_key=NUMBER_KEY)
     async with running(job):
         room.join("alice")
@@ -88,7 +88,7 @@ async def test_a_participant_is_answered_on_the_rooms_audio_and_playout_ends_the
 async def test_results_finishing_while_the_caller_is_away_are_held_and_spoken_on_rejoin(
     hub: Hub, desk: Desk
 ) -> None:
-    room, factory, load = StandInRoom(), ScriptedFactory(), CallLoad(1)
+    room, factory, load = StandInRoom(), ScriptedStack(), CallLoad(1)
     job = DeskJob(CallLifecycle(hub, {}, factory), desk, room, load, number_key=NUMBER_KEY)
     async with running(job):
         room.join("alice")
@@ -127,7 +127,7 @@ async def test_results_finishing_while_the_caller_is_away_are_held_and_spoken_on
 async def test_a_barge_in_clears_the_track_and_its_marks_are_never_confirmed(
     hub: Hub, desk: Desk
 ) -> None:
-    room, factory = StandInRoom(), ScriptedFactory()
+    room, factory = StandInRoom(), ScriptedStack()
     job = DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(4), number_key=NUMBER_KEY)
     async with running(job):
         room.join("bob")
@@ -144,7 +144,7 @@ async def test_a_barge_in_clears_the_track_and_its_marks_are_never_confirmed(
 async def test_a_session_that_fails_to_start_does_not_count_as_a_call_or_end_the_job(
     hub: Hub, desk: Desk
 ) -> None:
-    class Failing(ScriptedFactory):
+    class Failing(ScriptedStack):
         async def start(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
             if not self.sessions and not getattr(self, "failed", False):
                 self.failed = True

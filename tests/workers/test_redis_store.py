@@ -24,6 +24,7 @@ from voicehub.core.store.choice import open_store
 from voicehub.core.store.redis import RedisStore
 from voicehub.desks.desk import build_desk
 from voicehub.desks.loading import load_desk_folder
+from voicehub.desks.voice_stack import CallSpec
 from voicehub.hub import Hub
 from voicehub.server.settings import ServerSettings
 from voicehub.transports.livekit import RoomAudioTransport
@@ -33,7 +34,7 @@ from voicehub.workers.server import DeskEntrypoint
 from voicehub.workers.settings import WorkerSettings
 from voicehub_dev.fakes.livekit_room import Changes, FakeAudioSink, StandInJobContext, StandInRoom
 from voicehub_dev.fakes.redis_server import RedisServer
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 IO_WAIT = 5.0  # seconds of real time a store round trip may take (socket I/O, not behaviour)
@@ -75,12 +76,12 @@ async def test_a_result_held_by_the_worker_is_spoken_on_the_next_call_through_se
         channels_dir=CHANNELS, store=redis.url, db_path=tmp_path / "unused.db", shutdown_grace=1.0
     )
     assert settings.store == redis.url
-    room, factory = StandInRoom(), ScriptedFactory()
+    room, factory = StandInRoom(), ScriptedStack()
     entrypoint = DeskEntrypoint(
         settings,
         ["research", "drafting"],
         CallLoad(2),
-        session_factory=lambda: factory,
+        voice=lambda: factory,
         room=lambda _ctx: cast(CallRoom, room),
     )
     ctx = StandInJobContext("job-1", "lk-room-1", metadata=json.dumps({"desk": "research"}))
@@ -116,8 +117,9 @@ async def test_a_result_held_by_the_worker_is_spoken_on_the_next_call_through_se
         sink = FakeAudioSink(changes)
         transport = RoomAudioTransport(sink)
         desk = build_desk(load_desk_folder(CHANNELS)["research"])
-        serve_factory = ScriptedFactory()
-        call = await serve_factory.start(hub, desk, "research:alice", transport)
+        serve_factory = ScriptedStack()
+        spec = await CallSpec.for_room(hub, desk, "research:alice", transport)
+        call = await serve_factory.start(spec)
         transport.bind(call.playout_confirmed)
         await changes.wait_for(lambda: sink.queued)
         assert call.said == ["Heat pumps move heat."]  # resumed: no greeting, the held result
@@ -134,12 +136,12 @@ async def test_a_result_finished_by_serve_reaches_the_caller_live_in_the_livekit
     redis: RedisServer, tmp_path: Path
 ) -> None:
     settings = WorkerSettings(channels_dir=CHANNELS, store=redis.url, shutdown_grace=1.0)
-    room, factory = StandInRoom(), ScriptedFactory()
+    room, factory = StandInRoom(), ScriptedStack()
     entrypoint = DeskEntrypoint(
         settings,
         ["research"],
         CallLoad(2),
-        session_factory=lambda: factory,
+        voice=lambda: factory,
         room=lambda _ctx: cast(CallRoom, room),
     )
     ctx = StandInJobContext("job-2", "research-1")

@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.hub import Hub
 from voicehub.transports.livekit_transcripts import (
     ATTRIBUTE_FINAL,
@@ -41,7 +41,7 @@ from voicehub_dev.fakes.livekit_room import (
     StandInTextStream,
     microphone_track,
 )
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RATE = 16000
@@ -84,7 +84,7 @@ def assert_agent_segment(stream: StandInTextStream) -> None:
 
 
 async def test_the_agents_words_are_a_transcription_stream_per_speech(hub: Hub, desk: Desk) -> None:
-    room, factory = StandInRoom(AGENT), ScriptedFactory()
+    room, factory = StandInRoom(AGENT), ScriptedStack()
     agent = room.local_participant
     async with serving(
         DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(2), number_key=NUMBER_KEY)
@@ -125,7 +125,7 @@ async def listen_until(room: StandInRoom, audio: StandInAudio, done: Callable[[]
 async def test_a_real_call_shows_the_callers_and_the_agents_words_and_the_agents_state(
     hub: Hub, desk: Desk
 ) -> None:
-    factory = OfflineSessionFactory()
+    factory = default_voice_stacks()
     await factory.prepare([desk])
     room = StandInRoom(AGENT)
     agent = room.local_participant

@@ -22,7 +22,7 @@ from voicehub.hub import Hub
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
 from voicehub_dev.fakes.livekit_room import StandInRoom
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 NUMBER = "+15551234567"
@@ -62,7 +62,7 @@ async def serving(job: DeskJob) -> AsyncIterator[None]:
 
 async def test_a_sip_caller_continues_the_conversation_of_their_number(hub: Hub) -> None:
     desk = research_desk()
-    room, factory = StandInRoom(), ScriptedFactory()
+    room, factory = StandInRoom(), ScriptedStack()
     async with serving(
         DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(2), number_key=NUMBER_KEY)
     ):
@@ -92,7 +92,7 @@ async def test_a_sip_caller_continues_the_conversation_of_their_number(hub: Hub)
 
 async def test_withheld_numbers_get_a_conversation_per_call(hub: Hub) -> None:
     desk = research_desk()
-    room, factory = StandInRoom(), ScriptedFactory()
+    room, factory = StandInRoom(), ScriptedStack()
     async with serving(
         DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(4), number_key=NUMBER_KEY)
     ):
@@ -108,7 +108,7 @@ async def test_withheld_numbers_get_a_conversation_per_call(hub: Hub) -> None:
 
 
 async def test_a_desk_with_one_conversation_per_call_ignores_the_number(hub: Hub) -> None:
-    room, factory = StandInRoom(), ScriptedFactory()
+    room, factory = StandInRoom(), ScriptedStack()
     async with serving(
         DeskJob(
             CallLifecycle(hub, {}, factory),
@@ -126,7 +126,7 @@ async def test_a_desk_with_one_conversation_per_call_ignores_the_number(hub: Hub
 async def test_a_browser_participant_is_keyed_by_identity_even_with_sip_like_attributes(
     hub: Hub,
 ) -> None:
-    room, factory = StandInRoom(), ScriptedFactory()
+    room, factory = StandInRoom(), ScriptedStack()
     async with serving(
         DeskJob(
             CallLifecycle(hub, {}, factory),

@@ -27,7 +27,7 @@ from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
 from voicehub_dev.fakes.livekit_room import StandInRoom
 from voicehub_dev.fakes.livekit_server import FakeLiveKitServer
-from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
+from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 NUMBER = "+15551234567"
@@ -47,7 +47,7 @@ class Job:
 
     def __init__(self, hub: Hub, livekit: FakeLiveKitServer, desk: Desk) -> None:
         self.hub, self.livekit, self.desk = hub, livekit, desk
-        self.room, self.factory, self.clock = StandInRoom(), ScriptedFactory(), VirtualClock()
+        self.room, self.factory, self.clock = StandInRoom(), ScriptedStack(), VirtualClock()
         self.tones: list[tuple[int, str]] = []
         access = SipAccess(livekit.url, livekit.api_key, livekit.api_secret)
 

@@ -22,7 +22,7 @@ from voicehub.workers.server import DESK_ATTRIBUTE, build_server
 from voicehub.workers.settings import WorkerSettings
 from voicehub_dev.fakes.livekit_room import StandInRoom
 from voicehub_dev.fakes.livekit_server import FakeLiveKitServer
-from voicehub_dev.fakes.server_session import ScriptedFactory
+from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
@@ -46,7 +46,7 @@ async def fake_server() -> AsyncIterator[FakeLiveKitServer]:
 @contextlib.asynccontextmanager
 async def running_worker(
     fake: FakeLiveKitServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **settings: object
-) -> AsyncIterator[tuple[object, list[ScriptedFactory]]]:
+) -> AsyncIterator[tuple[object, list[ScriptedStack]]]:
     # status every 50 ms instead of 2.5 s: the messages are the same, the test shorter
     monkeypatch.setattr(lk_worker, "UPDATE_STATUS_INTERVAL", 0.05)
     monkeypatch.setattr(lk_worker, "UPDATE_LOAD_INTERVAL", 0.05)
@@ -60,17 +60,17 @@ async def running_worker(
         shutdown_grace=1.0,
         **settings,  # type: ignore[arg-type]
     )
-    factories: list[ScriptedFactory] = []
+    factories: list[ScriptedStack] = []
 
-    def factory() -> ScriptedFactory:
-        factories.append(made := ScriptedFactory())
+    def factory() -> ScriptedStack:
+        factories.append(made := ScriptedStack())
         return made
 
     def room(_ctx: object) -> CallRoom:
         return OneCaller()
 
     server, _load = build_server(
-        config, executor="thread", num_idle_processes=1, session_factory=factory, room=room
+        config, executor="thread", num_idle_processes=1, voice=factory, room=room
     )
     task = asyncio.create_task(server.run(devmode=False))
     try:

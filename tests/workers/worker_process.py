@@ -18,15 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from voicehub.agents.tools import ToolContext
-from voicehub.desks.call_resume import CallResume
-from voicehub.desks.desk import Desk
-from voicehub.hub import Hub
-from voicehub.voice.transport import CallTransport
+from voicehub.desks.voice_stack import CallSpec
 from voicehub.workers.job import CallRoom
 from voicehub.workers.server import build_server, standby_runtime
 from voicehub.workers.settings import WorkerSettings
 from voicehub_dev.fakes.livekit_room import StandInRoom
-from voicehub_dev.fakes.server_session import ScriptedFactory, ScriptedSession
+from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 
 API_KEY, API_SECRET = "devkey", "a-dev-secret-32-bytes-long-xxxxx"
 TIMINGS = {"heartbeat_interval": 0.3, "instance_timeout": 3.0, "delivery_lease": 3.0}
@@ -48,20 +45,13 @@ class OneCaller(StandInRoom):
             await asyncio.sleep(0.02)
 
 
-class DelegatingFactory(ScriptedFactory):
+class DelegatingFactory(ScriptedStack):
     """Scripted sessions that ask for research as a new conversation starts."""
 
-    async def start(
-        self,
-        hub: Hub,
-        desk: Desk,
-        room_id: str,
-        transport: CallTransport,
-        *,
-        resume: CallResume | None = None,
-    ) -> ScriptedSession:
+    async def start(self, call: CallSpec) -> ScriptedSession:
+        hub, desk, room_id = call.hub, call.desk, call.room_id
         new = await hub.store.get_room(room_id) is None
-        session = await super().start(hub, desk, room_id, transport, resume=resume)
+        session = await super().start(call)
         if new:
             front = desk.front_agent.id
             [delegate] = [t for t in desk.tools_for(front) if t.name == "delegate_workers"]
@@ -90,9 +80,7 @@ async def main(livekit_url: str, redis_url: str, channels: str, instance: str) -
     def room(_ctx: Any) -> CallRoom:
         return OneCaller()
 
-    server, _load = build_server(
-        config, executor="thread", session_factory=DelegatingFactory, room=room
-    )
+    server, _load = build_server(config, executor="thread", voice=DelegatingFactory, room=room)
     server.on("worker_registered", lambda *_: print("registered", flush=True))
     async with standby_runtime(config):
         await server.run(devmode=False)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from voicehub.cli.subcommands import Subcommands
-from voicehub.desks.keys import missing_keys
 from voicehub.desks.locate import with_lines
 from voicehub.errors import VoicehubError
 
@@ -42,6 +41,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Load and build every desk file in --channels; 1 when any has a problem."""
     from voicehub.desks.desk import build_desk
     from voicehub.desks.loading import load_desk_file
+    from voicehub.desks.voice_stack import default_voice_stacks
 
     out = out or sys.stdout
     if args.schema is not None:
@@ -56,6 +56,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if not files:
         raise VoicehubError(f"{folder}: no desk files (*.toml)")
     problems, names = 0, dict[str, Path]()
+    stacks = default_voice_stacks()  # their checks need no I/O: keys set, voices, names
     for path in files:
         try:
             desk = build_desk(load_desk_file(path))
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
             continue
         names[desk.name] = path
         print(f"ok    {desk.name:<12} {desk.title}  ({path})", file=out)
-        for line in _describe_desk(desk):
+        for line in [*_describe_desk(desk), *_refusals(stacks.check(desk))]:
             print(f"      {line}", file=out)
     print(f"{len(names)} desk(s) ok, {problems} with errors", file=out)
     return 1 if problems else 0
@@ -102,12 +103,7 @@ def _describe_desk(desk: Any) -> list[str]:
     tools = ", ".join(names) or "none"
     lines = [
         f"call:     /desks/{desk.name}/call?conversation=<id>",
-        (
-            f"voice:    {voice.realtime_model.model} (openai-realtime, voice "
-            f"{voice.realtime_model.voice}, {voice.realtime_model.turn_detection})"
-            if voice.engine == "openai-realtime"
-            else f"voice:    vad {voice.vad}, stt {voice.stt}, tts {voice.tts}"
-        ),
+        _voice_line(voice),
         f"agents:   {', '.join(agent.id for agent in config.agents)} "
         f"(first to answer: {front}; its tools: {tools})",
     ]
@@ -140,5 +136,22 @@ def _describe_desk(desk: Any) -> list[str]:
         )
     buffer = f", buffer {delivery.buffer:g} s" if delivery.buffer is not None else ""
     lines.append(f"delivery: {delivery.strategy}{buffer}, mode {delivery.mode}")
-    lines += [f"refused:  calls need a key: {problem}" for problem in missing_keys(desk)]
     return lines
+
+
+def _voice_line(voice: Any) -> str:
+    """The desk's voice stack and what it runs on."""
+    if voice.stack is not None:
+        return f"voice:    {voice.stack} (a registered voice stack)"
+    if voice.engine == "openai-realtime":
+        model = voice.realtime_model
+        return (
+            f"voice:    openai-realtime: {model.model} (voice {model.voice}, "
+            f"{model.turn_detection})"
+        )
+    return f"voice:    {voice.builtin_stack}: vad {voice.vad}, stt {voice.stt}, tts {voice.tts}"
+
+
+def _refusals(problems: list[str]) -> list[str]:
+    """What keeps the desk's calls from starting, as its voice stack checks it."""
+    return [f"refused:  {problem}" for problem in problems]

@@ -7,7 +7,6 @@ observe: they run in the background and their errors are logged without touching
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from voicehub.core.events import Event
+from voicehub.core.jobs import TaskSet
 
 if TYPE_CHECKING:
     from voicehub.core.runtime import Runtime
@@ -103,7 +103,7 @@ class HookRegistry:
         self._global: dict[HookTrigger, list[Hook]] = {}
         self._rooms: dict[str, dict[HookTrigger, list[Hook]]] = {}
         self._order = 0
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = TaskSet("async hooks")
 
     def add(
         self,
@@ -187,9 +187,7 @@ class HookRegistry:
         return HookOutcome(event)
 
     def _spawn(self, hook: Hook, event: Event, context: HookContext) -> None:
-        task = asyncio.create_task(self._observe(hook, event, context))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.start(self._observe(hook, event, context), name=f"hook {hook.name}")
 
     @staticmethod
     async def _observe(hook: Hook, event: Event, context: HookContext) -> None:
@@ -202,5 +200,4 @@ class HookRegistry:
 
     async def drain(self) -> None:
         """Wait for running ASYNC hooks (tests and shutdown)."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        await self._background.wait()

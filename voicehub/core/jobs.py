@@ -1,13 +1,69 @@
-"""Background jobs started by tools that return at once (delegate_workers, delegate_loop)."""
+"""Tasks that run in the background: `TaskSet` holds the ones an object starts and does not
+await, `BackgroundJobs` the hub's jobs of each room (tools that return at once:
+delegate_workers, delegate_loop)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+__all__ = ["BackgroundJobs", "TaskSet", "cancel_and_wait"]
 
 log = logging.getLogger("voicehub.background")
+
+T = TypeVar("T")
+
+
+class TaskSet:
+    """The tasks one object started and does not await: each is held until it finishes
+    (the event loop keeps only weak references to tasks, so an unheld one can vanish
+    mid-run), and one that fails is logged with `owner` and its name, not dropped
+    silently. `cancel` stops them all; `aclose` also waits until they have stopped.
+
+        self._tasks = TaskSet("the call's transport")
+        self._tasks.start(self._pump(), name="pump")
+    """
+
+    def __init__(self, owner: str = "background") -> None:
+        self.owner = owner
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def start(
+        self, coroutine: Coroutine[Any, Any, T], *, name: str | None = None
+    ) -> asyncio.Task[T]:
+        """Run `coroutine` as a task held until it is done."""
+        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("%s: task %s failed", self.owner, task.get_name(), exc_info=error)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
+        return iter(list(self._tasks))
+
+    def cancel(self) -> None:
+        """Cancel every task still running."""
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def wait(self) -> None:
+        """Until every task (started meanwhile too) has finished."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel every task and wait until they have all stopped."""
+        self.cancel()
+        await self.wait()
 
 
 class BackgroundJobs:

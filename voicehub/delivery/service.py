@@ -55,7 +55,7 @@ class DeliveryService:
     `retry_delay` spaces the attempts of an item whose injection raised (doubling each
     time), so a short outage of the voice stack does not use up `max_attempts` at once.
     `owner` and `lease` name this instance in delivery leases and say how long one lasts
-    without renewal (see `Outbox`). `lease_breaker`, when set, is asked about a record
+    without renewal (see `Outbox`). `lease_breaker`, when given, is asked about a record
     another instance holds a lease on: True takes it over now instead of waiting it out.
     """
 
@@ -70,6 +70,7 @@ class DeliveryService:
         wall: Callable[[], float] = time.time,
         owner: str | None = None,
         lease: float = 15.0,
+        lease_breaker: LeaseBreaker | None = None,
     ) -> None:
         self.hub = hub
         self.clock = hub.clock
@@ -78,7 +79,7 @@ class DeliveryService:
             hub.store, ttl=ttl, max_attempts=max_attempts, wall=wall, owner=owner, lease=lease
         )
         self.retry_delay = retry_delay
-        self.lease_breaker: LeaseBreaker | None = None
+        self.lease_breaker = lease_breaker
         self.handing_over = False  # see `hand_over_results`
         self._rooms: dict[str, RoomQueue] = {}
         self._started = False

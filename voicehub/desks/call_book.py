@@ -56,22 +56,14 @@ class Takeover:
 
 
 class CallBook:
-    """The call records this instance (`owner`) holds. `on_taken(room_id)` is called when
-    another instance took one of them (the call must end here); `wall` is the epoch clock
-    shared by instances."""
+    """The call records this instance (`owner`) holds; `wall` is the epoch clock shared by
+    instances. When another instance took one of them, the call must end here: `update`
+    returns False and `noticed` True for it."""
 
-    def __init__(
-        self,
-        store: Store,
-        owner: str,
-        *,
-        wall: Callable[[], float],
-        on_taken: Callable[[str], None] = lambda room_id: None,
-    ) -> None:
+    def __init__(self, store: Store, owner: str, *, wall: Callable[[], float]) -> None:
         self.store = store
         self.owner = owner
         self.wall = wall
-        self.on_taken = on_taken
         self.held: dict[str, CallRecord] = {}  # room id -> the record as this instance wrote it
 
     async def claim(
@@ -111,8 +103,8 @@ class CallBook:
         raise RuntimeError(f"room {room_id}: the call record kept changing; gave up claiming it")
 
     async def update(self, room_id: str, *, line: dict[str, str]) -> bool:
-        """Add `line` ids to the call's record; False (and `on_taken`) if another instance
-        took the call meanwhile."""
+        """Add `line` ids to the call's record; False if another instance took the call
+        meanwhile (it ends here)."""
         held = self.held.get(room_id)
         if held is None:
             return False
@@ -135,13 +127,14 @@ class CallBook:
     def holds(self, room_id: str) -> bool:
         return room_id in self.held
 
-    def noticed(self, room_id: str, owner: str, fence: int) -> None:
-        """Another instance wrote the call record of `room_id` (announced by the store): if
-        it took a call held here, the call ends here."""
+    def noticed(self, room_id: str, owner: str, fence: int) -> bool:
+        """Another instance wrote the call record of `room_id` (announced by the store):
+        True if it took a call held here (the call ends here)."""
         held = self.held.get(room_id)
-        if held is not None and owner != self.owner and fence > held.fence:
-            del self.held[room_id]
-            self.on_taken(room_id)
+        if held is None or owner == self.owner or fence <= held.fence:
+            return False
+        del self.held[room_id]
+        return True
 
     async def lease_breakable(self, record: DeliveryRecord) -> bool:
         """Whether this instance may take over another's lease on `record` at once: it holds
@@ -167,7 +160,6 @@ class CallBook:
             self.held[record.room_id] = record
             return True
         self.held.pop(record.room_id, None)
-        self.on_taken(record.room_id)
         return False
 
 
@@ -198,14 +190,17 @@ RETRY_SECONDS = 1.0
 """How long to wait before subscribing again after the store dropped the subscription."""
 
 
-async def follow_calls(book: CallBook, store: CallAnnouncer, clock: Clock) -> None:
-    """Hand each call record written by any instance to `book.noticed` until cancelled (a
-    call taken up elsewhere ends here at once; missed while disconnected, it ends on the
-    next write of its record here)."""
+async def follow_calls(
+    book: CallBook, store: CallAnnouncer, clock: Clock, taken: Callable[[str], None]
+) -> None:
+    """Hand each call record written by any instance to `book.noticed` until cancelled,
+    and `taken(room_id)` each call held here that another instance took up (it ends here at
+    once; missed while disconnected, it ends on the next write of its record here)."""
     while True:
         try:
             async for room_id, owner, fence in store.watch_calls():
-                book.noticed(room_id, owner, fence)
+                if book.noticed(room_id, owner, fence):
+                    taken(room_id)
         except Exception:
             log.exception("lost the call announcements; subscribing again")
         await clock.sleep(RETRY_SECONDS)

@@ -1,14 +1,15 @@
 """The life of a call on one process, whatever carries it (WebSocket, Twilio, WebRTC, LiveKit).
 
 A call to desk `d` with conversation `c` runs in room `d:c`, created (or reopened) with the
-desk's call orchestration by the `SessionFactory`. `CallLifecycle.run` takes a `LiveCall`
-from start to end:
+desk's call orchestration by the desk's voice stack (`voicehub.desks.voice_stack`).
+`CallLifecycle.run` takes a `LiveCall` from start to end:
 
 1. it becomes the conversation's live call here, replacing an older one (close 4409), so a
    caller whose network dropped silently can come back at once; its `CallRecord` in the
    store names this instance (`CallBook`): a call live on another instance ends there, and
    a call that instance lost goes on here (`voicehub.desks.call_resume`);
-2. the session starts on the call's transport (observers may wrap the transport first);
+2. the session starts on the call's transport (observers may wrap the transport first), from
+   one `CallSpec`;
 3. task and delivery hooks of the hub are sent to the call as events (task events carry the
    parent room id; nested child rooms `d:c::task-1::task-1` belong to `d:c` too);
 4. when the call is over, delivery is detached and the session closed, but the room stays
@@ -32,9 +33,12 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from voicehub.core.hooks import HookContext, HookTrigger
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import CallState
 from voicehub.desks.call_book import CallBook, Takeover
 from voicehub.desks.call_resume import CallResume, pending_question
+from voicehub.desks.voice_stack import CallSpec, room_exists
+from voicehub.errors import VoicehubError
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import (
     CallError,
@@ -51,8 +55,9 @@ from voicehub.voice.transport import CallTransport
 if TYPE_CHECKING:
     from voicehub.core.events import Event
     from voicehub.desks.desk import Desk
-    from voicehub.desks.voice_stack import SessionFactory
+    from voicehub.desks.voice_stack import TurnObserverSource, VoiceStack
     from voicehub.hub import Hub
+    from voicehub.voice.engine.latency import TurnObserver
     from voicehub.voice.session import VoiceSession
 
 __all__ = [
@@ -169,29 +174,50 @@ class LiveCall:
 
 
 class CallLifecycle:
-    """The calls of one process on its hub: start, replace, forward hub events, end."""
+    """The calls of one process on its hub: start, replace, forward hub events, end.
+
+    Each call's session comes from `voice` (the registry of voice stacks, or one stack for
+    every desk). `book` holds this instance's call records (default: on the hub's store).
+    Observers see each call start and end (`observe`), session taps each session
+    (`tap`), and turn observer sources give each session its turns' observers
+    (`observe_turns`); the process subscribes them before its first call."""
 
     def __init__(
         self,
         hub: Hub,
         desks: dict[str, Desk],
-        factory: SessionFactory,
+        voice: VoiceStack,
         *,
         book: CallBook | None = None,
     ) -> None:
         self.hub = hub
         self.desks = desks
-        self.factory = factory
+        self.voice = voice
         self.book = (
             book if book is not None else CallBook(hub.store, hub.instance_id, wall=hub.wall)
         )
-        self.book.on_taken = self._taken_elsewhere
         self.calls: dict[str, LiveCall] = {}
         self.observers: list[CallObserver] = []
         self.session_taps: list[SessionTap] = []
-        self._releasing: set[asyncio.Task[None]] = set()
-        self._speaking: set[asyncio.Task[None]] = set()
+        self.turn_source: TurnObserverSource | None = None
+        self._releasing = TaskSet("releasing ended calls' rooms")
+        self._speaking = TaskSet("words said on resumed calls")
         self._install_hooks()
+
+    def observe(self, observer: CallObserver) -> None:
+        """Tell `observer` each call's start and end (in the order subscribed)."""
+        self.observers.append(observer)
+
+    def tap(self, tap: SessionTap) -> None:
+        """Give `tap` each call's session as it starts."""
+        self.session_taps.append(tap)
+
+    def observe_turns(self, source: TurnObserverSource) -> None:
+        """Give each call's session the observer of its turns `source` makes (one source:
+        metrics and traces combine theirs)."""
+        if self.turn_source is not None:
+            raise VoicehubError("the calls' turns have their observer already")
+        self.turn_source = source
 
     async def run(
         self, call: LiveCall, until_over: Callable[[VoiceSession], Awaitable[None]]
@@ -243,7 +269,7 @@ class CallLifecycle:
         it could not start."""
         desk, hub, room_id = call.desk, self.hub, call.room_id
         try:
-            resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
+            resumed = await room_exists(hub, room_id)
             call.send(
                 CallSession(
                     room_id=room_id,
@@ -260,11 +286,17 @@ class CallLifecycle:
             transport: CallTransport = call.transport
             for observer in self.observers:
                 transport = observer.call_started(call, transport)
-            resume = await self._resume(call)
-            if resume is None:
-                session = await self.factory.start(hub, desk, room_id, transport)
-            else:
-                session = await self.factory.start(hub, desk, room_id, transport, resume=resume)
+            spec = CallSpec(
+                hub,
+                desk,
+                room_id,
+                transport,
+                reopened=resumed,
+                resume=await self._resume(call),
+                turn_observer=self._turn_observer(call),
+            )
+            session = await self.voice.start(spec)
+            resume = spec.resume
             for tap in self.session_taps:
                 session = tap.session_started(call, session)
             call.session = session
@@ -286,6 +318,10 @@ class CallLifecycle:
             call.takeover.continuation,
         )
         return True
+
+    def _turn_observer(self, call: LiveCall) -> TurnObserver | None:
+        source = self.turn_source
+        return source.turn_observer(call.desk.name, call.kind, call.room_id) if source else None
 
     async def _resume(self, call: LiveCall) -> CallResume | None:
         """How the session resumes the conversation's last call (None: it does not)."""
@@ -316,9 +352,7 @@ class CallLifecycle:
             except Exception as exc:  # the call ended first
                 log.info("room %s: could not say %r: %r", call.room_id, words, exc)
 
-        task = call.saying = asyncio.create_task(say())
-        self._speaking.add(task)
-        task.add_done_callback(self._speaking.discard)
+        call.saying = self._speaking.start(say(), name=f"{call.room_id}: resumed words")
 
     async def clean_up(self, call: LiveCall) -> None:
         """After the call: hold its results, close its session, record how it ended,
@@ -358,8 +392,7 @@ class CallLifecycle:
             await asyncio.gather(*(h.result() for h in handles), *jobs, return_exceptions=True)
             await self.release(room_id)
 
-        self._releasing.add(task := asyncio.create_task(later()))
-        task.add_done_callback(self._releasing.discard)
+        self._releasing.start(later(), name=f"{room_id}: release")
 
     async def hand_over(self, call: LiveCall) -> None:
         """End `call` here so that it goes on elsewhere: its record says so first (the
@@ -390,10 +423,10 @@ class CallLifecycle:
         for call in calls:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(call.finished.wait(), CLOSE_WAIT + 3.0)
-        for task in list(self._speaking):
-            task.cancel()
+        self._speaking.cancel()
 
-    def _taken_elsewhere(self, room_id: str) -> None:
+    def taken_elsewhere(self, room_id: str) -> None:
+        """Another instance took up the call of `room_id`: it ends here."""
         call = self.calls.get(room_id)
         if call is not None:
             log.info("room %s: the call went on on another instance: ending it here", room_id)

@@ -10,9 +10,9 @@ after handoffs is in the room's metadata. What a resumed call adds:
   id, see `voicehub.orchestration.ask_user`);
 - the result that was being spoken on the lost instance is spoken again from the start (its
   lease is taken over at once, see `CallBook.lease_breakable`);
-- the session factory gets a `CallResume` (`SessionFactory.start(..., resume=...)`) saying
-  how the call continues and which question is pending, for an engine that wants to act
-  on it (pick the interview up where it stopped).
+- the voice stack gets a `CallResume` (`CallSpec.resume`) saying how the call continues
+  and which question is pending, for an engine that wants to act on it (pick the
+  interview up where it stopped).
 """
 
 from __future__ import annotations

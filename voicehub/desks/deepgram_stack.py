@@ -1,29 +1,52 @@
-"""Deepgram on a desk's calls: the STT and TTS a `[voice]` table with "deepgram" asks for.
+"""The `deepgram` voice stack: desks' calls on the pipeline engine with Deepgram recognizing
+(`stt = "deepgram"`) and/or speaking (`tts = "deepgram"`), the embedded models for the rest.
 
 Keys come from the environment only. A desk without its key still loads, lists and
-validates (`voicehub channels`); `check_desk` at server start logs the problem (a missing
-key, or a key Deepgram refuses with 401) and calls to that desk are then refused with the
-same message, while the other desks keep serving.
+validates (`voicehub channels`); at server start `check` names the problem (a missing key,
+or a key Deepgram refused with 401 when `prepare` asked) and calls to that desk are refused
+with the same message, while the other desks keep serving. Each call gets Deepgram plugins
+of its own at the transport's rate (mu-law on a phone line: nothing resampled); a call's
+speak socket opens as the call starts and closes with it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from voicehub.core.jobs import TaskSet
+from voicehub.desks.keys import missing_keys
+from voicehub.desks.offline_stack import (
+    PipelineResources,
+    new_tts,
+    speech_to_text_for,
+    voice_problems,
+)
+from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
 from voicehub.desks.sections import DeepgramConfig
+from voicehub.errors import ConfigError
 from voicehub.voice.providers.deepgram.connection import (
     DeepgramAuthError,
     DeepgramEndpoint,
     auth_error,
 )
+from voicehub.voice.transport import wire_audio_of
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
+    from voicehub.desks.voice_stack import CallSpec
+    from voicehub.voice.engine.session import PipelineVoiceSession
     from voicehub.voice.transport import WireAudio
 
-__all__ = ["check_desk", "desk_keyterms", "new_stt", "new_tts", "uses_deepgram"]
+__all__ = [
+    "DeepgramStack",
+    "check_desk",
+    "desk_keyterms",
+    "new_deepgram_tts",
+    "new_stt",
+    "uses_deepgram",
+]
 
 MAX_KEYTERMS = 50  # Deepgram bounds the prompt (about 500 tokens); the desk's words come first
 _SPEAKABLE_RATES = (8000, 16000, 24000, 32000, 48000)  # Aura's streaming rates
@@ -107,7 +130,7 @@ def new_stt(
     )
 
 
-def new_tts(desk: Desk, sample_rate: int, *, wire: WireAudio | None = None) -> Any:
+def new_deepgram_tts(desk: Desk, sample_rate: int, *, wire: WireAudio | None = None) -> Any:
     """A DeepgramTTS for one call, at the transport's rate when Aura can speak it, in the
     transport's own encoding on a phone line (mu-law at 8 kHz: nothing resampled, and
     G.711's decode for livekit and the transport's encode round-trip exactly)."""
@@ -122,18 +145,6 @@ def new_tts(desk: Desk, sample_rate: int, *, wire: WireAudio | None = None) -> A
     )
 
 
-def close_with(session: Any, plugin: Any) -> None:
-    """Close `plugin` (its idle speak socket) when the call's voice session closes."""
-    tasks: set[asyncio.Task[None]] = set()
-
-    def closed() -> None:
-        task = asyncio.get_running_loop().create_task(plugin.aclose())
-        tasks.add(task)  # held until done: the loop keeps only weak references
-        task.add_done_callback(tasks.discard)
-
-    session.on_close(closed)
-
-
 def require_key(desk: Desk) -> None:
     """DeepgramAuthError naming the desk file and the variable when the key is missing."""
     try:
@@ -141,3 +152,70 @@ def require_key(desk: Desk) -> None:
     except DeepgramAuthError as exc:
         where = desk.config.source or f"desk {desk.name!r}"
         raise DeepgramAuthError(f"{where}: voice: {exc}") from None
+
+
+class DeepgramStack:
+    """The `deepgram` voice stack (see the module), on the process's shared offline
+    models for its VAD, its offline fallback and an offline voice."""
+
+    def __init__(self, shared: PipelineResources | None = None) -> None:
+        self.shared = shared if shared is not None else PipelineResources()
+        self._refused: dict[str, str] = {}  # desk name -> why Deepgram refuses its key
+        self._closing = TaskSet("deepgram speak sockets")
+
+    def check(self, desk: Desk) -> list[str]:
+        """The agents' voices, the keys, and a key Deepgram refused at `prepare`."""
+        refused = [self._refused[desk.name]] if desk.name in self._refused else []
+        return [*voice_problems(desk), *missing_keys(desk), *refused]
+
+    async def prepare(self, desks: Sequence[Desk]) -> None:
+        """Load the offline models the desks use and ask Deepgram whether their keys
+        work (a desk whose key is refused: `check` says so, and its calls are refused)."""
+        for desk in desks:
+            self._refused.pop(desk.name, None)
+            problem = await check_desk(desk)
+            if problem is not None:  # the other desks keep serving
+                self._refused[desk.name] = problem
+        await self.shared.load([desk for desk in desks if not voice_problems(desk)])
+
+    async def start(self, call: CallSpec) -> PipelineVoiceSession:
+        problems = self.check(call.desk)
+        if problems:
+            error = DeepgramAuthError if call.desk.name in self._refused else ConfigError
+            raise error("cannot start a call: " + "; ".join(problems))
+        desk, shared, transport = call.desk, self.shared, call.transport
+        voice = desk.config.voice
+        rate, wire = transport.sample_rate, wire_audio_of(transport)
+        stt: Any = speech_to_text_for(desk)
+        if voice.stt == "deepgram":
+            fallback = stt if voice.stt_fallback == "pocketsphinx" else None
+            stt = new_stt(desk, rate, fallback=fallback, wire=wire)
+        if voice.tts == "deepgram":
+            tts = new_deepgram_tts(desk, rate, wire=wire)
+            tts.prewarm()  # its speak socket opens while the call starts
+        else:
+            tts = new_tts(voice.tts)
+        providers = PipelineProviders(
+            stt=stt,
+            tts=tts,
+            vad=shared.call_vad(voice.vad),
+            voices=shared.call_voices(desk),
+        )
+        try:
+            session = await start_pipeline_call(
+                call, providers, options=shared.options, prerender_budget=shared.prerender_budget
+            )
+        except BaseException:
+            if voice.tts == "deepgram":  # the speak socket it opened ahead ends here
+                await tts.aclose()
+            raise
+        if voice.tts == "deepgram":  # this call's own plugin: its socket ends with it
+
+            def close_speak_socket() -> None:
+                self._closing.start(tts.aclose(), name=f"{call.room_id}: speak socket")
+
+            session.on_close(close_speak_socket)
+        return session
+
+    async def aclose(self) -> None:
+        await self._closing.wait()

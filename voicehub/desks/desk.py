@@ -5,7 +5,7 @@
 strategy. `Desk.orchestration()` is what a text room runs: the front agent with the tools
 those orchestrations give it, or the pipeline/swarm agents handing off to each other.
 `Desk.call_orchestration()` is the same for a call, where the voice session is the agent
-(`voicehub.desks.call.start_desk_call`). `Desk.make_hub()` gives a hub whose rooms all
+(`voicehub.desks.pipeline_call.start_pipeline_call`). `Desk.make_hub()` gives a hub whose rooms all
 run the desk.
 
     desks = load_desks("channels")

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from voicehub.desks.runtime_settings import RuntimeSettings
     from voicehub.hub import Hub
 
-__all__ = ["DeskRooms", "start_heartbeat"]
+__all__ = ["DeskRooms", "desk_heartbeat"]
 
 
 class DeskRooms:
@@ -64,10 +64,11 @@ class DeskRooms:
             await self.hub.release_room(room_id)
 
 
-def start_heartbeat(
+def desk_heartbeat(
     hub: Hub, desks: Mapping[str, Desk], calls: CallLifecycle, settings: RuntimeSettings
 ) -> InstanceHeartbeat:
-    """Start this instance's heartbeat (and its sweeps for lost instances)."""
+    """This instance's heartbeat, whose sweeps for lost instances take their work over
+    here with the right desk (start it with `start`)."""
     recovery = TaskRecovery(
         hub, DeskRooms(hub, desks, calls), instance_id=hub.instance_id, wall=hub.wall
     )
@@ -77,5 +78,4 @@ def start_heartbeat(
         interval=settings.heartbeat_interval,
         timeout=settings.instance_timeout,
     )
-    heartbeat.start()
     return heartbeat

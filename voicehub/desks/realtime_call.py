@@ -1,10 +1,11 @@
-"""A desk on a call through a speech-to-speech model: `start_realtime_call`.
+"""The `openai-realtime` voice stack: a desk's calls through a speech-to-speech model.
 
-The realtime counterpart of `voicehub.desks.call.start_desk_call`: it opens (or reopens) the
-call's room with the desk's call orchestration, starts a `RealtimeVoiceSession` with the
-agent that has the conversation and its tools (delegation, `handoff_conversation`), and
-follows accepted handoffs with `update_agent` (a `session.update` on the same connection).
-The model answers after the handoff tool's output, as the new agent.
+`start_realtime_call` is the realtime counterpart of
+`voicehub.desks.pipeline_call.start_pipeline_call`: it opens (or reopens) the call's room
+(`DeskOnCall`), starts a `RealtimeVoiceSession` with the agent that has the conversation and
+its tools (delegation, `handoff_conversation`), and follows accepted handoffs with
+`update_agent` (a `session.update` on the same connection). The model answers after the
+handoff tool's output, as the new agent.
 
 `[ask_user]` agents get a spoken `ask_user` (`RealtimeAsker`): the question is said through
 the model from inside the tool, and while it waits for the answer the model does not answer
@@ -15,31 +16,25 @@ goes on from the tool's output.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
+import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from voicehub.desks.call import _ready_for_voice
-from voicehub.desks.voice_asker import VoiceAsker
+from voicehub.core.jobs import TaskSet
+from voicehub.desks.call import DeskOnCall
+from voicehub.desks.voice_asker import SpeakingSession, VoiceAsker
 from voicehub.errors import ConfigError, VoicehubError
-from voicehub.orchestration.ask_user import ask_user_tool
-from voicehub.orchestration.handoff import handoff_tool
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime.connection import realtime_client
 from voicehub.voice.realtime_session import RealtimeVoiceSession
 
 if TYPE_CHECKING:
-    from voicehub.agents.tools import Tool
     from voicehub.desks.desk import Desk
+    from voicehub.desks.voice_stack import CallSpec
     from voicehub.hub import Hub
-    from voicehub.orchestration.state import ConversationState
-    from voicehub.voice.transport import CallTransport
 
-__all__ = ["RealtimeAsker", "realtime_settings", "start_realtime_call"]
-
-log = logging.getLogger("voicehub.voice")
-_watchers: set[asyncio.Task[None]] = set()
+__all__ = ["RealtimeAsker", "RealtimeStack", "realtime_settings", "start_realtime_call"]
 
 
 class RealtimeAsker(VoiceAsker):
@@ -49,6 +44,13 @@ class RealtimeAsker(VoiceAsker):
     def __init__(self, hub: Hub, *, timeout: float | None = 60.0) -> None:
         super().__init__(hub, timeout=timeout)
         self.realtime: RealtimeVoiceSession | None = None
+
+    def attach(self, session: SpeakingSession) -> None:
+        """Ask through `session`, the call's realtime session."""
+        if not isinstance(session, RealtimeVoiceSession):
+            raise TypeError(f"a realtime asker speaks through a realtime session, not {session!r}")
+        super().attach(session)
+        self.realtime = session
 
     async def ask(self, room_id: str, text: str) -> str | None:
         """Speak `text` and wait for the caller's answer (None on timeout or a closed call)."""
@@ -78,85 +80,80 @@ def realtime_settings(desk: Desk) -> RealtimeSettings:
     )
 
 
+class RealtimeStack:
+    """The `openai-realtime` voice stack (see the module): nothing to load; the key and
+    the model are the desk's `[voice.realtime]`."""
+
+    def __init__(self) -> None:
+        self._watchers = TaskSet("realtime calls")
+
+    def check(self, desk: Desk) -> list[str]:
+        """The API key variable, and the input transcription `[ask_user]` hears through."""
+        table = desk.config.voice.realtime_model
+        where = str(desk.config.source or f"desk {desk.name!r}")
+        problems = []
+        if desk.config.ask_user is not None and not table.transcription_model:
+            problems.append(
+                f"{where}: [ask_user] on a realtime desk hears the caller's answers through "
+                "the model's input transcription; set [voice.realtime] transcription_model"
+            )
+        if not os.environ.get(table.api_key_env):
+            problems.append(
+                f"{where}: the realtime voice engine needs an OpenAI API key in the "
+                f"environment variable {table.api_key_env} (it is not set)"
+            )
+        return problems
+
+    async def prepare(self, desks: Sequence[Desk]) -> None:
+        return None  # the model runs remotely; its key is checked at call start
+
+    async def start(self, call: CallSpec) -> RealtimeVoiceSession:
+        problems = self.check(call.desk)
+        if problems:
+            raise ConfigError("; ".join(problems))
+        return await start_realtime_call(call, self._watchers)
+
+    async def aclose(self) -> None:
+        await self._watchers.aclose()
+
+
 async def start_realtime_call(
-    hub: Hub,
-    desk: Desk,
-    room_id: str,
-    transport: CallTransport,
-    *,
-    client: Any = None,
-    **session_options: Any,
+    call: CallSpec, watchers: TaskSet, *, client: Any = None
 ) -> RealtimeVoiceSession:
-    """Run `desk` on a call in room `room_id` through its realtime model and return the
-    started session. Without `client`, one is built from `[voice.realtime]`: a ConfigError
-    names the API key variable when it is not set (before the room is touched)."""
+    """Run `call.desk` on the call through its realtime model and return the started
+    session. Without `client`, one is built from `[voice.realtime]` (a ConfigError names
+    the API key variable when it is not set, before the room is touched). `watchers`
+    holds the task that ends the call's handoff subscription with the call."""
+    desk = call.desk
     table = desk.config.voice.realtime_model
-    where = str(desk.config.source or f"desk {desk.name!r}")
-    if desk.config.ask_user is not None and not table.transcription_model:
-        raise ConfigError(
-            f"{where}: [ask_user] on a realtime desk hears the caller's answers through the "
-            "model's input transcription; set [voice.realtime] transcription_model"
-        )
     if client is None:
         client = realtime_client(
-            api_key_env=table.api_key_env, base_url=table.base_url, where=where
+            api_key_env=table.api_key_env, base_url=table.base_url, where=call.where
         )
-    resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
-    room = await hub.create_room(room_id, orchestration=desk.call_orchestration())
-    await _ready_for_voice(room, desk)
-    agent = desk.active_agent(room)
-    handler = desk.handoff.handler_for(hub) if desk.handoff is not None else None
-    asking = desk.config.ask_user
-    asker = RealtimeAsker(hub, timeout=asking.timeout) if asking is not None else None
-    spoken_ask = (
-        ask_user_tool(asker, max_reasks=asking.max_reasks)
-        if asker is not None and asking is not None
-        else None
-    )
-
-    def tools_for(agent_id: str) -> list[Tool]:
-        tools = [t for t in desk.tools_for(agent_id) if t is not desk.ask_user_tool]
-        if spoken_ask is not None and asking is not None and agent_id in asking.agents:
-            tools.append(spoken_ask)
-        targets = desk.handoff_targets(agent_id)
-        if handler is not None and targets:
-            tools.append(handoff_tool(handler, targets))
-        return tools
-
-    options: dict[str, Any] = {"delivery_mode": desk.delivery_mode, **session_options}
+    glue = await DeskOnCall.open(call, asker=RealtimeAsker, greets_after_handoff=False)
     session = RealtimeVoiceSession(
-        hub,
-        room_id,
-        agent,
-        transport,
+        call.hub,
+        call.room_id,
+        glue.agent,
+        call.transport,
         client=client,
         settings=realtime_settings(desk),
-        greeting=None if resumed else desk.greeting,
-        extra_tools=tools_for(agent.id),
-        **options,
+        greeting=call.greeting,
+        delivery_mode=desk.delivery_mode,
+        extra_tools=glue.tools_for(glue.agent.id),
+        turn_observer=call.turn_observer,
     )
-    if asker is not None:
-        asker.session = asker.realtime = session
-
-    async def follow(room: str, state: ConversationState, target: str | None) -> None:
-        if target is None or target not in desk.agents:
-            log.warning("room %s: the call cannot follow a handoff to %r", room, target)
-            return
-        await session.update_agent(desk.agents[target], extra_tools=tools_for(target))
-
-    if handler is not None:
-        unsubscribe = handler.on_accepted(follow, room_id=room_id)
-
-        async def unsubscribe_at_close() -> None:
-            await session.closed.wait()
-            unsubscribe()
-
-        task = asyncio.create_task(unsubscribe_at_close())
-        _watchers.add(task)  # a reference for the call's life
-        task.add_done_callback(_watchers.discard)
+    glue.attach(session)
+    if glue.handler is not None:
+        watchers.start(_detach_at_close(session, glue), name="handoff watcher")
     try:
         await session.start()
     except BaseException:
         await session.aclose()
         raise
     return session
+
+
+async def _detach_at_close(session: RealtimeVoiceSession, glue: DeskOnCall) -> None:
+    await session.closed.wait()
+    glue.detach()

@@ -32,7 +32,7 @@ class RuntimeSettings(StoreChoice):
     to speak a result lasts without renewal (a killed speaker's result is free again after,
     sooner when its calls moved or its heartbeat says it is gone).
 
-    `max_load`: above this load (see `voicehub.desks.admission`; 1.0 is a process that
+    `max_load`: above this load (see `voicehub.desks.call_admission`; 1.0 is a process that
     cannot keep up) new calls are refused with a busy answer; calls already admitted always
     go on. None: no limit."""
 

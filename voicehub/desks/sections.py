@@ -29,6 +29,8 @@ from voicehub.tools.registry import BUILTIN_TOOLS, unknown_tool_message
 DEFAULT_FALLBACK = "Sorry, I can't help with that yet."
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 _REPLY_NAMES = frozenset({"result", "message", "last_user"})
+BUILTIN_STACKS = ("offline", "deepgram", "openai-realtime")
+"""The voice stacks voicehub registers itself (`voicehub.desks.voice_stack`)."""
 
 
 def field_error(path: str, message: str) -> PydanticCustomError:
@@ -160,6 +162,10 @@ class VoiceConfig(StrictModel):
     engine: Literal["pipeline", "openai-realtime"] = "pipeline"
     """`pipeline`: VAD, speech recognition, the agents' model and speech synthesis;
     `openai-realtime`: one speech-to-speech model (`[voice.realtime]`)."""
+    stack: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+    """The voice stack that runs the desk's calls, by its registered name
+    (docs/voice-stacks.md): a stack a Python package adds; unset, the built-in stack
+    `engine`, `stt` and `tts` name (`offline`, `deepgram` or `openai-realtime`)."""
     vad: Literal["silero", "webrtc"] = "silero"
     """Voice activity detection: Silero (default) or WebRTC's."""
     stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "auto"
@@ -199,6 +205,30 @@ class VoiceConfig(StrictModel):
                         "the realtime model takes its own turns: set turn_detection in "
                         "[voice.realtime]",
                     )
+        return self
+
+    @property
+    def stack_name(self) -> str:
+        """The name of the voice stack that runs the desk's calls: `stack`, else the
+        built-in one the other keys name."""
+        return self.stack if self.stack is not None else self.builtin_stack
+
+    @property
+    def builtin_stack(self) -> str:
+        """`openai-realtime` for the speech-to-speech engine, `deepgram` when Deepgram
+        recognizes or speaks, else `offline`."""
+        if self.engine == "openai-realtime":
+            return "openai-realtime"
+        return "deepgram" if "deepgram" in (self.stt, self.tts) else "offline"
+
+    @model_validator(mode="after")
+    def _stack_agrees(self) -> VoiceConfig:
+        if self.stack in BUILTIN_STACKS and self.stack != self.builtin_stack:
+            raise field_error(
+                "stack",
+                f"{self.stack!r} is a built-in stack, which engine, stt and tts choose: "
+                f"these keys name {self.builtin_stack!r}; leave stack out",
+            )
         return self
 
     @property
@@ -495,7 +525,7 @@ class LoopConfig(StrictModel):
     """What `delegate_loop` answers at once."""
 
 
-class PipelineStage(StrictModel):
+class PipelineStageConfig(StrictModel):
     """One phase of a pipeline: `agent` has the conversation; it may hand off to the agent
     of the `next` phase, or back to those of `can_return_to`."""
 
@@ -516,7 +546,7 @@ class PipelineConfig(StrictModel):
     once (to greet the caller); without it, that agent speaks at the caller's next turn.
     """
 
-    stages: tuple[PipelineStage, ...] = Field(min_length=1)
+    stages: tuple[PipelineStageConfig, ...] = Field(min_length=1)
     """The phases in order; the first stage's agent starts the conversation."""
     handoff_instruction: str | None = None
     """The instruction the agent taking over answers at once (a greeting); unset: it speaks at the

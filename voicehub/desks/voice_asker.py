@@ -39,8 +39,8 @@ class SpeakingSession(Protocol):
 
 
 class VoiceAsker(TextAsker):
-    """Asks on a call: speaks each question through `session` (set it once the session
-    exists) and records it in the room as the speaking agent's message, marked `ask_user`
+    """Asks on a call: speaks each question through the call's session (`attach`) and
+    records it in the room as the speaking agent's message, marked `ask_user`
     and `spoken`. Waits `timeout` seconds (hub clock) for the answer; None waits for ever.
 
     The caller may answer while the question is still being spoken (barge-in): the answer
@@ -50,6 +50,10 @@ class VoiceAsker(TextAsker):
     def __init__(self, hub: Hub, *, timeout: float | None = 60.0) -> None:
         super().__init__(hub, timeout=timeout)
         self.session: SpeakingSession | None = None
+
+    def attach(self, session: SpeakingSession) -> None:
+        """Speak the questions through `session`, the call's, once it exists."""
+        self.session = session
 
     def reply_gate(self, room_id: str) -> Callable[[], bool]:
         """The session's `reply_gate` for `room_id`: closed while a question is open there,

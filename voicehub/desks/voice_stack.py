@@ -1,18 +1,39 @@
-"""How the server starts a desk on a call: `start_desk_call` on the embedded voice stack.
+"""Voice stacks: the named ways to run a desk's calls, and the one value a call starts from.
 
-Models are loaded once per process and shared by every call (each call gets its own
-streams); `prepare` loads them at startup so the first caller does not wait. Tests pass
-their own `SessionFactory` (a scripted fake) to `create_app`.
+A voice stack turns a `CallSpec` (the hub, the desk, the room, the transport, how the call
+continues an earlier one) into a started `VoiceSession`. voicehub registers three:
+
+- `offline`: the pipeline engine on the embedded models (Silero or WebRTC VAD, Whisper or
+  PocketSphinx, Piper or eSpeak NG), no key, no network;
+- `deepgram`: the pipeline engine with Deepgram recognizing and/or speaking, the embedded
+  models for the rest;
+- `openai-realtime`: the OpenAI Realtime speech-to-speech model.
+
+A desk runs on the stack its `[voice]` table names (`stack`, else the built-in one `engine`,
+`stt` and `tts` choose). A Python package adds a stack under an entry point of the group
+`voicehub.voice_stacks` (the name a desk gives; the object a callable that returns the
+stack), or a program passes its own `VoiceStacks` to `create_app`:
+
+    stacks = default_voice_stacks()
+    stacks.register("acme", AcmeStack())
+    stacks.check(desk)                      # what keeps its calls from starting (no I/O)
+    await stacks.prepare(desks.values())    # once at start-up: models, key checks
+    session = await stacks.start(await CallSpec.for_room(hub, desk, room_id, transport))
+    await stacks.aclose()
+
+`VoiceStacks` is a `VoiceStack` itself, so whatever runs calls (`CallLifecycle`) takes one
+stack: the registry, or a single stack that serves every desk (the tests' scripted one).
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Protocol
 
+from voicehub.desks.sections import BUILTIN_STACKS
 from voicehub.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,42 +45,97 @@ if TYPE_CHECKING:
     from voicehub.voice.transport import CallTransport
 
 __all__ = [
-    "VOICES",
-    "OfflineSessionFactory",
-    "SessionFactory",
+    "ENTRY_POINT_GROUP",
+    "CallSpec",
     "TurnObserverSource",
-    "offline_stt_name",
-    "speech_to_text_for",
-    "uses_pocketsphinx",
+    "VoiceStack",
+    "VoiceStacks",
+    "default_voice_stacks",
+    "room_exists",
 ]
 
 log = logging.getLogger("voicehub.desks")
 
-VOICES = ("piper", "espeak")
-"""Agent `voice` names the embedded stack can speak with."""
+ENTRY_POINT_GROUP = "voicehub.voice_stacks"
+"""Where installed packages register voice stacks: name = `module:callable`."""
 
 
-class SessionFactory(Protocol):
-    """Starts the voice session of one call."""
+@dataclass(frozen=True, slots=True)
+class CallSpec:
+    """One call to start: everything a voice stack is given.
 
-    async def prepare(self, desks: Iterable[Desk]) -> None:
-        """Check and load what the desks' calls will need (once, at startup)."""
-        ...
+    `reopened`: the conversation's room existed before this call (a caller calling again):
+    no greeting. `resume`: the call goes on from one another instance (or this one) lost
+    or handed over; the call lifecycle speaks its words itself. `turn_observer` receives
+    each answered turn's latency (metrics, traces)."""
 
-    async def start(
-        self,
+    hub: Hub
+    desk: Desk
+    room_id: str
+    transport: CallTransport
+    reopened: bool = False
+    resume: CallResume | None = None
+    turn_observer: TurnObserver | None = None
+
+    @classmethod
+    async def for_room(
+        cls,
         hub: Hub,
         desk: Desk,
         room_id: str,
         transport: CallTransport,
         *,
         resume: CallResume | None = None,
-    ) -> VoiceSession:
-        """Open (or reopen) room `room_id` for a call to `desk` and return its started
-        session: the agent that has the conversation, with its tools, delivery attached,
-        the desk's greeting on a new conversation only. `resume` is given when the call
-        continues one another instance (or this one) lost or handed over; the call
-        lifecycle speaks its words (`CallResume.words`) itself."""
+        turn_observer: TurnObserver | None = None,
+    ) -> CallSpec:
+        """The spec of a call in `room_id`, `reopened` when the room exists already."""
+        return cls(
+            hub,
+            desk,
+            room_id,
+            transport,
+            reopened=await room_exists(hub, room_id),
+            resume=resume,
+            turn_observer=turn_observer,
+        )
+
+    @property
+    def greeting(self) -> str | None:
+        """What the agent says first: the desk's greeting on a new conversation only."""
+        return None if self.reopened else self.desk.greeting
+
+    @property
+    def where(self) -> str:
+        """The desk file (or the desk's name), for messages."""
+        return str(self.desk.config.source or f"desk {self.desk.name!r}")
+
+
+async def room_exists(hub: Hub, room_id: str) -> bool:
+    """Whether the conversation of `room_id` has been had before (its room is loaded, or
+    kept in the store): a call to it is a caller calling again."""
+    return room_id in hub.rooms or await hub.store.get_room(room_id) is not None
+
+
+class VoiceStack(Protocol):
+    """One way to run desks' calls (see the module)."""
+
+    def check(self, desk: Desk) -> list[str]:
+        """Why `desk`'s calls cannot start on this stack, one message per problem naming
+        the desk file (none: they can). No I/O: what `prepare` found out counts too."""
+        ...
+
+    async def prepare(self, desks: Sequence[Desk]) -> None:
+        """Once at start-up (and for desks reloaded later): load what their calls need and
+        check their keys, so the first caller does not wait."""
+        ...
+
+    async def start(self, call: CallSpec) -> VoiceSession:
+        """Open (or reopen) the call's room with the desk's call orchestration and return
+        its started session; ConfigError when `check` has a problem with the desk."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what `prepare` loaded (the process is ending)."""
         ...
 
 
@@ -69,243 +145,101 @@ class TurnObserverSource(Protocol):
     def turn_observer(self, desk: str, transport: str, room_id: str) -> TurnObserver | None: ...
 
 
-def transport_kind(transport: CallTransport) -> str:
-    """ "websocket", "twilio", "webrtc", "livekit": the module of the transport's class,
-    under the wrappers that observe a call (they keep what they wrap as `inner`)."""
-    inner: object = transport
-    while (wrapped := getattr(inner, "inner", None)) is not None:
-        inner = wrapped
-    return type(inner).__module__.rsplit(".", 1)[-1]
+class VoiceStacks:
+    """The registered voice stacks by name; runs each desk's calls on the one it names."""
 
+    def __init__(self, stacks: Mapping[str, VoiceStack] | None = None) -> None:
+        self._stacks: dict[str, VoiceStack] = {}
+        self._broken: dict[str, str] = {}  # name -> why its entry point did not load
+        for name, stack in (stacks or {}).items():
+            self.register(name, stack)
 
-def turn_observer_option(
-    source: TurnObserverSource | None,
-    accepting: Any,
-    desk: Desk,
-    room_id: str,
-    transport: CallTransport,
-) -> dict[str, Any]:
-    """`{"turn_observer": ...}` for a session built by `accepting` (a class or function)
-    that takes one, labelled with the call's desk and transport; {} otherwise."""
-    if source is None or "turn_observer" not in inspect.signature(accepting).parameters:
-        return {}
-    observer = source.turn_observer(desk.name, transport_kind(transport), room_id)
-    return {} if observer is None else {"turn_observer": observer}
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._stacks)
 
+    def register(self, name: str, stack: VoiceStack) -> None:
+        """Add `stack` under `name` (the name desks give in `[voice] stack`)."""
+        if name in self._stacks:
+            raise ConfigError(f"a voice stack named {name!r} is registered already")
+        self._stacks[name] = stack
+        self._broken.pop(name, None)
 
-class OfflineSessionFactory:
-    """Pipeline sessions (voicehub's engine) on the embedded offline stack, or Deepgram,
-    as each desk's `[voice]` table names, through `voicehub.desks.call.start_desk_call`.
-    `session_options` go to `PipelineVoiceSession` (`options`, for instance).
+    def load_entry_points(self) -> None:
+        """Register the stacks of installed packages (`voicehub.voice_stacks`). One that
+        fails to load is logged and named to the desks that ask for it; the rest serve."""
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            if point.name in self._stacks:
+                log.warning(
+                    "voice stack %r of %s ignored: the name is taken", point.name, point.value
+                )
+                continue
+            try:
+                stack = point.load()()
+            except Exception as exc:
+                why = f"its entry point {point.value!r} failed: {type(exc).__name__}: {exc}"
+                log.error("voice stack %r not loaded: %s", point.name, why)
+                self._broken[point.name] = why
+                continue
+            self.register(point.name, stack)
 
-    `batch_vad`: every call's Silero VAD runs its inferences batched with the other calls'
-    (one ONNX run per 20 ms tick, `silero_batch`); False gives each call its own inferences.
-    """
-
-    def __init__(self, *, batch_vad: bool = True, **session_options: Any) -> None:
-        from voicehub.voice.engine.results import PrerenderBudget
-
-        self.session_options = session_options
-        self.batch_vad = batch_vad
-        # each call's turn latency observer (the server's metrics and traces), if any
-        self.turn_observers: TurnObserverSource | None = None
-        # One budget for the pre-rendered results of every call this server runs.
-        self.prerender_budget = PrerenderBudget()
-        self._stt: Any = None
-        self._vads: dict[str, Any] = {}
-        self._tts: dict[str, Any] = {}
-        self._refused: dict[str, str] = {}  # desk name -> why its Deepgram key cannot work
-
-    async def prepare(self, desks: Iterable[Desk]) -> None:
-        """Check the desks' voices and load the STT, VADs and TTS engines they use.
-
-        Plugins are built here, on the event loop's thread (livekit registers plugins on the
-        main thread only); the slow model loading (about 2 s) runs in a worker thread.
-        """
-        from voicehub.desks import deepgram_stack
-
-        models: list[Any] = []
-        for desk in desks:
-            if desk.config.voice.engine == "openai-realtime":
-                continue  # the model runs remotely; its key is checked at call start
-            self._vad(desk.config.voice.vad)
-            if uses_pocketsphinx(desk) and self._stt is None:
-                models.append(self._speech_to_text())  # starts its worker processes
-            if offline_stt_name(desk) == "whisper":
-                models.append(speech_to_text_for(desk))
-            if deepgram_stack.uses_deepgram(desk):
-                problem = await deepgram_stack.check_desk(desk)
-                if problem is not None:  # the other desks keep serving
-                    log.warning("%s; its calls will be refused", problem)
-                    self._refused[desk.name] = problem
-            if desk.config.voice.tts != "deepgram":
-                models.append(self._text_to_speech(desk.config.voice.tts))
-            models += [self._text_to_speech(name) for name in _agent_voices(desk)]
-        await asyncio.to_thread(lambda: [model.prewarm() for model in models])
-
-    async def start(
-        self,
-        hub: Hub,
-        desk: Desk,
-        room_id: str,
-        transport: CallTransport,
-        *,
-        resume: CallResume | None = None,
-    ) -> VoiceSession:
-        """Run `desk` on the call with the shared models (a resumed call: see the protocol)."""
-        from voicehub.desks import deepgram_stack
-        from voicehub.desks.call import start_desk_call
-        from voicehub.desks.keys import missing_keys
-        from voicehub.voice.engine.session import PipelineVoiceSession
-        from voicehub.voice.providers.deepgram import DeepgramAuthError
-
-        if desk.config.voice.engine == "openai-realtime":
-            from voicehub.desks.realtime_call import start_realtime_call
-            from voicehub.voice.realtime_session import RealtimeVoiceSession
-
-            # start_realtime_call hands its options to the session
-            observing = turn_observer_option(
-                self.turn_observers, RealtimeVoiceSession, desk, room_id, transport
-            )
-            return await start_realtime_call(hub, desk, room_id, transport, **observing)
-
-        # Plugin objects of its own for each call (their metrics events are per object);
-        # the models behind them (decoders, Piper voice, Silero) are shared per process.
-        missing = missing_keys(desk)
-        if missing:
-            raise ConfigError("cannot start a call: " + "; ".join(missing))
-        voice = desk.config.voice
-        stt: Any = speech_to_text_for(desk)
-        tts: Any = None if voice.tts == "deepgram" else _new_tts(voice.tts)
-        if deepgram_stack.uses_deepgram(desk):
-            if desk.name in self._refused:
-                raise DeepgramAuthError(f"cannot start a call: {self._refused[desk.name]}")
-            from voicehub.voice.transport import wire_audio_of
-
-            rate, wire = transport.sample_rate, wire_audio_of(transport)
-            if voice.stt == "deepgram":
-                fallback = stt if voice.stt_fallback == "pocketsphinx" else None
-                stt = deepgram_stack.new_stt(desk, rate, fallback=fallback, wire=wire)
-            if voice.tts == "deepgram":
-                tts = deepgram_stack.new_tts(desk, rate, wire=wire)
-                tts.prewarm()  # its speak socket opens while the call starts
-        try:
-            session = await start_desk_call(
-                hub,
-                desk,
-                room_id,
-                transport,
-                stt=stt,
-                tts=tts,
-                vad=self.call_vad(voice.vad),
-                voices={name: _new_tts(name) for name in _agent_voices(desk)},
-                # start_desk_call hands its options to the engine's session
-                **turn_observer_option(
-                    self.turn_observers, PipelineVoiceSession, desk, room_id, transport
-                ),
-                **{"prerender_budget": self.prerender_budget, **self.session_options},
-            )
-        except BaseException:
-            if voice.tts == "deepgram":  # the speak socket it opened ahead ends here
-                await tts.aclose()
-            raise
-        if voice.tts == "deepgram":  # this call's own plugin: its speak socket ends with it
-            deepgram_stack.close_with(session, tts)
-        return session
-
-    # The objects `prepare` warms up: loading them loads the models every call then shares.
-
-    def _speech_to_text(self) -> Any:
-        if self._stt is None:
-            from voicehub.voice.providers.offline import PocketSphinxSTT
-
-            self._stt = PocketSphinxSTT()
-        return self._stt
-
-    def call_vad(self, kind: str) -> Any:
-        """A VAD object of its own for one call, on the process's shared model (and, for
-        Silero with `batch_vad`, the shared batcher)."""
-        from voicehub.voice.providers.offline.vad import vad_for_call
-
-        return vad_for_call(self._vad(kind))
-
-    def _vad(self, kind: str) -> Any:
-        if kind not in self._vads:
-            from voicehub.voice.providers.offline import load_vad
-
-            shared: Any = load_vad("webrtc" if kind == "webrtc" else "silero")
-            if kind != "webrtc" and self.batch_vad:
-                from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
-
-                shared = BatchedSileroVAD(shared)
-            self._vads[kind] = shared
-        return self._vads[kind]
-
-    def _text_to_speech(self, kind: str) -> Any:
-        if kind not in self._tts:
-            self._tts[kind] = _new_tts(kind)
-        return self._tts[kind]
-
-
-def offline_stt_name(desk: Desk) -> str:
-    """The offline recognizer of `desk`'s calls: "whisper" or "pocketsphinx", as its
-    `[voice] stt` names; "auto" is Whisper wherever it can run (`whisper_unavailable`), on
-    phone and wideband calls alike: tool accuracy on the phone bench, Whisper against
-    PocketSphinx, is 0.956 against 0.21 on phone audio and 0.978 against 0.62 wideband,
-    for somewhat more CPU (a median request: 385 against 263 ms of one core). PocketSphinx
-    stands in, with a warning, when Whisper's model is missing or altered."""
-    chosen = desk.config.voice.stt
-    if chosen != "auto":
-        return "whisper" if chosen == "whisper" else "pocketsphinx"
-    from voicehub.voice.providers.offline.whisper_engine import whisper_unavailable
-
-    problem = whisper_unavailable()
-    if problem is None:
-        return "whisper"
-    log.warning("desk %r: stt 'auto' uses PocketSphinx: %s", desk.name, problem)
-    return "pocketsphinx"
-
-
-def uses_pocketsphinx(desk: Desk) -> bool:
-    """Whether `desk`'s calls may recognize with PocketSphinx: as their recognizer, or as
-    Deepgram's fallback."""
-    voice = desk.config.voice
-    if voice.stt == "deepgram":
-        return voice.stt_fallback == "pocketsphinx"
-    return offline_stt_name(desk) == "pocketsphinx"
-
-
-def speech_to_text_for(desk: Desk) -> Any:
-    """A new offline STT plugin for one of `desk`'s calls, as its `[voice] stt` names
-    (`offline_stt_name`; Deepgram, when named, is built on top: this one is then its
-    fallback): Whisper biased to the desk's topics and trigger phrases, or PocketSphinx.
-    The models behind them are loaded once per process."""
-    from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT
-
-    if offline_stt_name(desk) == "whisper":
-        from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
-
-        return WhisperSTT(
-            vocabulary=desk_vocabulary(desk),
-            relisten=desk_relisten(desk),
-            correction=desk_correction(desk),
-        )
-    return PocketSphinxSTT()
-
-
-def _new_tts(kind: str) -> Any:
-    from voicehub.voice.providers.offline import ESpeakTTS, PiperTTS
-
-    return ESpeakTTS() if kind == "espeak" else PiperTTS()
-
-
-def _agent_voices(desk: Desk) -> set[str]:
-    """The voices the desk's agents ask for; ConfigError for one the stack does not have."""
-    wanted = {agent.voice for agent in desk.agents.values() if agent.voice is not None}
-    for name in sorted(wanted - set(VOICES)):
+    def stack_of(self, desk: Desk) -> VoiceStack:
+        """The stack `desk`'s calls run on; ConfigError naming the desk file when the name
+        it gives is not registered."""
+        name = desk.config.voice.stack_name
+        stack = self._stacks.get(name)
+        if stack is not None:
+            return stack
         where = desk.config.source or f"desk {desk.name!r}"
-        raise ConfigError(
-            f"{where}: an agent asks for voice {name!r}; the embedded stack speaks with "
-            f"{' or '.join(VOICES)}"
+        why = self._broken.get(name) or (
+            f"not registered (stacks: {', '.join(self.names) or 'none'}; a package adds one "
+            f"under the entry point group {ENTRY_POINT_GROUP!r})"
         )
-    return wanted
+        raise ConfigError(f"{where}: voice: stack {name!r} is {why}")
+
+    def check(self, desk: Desk) -> list[str]:
+        try:
+            stack = self.stack_of(desk)
+        except ConfigError as exc:
+            return [str(exc)]
+        return stack.check(desk)
+
+    async def prepare(self, desks: Sequence[Desk]) -> None:
+        """Each stack prepares its own desks (a desk on no registered stack is skipped:
+        `check` names it)."""
+        by_stack: dict[str, list[Desk]] = {}
+        for desk in desks:
+            if desk.config.voice.stack_name in self._stacks:
+                by_stack.setdefault(desk.config.voice.stack_name, []).append(desk)
+        for name, own in by_stack.items():
+            await self._stacks[name].prepare(own)
+
+    async def start(self, call: CallSpec) -> VoiceSession:
+        return await self.stack_of(call.desk).start(call)
+
+    async def aclose(self) -> None:
+        for stack in self._stacks.values():
+            await stack.aclose()
+
+
+def default_voice_stacks(*, batch_vad: bool = True, installed: bool = True) -> VoiceStacks:
+    """The built-in stacks (`offline`, `deepgram`, `openai-realtime`; the two pipeline ones
+    share one process's models), then those installed packages register.
+
+    `batch_vad`: every call's Silero VAD runs batched with the other calls' (one ONNX run
+    per 20 ms tick); False gives each call its own inferences."""
+    from voicehub.desks.deepgram_stack import DeepgramStack
+    from voicehub.desks.offline_stack import OfflineStack, PipelineResources
+    from voicehub.desks.realtime_call import RealtimeStack
+
+    shared = PipelineResources(batch_vad=batch_vad)
+    builtin: dict[str, VoiceStack] = {
+        "offline": OfflineStack(shared),
+        "deepgram": DeepgramStack(shared),
+        "openai-realtime": RealtimeStack(),
+    }
+    assert tuple(builtin) == BUILTIN_STACKS
+    stacks = VoiceStacks(builtin)
+    if installed:
+        stacks.load_entry_points()
+    return stacks

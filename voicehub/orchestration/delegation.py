@@ -29,6 +29,7 @@ from voicehub.agents.llm import ChatMessage, ToolCall
 from voicehub.agents.tools import ToolResult
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import TaskRecord, TaskStatus
 from voicehub.core.tracing import TRACE_KEY, Span
 from voicehub.core.trusted import replace
@@ -129,7 +130,7 @@ class Delegation:
         # The live tasks of each parent room: closing a room (each child room when its task
         # ends) looks its tasks up without scanning every live task of the hub.
         self._live_by_room: dict[str, dict[str, TaskHandle]] = {}
-        self._finishing: set[asyncio.Task[None]] = set()
+        self._finishing = TaskSet("delegation: tasks cancelled before they started")
 
     @property
     def live(self) -> dict[str, TaskHandle]:
@@ -232,9 +233,7 @@ class Delegation:
             TaskStatus.CANCELLED,
             reason="cancelled before it started",
         )
-        finishing = asyncio.create_task(self._finish(handle, record, result))
-        self._finishing.add(finishing)
-        finishing.add_done_callback(self._finishing.discard)
+        self._finishing.start(self._finish(handle, record, result), name=handle.task_id)
 
     async def _run(
         self,

@@ -23,8 +23,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from voicehub.core.store.base import DeliveryStatus, RoomRecord
+from voicehub.server.app_state import parts_of
 from voicehub.server.auth import presented_token, token_problem
-from voicehub.server.loop_health import LoopHealth, resident_mb
+from voicehub.server.loop_health import resident_mb
 
 if TYPE_CHECKING:
     from voicehub.server.calls import Switchboard
@@ -41,8 +42,7 @@ class BadRequest(Exception):
 
 
 def _board(request: Request) -> Switchboard:
-    board: Switchboard = request.app.state.switchboard
-    return board
+    return parts_of(request).board
 
 
 def _dump(records: list[Any]) -> list[dict[str, Any]]:
@@ -88,9 +88,8 @@ async def health(request: Request) -> JSONResponse:
         return JSONResponse(body)
     body |= {"desks": sorted(board.desks), "calls": len(board.calls)}
     body["rss_mb"] = round(resident_mb(), 1)
-    loop_health: LoopHealth | None = getattr(request.app.state, "loop_health", None)
-    if loop_health is not None:  # the worst loop lag since the last /health
-        body["loop_lag_ms"] = loop_health.read_lag_ms()
+    # the worst loop lag since the last /health
+    body["loop_lag_ms"] = parts_of(request).loop_health.read_lag_ms()
     return JSONResponse(body)
 
 

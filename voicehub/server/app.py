@@ -20,13 +20,12 @@ Shutdown ends the calls (their delivery detaches, so undelivered results are hel
 store) and closes the hub; a restarted server speaks them when the conversation calls back.
 SIGTERM drains first (`voicehub.server.drain`): no new calls, live ones are handed over to
 another instance (or may finish). Above `max_load` (or `max_calls`) new calls are refused
-busy (`voicehub.server.entry_gate`, `voicehub.desks.admission`).
+busy (`voicehub.server.entry_gate`, `voicehub.desks.call_admission`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -42,39 +41,26 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from voicehub.core.clock import Clock, SystemClock
-from voicehub.core.store.choice import describe_store
-from voicehub.desks.admission import Admission, LoadMeter
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.runtime import ProcessRuntime
-from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
+from voicehub.desks.voice_stack import VoiceStack, default_voice_stacks
 from voicehub.errors import ConfigError
-from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.api import api_routes
-from voicehub.server.call_recordings import CallRecordings
-from voicehub.server.call_telemetry import CallTelemetry
-from voicehub.server.calls import Switchboard
-from voicehub.server.desk_reload import DeskReloader
-from voicehub.server.drain import Drain
+from voicehub.server.app_state import keep, parts_of, running_parts
 from voicehub.server.entry_gate import Door, EntryGate
-from voicehub.server.loop_health import LoopHealth
-from voicehub.server.metrics import ServerMetrics
+from voicehub.server.parts import build_server
 from voicehub.server.probes import probe_routes
 from voicehub.server.recording_api import recording_routes
 from voicehub.server.settings import ServerSettings
-from voicehub.server.telephony import Telephony, telephony_routes
-from voicehub.server.webrtc import WebRTCDesk, webrtc_routes
+from voicehub.server.telephony import telephony_routes
+from voicehub.server.webrtc import webrtc_routes
 from voicehub.telemetry.setup import tracing_from_env
-from voicehub.telephony.stream_tokens import StreamTokens
-from voicehub.telephony.twilio.takeover import PhoneTakeover
-from voicehub.telephony.twilio.webhooks import PhoneLine, twilio_routes
-from voicehub.voice.providers.offline.recognizer_load import offline_recognizer_load
+from voicehub.telephony.twilio.webhooks import twilio_routes
 
 if TYPE_CHECKING:
     import uvicorn
 
-    from voicehub.server.calls import LiveCall
-    from voicehub.voice.transport import CallTransport
+    from voicehub.core.clock import Clock
+    from voicehub.server.drain import Drain
 
 __all__ = ["WEB_DIR", "create_app", "serve", "uvicorn_config"]
 
@@ -86,98 +72,38 @@ WEB_DIR = Path(__file__).resolve().parent / "web"
 def create_app(
     settings: ServerSettings,
     *,
-    session_factory: SessionFactory | None = None,
+    voice: VoiceStack | None = None,
     desks: Mapping[str, Desk] | None = None,
     phone_clock: Clock | None = None,
 ) -> Starlette:
     """Build the app. Desks load now (a broken desk file raises ConfigError naming it);
-    the store, hub and voice models open when the app starts (its lifespan).
+    the store, hub, voice models and the rest open when the app starts (its lifespan:
+    `voicehub.server.parts.build_server`). `voice` runs the calls: the registered voice
+    stacks by default (closed with the app; a stack passed in is the caller's to close).
     `phone_clock` times stream tokens and call-back delays (a virtual clock in tests)."""
     loaded = dict(desks) if desks is not None else load_desks(settings.channels_dir)
     if not loaded:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
-    factory = (
-        session_factory
-        if session_factory is not None
-        else OfflineSessionFactory(batch_vad=settings.batch_vad)
-    )
-    drain = Drain(SystemClock(), settings.drain_seconds)
-    door = Door(drain)  # new calls: refused while draining or busy (`EntryGate`)
+    stacks = voice if voice is not None else default_voice_stacks(batch_vad=settings.batch_vad)
     tracing = tracing_from_env()  # OTEL_* variables; a bad value fails here, naming it
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        metrics = app.state.metrics = ServerMetrics(SystemClock())
-        runtime = app.state.runtime = ProcessRuntime(
-            settings, loaded, factory, wrap_store=metrics.timed
+        parts = await build_server(
+            settings, loaded, stacks, tracing=tracing, phone_clock=phone_clock
         )
-        await runtime.start(prepare=settings.prewarm)
-        board = Switchboard(runtime.calls, settings)
-        metrics.watch(board)
-        hub = runtime.hub
-        telemetry = CallTelemetry.start(hub, board, factory, metrics, tracing)
-        folder = RecordingFolder(settings.recordings_folder)
-        app.state.recordings = recordings = CallRecordings(hub, folder)  # desks with [record]
-        board.observers.append(recordings)
-        board.session_taps.append(recordings)
-        clock = phone_clock if phone_clock is not None else SystemClock()
-        # signed under the store's secret: any instance lets in a stream another one minted
-        tokens = StreamTokens(phone_clock, secret=runtime.number_key)
-        app.state.phone = line = PhoneLine(board, settings, tokens, runtime.number_key, clock=clock)
-        app.state.telephony = telephony = Telephony(
-            line, board, settings, clock, draining=lambda: drain.draining
-        )
-        takeover = app.state.phone_takeover = _phone_takeover(runtime, line, telephony, clock)
-        if takeover is not None:
-            line.stream_ended = takeover.stream_ended
-            runtime.on_instance_lost(takeover.instance_lost)
-        app.state.callbacks, app.state.transfers = telephony.callbacks, telephony.transfers
-        telephony.start()
-        app.state.webrtc = WebRTCDesk(board)
-
-        def live_calls() -> int:
-            return len(board.calls)
-
-        meter = LoadMeter(
-            calls=live_calls,
-            max_calls=settings.max_calls,
-            parts={"recognizers": offline_recognizer_load(calls=live_calls)},
-        )
-        board.observers.append(_Starts(meter))
-        app.state.admission = door.admission = Admission(meter, settings.max_load)
-        door.refused = metrics.refused
-
-        def lagged(lag: float) -> None:
-            metrics.loop_lag.observe(lag)
-            meter.observe_lag(lag)
-
-        # how late the loop wakes a timer: for /health (`voicehub soak`), /metrics, the load
-        app.state.loop_health = loop_health = LoopHealth(metrics.clock, observe=lagged)
-        drain.watch(board, app.state.webrtc.close_all, peers=runtime.peers_alive)
-        app.state.reloader = reloader = _desk_reloader(settings, loaded, factory)
-        metrics.draining.set_function(lambda: float(drain.draining))
-        app.state.switchboard = board  # last: /ready says ready from here on
-        # Models and modules loaded at start live as long as the process: move them out of
-        # the collector's view, so full collections stay short with many calls (measured:
-        # pauses of 20-190 ms at 75 calls without it).
-        gc.collect()
-        gc.freeze()
-        log.info("serving desks %s from %s", ", ".join(sorted(loaded)), describe_store(settings))
-        loop_health.start()  # from here: loading is done
+        keep(app, parts)
         try:
+            await parts.start()
             yield
         finally:
-            if reloader is not None:
-                await reloader.aclose()
-            await loop_health.aclose()
-            await board.close_all()  # handed over: callers who come back go on elsewhere
-            await app.state.webrtc.close_all()
-            await telephony.aclose()
-            if takeover is not None:
-                await takeover.aclose()
-            await recordings.aclose()
-            await runtime.aclose()  # undelivered results stay in the store
-            await telemetry.aclose()
+            await parts.aclose()
+            if voice is None:
+                await stacks.aclose()
+
+    def door() -> Door | None:
+        parts = running_parts(app)
+        return parts.door if parts is not None else None
 
     routes = [
         Route("/", index),
@@ -190,53 +116,9 @@ def create_app(
         *twilio_routes(),
         *telephony_routes(),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(EntryGate, door=door)])
-    app.state.drain, app.state.token = drain, settings.token
+    middleware = [Middleware(EntryGate, door=door)]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     return app
-
-
-class _Starts:
-    """Tells the load meter each call that started (admitted calls count until then)."""
-
-    def __init__(self, meter: LoadMeter) -> None:
-        self.meter = meter
-
-    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
-        self.meter.started()
-        return transport
-
-    def call_accepted(self, call: LiveCall) -> None:
-        return None
-
-    def call_ended(self, call: LiveCall) -> None:
-        return None
-
-
-def _desk_reloader(
-    settings: ServerSettings, desks: dict[str, Desk], factory: SessionFactory
-) -> DeskReloader | None:
-    """With `--reload`: watch the desk folder, swapping changed desks into `desks`."""
-    if not settings.reload_desks:
-        return None
-    reloader = DeskReloader(settings.channels_dir, desks, prepare=factory.prepare)
-    reloader.start()
-    return reloader
-
-
-def _phone_takeover(
-    runtime: ProcessRuntime, line: PhoneLine, telephony: Telephony, clock: Clock
-) -> PhoneTakeover | None:
-    """Taking up phone calls no instance carries, when the REST API is set up."""
-    if telephony.rest is None:
-        return None
-    return PhoneTakeover(
-        runtime.store,
-        runtime.instance_id,
-        telephony.rest,
-        lambda desk: line.public(f"/twilio/{desk}/voice?resume=1"),
-        clock,
-        wall=runtime.hub.wall,
-    )
 
 
 async def index(request: Request) -> FileResponse:
@@ -246,8 +128,7 @@ async def index(request: Request) -> FileResponse:
 
 async def call(websocket: WebSocket) -> None:
     """One call to a desk."""
-    board: Switchboard = websocket.app.state.switchboard
-    await board.handle(websocket, websocket.path_params["desk"])
+    await parts_of(websocket).board.handle(websocket, websocket.path_params["desk"])
 
 
 def uvicorn_config(app: Starlette, settings: ServerSettings) -> uvicorn.Config:
@@ -279,7 +160,10 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
     settings.check_bind()
     app = create_app(settings)
     config = uvicorn_config(app, settings)
-    drain: Drain = app.state.drain
+
+    def draining() -> Drain | None:
+        parts = running_parts(app)
+        return parts.drain if parts is not None else None
 
     class Server(uvicorn.Server):
         loop: asyncio.AbstractEventLoop | None = None
@@ -295,7 +179,14 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
         def handle_exit(self, sig: int, frame: Any) -> None:
             # The first SIGTERM of a running server drains; uvicorn would stop at once (and
             # re-raise the signal, so the process would not exit 0).
-            if sig != signal.SIGTERM or drain.draining or not self.started or self.loop is None:
+            drain = draining()
+            if (
+                sig != signal.SIGTERM
+                or drain is None
+                or drain.draining
+                or not self.started
+                or self.loop is None
+            ):
                 super().handle_exit(sig, frame)
                 return
             drain.draining = True  # /ready answers 503 from now on
@@ -305,4 +196,5 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
             self.should_exit = True
 
     Server(config).run()
-    return drain.draining
+    drain = draining()
+    return drain is not None and drain.draining

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from voicehub.desks.voice_stack import transport_kind
 from voicehub.voice.events import AgentState, Transcript, UserState
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
     from voicehub.voice.events import ServerEvent
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["CallMeter", "MeteredTransport", "transport_name"]
+__all__ = ["CallMeter", "MeteredTransport"]
 
 
 class _Observes(Protocol):
@@ -39,12 +38,6 @@ class _Observes(Protocol):
 
 class _Counts(Protocol):
     def inc(self, amount: float = 1) -> None: ...
-
-
-def transport_name(transport: CallTransport) -> str:
-    """ "websocket", "twilio", "webrtc": the module of the transport's class (under the
-    wrappers that observe a call)."""
-    return transport_kind(transport)
 
 
 class CallMeter:

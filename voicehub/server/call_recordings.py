@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.hooks import HookContext, HookTrigger
+from voicehub.core.jobs import TaskSet
 from voicehub.recordings.tape import CallTape
 from voicehub.recordings.taps import RecordedSession, RecordedTransport
 
@@ -38,7 +39,7 @@ class CallRecordings:
         self.hub = hub
         self.folder = folder
         self._tapes: dict[str, tuple[LiveCall, CallTape]] = {}  # by room id
-        self._writing: set[asyncio.Task[None]] = set()
+        self._writing = TaskSet("call recordings")
         self._pruned: dict[str, float] = {}  # desk -> clock time of its last prune
         hooks = hub.hooks
         for trigger in (HookTrigger.ON_TASK_DELEGATED, HookTrigger.ON_TASK_COMPLETED):
@@ -75,14 +76,11 @@ class CallRecordings:
         if taped is None or taped[0] is not call:
             return
         del self._tapes[call.room_id]
-        task = asyncio.create_task(self._write(call, taped[1]))
-        self._writing.add(task)
-        task.add_done_callback(self._writing.discard)
+        self._writing.start(self._write(call, taped[1]), name=f"{call.room_id}: recording")
 
     async def aclose(self) -> None:
         """Finish writing the recordings of calls that ended."""
-        if self._writing:
-            await asyncio.gather(*self._writing, return_exceptions=True)
+        await self._writing.wait()
 
     # -- writing -------------------------------------------------------------------------
 

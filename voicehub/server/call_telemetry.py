@@ -1,13 +1,15 @@
 """The server's observability of calls: traces (when `OTEL_*` turn them on) and the
 per-turn latency histograms, wired to the switchboard and the session factory.
 
-    telemetry = CallTelemetry.start(hub, board, factory, metrics, tracing_settings)
+    telemetry = CallTelemetry(hub, metrics, tracing)   # tracing: None, or started
+    lifecycle.observe(telemetry)
+    lifecycle.observe_turns(telemetry)
     ...
     await telemetry.aclose()
 
 It sees each call start and end (a `CallObserver`: the call's span) and gives each call's
 voice session a `TurnObserver` labelled with its desk and transport (the turn histograms,
-and a span per turn), through the factory's `turn_observers`.
+and a span per turn).
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from voicehub.server.call_meter import transport_name
 from voicehub.telemetry.span_metrics import SpanCountCollector
 from voicehub.telemetry.turn_metrics import TurnObservers
 
 if TYPE_CHECKING:
-    from voicehub.desks.voice_stack import SessionFactory
     from voicehub.hub import Hub
-    from voicehub.server.calls import LiveCall, Switchboard
+    from voicehub.server.calls import LiveCall
     from voicehub.server.metrics import ServerMetrics
     from voicehub.telemetry.call_spans import CallSpans
-    from voicehub.telemetry.setup import Tracing, TracingSettings
+    from voicehub.telemetry.setup import Tracing
     from voicehub.voice.engine.latency import TurnObserver
     from voicehub.voice.transport import CallTransport
 
@@ -39,7 +39,9 @@ _SHUTDOWN_WAIT = 3.0  # seconds the last export may take at shutdown (a collecto
 
 
 class CallTelemetry:
-    """Call spans and turn observers for one server."""
+    """Call spans and turn observers for one server: a `CallObserver` (each call's span)
+    and the calls' `TurnObserverSource` (the server subscribes it to both). `tracing` is
+    on when `OTEL_*` turn it on (the hub then has its tracer too)."""
 
     def __init__(self, hub: Hub, metrics: ServerMetrics, tracing: Tracing | None) -> None:
         self.hub = hub
@@ -49,32 +51,8 @@ class CallTelemetry:
         if tracing is not None:
             from voicehub.telemetry.call_spans import CallSpans
 
-            hub.tracer = tracing.tracer
             self.spans = CallSpans(hub, tracing.tracer)
         metrics.registry.register(SpanCountCollector(tracing.counts if tracing else None))
-
-    @classmethod
-    def start(
-        cls,
-        hub: Hub,
-        board: Switchboard,
-        factory: SessionFactory,
-        metrics: ServerMetrics,
-        settings: TracingSettings | None,
-    ) -> CallTelemetry:
-        """Turn tracing on (with `settings`), follow `board`'s calls and give `factory`'s
-        sessions their turn observers."""
-        tracing = None
-        if settings is not None:
-            from voicehub.telemetry.setup import start_tracing
-
-            tracing = start_tracing(settings, resource={"service.instance.id": hub.instance_id})
-            log.info("tracing on: %s over %s", settings.exporter, settings.protocol)
-        telemetry = cls(hub, metrics, tracing)
-        board.observers.append(telemetry)
-        if hasattr(factory, "turn_observers"):  # the embedded stack's factory
-            factory.turn_observers = telemetry
-        return telemetry
 
     async def aclose(self) -> None:
         """Export what is left, waiting at most a few seconds for the collector. The export
@@ -109,7 +87,7 @@ class CallTelemetry:
         if self.spans is not None:
             attributes = {
                 "voicehub.desk": call.desk.name,
-                "voicehub.transport": transport_name(transport),
+                "voicehub.transport": call.kind,
                 "voicehub.conversation": call.conversation,
                 "voicehub.instance": self.hub.instance_id,
             }
@@ -123,7 +101,7 @@ class CallTelemetry:
         if self.spans is not None:
             self.spans.call_ended(call.room_id)
 
-    # -- the factory's TurnObserverSource --------------------------------------------------
+    # -- TurnObserverSource ----------------------------------------------------------------
 
     def turn_observer(self, desk: str, transport: str, room_id: str) -> TurnObserver:
         """The observer of one call's turns: its histograms, and its turn spans."""

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from starlette.websockets import WebSocket
 
     from voicehub.desks.desk import Desk
-    from voicehub.desks.voice_stack import SessionFactory
     from voicehub.hub import Hub
     from voicehub.server.settings import ServerSettings
     from voicehub.transports.websocket import OutboundSocket
@@ -101,7 +100,8 @@ class Switchboard:
         self.lifecycle = lifecycle
         self.settings = settings
         self.memory = MemoryTrimmer()
-        lifecycle.observers.append(_TrimAfterCalls(self.memory))
+        # gives freed memory back after each call: the server subscribes it to the calls
+        self.memory_observer = _TrimAfterCalls(self.memory)
 
     @property
     def hub(self) -> Hub:
@@ -110,14 +110,6 @@ class Switchboard:
     @property
     def desks(self) -> dict[str, Desk]:
         return self.lifecycle.desks
-
-    @property
-    def factory(self) -> SessionFactory:
-        return self.lifecycle.factory
-
-    @factory.setter
-    def factory(self, factory: SessionFactory) -> None:
-        self.lifecycle.factory = factory
 
     @property
     def calls(self) -> dict[str, LiveCall]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from voicehub.core.clock import wait_or_sleep
@@ -50,32 +50,30 @@ _QUIET_POLL = 0.05  # seconds between looks for a quiet moment
 
 
 class Drain:
-    """The drain state of one app: started once, watched by `/ready` and the entry gate."""
+    """The drain state of one app: started once, watched by `/ready` and the entry gate.
 
-    def __init__(self, clock: Clock, seconds: float) -> None:
+    It follows `board`'s calls (a `CallObserver`: the server subscribes it) and tasks;
+    `hang_up` end the calls left at the deadline (after the switchboard's own `close_all`,
+    which hands them over). `peers()` says whether another instance is alive to take the
+    calls over now."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        seconds: float,
+        board: Switchboard,
+        hang_up: Sequence[Callable[[], Awaitable[None]]] = (),
+        peers: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
         self.clock = clock
         self.seconds = seconds
         self.draining = False
-        self._board: Switchboard | None = None
-        self._hang_up: list[Callable[[], Awaitable[None]]] = []
-        self._peers: Callable[[], Awaitable[bool]] | None = None
-        self.handed_over = 0  # calls handed over to other instances
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    def watch(
-        self,
-        board: Switchboard,
-        *hang_up: Callable[[], Awaitable[None]],
-        peers: Callable[[], Awaitable[bool]] | None = None,
-    ) -> None:
-        """Follow `board`'s calls and tasks; `hang_up` end the calls left at the deadline
-        (after the switchboard's own `close_all`, which hands them over). `peers()` says
-        whether another instance is alive to take the calls over now."""
         self._board = board
         self._hang_up = [board.close_all, *hang_up]
         self._peers = peers
-        board.observers.append(self)
+        self.handed_over = 0  # calls handed over to other instances
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
         board.hub.hooks.add(HookTrigger.ON_TASK_COMPLETED, self._task_completed, name="drain")
 
     def begin(self, on_done: Callable[[], None] | None = None) -> None:
@@ -95,7 +93,7 @@ class Drain:
     def busy(self) -> bool:
         """Live calls, or background work that will produce results for them."""
         board = self._board
-        return board is not None and bool(board.calls or board.hub.tasks.live)
+        return bool(board.calls or board.hub.tasks.live)
 
     async def _run(self, on_done: Callable[[], None] | None) -> None:
         deadline = self.clock.now() + self.seconds
@@ -119,7 +117,7 @@ class Drain:
     async def _hand_over(self, deadline: float) -> None:
         """Hand each live call over at its next quiet moment, if an instance can take it."""
         board = self._board
-        if board is None or not board.calls or self._peers is None:
+        if not board.calls or self._peers is None:
             return
         try:
             if not await self._peers():

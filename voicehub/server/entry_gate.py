@@ -1,5 +1,5 @@
 """The door of new calls: refused while the server drains (`voicehub.server.drain`) or is
-too loaded to answer one more (`voicehub.desks.admission`), each in its transport's words.
+too loaded to answer one more (`voicehub.desks.call_admission`), each in its transport's words.
 
 | entry | draining | busy |
 |---|---|---|
@@ -31,7 +31,7 @@ from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_ev
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from voicehub.desks.admission import Admission
+    from voicehub.desks.call_admission import CallAdmission
     from voicehub.server.drain import Drain
 
 __all__ = ["BUSY", "Door", "EntryGate"]
@@ -76,40 +76,49 @@ _PHONE_REFUSALS = {
 
 @dataclass
 class Door:
-    """What the gate asks: the drain, the admission (set once the server has started;
-    None: no limit) and where refusals are counted (`refused(entry, reason)`)."""
+    """What the gate asks: the drain, the admission (None: no limit) and where refusals
+    are counted (`refused(entry, reason)`)."""
 
     drain: Drain
-    admission: Admission | None = None
+    admission: CallAdmission | None = None
     refused: Callable[[str, str], None] = field(default=lambda entry, reason: None)
 
 
 class EntryGate:
-    """ASGI middleware: refuse requests that would start a call while draining or busy."""
+    """ASGI middleware: refuse requests that would start a call while draining or busy.
+    `door()` is the server's door (None until the server's parts are built: nothing is
+    refused then, as no call can start either)."""
 
-    def __init__(self, app: ASGIApp, door: Door) -> None:
+    def __init__(self, app: ASGIApp, door: Callable[[], Door | None]) -> None:
         self.app = app
         self.door = door
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         entry = _entry(scope)
-        if entry is None:
+        door = self.door() if entry is not None else None
+        if entry is None or door is None:
             await self.app(scope, receive, send)
             return
-        door = self.door
         if door.drain.draining:
-            await self._refuse(entry, "draining", REFUSAL, scope, receive, send)
+            await self._refuse(door, entry, "draining", REFUSAL, scope, receive, send)
             return
         busy = door.admission.admit() if door.admission is not None else None
         if busy is not None:
-            await self._refuse(entry, "busy", f"{BUSY} ({busy})", scope, receive, send)
+            await self._refuse(door, entry, "busy", f"{BUSY} ({busy})", scope, receive, send)
             return
         await self.app(scope, receive, send)
 
     async def _refuse(
-        self, entry: str, reason: str, message: str, scope: Scope, receive: Receive, send: Send
+        self,
+        door: Door,
+        entry: str,
+        reason: str,
+        message: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
     ) -> None:
-        self.door.refused(entry, reason)
+        door.refused(entry, reason)
         if scope["type"] == "websocket":
             socket = WebSocket(scope, receive, send)
             await socket.accept()

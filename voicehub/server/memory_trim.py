@@ -1,10 +1,10 @@
 """Give freed memory back to the system when a call ends.
 
-Measured with calls one after another: every live object of an ended call is collected,
-yet glibc kept the freed native memory (audio buffers, onnxruntime and Piper scratch, in
-the arenas of the worker threads that allocated it): RSS grew about 3.5 MB per call, and
-stayed flat (about 460-500 MB) with `malloc_trim(0)` after each call. Where the C library
-has no `malloc_trim` (musl, macOS) this does nothing.
+Every live object of an ended call is collected, yet glibc keeps the native memory it
+freed (audio buffers, onnxruntime and Piper scratch, in the arenas of the worker threads
+that allocated them), so the process would grow with every call; `malloc_trim(0)` after
+each call gives it back (the `memory` bench shows both). Where the C library has no
+`malloc_trim` (musl, macOS) this does nothing.
 """
 
 from __future__ import annotations

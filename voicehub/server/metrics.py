@@ -1,8 +1,8 @@
 """Prometheus metrics of one server: every metric voicehub exports is defined here.
 
-    metrics = ServerMetrics(hub.clock)
-    metrics.watch(board)                  # hub hooks + call lifecycle of the switchboard
-    hub.store = metrics.timed(store)      # store operation latency
+    metrics = ServerMetrics(clock)
+    hub = Hub(store=metrics.timed(store)) # store operation latency
+    CallMetrics(metrics, board)           # hub hooks + the calls (`voicehub.server.call_metrics`)
     metrics.render()                      # the text exposition format, for GET /metrics
 
 Each app has its own `CollectorRegistry` (not the process-wide default), so several apps in
@@ -19,18 +19,13 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from voicehub.core.hooks import HookContext, HookTrigger
-from voicehub.server.call_meter import CallMeter, MeteredTransport, transport_name
 from voicehub.server.decoder_metrics import DecoderPoolCollector, WhisperQueueCollector
 from voicehub.server.timed_store import TimedStore
 from voicehub.telemetry.turn_metrics import TurnMetrics
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
-    from voicehub.core.events import Event
     from voicehub.core.store.base import Store
-    from voicehub.server.calls import LiveCall, Switchboard
-    from voicehub.voice.transport import CallTransport
 
 __all__ = ["CONTENT_TYPE", "ServerMetrics"]
 
@@ -47,7 +42,7 @@ _LOOP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 
 
 class ServerMetrics:
-    """The server's metrics on a registry of their own, fed by `watch` and `timed`."""
+    """The server's metrics on a registry of their own, fed by `CallMetrics` and `timed`."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -142,10 +137,6 @@ class ServerMetrics:
         self.turn_stages = TurnMetrics(registry)
         registry.register(DecoderPoolCollector())
         registry.register(WhisperQueueCollector())
-        self._board: Switchboard | None = None
-        self._meters: dict[int, CallMeter] = {}  # by id(LiveCall)
-        self._transports: dict[int, str] = {}  # calls not yet accepted: their transport
-        self._task_started: dict[str, float] = {}  # task id -> clock time of delegation
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -153,100 +144,9 @@ class ServerMetrics:
         """`store` with each operation's latency recorded."""
         return TimedStore(store, self.store_latency.labels)
 
-    def watch(self, board: Switchboard) -> None:
-        """Follow the switchboard's calls and its hub's task and delivery hooks."""
-        self._board = board
-        board.observers.append(self)
-        hooks = board.hub.hooks
-        hooks.add(HookTrigger.ON_TASK_DELEGATED, self._task_delegated, name="metrics")
-        hooks.add(HookTrigger.ON_TASK_COMPLETED, self._task_completed, name="metrics")
-        hooks.add(HookTrigger.BEFORE_DELIVER, self._delivery_attempt, name="metrics")
-        hooks.add(HookTrigger.AFTER_DELIVER, self._delivery_outcome, name="metrics")
-
     def render(self) -> bytes:
         """The metrics in Prometheus' text format."""
         return generate_latest(self.registry)
 
     def refused(self, entry: str, reason: str) -> None:
         self.calls_refused.labels(entry, reason).inc()
-
-    # -- the call lifecycle (CallObserver) ---------------------------------------------------
-
-    def call_started(self, call: LiveCall, transport: CallTransport) -> CallTransport:
-        desk = call.desk.name
-        self._transports[id(call)] = transport_name(transport)
-        self.active_calls.inc()
-        meter = self._meters[id(call)] = self.meter_for(desk)
-        return MeteredTransport(transport, meter)
-
-    def call_accepted(self, call: LiveCall) -> None:
-        self.calls.labels(call.desk.name, self._transports.pop(id(call), "unknown")).inc()
-
-    def meter_for(self, desk: str) -> CallMeter:
-        """A new call's meter, counting into this desk's series."""
-        return CallMeter(
-            self.clock,
-            voice_to_voice=self.voice_to_voice.labels(desk),
-            turns=lambda role: self.turns.labels(desk, role),
-            talk_over=lambda speech: self.talk_over.labels(desk, speech),
-            barge_ins=lambda speech: self.barge_ins.labels(desk, speech),
-        )
-
-    def call_ended(self, call: LiveCall) -> None:
-        if self._meters.pop(id(call), None) is not None:
-            self.active_calls.dec()
-        never_started = self._transports.pop(id(call), None)  # its session did not start
-        if never_started is not None:
-            self.calls_refused.labels(never_started, "session_failed").inc()
-
-    def _meter_of(self, room_id: str) -> CallMeter | None:
-        if self._board is None:
-            return None
-        # Child rooms are `<parent>::task-<n>`; results are spoken into the parent's call.
-        call = self._board.calls.get(room_id.split("::", 1)[0])
-        return None if call is None else self._meters.get(id(call))
-
-    # -- hub hooks ---------------------------------------------------------------------------
-
-    async def _task_delegated(self, event: Event, context: HookContext) -> None:
-        task_id = event.metadata.get("task_id")
-        if isinstance(task_id, str):
-            self._task_started[task_id] = self.clock.now()
-            self.tasks_running.inc()
-
-    async def _task_completed(self, event: Event, context: HookContext) -> None:
-        status = str(event.metadata.get("status") or "unknown")
-        self.tasks.labels(status).inc()
-        started = self._task_started.pop(str(event.metadata.get("task_id")), None)
-        if started is not None:  # delegated here (not on another instance)
-            self.tasks_running.dec()
-            self.task_duration.labels(status).observe(self.clock.now() - started)
-
-    async def _delivery_attempt(self, event: Event, context: HookContext) -> None:
-        meta = event.metadata
-        meter = self._meter_of(event.room_id)
-        if meter is not None:
-            meter.delivering = True
-        if meta.get("attempt") != 1 or self._board is None:
-            return
-        delivery_id = meta.get("delivery_id")
-        pending = self._board.hub.delivery.pending(event.room_id)
-        record = next((r for r in pending if r.id == delivery_id), None)
-        if record is None:
-            return
-        now = self.clock.now()
-        # `arrived_at` is on this process' clock unless the item was loaded after a restart
-        # (a time from another monotonic clock): then only the reconnect counts.
-        arrived = record.arrived_at if record.arrived_at <= now else -1.0
-        allowed_from = max(arrived, meter.started_at if meter is not None else arrived)
-        buffer = record.strategy.get("buffer", 0.0)
-        buffer = float(buffer) if isinstance(buffer, int | float) else 0.0
-        lag = max(0.0, now - allowed_from - buffer)
-        self.delivery_lag.labels(str(meta.get("strategy"))).observe(lag)
-
-    async def _delivery_outcome(self, event: Event, context: HookContext) -> None:
-        meta = event.metadata
-        self.deliveries.labels(str(meta.get("strategy")), str(meta.get("outcome"))).inc()
-        meter = self._meter_of(event.room_id)
-        if meter is not None:
-            meter.delivering = False

@@ -3,7 +3,7 @@
     GET /ready     200 {"status": "ready", ...} when this instance should get calls; else
                    503 {"status": "not_ready", "reason": ..., "checks": {...}}: still
                    starting, draining (SIGTERM), busy (above its load or call limit, see
-                   `voicehub.desks.admission`), or the store does not answer
+                   `voicehub.desks.call_admission`), or the store does not answer
     GET /metrics   the Prometheus text format (see `voicehub.server.metrics`)
 
 `/ready` needs no token (balancers probe without one) but tells the details of a failing
@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from voicehub.server.app_state import parts_of, running_parts
 from voicehub.server.auth import presented_token, token_problem
 from voicehub.server.metrics import CONTENT_TYPE
 
@@ -29,32 +30,31 @@ STORE_PROBE_SECONDS = 2.0  # a store slower than this to answer counts as down
 
 
 def _token_problem(request: Request) -> str | None:
-    expected = getattr(request.app.state, "token", None)
+    parts = running_parts(request.app)
+    expected = parts.settings.token if parts is not None else None
     return token_problem(expected, presented_token(request.headers, request.query_params))
 
 
 async def ready(request: Request) -> JSONResponse:
     """Readiness: started (models loaded when prewarming), not draining, store reachable."""
-    state = request.app.state
-    board = getattr(state, "switchboard", None)
+    parts = running_parts(request.app)
     checks: dict[str, Any] = {}
     reason = None
-    if board is None:
+    if parts is None or not parts.ready:
         reason, checks["models"] = "starting", "loading"
     else:
-        checks["models"] = "loaded" if board.settings.prewarm else "loaded on first call"
-        if state.drain.draining:
+        checks["models"] = "loaded" if parts.settings.prewarm else "loaded on first call"
+        if parts.drain.draining:
             reason = "draining"
-        checks["draining"] = state.drain.draining
-        admission = getattr(state, "admission", None)
-        if admission is not None:
-            busy = admission.busy()
-            checks["load"] = admission.meter.shares()
-            if busy is not None:
-                reason = reason or "busy"
-                checks["busy"] = busy
+        checks["draining"] = parts.drain.draining
+        busy = parts.admission.busy()
+        checks["load"] = parts.admission.meter.shares()
+        if busy is not None:
+            reason = reason or "busy"
+            checks["busy"] = busy
+        store = parts.runtime.hub.store
         try:
-            await asyncio.wait_for(board.hub.store.get_room("voicehub:ready"), STORE_PROBE_SECONDS)
+            await asyncio.wait_for(store.get_room("voicehub:ready"), STORE_PROBE_SECONDS)
             checks["store"] = "ok"
         except Exception as exc:
             reason = reason or "store unreachable"
@@ -74,7 +74,7 @@ async def metrics(request: Request) -> Response:
     if problem is not None:
         headers = {"WWW-Authenticate": 'Bearer realm="voicehub"'}
         return JSONResponse({"error": "unauthorized", "message": problem}, 401, headers)
-    return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(parts_of(request).metrics.render(), media_type=CONTENT_TYPE)
 
 
 def probe_routes() -> list[Route]:

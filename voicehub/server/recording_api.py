@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from voicehub.server.app_state import parts_of
 from voicehub.server.auth import presented_token, token_problem
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ _TYPES = {".wav": "audio/wav", ".json": "application/json"}
 
 def _guarded(handler: Handler) -> Handler:
     async def guarded(request: Request) -> Response:
-        expected = request.app.state.token
+        expected = parts_of(request).settings.token
         problem = token_problem(expected, presented_token(request.headers, request.query_params))
         if problem is not None:
             headers = {"WWW-Authenticate": 'Bearer realm="voicehub"'}
@@ -44,8 +45,7 @@ def _guarded(handler: Handler) -> Handler:
 
 
 def _folder(request: Request) -> RecordingFolder:
-    folder: RecordingFolder = request.app.state.recordings.folder
-    return folder
+    return parts_of(request).recordings.folder
 
 
 async def recordings(request: Request) -> Response:

@@ -22,7 +22,7 @@ from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
 from voicehub.telephony.carriers import carrier_calls, carrier_routes, load_verifiers
 from voicehub.telephony.control import NOT_SET_UP, CarrierCallControl
-from voicehub.telephony.twilio.callback import CallBacks, callback_routes, dialer_from
+from voicehub.telephony.twilio.callback import CallBacks, callback_routes
 from voicehub.telephony.twilio.transfer import TwilioTransfers
 from voicehub.telephony.twilio.transfer_routes import transfer_routes
 from voicehub.tools.call_control import CallControl, live_calls
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.server.calls import LiveCall, Switchboard
     from voicehub.server.settings import ServerSettings
+    from voicehub.telephony.twilio.rest import TwilioRest
     from voicehub.telephony.twilio.webhooks import PhoneLine
     from voicehub.voice.transport import CallTransport
 
@@ -46,11 +47,12 @@ class Telephony:
         board: Switchboard,
         settings: ServerSettings,
         clock: Clock,
+        rest: TwilioRest | None,
         *,
         draining: Callable[[], bool] = lambda: False,
     ) -> None:
         self.line, self.board, self.clock = line, board, clock
-        self.rest = rest = dialer_from(settings)  # None: no REST API set up
+        self.rest = rest  # None: no REST API set up (`dialer_from`)
         self.callbacks = CallBacks(line, rest, clock, draining=draining)
         self.followups = ServerFollowUps(
             board.hub, board.desks, number_key=line.number_key, rest=rest
@@ -63,7 +65,6 @@ class Telephony:
         self._carrier_jobs = BackgroundJobs()
         self._carrier_rooms: set[str] = set()
         self._forget: dict[int, Callable[[], None]] = {}
-        line.board.observers.append(self)
 
     def start(self) -> None:
         """Start sweeping for results to follow up."""

@@ -35,6 +35,7 @@ from starlette.routing import Route
 from voicehub.core.clock import Clock
 from voicehub.core.jobs import cancel_and_wait
 from voicehub.errors import VoicehubError
+from voicehub.server.app_state import parts_of
 from voicehub.server.auth import presented_token, token_problem
 from voicehub.server.calls import CONVERSATION_PATTERN, LiveCall, Switchboard
 from voicehub.server.webrtc_peer import answer_offer, check_offer
@@ -263,15 +264,13 @@ def _refuse(status: int, message: str, headers: dict[str, str] | None = None) ->
 
 
 def webrtc_routes() -> list[Route]:
-    """The signaling routes; the app's state must hold a `WebRTCDesk` as `webrtc`."""
+    """The signaling routes, on the server's `WebRTCDesk`."""
 
     async def offer(request: Request) -> Response:
-        desk: WebRTCDesk = request.app.state.webrtc
-        return await desk.offer(request)
+        return await parts_of(request).webrtc.offer(request)
 
     async def hangup(request: Request) -> Response:
-        desk: WebRTCDesk = request.app.state.webrtc
-        return await desk.hangup(request)
+        return await parts_of(request).webrtc.hangup(request)
 
     return [
         Route("/desks/{desk}/webrtc", offer, methods=["POST"]),

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from voicehub.hub import Hub
     from voicehub.transports.pump import OutboundSocket
 
-__all__ = ["Board", "PhoneLine", "PhoneSettings", "ReadLoop", "SocketLine"]
+__all__ = ["Board", "PhoneLine", "PhoneSettings", "ReadLoop", "SocketLine", "public_url"]
 
 
 class SocketLine(Protocol):
@@ -95,10 +95,7 @@ class PhoneLine:
 
     def public(self, path: str, scheme: str = "https") -> str:
         """`path` on the server's public URL (`scheme="wss"` for a media stream)."""
-        base = (self.settings.public_url or "").rstrip("/")
-        if scheme == "wss":
-            base = "wss" + base[len("https") :]
-        return base + path
+        return public_url(self.settings, path, scheme)
 
     async def conversation_of(self, desk: str, number: str) -> str | None:
         """The conversation of a caller's number at `desk` (None: withheld or odd number);
@@ -107,3 +104,12 @@ class PhoneLine:
 
     def desk(self, name: str) -> Desk | None:
         return self.board.desks.get(name)
+
+
+def public_url(settings: PhoneSettings, path: str, scheme: str = "https") -> str:
+    """`path` on the server's public URL, the one the carrier was given (`scheme="wss"`
+    for a media stream)."""
+    base = (settings.public_url or "").rstrip("/")
+    if scheme == "wss":
+        base = "wss" + base[len("https") :]
+    return base + path

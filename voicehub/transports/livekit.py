@@ -8,10 +8,10 @@ still waiting. The caller's audio comes from their microphone track through
 `forward_caller_audio`.
 
 This is our own room adapter rather than livekit-agents' `RoomIO` because the voice session
-owns its `AudioInput`/`AudioOutput` (`voicehub.voice.livekit_io`): that is where a speech is
-made to end only on confirmed playout and where `VoiceActivity` is fed, the same for every
-transport. What `RoomIO`'s output does with the source (capture, wait for playout, clear
-on interruption) is what this transport does, and what it publishes besides audio
+speaks through a `CallTransport` with playout marks, the same for every transport: that is
+where a speech is made to end only on confirmed playout and where `VoiceActivity` is fed.
+What `RoomIO`'s output does with the source (capture, wait for playout, clear on
+interruption) is what this transport does, and what it publishes besides audio
 (transcripts on `lk.transcription`, the agent's state) `RoomTranscripts` publishes.
 """
 

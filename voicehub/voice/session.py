@@ -8,12 +8,13 @@ when the speech finished (with the transport's playout confirmation) or was inte
 
 The pipeline session also implements the delivery's `PreparingInjector` (results are
 pre-rendered while they wait) and feeds per-frame caller speech evidence to its activity
-(`voicehub.voice.delivery_speech`): a result is held at its first frame, and yields at once,
-when the caller speaks.
+(`voicehub.voice.speech_evidence`): a result is held at its first frame, and yields at
+once, when the caller speaks.
 
-Two implementations fit behind it: the pipeline session on livekit-agents `AgentSession`
-(VAD, STT, LLM, TTS), and later a realtime session for speech-to-speech models. Tests use a
-scripted fake on a virtual clock.
+Two engines fit behind it: voicehub's pipeline engine (`voicehub.voice.engine`: VAD, STT,
+the agent's model, TTS) and the speech-to-speech relay (`voicehub.voice.realtime_session`).
+A voice stack builds one for each call (`voicehub.desks.voice_stack`); delivery tests use
+a scripted fake on a virtual clock.
 """
 
 from __future__ import annotations

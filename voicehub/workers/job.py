@@ -21,6 +21,7 @@ from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.number_key import number_conversation
 from voicehub.desks.call_lifecycle import LiveCall
 from voicehub.tools.call_control import live_calls
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from voicehub.voice.session import VoiceSession
     from voicehub.workers.load import CallLoad
 
-__all__ = ["CallRoom", "Caller", "CallerAudio", "DeskJob", "RoomLine"]
+__all__ = ["CallRoom", "Caller", "CallerTrack", "DeskJob", "RoomLine"]
 
 log = logging.getLogger("voicehub.workers")
 
@@ -70,7 +71,7 @@ class Caller:
         )
 
 
-class CallerAudio(Protocol):
+class CallerTrack(Protocol):
     """A caller's audio: their microphone frames in, the agent's track out."""
 
     transport: RoomAudioTransport
@@ -87,7 +88,7 @@ class CallRoom(Protocol):
         """The next participant to serve (one already present first)."""
         ...
 
-    async def open_audio(self, caller: Caller) -> CallerAudio:
+    async def open_audio(self, caller: Caller) -> CallerTrack:
         """Subscribe to the caller's microphone and publish the agent's track."""
         ...
 
@@ -105,7 +106,7 @@ class RoomLine:
         self.transport = transport
         self.closed = asyncio.Event()
         self.close_code = 0
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending = TaskSet("room line: events")
 
     @property
     def sample_rate(self) -> int:
@@ -126,9 +127,7 @@ class RoomLine:
     def send_event_nowait(self, event: ServerEvent) -> None:
         if self.closed.is_set():
             return
-        task = asyncio.get_running_loop().create_task(self.transport.send_event(event))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        self._sending.start(self.transport.send_event(event), name=event.type)
 
     def close(self, code: int = 1000, reason: str = "") -> None:
         if not self.closed.is_set():

@@ -1,7 +1,7 @@
 """The worker's load as LiveKit sees it: voicehub's live calls against a capacity (and, with
 `--max-load`, the machine's CPU: the worst of the two). Above its threshold the worker
 reports itself full and LiveKit dispatches new rooms to other workers: the LiveKit form of
-a busy answer (`voicehub.desks.admission` is the server's).
+a busy answer (`voicehub.desks.call_admission` is the server's).
 
 livekit-agents runs each job in a process of its own (or a thread, in tests), while the
 availability answers and status updates come from the worker's main process. The call count

@@ -33,7 +33,7 @@ from voicehub.core.jobs import cancel_and_wait
 from voicehub.desks.desk import build_desk
 from voicehub.desks.loading import load_desk_folder
 from voicehub.desks.runtime import ProcessRuntime
-from voicehub.desks.voice_stack import OfflineSessionFactory, SessionFactory
+from voicehub.desks.voice_stack import VoiceStack, default_voice_stacks
 from voicehub.errors import ConfigError
 from voicehub.telephony.livekit_sip import SipAccess, SipControls
 from voicehub.voice.providers import vendor_import
@@ -42,7 +42,7 @@ from voicehub.workers.job import CallRoom, DeskJob
 from voicehub.workers.load import CallLoad, machine_cpu
 from voicehub.workers.redispatch import LINE_AGENT, LINE_METADATA, LINE_ROOM, RoomRedispatch
 from voicehub.workers.settings import WorkerSettings
-from voicehub.workers.telemetry import JobTelemetry
+from voicehub.workers.telemetry import JobTelemetry, job_tracer
 
 with vendor_import("livekit-agents"):
     from livekit import agents
@@ -96,7 +96,7 @@ class DeskRequest:
 class DeskEntrypoint:
     """Runs one job: the chosen desk on a hub over the worker's store.
 
-    `session_factory` and `room` replace the embedded voice stack and the WebRTC room (the
+    `voice` and `room` replace the registered voice stacks and the WebRTC room (the
     tests' stand-ins); both must be None in a real worker whose jobs run in processes.
     """
 
@@ -106,26 +106,26 @@ class DeskEntrypoint:
         desks: list[str],
         load: CallLoad,
         *,
-        session_factory: Callable[[], SessionFactory] | None = None,
+        voice: Callable[[], VoiceStack] | None = None,
         room: Callable[[JobContext], CallRoom] | None = None,
     ) -> None:
         self.settings, self.desks, self.load = settings, desks, load
-        self._factory, self._room = session_factory, room
+        self._voice, self._room = voice, room
 
     async def __call__(self, ctx: JobContext) -> None:
         job = ctx.job
         name = choose_desk(self.desks, metadata=job.metadata, room_name=job.room.name)
         desk = build_desk(load_desk_folder(self.settings.channels_dir)[name])
-        factory = self._factory() if self._factory is not None else OfflineSessionFactory()
+        voice = self._voice() if self._voice is not None else default_voice_stacks()
         # the same runtime as `voicehub serve`: heartbeat, recovery, announcements, calls
         # each job process is an instance of its own (its heartbeat, its leases)
         instance = f"{self.settings.instance_id or 'worker'}-{job.id}"[:64]
-        runtime = ProcessRuntime(self.settings, {name: desk}, factory, instance_id=instance)
-        await runtime.start(prepare=False)
-        telemetry = JobTelemetry(runtime.hub)  # turn histograms; traces when OTEL_* ask
-        if isinstance(factory, OfflineSessionFactory):
-            factory.turn_observers = telemetry
-        await factory.prepare([desk])
+        runtime = await ProcessRuntime.open(
+            self.settings, {name: desk}, voice, instance_id=instance, tracer=job_tracer()
+        )
+        # turn histograms; traces when OTEL_* ask
+        runtime.calls.observe_turns(JobTelemetry(runtime.hub))
+        await runtime.start()
         controls: SipControls | None = None
         if self._room is not None:
             room = self._room(ctx)
@@ -191,7 +191,9 @@ async def standby_runtime(settings: WorkerSettings) -> AsyncIterator[ProcessRunt
     folder = load_desk_folder(settings.channels_dir)
     desks = {name: build_desk(folder[name]) for name in served_desks(settings)}
     instance = f"{settings.instance_id or 'worker'}-{uuid.uuid4().hex[:8]}"
-    runtime = ProcessRuntime(settings, desks, OfflineSessionFactory(), instance_id=instance)
+    runtime = await ProcessRuntime.open(
+        settings, desks, default_voice_stacks(installed=False), instance_id=instance
+    )
     await runtime.start(prepare=False)
     try:
         redispatch_lost_rooms(runtime, settings)
@@ -223,13 +225,13 @@ def build_server(
     *,
     executor: str = "process",
     num_idle_processes: int = 1,
-    session_factory: Callable[[], SessionFactory] | None = None,
+    voice: Callable[[], VoiceStack] | None = None,
     room: Callable[[JobContext], CallRoom] | None = None,
 ) -> tuple[agents.AgentServer, CallLoad]:
     """The livekit `AgentServer` for `settings` and the call load it reports.
 
     `executor` is "process" (each job in a process, as in production) or "thread";
-    `session_factory` and `room` go to `DeskEntrypoint` (stand-ins, thread executor only).
+    `voice` and `room` go to `DeskEntrypoint` (stand-ins, thread executor only).
     """
     desks = served_desks(settings)
     if not desks:
@@ -238,7 +240,7 @@ def build_server(
     metrics = metrics_options(settings)
     cpu = machine_cpu if settings.max_load is not None else None
     load = CallLoad(settings.capacity, context=_mp_context(executor_type), cpu=cpu)
-    entrypoint = DeskEntrypoint(settings, desks, load, session_factory=session_factory, room=room)
+    entrypoint = DeskEntrypoint(settings, desks, load, voice=voice, room=room)
     options = agents.WorkerOptions(
         entrypoint_fnc=entrypoint,
         request_fnc=DeskRequest(desks),

@@ -12,16 +12,18 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from voicehub.core.tracing import NO_TRACING
 from voicehub.telemetry.setup import start_tracing, tracing_from_env
 from voicehub.telemetry.turn_metrics import TurnMetrics, TurnObservers
 
 if TYPE_CHECKING:
+    from voicehub.core.tracing import Tracer
     from voicehub.hub import Hub
     from voicehub.telemetry.call_spans import CallSpans
     from voicehub.telemetry.setup import Tracing
     from voicehub.voice.engine.latency import TurnObserver
 
-__all__ = ["JobTelemetry"]
+__all__ = ["JobTelemetry", "job_tracer"]
 
 
 @functools.cache
@@ -30,8 +32,15 @@ def _process() -> tuple[TurnMetrics, Tracing | None]:
     return TurnMetrics(registry=None), start_tracing(settings) if settings else None
 
 
+def job_tracer() -> Tracer:
+    """The tracer of the process's jobs' hubs (none unless `OTEL_*` turn tracing on)."""
+    tracing = _process()[1]
+    return tracing.tracer if tracing is not None else NO_TRACING
+
+
 class JobTelemetry:
-    """The `TurnObserverSource` of a job's session factory, on the job's hub."""
+    """The `TurnObserverSource` of a job's calls, on the job's hub (built with
+    `job_tracer`)."""
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
@@ -40,7 +49,6 @@ class JobTelemetry:
         if tracing is not None:
             from voicehub.telemetry.call_spans import CallSpans
 
-            hub.tracer = tracing.tracer
             self.spans = CallSpans(hub, tracing.tracer)
 
     def turn_observer(self, desk: str, transport: str, room_id: str) -> TurnObserver:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import multiprocessing
 import os
 import statistics
 import tempfile
@@ -50,6 +49,8 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Literal
+
+from voicehub_dev.fakes.child_process import ChildFake, serving_until_told
 
 STT_DELAY_S = 0.3  # assumption: "under 300 ms" streaming STT (see the docstring)
 TTS_FIRST_BYTE_S = 0.2  # Aura-2 sub-200 ms time to first byte (Deepgram's blog)
@@ -70,7 +71,7 @@ def _serve_fake(conn: Connection, transcript: str, replies: list[str]) -> None:
             fake.listen_delay, fake.speak_delay = STT_DELAY_S, TTS_FIRST_BYTE_S
             fake.transcripts.extend([transcript] * 100_000)
             conn.send((fake.url, fake.api_key))
-            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+            await serving_until_told(conn)
 
     asyncio.run(serve())
 
@@ -193,15 +194,9 @@ async def cpu_per_frame(
     stt, tts = PocketSphinxSTT(), PiperTTS()  # the offline models, loaded before timing
     await asyncio.to_thread(stt.prewarm)
     await asyncio.to_thread(tts.prewarm)
-    context = multiprocessing.get_context("spawn")
-    parent, child = context.Pipe()
-    server = context.Process(target=_serve_fake, args=(child, CALLER_TEXT, [REPLY_TEXT]))
-    server.start()
+    server = ChildFake(_serve_fake, CALLER_TEXT, [REPLY_TEXT])
     try:
-        ready = await asyncio.to_thread(parent.poll, 120.0)
-        if not ready:
-            raise RuntimeError("the fake Deepgram process did not start")
-        fake: tuple[str, str] = parent.recv()
+        fake: tuple[str, str] = await server.start()
         samples: dict[Stack, list[float]] = {"deepgram": [], "offline": [], "harness": []}
         silent: dict[Stack, int] = {"deepgram": 0, "offline": 0, "harness": 0}
         delivered: dict[Stack, list[float]] = {"deepgram": [], "offline": [], "harness": []}
@@ -221,10 +216,7 @@ async def cpu_per_frame(
         )
         ramp = await calls_per_core(fake, pattern, steps, measure, server.pid or 0) if steps else {}
     finally:
-        parent.send("stop")
-        await asyncio.to_thread(server.join, 10.0)
-        if server.is_alive():
-            server.kill()
+        await server.stop()
     return {
         **ramp,
         "providers": alone,

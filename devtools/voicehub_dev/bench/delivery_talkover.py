@@ -112,7 +112,7 @@ async def _server(folder: Path) -> AsyncIterator[tuple[str, Any]]:
         await asyncio.sleep(0.05)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"ws://127.0.0.1:{port}", app.state.switchboard.hub
+        yield f"ws://127.0.0.1:{port}", app.state.parts.board.hub
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, 30)

@@ -36,9 +36,9 @@ from voicehub_dev.bench.failover_fleet import (
     PUBLIC_URL,
     TIMINGS,
     Fleet,
-    SlowModel,
     desk_files,
     redis_url,
+    slow_model,
 )
 
 REQUEST = "could you research heat pumps for me please"
@@ -161,8 +161,8 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
     speech = caller_audio(text=REQUEST)
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as directory:
         folder = Path(directory)
-        async with redis_url(store, folder) as url, SlowModel(delay=3.0) as model:
-            channels = desk_files(folder, model.url)
+        async with redis_url(store, folder) as url, slow_model(delay=3.0) as model:
+            channels = desk_files(folder, model.base_url)
             async with Fleet(folder, channels, url, size=3) as fleet:
                 gaps: dict[str, list[float]] = {"websocket": [], "twilio": []}
                 handovers: dict[str, list[float]] = {"websocket": [], "twilio": []}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -27,17 +26,14 @@ from asyncio.subprocess import PIPE, Process
 from pathlib import Path
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
-
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import CallRecord
 from voicehub.core.store.redis import RedisStore
 from voicehub.errors import VoicehubError
 from voicehub_dev.fakes.balancer import Balancer
+from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, Reply
 
-__all__ = ["TIMINGS", "Fleet", "Instance", "SlowModel"]
+__all__ = ["TIMINGS", "Fleet", "Instance", "slow_model"]
 
 # Short, so that a killed instance's work is taken over within seconds; the gaps measured do
 # not depend on them (the call is taken up at once, the result's lease is broken at once).
@@ -52,55 +48,10 @@ MODEL_KEY_ENV = "VOICEHUB_BENCH_MODEL_KEY"
 _READY = re.compile(r"serving at (\S+)")
 
 
-class SlowModel:
-    """An OpenAI-compatible chat endpoint that answers after `delay` seconds (streamed)."""
-
-    def __init__(self, delay: float, answer: str = "Heat pumps cut heating bills.") -> None:
-        self.delay, self.answer = delay, answer
-        self.requests = 0
-        self.url = ""
-        self._server: Any = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> SlowModel:
-        import uvicorn
-
-        app = Starlette(routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])])
-        config = uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="warning")
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        for _ in range(1000):  # until it listens
-            if self._server.started:
-                break
-            await asyncio.sleep(0.01)
-        self.url = f"http://127.0.0.1:{config.port}/v1"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        if self._task is not None:
-            await self._task
-
-    async def _complete(self, request: Request) -> Response:
-        self.requests += 1
-        await asyncio.sleep(self.delay)
-
-        def chunk(delta: dict[str, Any], finish: str | None) -> str:
-            body = {
-                "id": "chatcmpl-bench",
-                "object": "chat.completion.chunk",
-                "created": int(time.time()),
-                "model": "bench",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }
-            return f"data: {json.dumps(body)}\n\n"
-
-        async def stream() -> Any:
-            yield chunk({"role": "assistant", "content": self.answer}, None)
-            yield chunk({}, "stop")
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(stream(), media_type="text/event-stream")
+def slow_model(delay: float, answer: str = "Heat pumps cut heating bills.") -> FakeOpenAIServer:
+    """An OpenAI-compatible chat endpoint (any key) that answers `answer` after `delay`
+    seconds: what analyst-b asks, so a call can be killed while its tool runs."""
+    return FakeOpenAIServer(lambda request: Reply(text=(answer,), delay=delay), api_key=None)
 
 
 def desk_files(folder: Path, model_url: str) -> Path:
@@ -191,7 +142,7 @@ class Fleet:
         self.instances: list[Instance] = []
         self.balancer = Balancer([], interval=0.05)
         self.store = RedisStore(redis_url, prefix="voicehub")
-        self._starting: set[asyncio.Task[None]] = set()
+        self._starting = TaskSet("fleet: replacement instances")
 
     async def __aenter__(self) -> Fleet:
         await self.balancer.__aenter__()
@@ -199,9 +150,7 @@ class Fleet:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for task in list(self._starting):
-            task.cancel()
-        await asyncio.gather(*self._starting, return_exceptions=True)
+        await self._starting.aclose()
         await asyncio.gather(*(instance.stop() for instance in self.instances))
         await self.balancer.__aexit__(*exc)
         await self.store.close()
@@ -216,9 +165,7 @@ class Fleet:
 
     def replace(self) -> None:
         """Start a new instance in the background (one was killed or drained)."""
-        task = asyncio.create_task(self._add())
-        self._starting.add(task)
-        task.add_done_callback(self._starting.discard)
+        self._starting.start(self._add(), name="replacement")
 
     async def ready(self, count: int, timeout: float = 180.0) -> None:
         """Until `count` instances serve (started, not killed nor draining) and the

@@ -36,7 +36,9 @@ from voicehub.recordings.tape import CallTape
 from voicehub.recordings.taps import RecordedSession, RecordedTransport
 from voicehub.voice.engine.latency import TurnLatency
 
-VOICE_US_PER_FRAME = 151.0  # the voice bench's CPU per 20 ms frame per call (README)
+# A call's CPU per 20 ms frame on the engine (`voice.engine_us_per_frame`, docs/benchmarks.md):
+# the share of a turn's CPU tracing adds is taken against it.
+VOICE_US_PER_FRAME = 93.8
 _TURN_FRAMES = 250  # a 5 s caller turn
 
 

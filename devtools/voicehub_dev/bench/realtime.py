@@ -46,7 +46,7 @@ from voicehub_dev.bench.voice_load import (
     pace,
     sqlite_or_memory,
 )
-from voicehub_dev.fakes.realtime_model import LoopbackModel
+from voicehub_dev.fakes.openai_realtime import LoopbackRealtimeModel
 from voicehub_dev.fakes.voice_providers import LoopbackTransport
 
 ROOM = "bench-realtime"
@@ -168,8 +168,9 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     patterns = {rate: await _caller(rate) for rate in (8000, 16000, 24000)}
     pattern = patterns[16000]
-    model, long_deltas = LoopbackModel(delta_ms=20), LoopbackModel(delta_ms=LONG_DELTA_MS)
-    await asyncio.gather(asyncio.to_thread(model.start), asyncio.to_thread(long_deltas.start))
+    model = LoopbackRealtimeModel(delta_ms=20)
+    long_deltas = LoopbackRealtimeModel(delta_ms=LONG_DELTA_MS)
+    await asyncio.gather(model.start(), long_deltas.start())
     measure = 2.0 if quick else 4.0
     count = 25 if quick else 40
     try:
@@ -205,8 +206,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
                 break
             carried = step
     finally:
-        model.stop()
-        long_deltas.stop()
+        await asyncio.gather(model.stop(), long_deltas.stop())
     relay_net = relay.us_per_frame - harness.us_per_frame
     pipeline_net = pipeline.us_per_frame - harness.us_per_frame
     floor_net = floor.us_per_frame - harness.us_per_frame

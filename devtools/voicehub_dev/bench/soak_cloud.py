@@ -18,8 +18,6 @@ The server gets a copy of the desk file with `[voice]` on Deepgram, pointed at t
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import multiprocessing
 import re
 import shutil
 import tomllib
@@ -28,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from voicehub.errors import VoicehubError
-from voicehub_dev.soak.server_process import process_cpu_seconds
+from voicehub_dev.fakes.child_process import ChildFake, serving_until_told
 
 __all__ = ["KEY_ENV", "CloudStack"]
 
@@ -67,7 +65,7 @@ def _serve(conn: Connection, lines: list[tuple[str, bytes]], texts: list[str]) -
             fake.lines = line_keys(lines, _RATE)
             fake.listen_delay, fake.speak_delay = STT_DELAY_S, TTS_FIRST_BYTE_S
             conn.send((fake.url, fake.api_key))
-            await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+            await serving_until_told(conn)
 
     asyncio.run(serve())
 
@@ -79,8 +77,7 @@ class CloudStack:
         self.folder = folder
         self.url = ""
         self.environment: dict[str, str] = {}
-        self._process: Any = None
-        self._conn: Connection | None = None
+        self._fake: ChildFake | None = None
 
     async def start(
         self, lines: list[tuple[str, bytes]], channels: Path, desk: str, timeout: float = 120.0
@@ -91,17 +88,11 @@ class CloudStack:
         if not source.is_file():
             raise VoicehubError(f"--stack cloud: no desk file {source}")
         text = source.read_text()
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        self._conn = parent
-        self._process = context.Process(
-            target=_serve, args=(child, lines, _fixed_lines(tomllib.loads(text))), daemon=True
-        )
-        self._process.start()
-        ready = await asyncio.to_thread(parent.poll, timeout)
-        if not ready:
-            raise VoicehubError("--stack cloud: the fake Deepgram did not start")
-        self.url, key = parent.recv()
+        self._fake = ChildFake(_serve, lines, _fixed_lines(tomllib.loads(text)))
+        try:
+            self.url, key = await self._fake.start(timeout)
+        except VoicehubError as exc:
+            raise VoicehubError(f"--stack cloud: {exc}") from None
         self.environment = {KEY_ENV: key}
         desks = self.folder / "channels"
         shutil.copytree(channels, desks, ignore=_other_desks(channels))
@@ -110,21 +101,11 @@ class CloudStack:
 
     def cpu_seconds(self) -> float | None:
         """CPU the fake's process used so far (user + system), None once it is gone."""
-        if self._process is None or self._process.pid is None:
-            return None
-        return process_cpu_seconds(self._process.pid)
+        return self._fake.cpu_seconds() if self._fake is not None else None
 
     async def stop(self) -> None:
-        process = self._process
-        if process is None:
-            return
-        if self._conn is not None:
-            with contextlib.suppress(OSError):
-                self._conn.send("stop")
-        await asyncio.to_thread(process.join, 10.0)
-        if process.is_alive():
-            process.kill()
-            await asyncio.to_thread(process.join, 5.0)
+        if self._fake is not None:
+            await self._fake.stop()
 
 
 def _other_desks(root: Path) -> Any:

@@ -21,6 +21,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from voicehub.core.jobs import TaskSet
 from voicehub.voice.events import FRAME_BYTES, FRAME_SECONDS, SAMPLE_RATE
 
 VOICED_RMS = 328.0  # -40 dBFS: a synthesized caller is clean, louder frames are speech
@@ -81,7 +82,7 @@ class TalkoverCaller:
         self._play_end = 0.0
         self._in_delivery = False
         self._heard_attempt = False
-        self._acks: set[asyncio.Task[None]] = set()
+        self._acks = TaskSet("talk-over caller: playout acks")
         self._tasks: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> TalkoverCaller:
@@ -161,12 +162,9 @@ class TalkoverCaller:
         if kind == "session":
             self.record.room_id = str(event.get("room_id", ""))
         elif kind == "speech_mark":
-            task = asyncio.create_task(self._ack(str(event["id"]), self._play_end - now))
-            self._acks.add(task)
-            task.add_done_callback(self._acks.discard)
+            self._acks.start(self._ack(str(event["id"]), self._play_end - now), name="ack")
         elif kind == "clear":
-            for task in list(self._acks):
-                task.cancel()
+            self._acks.cancel()
             for interval in self.record.played:  # what had not played is dropped
                 interval.end = min(interval.end, now)
             self.record.played = [p for p in self.record.played if p.end > p.start]

@@ -2,7 +2,7 @@
 only then? Does the agent keep talking through an "uh-huh"?
 
 Every item of the evaluation set (`voicehub_dev.bench.turns_eval`) is one call to an example
-desk, through a `SessionFactory` (the session under test: today's pipeline session by
+desk, through a `VoiceStack` (the session under test: the registered voice stacks by
 default; `VOICEHUB_TURNS_SESSION=module:callable` names a callable returning another, and
 `measure` takes one), with the desk's scripted agent and offline STT, the caller's audio
 paced in real time (`voicehub_dev.bench.turns_call`). Several calls run at once
@@ -71,24 +71,24 @@ RESEARCH = ("research", "could you research heat pumps for me please")  # then a
 OVERLAP_AFTER = 1.2  # seconds into the agent's speech the caller's sound starts
 
 
-def session_factory() -> Any:
-    """The session under test: `VOICEHUB_TURNS_SESSION` ("module:callable") or today's
-    pipeline sessions (`OfflineSessionFactory`)."""
+def voice_stack() -> Any:
+    """The sessions under test: `VOICEHUB_TURNS_SESSION` ("module:callable") or the
+    registered voice stacks (`default_voice_stacks`)."""
     named = os.environ.get("VOICEHUB_TURNS_SESSION")
     if named:
         module, _, attribute = named.partition(":")
         return getattr(importlib.import_module(module), attribute)()
-    from voicehub.desks.voice_stack import OfflineSessionFactory
+    from voicehub.desks.voice_stack import default_voice_stacks
 
-    return OfflineSessionFactory()
+    return default_voice_stacks()
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
-    return {"turns": await measure(session_factory(), store=store, quick=quick)}
+    return {"turns": await measure(voice_stack(), store=store, quick=quick)}
 
 
-async def measure(factory: Any, *, store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
-    """Every figure of the section (see the module) for the sessions `factory` starts."""
+async def measure(voice: Any, *, store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
+    """Every figure of the section (see the module) for the sessions `voice` starts."""
     from voicehub.desks.desk import load_desks
     from voicehub.hub import Hub
     from voicehub_dev.bench.turns_model import model_figures
@@ -102,7 +102,7 @@ async def measure(factory: Any, *, store: str = "sqlite", quick: bool = False) -
     research = await asyncio.to_thread(spoken, "piper", RESEARCH[1])
     desks = load_desks(CHANNELS)
     used = sorted({i.desk for i in paused} | {i.desk for i in complete} | {QUESTION[0]})
-    await factory.prepare([desks[name] for name in used])
+    await voice.prepare([desks[name] for name in used])
     records: dict[str, list[dict[str, Any]]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as folder:
         stores = sqlite_or_memory(store, Path(folder))
@@ -119,9 +119,7 @@ async def measure(factory: Any, *, store: str = "sqlite", quick: bool = False) -
         ) -> Any:
             async with gate:
                 room = f"turns-{desk}-{next(numbers)}"
-                async with BenchCall(
-                    factory, hubs[desk], desks[desk], room, realtime=realtime
-                ) as c:
+                async with BenchCall(voice, hubs[desk], desks[desk], room, realtime=realtime) as c:
                     return await body(c)
 
         jobs: list[Awaitable[None]] = []

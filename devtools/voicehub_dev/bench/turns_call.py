@@ -1,6 +1,6 @@
 """One bench call for the `turns` bench: a voice session under test, an in-memory caller.
 
-`BenchCall` opens a call to a desk through a `SessionFactory` (whatever session it makes:
+`BenchCall` opens a call to a desk through a `VoiceStack` (whatever session it makes:
 the seam is all the bench sees), feeds it a caller's microphone in real time (a 20 ms frame
 every 20 ms, silence between utterances) and records what the caller would see: the
 client events, when each agent audio segment began to play, the clears. The speaker is
@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from voicehub.desks.voice_stack import CallSpec
 from voicehub.voice.events import AgentState, ServerEvent
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
-    from voicehub.desks.voice_stack import SessionFactory
+    from voicehub.desks.voice_stack import VoiceStack
     from voicehub.hub import Hub
     from voicehub.voice.session import VoiceSession
 
@@ -140,14 +141,14 @@ class BenchCall:
 
     def __init__(
         self,
-        factory: SessionFactory,
+        voice: VoiceStack,
         hub: Hub,
         desk: Desk,
         room_id: str,
         *,
         realtime: bool,
     ) -> None:
-        self.factory, self.hub, self.desk, self.room_id = factory, hub, desk, room_id
+        self.voice, self.hub, self.desk, self.room_id = voice, hub, desk, room_id
         self.transport = BenchTransport(realtime=realtime)
         self._session: VoiceSession | None = None
         self._queue: deque[tuple[bytes, Spoken | None, str]] = deque()
@@ -160,7 +161,8 @@ class BenchCall:
         return self._session
 
     async def __aenter__(self) -> BenchCall:
-        self._session = await self.factory.start(self.hub, self.desk, self.room_id, self.transport)
+        call = await CallSpec.for_room(self.hub, self.desk, self.room_id, self.transport)
+        self._session = await self.voice.start(call)
         self.transport.session = self._session
         self._mic = asyncio.create_task(self._run_mic())
         await self.wait_quiet(0.3, timeout=30.0)  # the greeting has played

@@ -18,7 +18,7 @@ from typing import Any
 from voicehub.core.clock import SystemClock
 from voicehub.delivery.announcements import follow_announcements
 from voicehub.delivery.policy import Immediate
-from voicehub.hub import Hub
+from voicehub.hub import Hub, HubInstance
 from voicehub.voice.activity import VoiceActivity
 
 CROSS_EVERY = 4  # every fourth result is finished on the other instance
@@ -41,7 +41,12 @@ async def _instance(
 
     clock = SystemClock()
     store = RedisStore(url, prefix=prefix)
-    hub = Hub(store=store, clock=clock, delivery_strategy=Immediate(), instance_id=f"i{index}")
+    hub = Hub(
+        store=store,
+        clock=clock,
+        delivery_strategy=Immediate(),
+        instance=HubInstance(f"i{index}"),
+    )
     async with hub:
         follower = asyncio.create_task(follow_announcements(hub.delivery, store, clock))
         injectors = []

@@ -9,9 +9,9 @@ calls' sessions are started, and collected once, before the first frame); lag is
 10 ms sleeper wakes up in that window.
 
 Three variants run the same paced loop: "harness" (no session: pacing and hand-over),
-"bare" (a livekit `AgentSession` with minimal I/O) and "framework" (voicehub's
-`LiveKitVoiceSession` in a hub room). `plugins` says whether calls share one STT, TTS and
-VAD object, as `server.voice.OfflineSessionFactory` does, or get one each.
+"bare" (a livekit `AgentSession` with minimal I/O) and "framework" (voicehub's pipeline
+session in a hub room). `plugins` says whether calls share one STT, TTS and VAD object (the
+offline voice stack shares the models behind them) or get one each.
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ class Load:
         try:
             await asyncio.gather(*(call.start() for call in calls))
             # The calls' objects, made all at once, would otherwise make the collector's
-            # first full collections (50-160 ms each at 200-250 calls) fall in the window:
+            # first full collections (long, at hundreds of calls) fall in the window:
             # start-up work, which a server taking calls one by one spreads out.
             gc.collect()
             window = await pace(

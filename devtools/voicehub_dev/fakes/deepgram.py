@@ -41,6 +41,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from voicehub.core.jobs import TaskSet
 from voicehub.voice.audio import lin2ulaw
 from voicehub_dev.fakes.deepgram_listen import ListenParams, ListenState
 
@@ -99,7 +100,7 @@ class FakeDeepgram:
         self.listens: list[ListenSession] = []
         self.speaks: list[SpeakSession] = []
         self.rest_requests: list[dict[str, Any]] = []
-        self._notifying: set[asyncio.Task[None]] = set()
+        self._notifying = TaskSet("fake Deepgram: waiters' wake-ups")
         self.handshakes: list[tuple[str, int]] = []  # (path, status)
         self.extensions: list[str] = []  # each handshake's Sec-WebSocket-Extensions offer
         self.keep_audio = False  # record each listen socket's audio (tests; costs memory)
@@ -171,9 +172,7 @@ class FakeDeepgram:
         elif self.reject:
             status = HTTPStatus(self.reject.popleft())
         self.handshakes.append((path, int(status)))
-        notify = asyncio.get_running_loop().create_task(self._notify())  # for `wait_for`
-        self._notifying.add(notify)  # held until done: the loop keeps weak references
-        notify.add_done_callback(self._notifying.discard)
+        self._notifying.start(self._notify(), name="notify")  # for `wait_for`
         if status is HTTPStatus.OK:
             return None
         response = connection.respond(status, json.dumps(_error_body(status)) + "\n")

@@ -44,6 +44,8 @@ class Reply:
     finish_reason: str | None = None
     prompt_tokens: int = 12
     completion_tokens: int = 7
+    delay: float = 0.0
+    """Seconds the model takes before its first byte (a slow model, for benchmarks)."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,8 @@ class FakeOpenAIServer:
             return False
         self._served += 1
         completion_id = f"chatcmpl-fake{self._served}"
+        if isinstance(step, Reply) and step.delay > 0:
+            await asyncio.sleep(step.delay)
         if not request.body.get("stream"):
             assert isinstance(step, Reply), "only Reply steps can answer non-stream requests"
             await _send_json(writer, 200, _completion_object(step, completion_id, request.body))

@@ -23,17 +23,27 @@ Tests read `received` (every client event), wait with `wait_for`, and break thin
 `send_raw` (a malformed event), `drop` (the connection dies), `fail` (a server `error`
 event, then the server closes with 1011, as the API does on an internal error) and
 `refuse` (the next handshakes are rejected with an HTTP status: 429, 503).
+
+`LoopbackRealtimeModel` is the same API cut to what the relay benchmark needs, in a child
+process of its own (its CPU is not the relay's): it answers `session.update`, then keeps
+one response speaking, each `input_audio_buffer.append` earning as much model audio as it
+carries, sent in `response.output_audio.delta` events of `delta_ms` each, so every paced
+frame crosses the relay both ways. The API does not document a delta's size: 20 ms (the
+default) is the relay's worst case, one event per frame; `FakeRealtimeServer` streams
+100 ms deltas.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
@@ -43,7 +53,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from voicehub.voice.audio import lin2ulaw, resample_pcm16, ulaw2lin
-from voicehub.voice.providers.offline import synthesize, transcribe
+from voicehub_dev.fakes.child_process import ChildFake, serving_until_told
 
 RATE = 24000
 WINDOW = 480  # samples in 20 ms
@@ -163,6 +173,8 @@ class FakeRealtimeServer:
 
     async def speech(self, text: str) -> bytes:
         if text not in self._audio_cache:
+            from voicehub.voice.providers.offline import synthesize
+
             self._audio_cache[text] = await asyncio.to_thread(synthesize, text, "piper", RATE)
         return self._audio_cache[text]
 
@@ -380,6 +392,8 @@ class _Session:
         item = {"id": item_id, "type": "message", "role": "user", "content": [content]}
         await self.add_item(item)
         if self.config["audio"]["input"].get("transcription"):
+            from voicehub.voice.providers.offline import transcribe
+
             text = await asyncio.to_thread(transcribe, audio, RATE)
             content["transcript"] = text
             await self.emit(
@@ -612,3 +626,80 @@ class _Session:
 
 def _is_pcmu(direction: dict[str, Any]) -> bool:
     return bool((direction.get("format") or {}).get("type") == "audio/pcmu")
+
+
+# -- the loopback model of the relay benchmark -------------------------------------------
+
+MODEL_BYTES_PER_MS = 48  # audio/pcm: PCM16 at 24 kHz
+MULAW_BYTES_PER_MS = 8  # audio/pcmu: G.711 at 8 kHz
+
+
+class LoopbackRealtimeModel:
+    """The loopback stand-in's process (see the module); `base_url` for `AsyncOpenAI` once
+    started. `delta_ms` is the model audio per `response.output_audio.delta`; audio goes in
+    the formats the session asked for (`audio/pcm` at 24 kHz, or `audio/pcmu`)."""
+
+    def __init__(self, delta_ms: int = 20) -> None:
+        if delta_ms <= 0:
+            raise ValueError(f"delta_ms must be positive, got {delta_ms}")
+        self.delta_ms = delta_ms
+        self.base_url = ""
+        self._child = ChildFake(_serve_loopback, delta_ms)
+
+    async def start(self) -> None:
+        self.base_url = f"http://127.0.0.1:{await self._child.start()}/v1"
+
+    async def stop(self) -> None:
+        await self._child.stop()
+
+
+def _loopback_delta(size: int) -> str:
+    return json.dumps(
+        {
+            "type": "response.output_audio.delta",
+            "event_id": "event_1",
+            "response_id": "resp_1",
+            "item_id": "item_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": base64.b64encode(bytes(size)).decode(),
+        }
+    )
+
+
+def _serve_loopback(conn: Connection, delta_ms: int) -> None:
+    asyncio.run(_loopback(conn, delta_ms))
+
+
+async def _loopback(conn: Connection, delta_ms: int) -> None:
+    async def handle(ws: ServerConnection) -> None:
+        # the relay may close its call while deltas are still going out
+        with contextlib.suppress(ConnectionClosed):
+            await relay(ws)
+
+    async def relay(ws: ServerConnection) -> None:
+        per_ms = {"in": MODEL_BYTES_PER_MS, "out": MODEL_BYTES_PER_MS}
+        delta = _loopback_delta(delta_ms * per_ms["out"])
+        earned_ms = 0.0
+        async for message in ws:
+            event = json.loads(message)
+            kind = event["type"]
+            if kind == "session.update":
+                audio = event["session"].get("audio", {})
+                for way, key in (("in", "input"), ("out", "output")):
+                    if _is_pcmu(audio.get(key, {})):
+                        per_ms[way] = MULAW_BYTES_PER_MS
+                delta = _loopback_delta(delta_ms * per_ms["out"])
+                await ws.send(json.dumps({"type": "session.updated", "session": {}}))
+                created = {"type": "response.created", "response": {"id": "resp_1"}}
+                await ws.send(json.dumps(created))
+            elif kind == "input_audio_buffer.append":
+                audio_bytes = len(event["audio"]) * 3 // 4
+                earned_ms += audio_bytes / per_ms["in"]
+                while earned_ms >= delta_ms - 0.5:  # appends may be a sample short
+                    earned_ms -= delta_ms
+                    await ws.send(delta)
+
+    async with serve(handle, "127.0.0.1", 0, max_size=None, compression=None) as server:
+        conn.send(next(iter(server.sockets)).getsockname()[1])
+        await serving_until_told(conn)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicehub.core.clock import VirtualClock
+from voicehub.core.jobs import TaskSet
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.voice.activity import VoiceActivity
 
@@ -72,7 +73,7 @@ class FakeSession:
         self._ids = itertools.count(1)
         self._injecting: _Speech | None = None
         self._agent_speech: _Speech | None = None
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self._tasks = TaskSet("fake session")
 
     # -- the Injector protocol ---------------------------------------------------------
 
@@ -141,9 +142,9 @@ class FakeSession:
                 await self.clock.sleep(at - self.clock.now())
                 result = action()
                 if isinstance(result, Awaitable):
-                    self._keep(asyncio.ensure_future(result))
+                    self._tasks.start(_awaited(result), name="timeline step")
 
-        self._keep(asyncio.ensure_future(run()))
+        self._tasks.start(run(), name="timeline")
 
     # -- reading -----------------------------------------------------------------------
 
@@ -181,11 +182,11 @@ class FakeSession:
         self.activity.playout_confirmed(speech.speech_id)
         return InjectOutcome.FINISHED
 
-    def _keep(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     @staticmethod
     def _cut(speech: _Speech) -> None:
         if not speech.cut.done():
             speech.cut.set_result(None)
+
+
+async def _awaited(step: Awaitable[Any]) -> None:
+    await step

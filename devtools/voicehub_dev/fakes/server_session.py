@@ -2,7 +2,7 @@
 
 Caller audio is counted, not heard. `say` (and so `inject`) sends a little audio, a
 transcript and a speech mark through the transport, and returns once the client acks the
-mark, exactly like the real session. The factory keeps every session it built. With
+mark, exactly like the real session. The stack keeps every session it built. With
 `answer`, a session says that line once, when the caller's first words are over (loud
 audio, then 0.3 s of silence), as a client waiting for its turn needs.
 """
@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import Tool
+from voicehub.core.jobs import TaskSet
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.desks.call_resume import CallResume
 from voicehub.desks.desk import Desk
+from voicehub.desks.voice_stack import CallSpec
 from voicehub.hub import Hub
 from voicehub.voice.activity import VoiceActivity
 from voicehub.voice.events import ServerEvent, Transcript
@@ -58,15 +60,13 @@ class ScriptedSession:
         # events recorded but not sent yet (behind a slow store post): `flush` sends them
         self.unsent: list[ServerEvent] = []
         self._playing: dict[str, asyncio.Future[None]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("scripted session")
 
     async def start(self) -> None:
         self.activity.session_attached()
         await self.hub.delivery.attach(self.room_id, self, self.activity)
         if self.greeting:
-            task = asyncio.create_task(self.say(self.greeting))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.start(self.say(self.greeting), name="greeting")
 
     async def push_audio(self, pcm16: bytes) -> None:
         self.caller_audio += pcm16
@@ -79,9 +79,7 @@ class ScriptedSession:
             self._quiet_bytes += len(pcm16)
             if self._quiet_bytes >= _QUIET_AFTER:
                 answer, self.answer = self.answer, None
-                task = asyncio.create_task(self.say(answer))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._tasks.start(self.say(answer), name="answer")
 
     async def push_text(self, text: str) -> None:
         self.texts.append(text)
@@ -134,40 +132,39 @@ class ScriptedSession:
         self.closed = True
         self.closing.set()
         await self.hub.delivery.detach(self.room_id)
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
         for playing in self._playing.values():
             playing.cancel()
         self.activity.session_detached()
 
 
-class ScriptedFactory:
-    """A `SessionFactory` building `ScriptedSession`s; `sessions` lists them in order."""
+class ScriptedStack:
+    """A `VoiceStack` serving every desk with `ScriptedSession`s; `sessions` lists them in
+    order."""
 
     def __init__(self, *, answer: str | None = None) -> None:
         self.sessions: list[ScriptedSession] = []
         self.prepared: list[str] = []
         self.answer = answer
 
-    async def prepare(self, desks: Iterable[Desk]) -> None:
+    def check(self, desk: Desk) -> list[str]:
+        return []
+
+    async def prepare(self, desks: Sequence[Desk]) -> None:
         self.prepared = [desk.name for desk in desks]
 
-    async def start(
-        self,
-        hub: Hub,
-        desk: Desk,
-        room_id: str,
-        transport: CallTransport,
-        *,
-        resume: CallResume | None = None,
-    ) -> ScriptedSession:
-        """Like `start_desk_call`: the room with the desk's call orchestration, greeting a
+    async def start(self, call: CallSpec) -> ScriptedSession:
+        """Like the real stacks: the room with the desk's call orchestration, greeting a
         new conversation only."""
-        resumed = room_id in hub.rooms or await hub.store.get_room(room_id) is not None
-        await hub.create_room(room_id, orchestration=desk.call_orchestration())
-        greeting = None if resumed else desk.greeting
-        session = ScriptedSession(hub, room_id, desk, transport, greeting, self.answer)
-        session.resume = resume
+        hub, desk = call.hub, call.desk
+        await hub.create_room(call.room_id, orchestration=desk.call_orchestration())
+        session = ScriptedSession(
+            hub, call.room_id, desk, call.transport, call.greeting, self.answer
+        )
+        session.resume = call.resume
         self.sessions.append(session)
         await session.start()
         return session
+
+    async def aclose(self) -> None:
+        return None

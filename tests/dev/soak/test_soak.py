@@ -119,7 +119,7 @@ async def test_soak_reports_a_result_spoken_twice_a_held_one_and_a_lost_one(
 async def test_a_call_refused_busy_is_counted_as_refused_not_failed_nor_unanswered(
     server: RunningServer, lines: CallerLines
 ) -> None:
-    admission = server.app.state.admission
+    admission = server.app.state.parts.admission
     max_load = admission.max_load
     admission.max_load = -1.0  # any load is above it: every new call is refused busy
     try:

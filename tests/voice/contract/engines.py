@@ -30,13 +30,13 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool, ToolContext, tool
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.hub import Hub
+from voicehub.testing import AckMode, MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
 from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
-from voicehub_dev.fakes.memory_transport import AckMode, FakeTransport
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 RATE = 16000
@@ -88,7 +88,7 @@ class Harness:
 
     async def start(
         self, agent: Agent | None = None, *, ack: AckMode = "manual", **options: Any
-    ) -> tuple[Any, FakeTransport]:
+    ) -> tuple[Any, MemoryTransport]:
         raise NotImplementedError
 
     async def speak(self, session: Any, pcm16: bytes, silence: float = 0.8) -> None:
@@ -158,9 +158,9 @@ class PipelineHarness(Harness):
 
     async def start(
         self, agent: Agent | None = None, *, ack: AckMode = "manual", **options: Any
-    ) -> tuple[Any, FakeTransport]:
+    ) -> tuple[Any, MemoryTransport]:
         models = offline_models()
-        transport = FakeTransport(RATE, ack=ack, clock=self.clock)
+        transport = MemoryTransport(RATE, ack=ack, clock=self.clock)
         mode = options.pop("delivery_mode", "say")
         session = PipelineVoiceSession(
             self.hub,
@@ -227,8 +227,8 @@ class RealtimeHarness(Harness):
 
     async def start(
         self, agent: Agent | None = None, *, ack: AckMode = "manual", **options: Any
-    ) -> tuple[Any, FakeTransport]:
-        transport = FakeTransport(RATE, ack=ack, clock=self.clock)
+    ) -> tuple[Any, MemoryTransport]:
+        transport = MemoryTransport(RATE, ack=ack, clock=self.clock)
         settings = RealtimeSettings(silence_ms=300, transcription_model="gpt-4o-mini-transcribe")
         session = RealtimeVoiceSession(
             self.hub,

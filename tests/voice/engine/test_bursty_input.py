@@ -1,6 +1,6 @@
 """Caller audio that arrives in a burst is heard exactly like paced audio.
 
-The server's voice stack (`OfflineSessionFactory`: batched Silero, PocketSphinx, Piper, the
+The server's voice stack (`OfflineStack`: batched Silero, PocketSphinx, Piper, the
 research desk's scripted agent) on an in-memory transport, with three more calls open on the
 batcher (so Silero windows wait for the 20 ms tick, as on a busy server). Each call: an
 open microphone (silence from the start), the greeting, then one utterance with a second of
@@ -34,13 +34,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.voice_stack import OfflineSessionFactory
+from voicehub.desks.offline_stack import OfflineStack
+from voicehub.desks.voice_stack import CallSpec
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import AgentState, Transcript, UserState
 from voicehub.voice.providers.offline import synthesize
-from voicehub_dev.fakes.memory_transport import FakeTransport
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -69,8 +70,8 @@ def speech() -> dict[str, bytes]:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def factory(desk: Desk) -> OfflineSessionFactory:
-    factory = OfflineSessionFactory()
+async def factory(desk: Desk) -> OfflineStack:
+    factory = OfflineStack()
     await factory.prepare([desk])
     return factory
 
@@ -95,7 +96,7 @@ class Heard:
 
 async def heard(
     hub: Hub,
-    factory: OfflineSessionFactory,
+    factory: OfflineStack,
     desk: Desk,
     room_id: str,
     pcm: bytes,
@@ -105,8 +106,8 @@ async def heard(
     """One call with an open microphone (silence from the start, like `voicehub call`):
     the greeting, then `pcm`; what was heard once the agent answered and the caller's
     turn is over (or after 60 s)."""
-    transport = FakeTransport(RATE, ack="immediate")
-    session = await factory.start(hub, desk, room_id, transport)
+    transport = MemoryTransport(RATE, ack="immediate")
+    session = await factory.start(await CallSpec.for_room(hub, desk, room_id, transport))
     assert isinstance(session, PipelineVoiceSession)
     transport.session = session
 
@@ -170,10 +171,10 @@ async def caller(
 
 
 @contextlib.asynccontextmanager
-async def loaded(factory: OfflineSessionFactory) -> AsyncIterator[None]:
+async def loaded(factory: OfflineStack) -> AsyncIterator[None]:
     """A busy server: three more calls' VAD streams on the shared batcher, so batches
     wait for their tick and the VAD goes through a burst at about 1.6x real time."""
-    streams = [factory.call_vad("silero").stream() for _ in range(3)]
+    streams = [factory.shared.call_vad("silero").stream() for _ in range(3)]
     try:
         yield
     finally:
@@ -181,7 +182,7 @@ async def loaded(factory: OfflineSessionFactory) -> AsyncIterator[None]:
 
 
 async def test_burst_input_is_heard_like_paced_input(
-    hub: Hub, factory: OfflineSessionFactory, desk: Desk, speech: dict[str, bytes]
+    hub: Hub, factory: OfflineStack, desk: Desk, speech: dict[str, bytes]
 ) -> None:
     paced: dict[str, Heard] = {}
     for number, line in enumerate(LINES):

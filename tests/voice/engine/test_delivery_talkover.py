@@ -30,13 +30,13 @@ from voicehub.core.store.base import DeliveryStatus
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD, WaitForIdle
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
 from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub_dev.fakes.injectable_stt import InjectableSTT, final
-from voicehub_dev.fakes.memory_transport import FakeTransport
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -73,7 +73,7 @@ def _rms(frame: bytes) -> float:
 class Harness:
     def __init__(self, hub: Hub, clock: VirtualClock, session: PipelineVoiceSession) -> None:
         self.hub, self.clock, self.session = hub, clock, session
-        self.transport: FakeTransport = session.transport  # type: ignore[assignment]
+        self.transport: MemoryTransport = session.transport  # type: ignore[assignment]
         self.outcomes: list[str] = []
         self.attempts = 0
 
@@ -94,7 +94,7 @@ async def harness(models: dict[str, Any]) -> AsyncIterator[Harness]:
     async with Hub(clock=clock) as hub:
         await hub.create_room(ROOM, orchestration=None)
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
-        transport = FakeTransport(RATE, ack="immediate")
+        transport = MemoryTransport(RATE, ack="immediate")
         session = PipelineVoiceSession(
             hub,
             ROOM,

@@ -20,13 +20,13 @@ from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.caller_turns import VAD_STALL_LIMIT
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline import PiperTTS, synthesize
 from voicehub.voice.providers.offline.vad import WebRtcVAD, WebRtcVADStream
-from voicehub_dev.fakes.memory_transport import FakeTransport
 from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
 
 with vendor_import("livekit-agents"):
@@ -104,7 +104,7 @@ async def call(tts: PiperTTS) -> AsyncIterator[Call]:
     async with Hub(clock=clock) as hub:
         await hub.create_room(ROOM, orchestration=None)
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
-        transport = FakeTransport(RATE, ack="immediate")
+        transport = MemoryTransport(RATE, ack="immediate")
         held_vad = HeldVAD()
         session = PipelineVoiceSession(
             hub,

@@ -27,6 +27,7 @@ from voicehub.core.events import Event, EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.testing import AckMode, MemoryTransport
 from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
@@ -38,7 +39,6 @@ from voicehub.voice.providers.offline import (
     synthesize,
 )
 from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
-from voicehub_dev.fakes.memory_transport import AckMode, FakeTransport
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -182,8 +182,8 @@ class Call:
         tts: str = "piper",
         vad: str = "silero",
         **options: Any,
-    ) -> tuple[PipelineVoiceSession, FakeTransport, RecordingActivity]:
-        transport = FakeTransport(RATE, ack=ack)
+    ) -> tuple[PipelineVoiceSession, MemoryTransport, RecordingActivity]:
+        transport = MemoryTransport(RATE, ack=ack)
         activity = RecordingActivity(self.hub.clock)
         session = PipelineVoiceSession(
             self.hub,
@@ -231,7 +231,7 @@ async def until(
     return await asyncio.wait_for(wait(), timeout)
 
 
-async def said(transport: FakeTransport, text: str) -> None:
+async def said(transport: MemoryTransport, text: str) -> None:
     """Wait for the agent's transcript (sent to the client after the room got it)."""
     await transport.wait_for(lambda: any(text in e.text for e in transport.events_of(Transcript)))
 
@@ -347,7 +347,7 @@ async def test_update_agent_switches_instructions_tools_and_voice(call: Call) ->
 
 def test_configuration_errors_name_the_fix(models: dict[str, Any]) -> None:
     hub = Hub()
-    transport = FakeTransport(RATE)
+    transport = MemoryTransport(RATE)
     options: dict[str, Any] = {"stt": models["stt"], "vad": models["vad"], "tts": models["piper"]}
     with pytest.raises(ConfigError, match="no llm"):
         PipelineVoiceSession(hub, ROOM, Agent(id="mute"), transport, **options)

@@ -21,12 +21,12 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.core.events import EventKind
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.caller_turns import RECOGNIZER_WAIT_LIMIT
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import UserState
 from voicehub.voice.providers.offline import PiperTTS, load_vad, synthesize
-from voicehub_dev.fakes.memory_transport import FakeTransport
 from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
 
 RATE = 16000
@@ -54,7 +54,7 @@ class Call:
         self, clock: VirtualClock, hub: Hub, session: PipelineVoiceSession, stt: UtteranceRecognizer
     ) -> None:
         self.clock, self.hub, self.session, self.recognizer = clock, hub, session, stt
-        self.transport: FakeTransport = session.transport  # type: ignore[assignment]
+        self.transport: MemoryTransport = session.transport  # type: ignore[assignment]
 
     async def say(self, pcm: bytes) -> None:
         """`pcm` then a second of silence, frame by frame, 20 ms of hub time each; then
@@ -84,7 +84,7 @@ async def call(models: dict[str, Any]) -> AsyncIterator[Call]:
     async with Hub(clock=clock) as hub:
         await hub.create_room(ROOM, orchestration=None)
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
-        transport = FakeTransport(RATE, ack="immediate")
+        transport = MemoryTransport(RATE, ack="immediate")
         recognizer = UtteranceRecognizer(WORDS, held=True)
         session = PipelineVoiceSession(
             hub,

@@ -125,9 +125,9 @@ async def test_a_24_khz_browser_call_is_relayed_without_resampling(
     server: FakeRealtimeServer,
 ) -> None:
     """The model's own rate: the caller's PCM goes up as it came, the model's comes down."""
-    from voicehub_dev.fakes.memory_transport import FakeTransport
+    from voicehub.testing import MemoryTransport
 
-    transport = FakeTransport(24000, ack="immediate")
+    transport = MemoryTransport(24000, ack="immediate")
     async with Hub() as hub:
         session = await browser_session(hub, server, transport, "call-2")
         [update] = server.of_type("session.update")
@@ -154,11 +154,11 @@ async def test_a_16_khz_browser_call_is_resampled_by_one_stream_each_way(
     differently chunked stream differ by an LSB or two, no more)."""
     import numpy as np
 
+    from voicehub.testing import MemoryTransport
     from voicehub.voice.realtime.resample import PcmResampler
-    from voicehub_dev.fakes.memory_transport import FakeTransport
     from voicehub_dev.fakes.openai_realtime import DELTA_BYTES
 
-    transport = FakeTransport(16000, ack="immediate")
+    transport = MemoryTransport(16000, ack="immediate")
     async with Hub() as hub:
         session = await browser_session(hub, server, transport, "call-3")
         caller = synthesize("could you help me please", "piper", 16000) + bytes(32000)

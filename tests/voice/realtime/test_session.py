@@ -32,13 +32,13 @@ from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import WaitForIdle
 from voicehub.hub import Hub
+from voicehub.testing import AckMode, MemoryTransport
 from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import AgentState, ProviderError, ToolCall, Transcript
 from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
-from voicehub_dev.fakes.memory_transport import AckMode, FakeTransport
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 RATE = 16000
@@ -98,8 +98,8 @@ class Harness:
 
     async def start(
         self, agent: Agent | None = None, *, ack: AckMode = "manual", **options: Any
-    ) -> tuple[RealtimeVoiceSession, FakeTransport, RecordingActivity]:
-        transport = FakeTransport(RATE, ack=ack)
+    ) -> tuple[RealtimeVoiceSession, MemoryTransport, RecordingActivity]:
+        transport = MemoryTransport(RATE, ack=ack)
         activity = RecordingActivity(self.hub.clock)
         settings = RealtimeSettings(silence_ms=300, transcription_model="gpt-4o-mini-transcribe")
         session = RealtimeVoiceSession(
@@ -152,7 +152,7 @@ async def until(
     return await asyncio.wait_for(wait(), timeout)
 
 
-def finals(transport: FakeTransport) -> list[tuple[str, str]]:
+def finals(transport: MemoryTransport) -> list[tuple[str, str]]:
     return [(e.role, e.text) for e in transport.events_of(Transcript) if e.final]
 
 

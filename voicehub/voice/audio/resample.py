@@ -1,13 +1,10 @@
 """Sample-rate conversion of int16 audio: a streaming polyphase windowed-sinc resampler.
 
-Why not soxr: measured with ``voicehub bench --only audio`` (speech and a sweep band-limited
-to 85% of the lower Nyquist, exact references, 20 ms pushes; 8k<->16k and 22.05k, 24k,
-48k -> 16k), soxr's HQ stream is about 4x faster (6-8 against 26-38 us per frame) and
-cleaner (speech SNR 68-85 against 52-57 dB, mostly from this filter's droop between 75 and
-85% of Nyquist; a tone 4% past Nyquist 84-92 against 25-37 dB down), but it returns output
-in blocks: it holds back 21-63 ms on average, up to 115 ms at 8k<->16k, against 1-2 ms
-here. A call pays that twice (caller audio in, speech out), so this filter stays. Both push
-tones 20% past Nyquist below int16 rounding (about 92 dB down).
+Why not soxr: its HQ stream is faster and cleaner (``voicehub bench --only audio`` measures
+both), but it returns output in blocks and holds back tens of milliseconds of audio, where
+this filter holds back one or two. A call pays that delay twice (caller audio in, speech
+out), so this filter stays; both keep tones past the Nyquist frequency below int16
+rounding.
 """
 
 from __future__ import annotations

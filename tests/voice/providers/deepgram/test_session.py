@@ -20,12 +20,12 @@ from tests.voice.engine.test_pipeline_session import LONG, Calls, desk_agent, sa
 from voicehub.core.events import EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.hub import Hub
+from voicehub.testing import MemoryTransport
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import ProviderError
 from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, DeepgramTTS
 from voicehub.voice.providers.offline import load_vad
 from voicehub_dev.fakes.deepgram import FakeDeepgram, piper_speech
-from voicehub_dev.fakes.memory_transport import FakeTransport
 
 RATE = 16000
 ROOM = "call-dg"
@@ -49,10 +49,10 @@ class DeepgramCall:
         self.calls = Calls()
         self.session: PipelineVoiceSession | None = None
 
-    async def start(self, **options: Any) -> tuple[PipelineVoiceSession, FakeTransport]:
+    async def start(self, **options: Any) -> tuple[PipelineVoiceSession, MemoryTransport]:
         endpoint = DeepgramEndpoint(api_key=self.fake.api_key, base_url=self.fake.url)
         research, _ = self.calls.tools()
-        transport = FakeTransport(RATE, ack=options.pop("ack", "immediate"))
+        transport = MemoryTransport(RATE, ack=options.pop("ack", "immediate"))
         session = PipelineVoiceSession(
             self.hub,
             ROOM,

@@ -116,12 +116,12 @@ async def test_a_flush_is_a_boundary_in_audio_order() -> None:
 
 @pytest.mark.parametrize("calls", [1, 7, 64])
 async def test_server_calls_get_batched_vads_deciding_as_per_call_vads(calls: int) -> None:
-    """Through the server's path (`OfflineSessionFactory.call_vad`): batched by default,
+    """Through the server's path (`PipelineResources.call_vad`): batched by default,
     per-call inference with `batch_vad=False`, the same speech segments either way."""
-    from voicehub.desks.voice_stack import OfflineSessionFactory
+    from voicehub.desks.offline_stack import PipelineResources
     from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD, SileroVAD
 
-    batched, per_call = OfflineSessionFactory(), OfflineSessionFactory(batch_vad=False)
+    batched, per_call = PipelineResources(), PipelineResources(batch_vad=False)
     together = [batched.call_vad("silero") for _ in range(calls)]
     alone = per_call.call_vad("silero")
     assert all(isinstance(vad, BatchedSileroVAD) for vad in together)

@@ -8,19 +8,18 @@ returns, with every write before it. Other writes (events, rooms, tasks, a deliv
 are group-committed by a timer set at the first of them, `group_commit_seconds` later (0 by
 default): the event loop runs it once the callbacks the writing turn made ready have run and
 that time has passed. So the workers a delegation step wakes write into the step's commit
-(a commit writes every dirty page to the WAL, two system calls a page: about 40 us for a
-delegation's). A crash can lose the writes of that window, never an outbox write. Reads on
+(a commit writes every dirty page to the WAL, two system calls a page). A crash can lose
+the writes of that window, never an outbox write. Reads on
 the same connection see uncommitted writes, so callers never notice; another process sees
 them once committed.
 
-A longer window shares a commit among the delegations of that window under load (1 ms: a
-third of the commits of back-to-back delegations, 6% of their CPU), but another connection's
-write waits for the lock meanwhile, blocking its event loop inside SQLite's busy handler
-(a second store on the same file in the same process waits for the full busy timeout, as the
-timer cannot run): hence 0 by default.
+A longer window would share a commit among the delegations of that window under load, but
+another connection's write waits for the lock meanwhile, blocking its event loop inside
+SQLite's busy handler (a second store on the same file in the same process waits for the
+full busy timeout, as the timer cannot run): hence 0 by default.
 
 Checkpoints: SQLite's automatic WAL checkpoint runs inside a commit and stalls the event loop
-for 5-15 ms (fsync). It is turned off; instead a PASSIVE checkpoint runs on a worker thread
+while it syncs the file. It is turned off; instead a PASSIVE checkpoint runs on a worker thread
 with its own connection every `CHECKPOINT_PAGES` pages, without blocking writers.
 """
 

@@ -18,8 +18,9 @@ instances table, 3 the calls table; an older file gets them when opened)."""
 BUSY_TIMEOUT_SECONDS = 5.0
 """How long a statement waits for another connection's write lock before failing."""
 
-# A commit costs about one write per dirty page; a delegation dirties ~27 small pages (rows are
-# a few hundred bytes), so 2 KiB pages cut the bytes each commit writes with no deeper trees.
+# A commit costs about one write per dirty page; a delegation dirties a few dozen small pages
+# (rows are a few hundred bytes), so 2 KiB pages cut the bytes each commit writes with no
+# deeper trees.
 # New files only: an existing store keeps the page size it was created with.
 PAGE_SIZE = 2048
 
@@ -124,8 +125,8 @@ def _prepare(connection: sqlite3.Connection, path: Path) -> None:
             connection.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
-        # The automatic checkpoint runs inside a commit and stalls the loop for 5-15 ms: the
-        # store checkpoints on a worker thread instead (`Database`).
+        # The automatic checkpoint runs inside a commit and stalls the loop while it syncs:
+        # the store checkpoints on a worker thread instead (`Database`).
         connection.execute("PRAGMA wal_autocheckpoint = 0")
         if version < SCHEMA_VERSION:
             _create_schema(connection, version)

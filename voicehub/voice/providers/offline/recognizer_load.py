@@ -7,7 +7,7 @@ into the share of the recognizers' capacity used over the last stretch (at least
 `min_window` seconds): 1.0 means they decoded all the time and can no longer keep up, so
 callers would wait longer and longer for their answers. A final transcript that has waited
 for a decoder longer than `late_final` seconds also counts as 1.0 at once (the queue is
-already behind). Admission (`voicehub.desks.admission`, `--max-load`) refuses new calls
+already behind). Admission (`voicehub.desks.call_admission`, `--max-load`) refuses new calls
 above a limit: `DEFAULT_MAX_LOAD` leaves headroom for the calls already admitted, whose
 turns come in bursts.
 

@@ -8,8 +8,9 @@ hands each event on at once:
 - to its async iterator, as livekit documents (START_OF_SPEECH, INFERENCE_DONE per
   analysed window, END_OF_SPEECH with the whole utterance in its frames), so any livekit
   consumer (`stt.StreamAdapter`, `AgentSession`, an `async for`) reads it unchanged;
-- or, once `deliver_to(sink)` is called (`voicehub.voice.engine.DirectEvents`), to `sink`,
-  synchronously, in order, and none to the iterator: no task wakes up per event. Its
+- or, once `deliver_to(sink)` is called
+  (`voicehub.voice.engine.direct_events.DirectEvents`), to `sink`, synchronously, in
+  order, and none to the iterator: no task wakes up per event. Its
   `inferences` option says which INFERENCE_DONE events the sink wants; those it does not
   want are not even built (an event and its audio frame cost more than deciding the
   window): "all" (livekit's stream), "speech" (not those of quiet windows: out of speech,
@@ -96,8 +97,8 @@ class InlineVADStream(vad.VADStream):
 
     def deliver_to(self, sink: VADEventSink, *, inferences: InferenceEvents = "all") -> None:
         """From now on, hand every event to `sink` (synchronously, on the event loop) and
-        none to the iterator (`voicehub.voice.engine.DirectEvents`). Call it before pushing
-        audio: events already waiting for the iterator stay there.
+        none to the iterator (`voicehub.voice.engine.direct_events.DirectEvents`). Call it
+        before pushing audio: events already waiting for the iterator stay there.
 
         `inferences`: which INFERENCE_DONE events `sink` gets; the others are not built.
         "all": one per analysed window, as livekit's stream. "speech": not those of quiet

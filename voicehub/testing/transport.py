@@ -1,7 +1,7 @@
-"""An in-memory `CallTransport` for voice session tests.
+"""An in-memory `CallTransport`: a call's line in a test, no socket.
 
 It records the agent's audio, marks, clears and client events, and confirms marks back to
-the bound session (`transport.session = ...`) in one of three ways:
+the session it is bound to (`transport.session = session`) in one of three ways:
 
 - ``ack="immediate"``: as soon as the mark arrives (a transport with no playout buffer);
 - ``ack="clock"``: ``ack_delay`` seconds later on ``clock`` (a phone with a jitter buffer);
@@ -18,15 +18,19 @@ from collections.abc import Callable
 from typing import Literal, TypeVar
 
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.jobs import TaskSet
 from voicehub.voice.events import ServerEvent
 from voicehub.voice.session import VoiceSession
+
+__all__ = ["AckMode", "MemoryTransport"]
 
 AckMode = Literal["immediate", "clock", "manual"]
 E = TypeVar("E", bound=ServerEvent)
 
 
-class FakeTransport:
-    """Records everything the session sends; confirms playout as configured."""
+class MemoryTransport:
+    """Records everything the session sends; confirms playout as `ack` says (see the
+    module). `clock` times the "clock" confirmations and `first_audio_at`."""
 
     def __init__(
         self,
@@ -50,7 +54,7 @@ class FakeTransport:
         self.clears = 0
         self.events: list[ServerEvent] = []
         self._changed = asyncio.Condition()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._acks = TaskSet("memory transport: playout confirmations")
 
     # -- CallTransport ----------------------------------------------------------------
 
@@ -71,9 +75,7 @@ class FakeTransport:
         if self.ack_mode == "immediate":
             self.ack(speech_id)
         elif self.ack_mode == "clock":
-            task = asyncio.create_task(self._ack_later(speech_id))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._acks.start(self._ack_later(speech_id), name=f"ack {speech_id}")
         await self._notify()
 
     async def clear(self) -> None:
@@ -107,15 +109,17 @@ class FakeTransport:
         await asyncio.wait_for(until(), timeout)
 
     def events_of(self, kind: type[E]) -> list[E]:
+        """The client events of type `kind` sent so far, in order."""
         return [event for event in self.events if isinstance(event, kind)]
 
     @property
     def seconds_of_audio(self) -> float:
+        """How much agent audio was sent, in seconds."""
         return len(self.audio) / 2 / self._sample_rate
 
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        """Drop the confirmations still due on the clock."""
+        self._acks.cancel()
 
     # -- internals --------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicehub.desks.admission import LAG_BUDGET, Admission, LoadMeter
+from voicehub.desks.call_admission import LAG_BUDGET, CallAdmission, LoadMeter
 
 
 class Process:
@@ -47,7 +47,7 @@ def test_the_load_is_the_worst_share_and_forgets_what_is_older_than_its_window()
 
 def test_calls_admitted_count_before_they_start_and_the_limit_refuses_the_next() -> None:
     process = Process()
-    admission = Admission(process.meter(max_calls=2), max_load=None)
+    admission = CallAdmission(process.meter(max_calls=2), max_load=None)
     assert admission.admit() is None
     assert admission.admit() is None  # two admitted, neither started yet
     assert admission.admit() == "at its limit of 2 calls"
@@ -61,7 +61,7 @@ def test_calls_admitted_count_before_they_start_and_the_limit_refuses_the_next()
 
 def test_a_process_above_its_max_load_refuses_new_calls_naming_the_worst_share() -> None:
     process = Process()
-    admission = Admission(process.meter(), max_load=0.8)
+    admission = CallAdmission(process.meter(), max_load=0.8)
     process.run(1.0, cpu_seconds=1.9)  # both CPUs nearly full
     admission.meter.observe_lag(0.01)
     assert admission.admit() == "overloaded (cpu at 0.95 of its limit)"
@@ -73,7 +73,7 @@ def test_a_process_above_its_max_load_refuses_new_calls_naming_the_worst_share()
 def test_a_named_part_of_the_load_refuses_calls_when_it_is_past_the_limit() -> None:
     process = Process()
     recognizers = [0.5]
-    admission = Admission(
+    admission = CallAdmission(
         process.meter(parts={"recognizers": lambda: recognizers[0]}), max_load=0.8
     )
     process.run(1.0, cpu_seconds=0.5)  # the process's CPU share looks low (0.25)

@@ -1,9 +1,9 @@
-"""Admission under overload: each process knows its load and refuses new calls above a limit,
-so that every call it admits is answered in time and the rest go elsewhere.
+"""Admission of calls under overload: each process knows its load and refuses new calls above
+a limit, so that every call it admits is answered in time and the rest go elsewhere.
 
     meter = LoadMeter(calls=lambda: len(lifecycle.calls), max_calls=40)
     meter.observe_lag(0.004)          # each tick of the loop-lag probe
-    admission = Admission(meter, max_load=0.8)
+    admission = CallAdmission(meter, max_load=0.8)
     admission.busy()                  # None, or why a new call is refused now
 
 The load is the worst of these shares, each 1.0 when the process is at its limit:
@@ -21,7 +21,7 @@ The load is the worst of these shares, each 1.0 when the process is at its limit
 A call admitted counts towards the calls at once, before it has started, so a burst of
 callers is not all admitted on the count of an idle moment. A
 call coming back (a reconnect, Twilio's redirect after a fail-over) is not a new call: it is
-always admitted. What a refusal looks like is each transport's (see `voicehub.server.entry`).
+always admitted. What a refusal looks like is each transport's (see `voicehub.server.entry_gate`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 
-__all__ = ["LAG_BUDGET", "Admission", "LoadMeter"]
+__all__ = ["LAG_BUDGET", "CallAdmission", "LoadMeter"]
 
 LAG_BUDGET = 0.2
 """Seconds of event-loop lag that count as a full load: a loop this late delays every
@@ -120,7 +120,7 @@ class LoadMeter:
             self._admitted.popleft()
 
 
-class Admission:
+class CallAdmission:
     """Whether a new call may start: not above `max_load` (None: no limit on the load; the
     calls share still applies when the meter has `max_calls`)."""
 

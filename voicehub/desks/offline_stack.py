@@ -1,0 +1,219 @@
+"""The `offline` voice stack: desks' calls on the pipeline engine with the embedded models.
+
+No key and no network: Silero (or WebRTC) VAD, Whisper or PocketSphinx recognition, Piper
+or eSpeak NG speech. The models are loaded once per process and shared by every call
+(`PipelineResources`, which the `deepgram` stack shares too); each call gets plugin
+objects of its own (their metrics events are per object) over them. `prepare` loads them at
+start-up so the first caller does not wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from voicehub.desks.keys import missing_keys
+from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
+from voicehub.errors import ConfigError
+
+if TYPE_CHECKING:
+    from voicehub.desks.desk import Desk
+    from voicehub.desks.voice_stack import CallSpec
+    from voicehub.voice.engine.options import EngineOptions
+    from voicehub.voice.engine.session import PipelineVoiceSession
+
+__all__ = [
+    "VOICES",
+    "OfflineStack",
+    "PipelineResources",
+    "agent_voices",
+    "new_tts",
+    "offline_stt_name",
+    "speech_to_text_for",
+    "uses_pocketsphinx",
+]
+
+log = logging.getLogger("voicehub.desks")
+
+VOICES = ("piper", "espeak")
+"""Agent `voice` names the embedded stack can speak with."""
+
+
+class PipelineResources:
+    """What every pipeline call of the process shares: the offline models behind each
+    call's plugins (recognizers, VADs, voices) and one budget for the results pre-rendered
+    while they wait (`PrerenderBudget`).
+
+    `batch_vad`: every call's Silero VAD runs its inferences batched with the other calls'
+    (one ONNX run per 20 ms tick, `silero_batch`); False gives each call its own. `options`
+    replaces each desk's engine options (tests and benchmarks tune turn-taking)."""
+
+    def __init__(self, *, batch_vad: bool = True, options: EngineOptions | None = None) -> None:
+        from voicehub.voice.engine.results import PrerenderBudget
+
+        self.batch_vad = batch_vad
+        self.options = options
+        self.prerender_budget = PrerenderBudget()
+        self._pocketsphinx: Any = None
+        self._vads: dict[str, Any] = {}
+        self._tts: dict[str, Any] = {}
+
+    def models_for(self, desk: Desk) -> list[Any]:
+        """The plugins whose `prewarm` loads the models `desk`'s calls use (VAD first,
+        built here on the event loop's thread: livekit registers plugins on the main
+        thread only)."""
+        voice = desk.config.voice
+        self.shared_vad(voice.vad)
+        models: list[Any] = []
+        if uses_pocketsphinx(desk) and self._pocketsphinx is None:
+            models.append(self._speech_to_text())  # starts its worker processes
+        if offline_stt_name(desk) == "whisper":
+            models.append(speech_to_text_for(desk))
+        if voice.tts != "deepgram":
+            models.append(self._text_to_speech(voice.tts))
+        return models + [self._text_to_speech(name) for name in agent_voices(desk)]
+
+    async def load(self, desks: Sequence[Desk]) -> None:
+        """Load the models `desks` use, in a worker thread (about 2 s)."""
+        models = [model for desk in desks for model in self.models_for(desk)]
+        await asyncio.to_thread(lambda: [model.prewarm() for model in models])
+
+    def call_vad(self, kind: str) -> Any:
+        """A VAD object of its own for one call, on the process's shared model (and, for
+        Silero with `batch_vad`, the shared batcher)."""
+        from voicehub.voice.providers.offline.vad import vad_for_call
+
+        return vad_for_call(self.shared_vad(kind))
+
+    def call_voices(self, desk: Desk) -> dict[str, Any]:
+        """A TTS of its own for each voice `desk`'s agents ask for."""
+        return {name: new_tts(name) for name in agent_voices(desk)}
+
+    def shared_vad(self, kind: str) -> Any:
+        if kind not in self._vads:
+            from voicehub.voice.providers.offline import load_vad
+
+            shared: Any = load_vad("webrtc" if kind == "webrtc" else "silero")
+            if kind != "webrtc" and self.batch_vad:
+                from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
+
+                shared = BatchedSileroVAD(shared)
+            self._vads[kind] = shared
+        return self._vads[kind]
+
+    def _speech_to_text(self) -> Any:
+        if self._pocketsphinx is None:
+            from voicehub.voice.providers.offline import PocketSphinxSTT
+
+            self._pocketsphinx = PocketSphinxSTT()
+        return self._pocketsphinx
+
+    def _text_to_speech(self, kind: str) -> Any:
+        if kind not in self._tts:
+            self._tts[kind] = new_tts(kind)
+        return self._tts[kind]
+
+
+class OfflineStack:
+    """The `offline` voice stack (see the module)."""
+
+    def __init__(self, shared: PipelineResources | None = None) -> None:
+        self.shared = shared if shared is not None else PipelineResources()
+
+    def check(self, desk: Desk) -> list[str]:
+        """The agents' voices and model keys."""
+        return [*voice_problems(desk), *missing_keys(desk)]
+
+    async def prepare(self, desks: Sequence[Desk]) -> None:
+        await self.shared.load([desk for desk in desks if not voice_problems(desk)])
+
+    async def start(self, call: CallSpec) -> PipelineVoiceSession:
+        _refuse_on(self.check(call.desk))
+        desk, shared = call.desk, self.shared
+        providers = PipelineProviders(
+            stt=speech_to_text_for(desk),
+            tts=new_tts(desk.config.voice.tts),
+            vad=shared.call_vad(desk.config.voice.vad),
+            voices=shared.call_voices(desk),
+        )
+        return await start_pipeline_call(
+            call, providers, options=shared.options, prerender_budget=shared.prerender_budget
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _refuse_on(problems: list[str]) -> None:
+    if problems:
+        raise ConfigError("cannot start a call: " + "; ".join(problems))
+
+
+def offline_stt_name(desk: Desk) -> str:
+    """The offline recognizer of `desk`'s calls: "whisper" or "pocketsphinx", as its
+    `[voice] stt` names; "auto" is Whisper wherever it can run (`whisper_unavailable`), on
+    phone and wideband calls alike: it recognizes the desks' requests far more often than
+    PocketSphinx (the `phone` bench) for somewhat more CPU. PocketSphinx stands in, with a
+    warning, when Whisper's model is missing or altered."""
+    chosen = desk.config.voice.stt
+    if chosen != "auto":
+        return "whisper" if chosen == "whisper" else "pocketsphinx"
+    from voicehub.voice.providers.offline.whisper_engine import whisper_unavailable
+
+    problem = whisper_unavailable()
+    if problem is None:
+        return "whisper"
+    log.warning("desk %r: stt 'auto' uses PocketSphinx: %s", desk.name, problem)
+    return "pocketsphinx"
+
+
+def uses_pocketsphinx(desk: Desk) -> bool:
+    """Whether `desk`'s calls may recognize with PocketSphinx: as their recognizer, or as
+    Deepgram's fallback."""
+    voice = desk.config.voice
+    if voice.stt == "deepgram":
+        return voice.stt_fallback == "pocketsphinx"
+    return offline_stt_name(desk) == "pocketsphinx"
+
+
+def speech_to_text_for(desk: Desk) -> Any:
+    """A new offline STT plugin for one of `desk`'s calls, as its `[voice] stt` names
+    (`offline_stt_name`; with Deepgram, the fallback it names): Whisper biased to the
+    desk's topics and trigger phrases, or PocketSphinx. The models behind them are loaded
+    once per process."""
+    from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT
+
+    if offline_stt_name(desk) == "whisper":
+        from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
+
+        return WhisperSTT(
+            vocabulary=desk_vocabulary(desk),
+            relisten=desk_relisten(desk),
+            correction=desk_correction(desk),
+        )
+    return PocketSphinxSTT()
+
+
+def new_tts(kind: str) -> Any:
+    """A new offline TTS plugin: eSpeak NG for "espeak", else Piper."""
+    from voicehub.voice.providers.offline import ESpeakTTS, PiperTTS
+
+    return ESpeakTTS() if kind == "espeak" else PiperTTS()
+
+
+def agent_voices(desk: Desk) -> set[str]:
+    """The embedded voices the desk's agents ask for (the ones the stack has)."""
+    return {a.voice for a in desk.agents.values() if a.voice is not None} & set(VOICES)
+
+
+def voice_problems(desk: Desk) -> list[str]:
+    """One message per agent voice the embedded stack does not have."""
+    wanted = {agent.voice for agent in desk.agents.values() if agent.voice is not None}
+    where = desk.config.source or f"desk {desk.name!r}"
+    return [
+        f"{where}: an agent asks for voice {name!r}; the embedded stack speaks with "
+        f"{' or '.join(VOICES)}"
+        for name in sorted(wanted - set(VOICES))
+    ]
