@@ -11,6 +11,7 @@ from voicehub.desks.coordination_checks import coordination_problems
 from voicehub.desks.coordination_sections import BlackboardConfig, ManagerConfig
 from voicehub.desks.mcp_section import McpServerConfig
 from voicehub.desks.phone import PhoneConfig
+from voicehub.desks.privacy import PrivacyConfig
 from voicehub.desks.record import RecordConfig
 from voicehub.desks.sections import (
     AgentConfig,
@@ -87,6 +88,8 @@ class DeskConfig(StrictModel):
     mcp: tuple[McpServerConfig, ...] = ()
     """MCP servers whose tools the agents may list in `tools` as `"NAME.TOOL"`: one `[[mcp]]`
     table each."""
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    """How long the desk's conversations are kept, what logs and traces scrub: `[privacy]`."""
     _source: Path | None = PrivateAttr(default=None)
 
     @property
