@@ -23,6 +23,7 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         failover,
+        mcp,
         memory,
         observability,
         offline_load,
@@ -52,6 +53,7 @@ def _sections() -> dict[str, Section]:
         "failover": failover.run,
         "turns": turns.run,
         "observability": observability.run,
+        "mcp": mcp.run,
     }
 
 
