@@ -80,6 +80,9 @@ class McpConnection:
 
     async def _connect(self, clock: Clock) -> None:
         await self._stop_holder()
+        # The SDK takes about 1.5 s of CPU to import: on a thread, so the loop (other calls'
+        # audio) keeps running meanwhile; a no-op once imported.
+        await asyncio.to_thread(_import_sdk)
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
         holder = asyncio.create_task(self._hold(ready), name=f"mcp-{self.spec.name}")
@@ -218,6 +221,13 @@ class McpConnection:
         if self._opening is not None and not self._opening.done():
             self._opening.cancel()
         await self._stop_holder()
+
+
+def _import_sdk() -> None:
+    import httpx2  # noqa: F401
+    import jsonschema.validators  # noqa: F401
+    import mcp
+    import mcp.client.streamable_http  # noqa: F401
 
 
 async def _list_tools(session: ClientSession) -> dict[str, ServerTool]:
