@@ -30,6 +30,7 @@ from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
+from voicehub.voice.denoise import FrameFilter
 from voicehub.voice.engine.caller_turns import CallerTurns
 from voicehub.voice.engine.history import CallHistory
 from voicehub.voice.engine.idle import CallIdle
@@ -67,7 +68,8 @@ class PipelineVoiceSession:
     TTS. While `reply_gate()` is False, caller turns get no reply, only a room transcript
     (ask_user by voice). `end_of_turn` is the end-of-turn model for `turn.mode == "model"`,
     `words_open(text)` whether a caller's words stop mid-request (the desk's half requests);
-    `turn_observer` receives every answered turn's latency.
+    `turn_observer` receives every answered turn's latency; `caller_filter` filters the
+    caller's audio before the VAD and the recognizer hear it (noise suppression).
     """
 
     def __init__(
@@ -91,6 +93,7 @@ class PipelineVoiceSession:
         prerender_budget: PrerenderBudget | None = None,
         activity: VoiceActivity | None = None,
         attach_delivery: bool = True,
+        caller_filter: FrameFilter | None = None,
     ) -> None:
         self.hub, self.room_id, self.transport = hub, room_id, transport
         self.options = options or EngineOptions()
@@ -158,7 +161,9 @@ class PipelineVoiceSession:
             floor_wait=self.options.floor_wait,
         )
         keep = self.options.eot_audio_seconds if turn.mode == "model" else 0.0
-        self.caller = CallerAudio(transport.sample_rate, self.turns.voiced, keep_seconds=keep)
+        self.caller = CallerAudio(
+            transport.sample_rate, self.turns.voiced, keep_seconds=keep, intake=caller_filter
+        )
         self.turns.caller = self.caller
         self.player.hooks.wait = self.turns.wait_for_floor
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -266,6 +271,7 @@ class PipelineVoiceSession:
         for stream in self._streams:
             with contextlib.suppress(Exception):
                 await stream.aclose()
+        self.caller.close()
         self.activity.session_detached()
         await self.records.aclose()
         self.closed.set()
