@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from voicehub.desks.coordination_checks import coordination_problems
 from voicehub.desks.coordination_sections import BlackboardConfig, ManagerConfig
 from voicehub.desks.phone import PhoneConfig
+from voicehub.desks.privacy import PrivacyConfig
 from voicehub.desks.record import RecordConfig
 from voicehub.desks.sections import (
     AgentConfig,
@@ -82,6 +83,8 @@ class DeskConfig(StrictModel):
     `[blackboard]`."""
     record: RecordConfig = Field(default_factory=RecordConfig)
     """Recordings and transcripts of the desk's calls (off unless asked): `[record]`."""
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    """How long the desk's conversations are kept, what logs and traces scrub: `[privacy]`."""
     _source: Path | None = PrivateAttr(default=None)
 
     @property
