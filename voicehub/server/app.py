@@ -13,6 +13,7 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     POST /desks/{desk}/webrtc       a WebRTC call (signaling: `voicehub.server.webrtc`)
     GET  /health, /api/...          see `voicehub.server.api`
     GET  /api/rooms/{id}/recordings desks with [record] (see `voicehub.server.recording_api`)
+    DELETE /api/rooms/{id}          delete a conversation (see `voicehub.server.conversation_api`)
     GET  /ready, /metrics           readiness and Prometheus (see `voicehub.server.probes`)
     POST /twilio/{desk}/voice       phone calls (see `voicehub.telephony.twilio.webhooks`)
 
@@ -46,6 +47,7 @@ from voicehub.desks.voice_stack import VoiceStack, default_voice_stacks
 from voicehub.errors import ConfigError
 from voicehub.server.api import api_routes
 from voicehub.server.app_state import keep, parts_of, running_parts
+from voicehub.server.conversation_api import conversation_routes
 from voicehub.server.entry_gate import Door, EntryGate
 from voicehub.server.parts import build_server
 from voicehub.server.probes import probe_routes
@@ -110,6 +112,7 @@ def create_app(
         Mount("/static", StaticFiles(directory=WEB_DIR), name="static"),
         WebSocketRoute("/desks/{desk}/call", call),
         *webrtc_routes(),
+        *conversation_routes(),
         *api_routes(),
         *recording_routes(),
         *probe_routes(),

@@ -12,6 +12,7 @@ from voicehub.core.store.base import (
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
+    Erasure,
     InstanceRecord,
     RoomRecord,
     RoomStatus,
@@ -177,6 +178,33 @@ class MemoryStore:
             if (room_id is None or d.room_id == room_id)
             and (statuses is None or d.status in statuses)
         ]
+
+    async def delete_conversation(self, room_id: str) -> Erasure:
+        rooms = self._conversation_rooms(room_id)
+        erasure = Erasure(room_ids=[r for r in rooms if r in self._rooms])
+        for room in rooms:
+            self._rooms.pop(room, None)
+            erasure.events += len(self._events.pop(room, ()))
+            if self._calls.pop(room, None) is not None:
+                erasure.calls += 1
+        for task_id in [t.id for t in self._tasks.values() if t.parent_room_id in rooms]:
+            del self._tasks[task_id]
+            erasure.tasks += 1
+        for delivery_id in [d.id for d in self._deliveries.values() if d.room_id in rooms]:
+            del self._deliveries[delivery_id]
+            erasure.deliveries += 1
+        return erasure
+
+    def _conversation_rooms(self, room_id: str) -> list[str]:
+        """`room_id` and every room under it: children by `parent_id` and tasks' rooms."""
+        found, frontier = [room_id], [room_id]
+        while frontier:
+            parents = set(frontier)
+            below = [r.id for r in self._rooms.values() if r.parent_id in parents]
+            below += [t.child_room_id for t in self._tasks.values() if t.parent_room_id in parents]
+            frontier = [r for r in dict.fromkeys(below) if r not in found]
+            found += frontier
+        return found
 
     async def close(self) -> None:
         return None

@@ -10,6 +10,7 @@ from voicehub.core.store.base import (
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
+    Erasure,
     InstanceRecord,
     RoomRecord,
     RoomStatus,
@@ -19,6 +20,7 @@ from voicehub.core.store.base import (
 from voicehub.core.store.sqlite.calls import CallTable
 from voicehub.core.store.sqlite.database import GROUP_COMMIT_SECONDS, Database
 from voicehub.core.store.sqlite.deliveries import DeliveryTable
+from voicehub.core.store.sqlite.erasure import erase_conversation
 from voicehub.core.store.sqlite.events import EventTable
 from voicehub.core.store.sqlite.instances import InstanceTable
 from voicehub.core.store.sqlite.rooms import RoomTable
@@ -197,6 +199,13 @@ class SQLiteStore:
     ) -> list[DeliveryRecord]:
         """Deliveries ordered by (created_at, id), optionally of one room and/or statuses."""
         return self._deliveries.find(room_id, statuses)
+
+    # Conversations
+
+    async def delete_conversation(self, room_id: str) -> Erasure:
+        """Delete every row keyed to the conversation (see `Store.delete_conversation`), in
+        one transaction committed before it returns."""
+        return erase_conversation(self._database, room_id)
 
     async def close(self) -> None:
         """Close the file (checkpointing the WAL). Later calls raise StoreError."""
