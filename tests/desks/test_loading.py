@@ -90,6 +90,7 @@ def test_the_example_desks_load() -> None:
         "research-cloud",
         "research-realtime",
         "swarm",
+        "tickets",
         "triage",
     ]
     realtime = desks["research-realtime"].voice

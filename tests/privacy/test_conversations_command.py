@@ -63,3 +63,29 @@ def test_delete_removes_the_conversation_and_its_recordings(
             await store.close()
 
     assert asyncio.run(remaining()) == ["research:live"]
+
+
+def test_sweep_applies_each_desks_keep_days(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VOICEHUB_STORE", raising=False)
+    channels = tmp_path / "channels"
+    channels.mkdir()
+    for name, days in (("short", 1), ("forever", 0)):
+        (channels / f"{name}.toml").write_text(
+            f'name = "{name}"\n[privacy]\nkeep_days = {days}\n'
+            '[[agents]]\nid = "desk"\n[[agents.scripted.rules]]\nmatch = ["hi"]\nsay = "Hi."\n'
+        )
+    db = tmp_path / "voicehub.db"
+
+    async def old(room_id: str) -> None:
+        store = SQLiteStore(db)
+        await store.create_room(RoomRecord(id=room_id, created_at=time.time() - 3 * 86400))
+        await store.close()
+
+    for room_id in ("short:old", "forever:old"):
+        asyncio.run(old(room_id))
+    argv = ["conversations", "sweep", "--db", str(db), "--channels", str(channels)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "deleted 1 conversations (keep_days: short 1 days)" in out and "short:old" in out

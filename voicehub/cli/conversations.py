@@ -1,10 +1,13 @@
-"""`voicehub conversations delete`: delete conversations from the store and their recordings.
+"""`voicehub conversations`: delete conversations from the store with their recordings, by
+hand or past their desks' `[privacy] keep_days`.
 
     voicehub conversations delete research:cli-67b3f2e8e4 [--db var/voicehub.db | --store URL]
+    voicehub conversations sweep [--channels channels]    # one retention pass, as serve runs
 
 Works on the store directly, with or without a server running on it: a conversation with a
 call in progress (on any instance sharing the store) is refused; end the call first. Exit
-codes: 0 every one deleted, 1 some had nothing stored, 2 a refusal or a bad option.
+codes of `delete`: 0 every one deleted, 1 some had nothing stored, 2 a refusal or a bad
+option.
 """
 
 from __future__ import annotations
@@ -40,9 +43,14 @@ def add_parser(commands: Subcommands) -> None:
     delete = actions.add_parser("delete", help="delete conversations by room id")
     delete.add_argument("room_ids", nargs="+", metavar="ROOM_ID", help="e.g. research:alice")
     add_hub_options(delete)
-    delete.add_argument(
-        "--recordings", type=Path, help="recordings folder (default: $VOICEHUB_RECORDINGS)"
+    sweep = actions.add_parser(
+        "sweep", help="delete the conversations past their desk's [privacy] keep_days"
     )
+    for action in (delete, sweep):
+        action.add_argument(
+            "--recordings", type=Path, help="recordings folder (default: $VOICEHUB_RECORDINGS)"
+        )
+    add_hub_options(sweep)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +58,35 @@ def run(args: argparse.Namespace) -> int:
     from voicehub.server.settings import ServerSettings
 
     settings = ServerSettings.from_env(recordings_dir=args.recordings, **hub_overrides(args))
+    if args.action == "sweep":
+        return asyncio.run(_sweep(settings))
     return asyncio.run(_delete(settings, list(args.room_ids)))
+
+
+async def _sweep(settings: ServerSettings) -> int:
+    from voicehub.core.clock import SystemClock
+    from voicehub.core.store.choice import open_store
+    from voicehub.desks.desk import load_desks
+    from voicehub.recordings.folder import RecordingFolder
+    from voicehub.server.erasure import ConversationEraser
+    from voicehub.server.retention import RetentionSweeper
+
+    desks = load_desks(settings.channels_dir)
+    keep = {name: desk.config.privacy.keep_days for name, desk in desks.items()}
+    store = await open_store(settings)
+    try:
+        eraser = ConversationEraser(
+            store, RecordingFolder(settings.recordings_folder), wall=time.time
+        )
+        sweeper = RetentionSweeper(eraser, lambda: keep, lambda room_id: False, SystemClock())
+        deleted = await sweeper.sweep()
+    finally:
+        await store.close()
+    kept = ", ".join(f"{name} {days:g} days" for name, days in sorted(keep.items()) if days)
+    print(f"deleted {len(deleted)} conversations (keep_days: {kept or 'every desk keeps'})")
+    for room_id in deleted:
+        print(f"  {room_id}")
+    return 0
 
 
 async def _delete(settings: ServerSettings, room_ids: list[str]) -> int:

@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 from voicehub.agents.scripted import ScriptedRule
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
 from voicehub.desks.durations import Duration
+from voicehub.mcp.names import qualified_tool
 from voicehub.tools.registry import BUILTIN_TOOLS, unknown_tool_message
 
 DEFAULT_FALLBACK = "Sorry, I can't help with that yet."
@@ -74,6 +75,8 @@ SECTION_TOOLS = {
 
 
 def _builtin_tool(value: str) -> str:
+    if qualified_tool(value) is not None:  # an MCP tool, "<server>.<tool>": see [[mcp]]
+        return value
     section = SECTION_TOOLS.get(value)
     if section is not None:
         raise ValueError(f"{value!r} is not listed in tools: the desk's {section} section adds it")
@@ -448,8 +451,9 @@ class AgentConfig(StrictModel):
     voice: Literal["piper", "espeak"] | None = None  # on a call: this agent's TTS voice
     """On a call, this agent's TTS voice (`piper` or `espeak`); unset: the desk's."""
     tools: tuple[ToolName, ...] = ()
-    """Built-in tools the agent may call (`search_knowledge`, ...); sections add their own
-    (`delegate_workers`, `ask_user`, ...)."""
+    """Built-in tools the agent may call (`search_knowledge`, ...) and tools of the desk's MCP
+    servers (`"SERVER.TOOL"`, see `[[mcp]]`); sections add their own (`delegate_workers`,
+    `ask_user`, ...)."""
     llm: LLMConfig = Field(default_factory=LLMConfig)
     """The model the agent runs on: `"scripted"` or an `{ provider = "openai", model = ... }`
     table."""

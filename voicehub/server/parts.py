@@ -33,8 +33,10 @@ from voicehub.server.calls import Switchboard
 from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain
 from voicehub.server.entry_gate import Door
+from voicehub.server.erasure import ConversationEraser
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
+from voicehub.server.retention import RetentionSweeper
 from voicehub.server.telephony import Telephony
 from voicehub.server.webrtc import WebRTCDesk
 from voicehub.telephony.line import PhoneLine, public_url
@@ -78,6 +80,12 @@ class ServerParts:
         self.telemetry = telemetry = CallTelemetry(hub, metrics, traces)
         folder = RecordingFolder(settings.recordings_folder)
         self.recordings = recordings = CallRecordings(hub, folder)
+        self.retention = RetentionSweeper(
+            ConversationEraser(hub.store, folder, wall=hub.wall),
+            lambda: {name: desk.config.privacy.keep_days for name, desk in runtime.desks.items()},
+            lambda room_id: room_id in calls.calls or room_id in hub.rooms,
+            clock,
+        )
         self.webrtc = webrtc = WebRTCDesk(board)
         self.drain = drain = Drain(
             clock, settings.drain_seconds, board, (webrtc.close_all,), runtime.peers_alive
@@ -165,6 +173,7 @@ class ServerParts:
             describe_store(self.settings),
         )
         self.loop_health.start()  # from here: loading is done
+        self.retention.start()
         self.ready = True
 
     async def aclose(self) -> None:
@@ -174,6 +183,7 @@ class ServerParts:
         if self.reloader is not None:
             await self.reloader.aclose()
         await self.loop_health.aclose()
+        await self.retention.aclose()
         await self.board.close_all()
         await self.webrtc.close_all()
         await self.telephony.aclose()
