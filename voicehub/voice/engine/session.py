@@ -46,6 +46,7 @@ from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
+from voicehub.voice.providers.streams import recognizer_abilities, vad_abilities
 from voicehub.voice.turns.words import ends_open
 
 if TYPE_CHECKING:
@@ -111,7 +112,9 @@ class PipelineVoiceSession:
         flushes = finalizes_on_flush(stt)
         if turn.flush_finalizes != flushes:
             turn = dataclasses.replace(turn, flush_finalizes=flushes)
-        self.engine = TurnEngine(turn, words_open=words_open or ends_open)
+        self.engine = TurnEngine(
+            turn, words_open=words_open or ends_open, started_at=hub.clock.now()
+        )
         self.history = CallHistory(self.options.history_messages)
         self.records = CallRecords(hub, room_id, transport)
         self.player = SpeechPlayer(
@@ -210,7 +213,8 @@ class PipelineVoiceSession:
         stt_stream = recognizer_stream(self._stt)
         self._streams = [vad_stream, stt_stream]
         self.caller.streams = [vad_stream, stt_stream]
-        self.turns.recognizer, self.turns.vad = stt_stream, vad_stream
+        self.turns.recognizer = recognizer_abilities(stt_stream)
+        self.turns.vad = vad_abilities(vad_stream)
         for stream, sink, name in (
             (vad_stream, self.turns.on_vad, "vad"),
             (stt_stream, self.turns.on_stt, "stt"),
