@@ -4,8 +4,7 @@ The one place a `PipelineVoiceSession` is built for a desk. The stacks that run 
 (`offline`, `deepgram`) give it the call's plugins (`PipelineProviders`); the rest comes
 from the desk: the agent that has the conversation and its tools (`DeskOnCall`), the
 engine's options (`desk_engine_options`: its delivery mode, turn-taking and idle timers),
-the end-of-turn model and what the desk's words leave open (`voicehub.desks.turns`), the
-caller audio's noise suppression (`[voice] denoise`, `voicehub.voice.denoise`).
+the end-of-turn model and what the desk's words leave open (`voicehub.desks.turns`).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from voicehub.desks.call import DeskOnCall
 from voicehub.desks.turns import desk_turn_setup, desk_words_open
 from voicehub.errors import ConfigError
-from voicehub.voice.denoise import caller_filter
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
 from voicehub.voice.engine.turn_engine import TurnSettings
 
@@ -84,7 +82,6 @@ async def start_pipeline_call(
         words_open=desk_words_open(desk),
         turn_observer=call.turn_observer,
         prerender_budget=prerender_budget,
-        caller_filter=caller_filter(desk.config.voice.denoise, call.transport.sample_rate),
     )
     glue.attach(session)
     session.on_close(glue.detach)

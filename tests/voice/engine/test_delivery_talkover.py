@@ -300,7 +300,7 @@ async def _offer_asked(test: Harness) -> None:
     speaker = test.session.results
 
     async def wait() -> None:
-        while speaker.offer_waiting is None:  # noqa: ASYNC110 - the offer sets no event
+        while speaker._answer is None:  # noqa: ASYNC110 - the offer sets no event
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(wait(), 20)
@@ -366,7 +366,7 @@ async def test_a_spoken_turn_of_earlier_audio_does_not_answer_the_offer(
     # a recognizer's late turn: its words were said before the question (no voice since)
     test.session.stt.inject(final("no"))
     await test.clock.advance(1.0)  # the turn commits after its endpointing delay
-    assert speaker.offer_waiting is not None
+    assert speaker._answer is not None and not speaker._answer.done()
     speaker.activity.caller_voiced()  # the caller speaks after the question
     test.session.stt.inject(final("yes please"))
     await test.clock.advance(1.0)

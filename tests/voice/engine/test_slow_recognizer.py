@@ -23,13 +23,11 @@ from voicehub.core.events import EventKind
 from voicehub.hub import Hub
 from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
+from voicehub.voice.engine.caller_turns import RECOGNIZER_WAIT_LIMIT
 from voicehub.voice.engine.session import PipelineVoiceSession
-from voicehub.voice.engine.tick_gate import GateSettings
 from voicehub.voice.events import UserState
 from voicehub.voice.providers.offline import PiperTTS, load_vad, synthesize
 from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
-
-RECOGNIZER_WAIT_LIMIT = GateSettings().recognizer_wait_limit
 
 RATE = 16000
 FRAME = frame_bytes(RATE)

@@ -30,7 +30,6 @@ from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
-from voicehub.voice.denoise import FrameFilter
 from voicehub.voice.engine.caller_turns import CallerTurns
 from voicehub.voice.engine.history import CallHistory
 from voicehub.voice.engine.idle import CallIdle
@@ -46,7 +45,6 @@ from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
-from voicehub.voice.providers.streams import recognizer_abilities, vad_abilities
 from voicehub.voice.turns.words import ends_open
 
 if TYPE_CHECKING:
@@ -69,8 +67,7 @@ class PipelineVoiceSession:
     TTS. While `reply_gate()` is False, caller turns get no reply, only a room transcript
     (ask_user by voice). `end_of_turn` is the end-of-turn model for `turn.mode == "model"`,
     `words_open(text)` whether a caller's words stop mid-request (the desk's half requests);
-    `turn_observer` receives every answered turn's latency; `caller_filter` filters the
-    caller's audio before the VAD and the recognizer hear it (noise suppression).
+    `turn_observer` receives every answered turn's latency.
     """
 
     def __init__(
@@ -94,7 +91,6 @@ class PipelineVoiceSession:
         prerender_budget: PrerenderBudget | None = None,
         activity: VoiceActivity | None = None,
         attach_delivery: bool = True,
-        caller_filter: FrameFilter | None = None,
     ) -> None:
         self.hub, self.room_id, self.transport = hub, room_id, transport
         self.options = options or EngineOptions()
@@ -112,9 +108,7 @@ class PipelineVoiceSession:
         flushes = finalizes_on_flush(stt)
         if turn.flush_finalizes != flushes:
             turn = dataclasses.replace(turn, flush_finalizes=flushes)
-        self.engine = TurnEngine(
-            turn, words_open=words_open or ends_open, started_at=hub.clock.now()
-        )
+        self.engine = TurnEngine(turn, words_open=words_open or ends_open)
         self.history = CallHistory(self.options.history_messages)
         self.records = CallRecords(hub, room_id, transport)
         self.player = SpeechPlayer(
@@ -164,9 +158,7 @@ class PipelineVoiceSession:
             floor_wait=self.options.floor_wait,
         )
         keep = self.options.eot_audio_seconds if turn.mode == "model" else 0.0
-        self.caller = CallerAudio(
-            transport.sample_rate, self.turns.voiced, keep_seconds=keep, intake=caller_filter
-        )
+        self.caller = CallerAudio(transport.sample_rate, self.turns.voiced, keep_seconds=keep)
         self.turns.caller = self.caller
         self.player.hooks.wait = self.turns.wait_for_floor
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -213,8 +205,7 @@ class PipelineVoiceSession:
         stt_stream = recognizer_stream(self._stt)
         self._streams = [vad_stream, stt_stream]
         self.caller.streams = [vad_stream, stt_stream]
-        self.turns.recognizer = recognizer_abilities(stt_stream)
-        self.turns.vad = vad_abilities(vad_stream)
+        self.turns.recognizer, self.turns.vad = stt_stream, vad_stream
         for stream, sink, name in (
             (vad_stream, self.turns.on_vad, "vad"),
             (stt_stream, self.turns.on_stt, "stt"),
@@ -275,7 +266,6 @@ class PipelineVoiceSession:
         for stream in self._streams:
             with contextlib.suppress(Exception):
                 await stream.aclose()
-        self.caller.close()
         self.activity.session_detached()
         await self.records.aclose()
         self.closed.set()
