@@ -1,6 +1,6 @@
-"""`[voice] stt` picks the offline recognizer of a desk's calls: PocketSphinx or Whisper
-(biased to the desk's vocabulary), or "auto" (the default): Whisper where its model loads,
-else PocketSphinx."""
+"""`[voice] stt` picks the offline recognizer of a desk's calls: PocketSphinx, Whisper
+(biased to the desk's vocabulary) or Moonshine, or "auto" (the default): Whisper where its
+model loads, else PocketSphinx."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ from voicehub.desks.loading import load_desk_file
 from voicehub.desks.offline_stack import offline_stt_name, speech_to_text_for
 from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
 from voicehub.errors import ConfigError
-from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT, whisper_engine
+from voicehub.voice.providers.offline import (
+    PocketSphinxSTT,
+    WhisperSTT,
+    moonshine_model,
+    whisper_engine,
+)
+from voicehub.voice.providers.offline.moonshine_stt import MoonshineSTT
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
@@ -66,25 +72,36 @@ def test_an_unknown_stt_name_is_refused_naming_the_file_and_the_choices(tmp_path
         load_desk_file(path)
     message = str(caught.value)
     assert message.startswith(f"{path}: ")
-    assert "voice.stt: Input should be 'pocketsphinx', 'whisper', 'auto' or 'deepgram'" in message
+    assert (
+        "voice.stt: Input should be 'pocketsphinx', 'whisper', 'moonshine', 'auto' or 'deepgram'"
+        in message
+    )
 
 
 @pytest.fixture
 def fresh_whisper_check() -> Iterator[None]:
-    """`whisper_unavailable` is cached per process: each test sees its own answer."""
+    """`whisper_unavailable` and `moonshine_unavailable` are cached per process: each test
+    sees its own answer."""
     whisper_engine.whisper_unavailable.cache_clear()
+    moonshine_model.moonshine_unavailable.cache_clear()
     yield
     whisper_engine.whisper_unavailable.cache_clear()
+    moonshine_model.moonshine_unavailable.cache_clear()
+
+
+@pytest.mark.usefixtures("fresh_whisper_check")
+def test_an_explicit_moonshine_desk_is_heard_by_moonshine_alone(tmp_path: Path) -> None:
+    desk = research_desk(tmp_path, 'stt = "moonshine"')
+    stt = speech_to_text_for(desk)
+    assert isinstance(stt, MoonshineSTT) and stt.second_opinion is None
 
 
 @pytest.mark.usefixtures("fresh_whisper_check")
 def test_auto_chooses_whisper_where_its_model_loads(tmp_path: Path) -> None:
     desk = research_desk(tmp_path, 'stt = "auto"')
-    assert desk.config.voice.stt == "auto"
     assert offline_stt_name(desk) == "whisper"
     stt = speech_to_text_for(desk)
-    assert isinstance(stt, WhisperSTT)
-    assert "wind turbines" in stt.prompt  # biased like an explicit whisper desk
+    assert isinstance(stt, WhisperSTT) and "wind turbines" in stt.prompt
 
 
 @pytest.mark.usefixtures("fresh_whisper_check")

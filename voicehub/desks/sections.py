@@ -171,10 +171,10 @@ class VoiceConfig(StrictModel):
     `engine`, `stt` and `tts` name (`offline`, `deepgram` or `openai-realtime`)."""
     vad: Literal["silero", "webrtc"] = "silero"
     """Voice activity detection: Silero (default) or WebRTC's."""
-    stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "auto"
+    stt: Literal["pocketsphinx", "whisper", "moonshine", "auto", "deepgram"] = "auto"
     """Speech recognition: `auto` (the default: Whisper where its model loads, else
-    PocketSphinx, docs/speech-recognition.md), Whisper or PocketSphinx (offline), or Deepgram
-    (cloud)."""
+    PocketSphinx, docs/speech-recognition.md), Moonshine, Whisper or PocketSphinx (offline),
+    or Deepgram (cloud)."""
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
     """Speech synthesis: Piper (offline), eSpeak NG (offline), or Deepgram Aura (cloud)."""
     stt_fallback: Literal["pocketsphinx"] | None = None
