@@ -16,12 +16,14 @@ recordings sooner on their own.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pydantic import Field, field_validator
 
+from voicehub.core.redaction import Redactor
 from voicehub.desks.sections import StrictModel
 
-__all__ = ["PrivacyConfig"]
+__all__ = ["PrivacyConfig", "process_redactor"]
 
 
 class PrivacyConfig(StrictModel):
@@ -45,3 +47,13 @@ class PrivacyConfig(StrictModel):
             except re.error as exc:
                 raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
         return value
+
+
+def process_redactor(configs: Iterable[PrivacyConfig]) -> Redactor | None:
+    """The redactor of a process serving these desks' calls: logs and spans are the
+    process's, not a desk's, so they are scrubbed unless every desk turns `redact` off, by
+    every desk's `sensitive` patterns together (None: no redaction)."""
+    chosen = list(configs)
+    if chosen and not any(config.redact for config in chosen):
+        return None
+    return Redactor(pattern for config in chosen for pattern in config.sensitive)

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.redaction import Redactor, redact_logs
 from voicehub.core.store.choice import describe_store
 from voicehub.core.tracing import NO_TRACING
 from voicehub.desks.call_admission import CallAdmission, LoadMeter
+from voicehub.desks.privacy import process_redactor
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.hub import new_instance_id
 from voicehub.recordings.folder import RecordingFolder
@@ -155,10 +158,14 @@ class ServerParts:
         calls.observe_turns(telemetry)
         if takeover is not None:  # phone calls a lost instance carried are taken up here
             runtime.on_instance_lost(takeover.instance_lost)
+        self.redactor = process_redactor(d.config.privacy for d in runtime.desks.values())
+        self._unredact: Callable[[], None] | None = None
         self.ready = False
 
     async def start(self) -> None:
         """Start every part; the models load first (with `prewarm`)."""
+        if self.redactor is not None and self._unredact is None:
+            self._unredact = redact_logs(self.redactor)
         await self.runtime.start(prepare=self.settings.prewarm)
         self.telephony.start()
         if self.reloader is not None:
@@ -192,6 +199,9 @@ class ServerParts:
         await self.recordings.aclose()
         await self.runtime.aclose()
         await self.telemetry.aclose()
+        if self._unredact is not None:
+            self._unredact()
+            self._unredact = None
 
 
 async def build_server(
@@ -206,7 +216,8 @@ async def build_server(
     `tracing` turns traces on (`OTEL_*`); `phone_clock` times stream tokens, keypad and
     call-back delays (a virtual clock in tests)."""
     instance_id = settings.instance_id or new_instance_id()
-    traces = _start_tracing(tracing, instance_id)
+    redactor = process_redactor(desk.config.privacy for desk in desks.values())
+    traces = _start_tracing(tracing, instance_id, redactor)
     metrics = ServerMetrics(SystemClock())
     runtime = await ProcessRuntime.open(
         settings,
@@ -219,12 +230,15 @@ async def build_server(
     return ServerParts(settings, runtime, metrics, traces, phone_clock)
 
 
-def _start_tracing(settings: TracingSettings | None, instance_id: str) -> Tracing | None:
+def _start_tracing(
+    settings: TracingSettings | None, instance_id: str, redactor: Redactor | None
+) -> Tracing | None:
     if settings is None:
         return None
     from voicehub.telemetry.setup import start_tracing
 
-    tracing = start_tracing(settings, resource={"service.instance.id": instance_id})
+    resource = {"service.instance.id": instance_id}
+    tracing = start_tracing(settings, resource=resource, redactor=redactor)
     log.info("tracing on: %s over %s", settings.exporter, settings.protocol)
     return tracing
 
