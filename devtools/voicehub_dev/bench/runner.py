@@ -23,6 +23,7 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         failover,
+        mcp,
         memory,
         observability,
         offline_load,
@@ -54,6 +55,7 @@ def _sections() -> dict[str, Section]:
         "failover": failover.run,
         "turns": turns.run,
         "observability": observability.run,
+        "mcp": mcp.run,
     }
 
 
