@@ -98,6 +98,7 @@ class PipelineVoiceSession:
         self._stt, self._tts, self._vad = speech.stt, speech.tts, speech.vad
         self._voices = dict(speech.voices)
         self.agent, self._extra_tools = agent.agent, tuple(agent.extra_tools)
+        self._reply_gate = agent.reply_gate  # closed while a question waits for its answer
         self._agent_voice = self._voice_of(agent.agent)  # checks the model and voice first
         turn = self.options.turn
         if turn.mode == "model" and judges.end_of_turn is None:
