@@ -29,6 +29,7 @@ from urllib.parse import parse_qs
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket
 
+from voicehub.server.auth import scope_token
 from voicehub.server.drain import REFUSAL
 from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
 
@@ -157,19 +158,7 @@ def _rate_wait(door: Door, entry: str, scope: Scope) -> float | None:
         return None
     client = scope.get("client")
     address = str(client[0]) if client else None
-    return door.starts.take(token=_presented(scope), address=address)
-
-
-def _presented(scope: Scope) -> str | None:
-    """The access token a request carries (the bearer header, then `?token=`)."""
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            scheme, _, token = bytes(value).decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-    query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
-    tokens: list[str] = query.get("token", [])
-    return tokens[0] if tokens else None
+    return door.starts.take(token=scope_token(scope), address=address)
 
 
 def _entry(scope: Scope) -> str | None:

@@ -29,6 +29,7 @@ from voicehub.desks.privacy import process_redactor
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.hub import new_instance_id
 from voicehub.recordings.folder import RecordingFolder
+from voicehub.server.access import AccessTokens
 from voicehub.server.call_metrics import CallMetrics
 from voicehub.server.call_recordings import CallRecordings
 from voicehub.server.call_starts import CallStartLimits
@@ -81,6 +82,7 @@ class ServerParts:
         clock = metrics.clock
         hub, calls = runtime.hub, runtime.calls
         self.board = board = Switchboard(calls, settings)
+        self.access = AccessTokens(hub.store, clock, wall=hub.wall)
         self.telemetry = telemetry = CallTelemetry(hub, metrics, traces)
         folder = RecordingFolder(settings.recordings_folder)
         self.recordings = recordings = CallRecordings(hub, folder)
