@@ -191,11 +191,6 @@ class VoiceConfig(StrictModel):
     idle_hang_up_after: float = Field(default=300.0, ge=0.0, allow_inf_nan=False)
     """Seconds without a word from the caller after which the agent says goodbye and ends the
     call (results not spoken yet stay held for the next call); 0: never."""
-    denoise: Literal["rnnoise", "off"] | None = None
-    """Noise suppression of the caller's audio before the VAD and the recognizer hear it
-    (docs/noise.md): `rnnoise` (RNNoise, run on the server) or `off`; unset: the default for
-    the call's line (`PHONE_DENOISE` on 8 kHz phone lines, `off` elsewhere). Pipeline calls
-    only: a speech-to-speech model hears the caller as sent."""
     deepgram: DeepgramConfig | None = None
     """Deepgram's settings, with `stt` or `tts = "deepgram"`: `[voice.deepgram]`."""
     realtime: RealtimeConfig | None = None
@@ -206,11 +201,6 @@ class VoiceConfig(StrictModel):
         if self.engine == "pipeline" and self.realtime is not None:
             raise field_error("realtime", "only used with engine = 'openai-realtime'")
         if self.engine == "openai-realtime":
-            for name in ("denoise",):
-                if name in self.model_fields_set:
-                    raise field_error(
-                        name, "only used with engine = 'pipeline' (voicehub's own engine)"
-                    )
             for name in ("turn", "max_turn_silence"):
                 if name in self.model_fields_set:
                     raise field_error(

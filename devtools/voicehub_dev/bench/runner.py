@@ -23,12 +23,14 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         failover,
+        mcp,
         memory,
         observability,
         offline_load,
         phone,
         realtime,
         stt_final,
+        tts,
         turns,
         vad_batch,
         voice,
@@ -44,6 +46,7 @@ def _sections() -> dict[str, Section]:
         "audio": audio.run,
         "phone": phone.run,
         "stt_final": stt_final.run,
+        "tts": tts.run,
         "offline": offline_load.run,
         "webrtc": webrtc.run,
         "realtime": realtime.run,
@@ -52,6 +55,7 @@ def _sections() -> dict[str, Section]:
         "failover": failover.run,
         "turns": turns.run,
         "observability": observability.run,
+        "mcp": mcp.run,
     }
 
 
