@@ -1,5 +1,4 @@
-"""The `voicehub` command: serve, call, console, channels, test, worker, token,
-conversations, access.
+"""The `voicehub` command: serve, call, console, channels, test, worker, token, conversations.
 
 Each command is a module here with `add_parser(commands)` (its argparse wiring) and
 `run(args) -> int` (its exit code); `main` assembles them. Errors a user can cause
@@ -19,17 +18,7 @@ import sys
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from voicehub.cli import (
-    access,
-    call,
-    channels,
-    console,
-    conversations,
-    serve,
-    test,
-    token,
-    worker,
-)
+from voicehub.cli import call, channels, console, conversations, serve, test, token, worker
 from voicehub.errors import VoicehubError
 
 __all__ = ["main"]
@@ -43,7 +32,6 @@ _COMMANDS: dict[str, ModuleType] = {
     "worker": worker,
     "token": token,
     "conversations": conversations,
-    "access": access,
 }
 
 

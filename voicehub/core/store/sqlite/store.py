@@ -7,7 +7,6 @@ from pathlib import Path
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
-    AccessTokenRecord,
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
@@ -26,7 +25,6 @@ from voicehub.core.store.sqlite.events import EventTable
 from voicehub.core.store.sqlite.instances import InstanceTable
 from voicehub.core.store.sqlite.rooms import RoomTable
 from voicehub.core.store.sqlite.tasks import TaskTable
-from voicehub.core.store.sqlite.tokens import TokenTable
 
 
 class SQLiteStore:
@@ -52,7 +50,6 @@ class SQLiteStore:
         self._instances = InstanceTable(self._database)
         self._deliveries = DeliveryTable(self._database)
         self._calls = CallTable(self._database)
-        self._tokens = TokenTable(self._database)
 
     @property
     def statements(self) -> int:
@@ -202,20 +199,6 @@ class SQLiteStore:
     ) -> list[DeliveryRecord]:
         """Deliveries ordered by (created_at, id), optionally of one room and/or statuses."""
         return self._deliveries.find(room_id, statuses)
-
-    # Access tokens
-
-    async def save_token(self, token: AccessTokenRecord) -> None:
-        """Insert or replace an access token (committed now)."""
-        self._tokens.put(token)
-
-    async def list_tokens(self) -> list[AccessTokenRecord]:
-        """Every access token, by id."""
-        return self._tokens.find()
-
-    async def delete_token(self, token_id: str) -> bool:
-        """Revoke an access token (committed now); False when there was none."""
-        return self._tokens.remove(token_id)
 
     # Conversations
 
