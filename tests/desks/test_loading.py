@@ -279,7 +279,7 @@ def test_unknown_field_is_named_with_a_suggestion(tmp_path: Path) -> None:
     assert "voice.vda: unknown field 'vda' (did you mean 'vad'?)" in message
     assert (
         "allowed here: deepgram, denoise, engine, idle_hang_up_after, idle_prompt_after, "
-        "max_turn_silence, realtime, stack, stt, stt_fallback, tts, turn, vad" in message
+        "max_turn_silence, realtime, sounds, stack, stt, stt_fallback, tts, turn, vad" in message
     )
 
 

@@ -5,7 +5,8 @@ The one place a `PipelineVoiceSession` is built for a desk. The stacks that run 
 from the desk: the agent that has the conversation and its tools (`DeskOnCall`), the
 engine's options (`desk_engine_options`: its delivery mode, turn-taking and idle timers),
 the end-of-turn model and what the desk's words leave open (`voicehub.desks.turns`), the
-caller audio's noise suppression (`[voice] denoise`, `voicehub.voice.denoise`).
+caller audio's noise suppression (`[voice] denoise`, `voicehub.voice.denoise`) and the sounds
+while the agent works (`[voice.sounds]`, `voicehub.voice.sounds`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ from voicehub.errors import ConfigError
 from voicehub.voice.denoise import caller_filter
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
 from voicehub.voice.engine.turn_engine import TurnSettings
+from voicehub.voice.sounds import SoundSettings
+from voicehub.voice.sounds.session_sounds import attach_sounds
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
     from voicehub.desks.voice_stack import CallSpec
     from voicehub.voice.engine.results import PrerenderBudget
 
-__all__ = ["PipelineProviders", "desk_engine_options", "start_pipeline_call"]
+__all__ = [
+    "PipelineProviders",
+    "desk_engine_options",
+    "desk_sound_settings",
+    "start_pipeline_call",
+]
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,20 @@ def desk_engine_options(desk: Desk) -> EngineOptions:
         turn=TurnSettings(policy=desk_turn_setup(desk).settings),
         idle_prompt_after=voice.idle_prompt_after,
         idle_hang_up_after=voice.idle_hang_up_after,
+    )
+
+
+def desk_sound_settings(desk: Desk) -> SoundSettings:
+    """The sounds of `desk`'s calls (`[voice.sounds]`)."""
+    sounds = desk.config.voice.sounds
+    return SoundSettings(
+        thinking=None if sounds.thinking == "off" else sounds.thinking,
+        thinking_after=sounds.thinking_after,
+        hold=None if sounds.hold == "off" else sounds.hold,
+        hold_after=sounds.hold_after,
+        fillers=sounds.filler,
+        filler_after=sounds.filler_after,
+        volume_db=sounds.volume_db,
     )
 
 
@@ -86,6 +108,7 @@ async def start_pipeline_call(
         prerender_budget=prerender_budget,
         caller_filter=caller_filter(desk.config.voice.denoise, call.transport.sample_rate),
     )
+    attach_sounds(session, desk_sound_settings(desk))
     glue.attach(session)
     session.on_close(glue.detach)
     try:

@@ -24,6 +24,7 @@ def _sections() -> dict[str, Section]:
         delivery_talkover,
         failover,
         memory,
+        noise,
         observability,
         offline_load,
         phone,
@@ -52,6 +53,7 @@ def _sections() -> dict[str, Section]:
         "failover": failover.run,
         "turns": turns.run,
         "observability": observability.run,
+        "noise": noise.run,
     }
 
 
