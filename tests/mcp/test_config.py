@@ -152,3 +152,18 @@ def test_headers_belong_to_http_servers_and_env_to_stdio_ones(tmp_path: Path) ->
     text = DESK.format(desk_tools='["tickets.ticket_status"]', rule_tool="ticket_status")
     moved = text.replace('headers = { Authorization = "CRM_AUTHORIZATION" }', 'env = { A = "B" }')
     assert "mcp[1].env: only used with `command`" in _error(tmp_path, moved)
+
+
+def test_loading_desks_with_mcp_tables_imports_no_sdk() -> None:
+    # importing the SDK costs about 1.5 s of CPU: only a connection does
+    import subprocess
+    import sys
+
+    channels = Path(__file__).resolve().parents[2] / "channels"
+    code = (
+        "import sys; from voicehub.desks.desk import load_desks; "
+        f"desks = load_desks({str(channels)!r}); assert desks['tickets'].mcp is not None; "
+        "print(sorted(m for m in ('mcp', 'httpx2', 'jsonschema') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from voicehub.desks.keys import missing_keys
-from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
+from voicehub.desks.pipeline_call import start_pipeline_call
 from voicehub.errors import ConfigError
+from voicehub.voice.engine.call_parts import CallSpeech
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
@@ -132,7 +133,7 @@ class OfflineStack:
     async def start(self, call: CallSpec) -> PipelineVoiceSession:
         _refuse_on(self.check(call.desk))
         desk, shared = call.desk, self.shared
-        providers = PipelineProviders(
+        providers = CallSpeech(
             stt=speech_to_text_for(desk),
             tts=new_tts(desk.config.voice.tts),
             vad=shared.call_vad(desk.config.voice.vad),

@@ -21,7 +21,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from voicehub.core.clock import Clock
+from voicehub.core.clock import Clock, SystemClock
 from voicehub.mcp.servers import HttpServer, McpServerSpec, McpUnavailable, read_secrets
 
 if TYPE_CHECKING:
@@ -57,10 +57,16 @@ class McpConnection:
         self._holder: asyncio.Task[None] | None = None
         self._closing = asyncio.Event()
         self._opening: asyncio.Future[None] | None = None
+        self._refused: int | None = None  # the last HTTP error status the server answered
 
     @property
     def connected(self) -> bool:
         return self._session is not None
+
+    @property
+    def session(self) -> ClientSession | None:
+        """The SDK's session while connected (the bench times calls on it bare)."""
+        return self._session
 
     async def open(self, clock: Clock) -> dict[str, ServerTool]:
         """Connect unless connected, within `connect_timeout` on `clock`; the server's tools
@@ -74,6 +80,9 @@ class McpConnection:
 
     async def _connect(self, clock: Clock) -> None:
         await self._stop_holder()
+        # The SDK takes about 1.5 s of CPU to import: on a thread, so the loop (other calls'
+        # audio) keeps running meanwhile; a no-op once imported.
+        await asyncio.to_thread(_import_sdk)
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
         holder = asyncio.create_task(self._hold(ready), name=f"mcp-{self.spec.name}")
@@ -109,6 +118,8 @@ class McpConnection:
             raise
         except BaseException as exc:  # the transport's task groups raise groups
             reason = _reason(exc)
+            if self._refused is not None:  # the SDK's error does not say the status
+                reason = f"HTTP {self._refused} from {self.spec.transport.describe()} ({reason})"
             if ready.done():
                 log.warning("%s: connection lost: %s", self.spec.label, reason)
             else:
@@ -125,8 +136,15 @@ class McpConnection:
 
             headers = read_secrets(transport.headers, "header")
             timeout = httpx2.Timeout(self.spec.connect_timeout, read=None)
+            self._refused = None
+
+            async def note(response: httpx2.Response) -> None:
+                if response.status_code >= 400:
+                    self._refused = response.status_code
+
+            hooks = {"response": [note]}
             async with (
-                httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
+                httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as client,
                 streamable_http_client(transport.url, http_client=client) as streams,
             ):
                 yield streams
@@ -147,15 +165,18 @@ class McpConnection:
         """Run tool `name`; raises McpUnavailable (the server is down or went away: the
         connection is closed, the next call connects again), McpCallFailed (a protocol
         error), TimeoutError (after `timeout` on `clock`; the call is cancelled)."""
-        from mcp import MCPError
-        from mcp.types import CONNECTION_CLOSED
-
         session = self._session
         if session is None:
             await self.open(clock)
             session = self._session
             assert session is not None
-        running = asyncio.ensure_future(session.call_tool(name, dict(arguments)))
+        if isinstance(clock, SystemClock):  # the loop's own timer: no task per call
+            try:
+                async with asyncio.timeout(self.spec.timeout):
+                    return await self._answer(session, name, arguments)
+            except TimeoutError:
+                raise TimeoutError(f"no answer within {self.spec.timeout:g} s") from None
+        running = asyncio.ensure_future(self._answer(session, name, arguments))
         deadline = asyncio.ensure_future(clock.sleep(self.spec.timeout))
         either: set[asyncio.Future[Any]] = {running, deadline}
         try:
@@ -167,8 +188,16 @@ class McpConnection:
                 await asyncio.wait({running})
         if running.cancelled():
             raise TimeoutError(f"no answer within {self.spec.timeout:g} s")
+        return running.result()
+
+    async def _answer(
+        self, session: ClientSession, name: str, arguments: Mapping[str, Any]
+    ) -> CallToolResult:
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
         try:
-            return running.result()
+            return await session.call_tool(name, dict(arguments))
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
                 raise McpCallFailed(f"{exc.message} (error {exc.code})") from None
@@ -194,6 +223,13 @@ class McpConnection:
         await self._stop_holder()
 
 
+def _import_sdk() -> None:
+    import httpx2  # noqa: F401
+    import jsonschema.validators  # noqa: F401
+    import mcp
+    import mcp.client.streamable_http  # noqa: F401
+
+
 async def _list_tools(session: ClientSession) -> dict[str, ServerTool]:
     from mcp.types import PaginatedRequestParams
 
@@ -215,5 +251,9 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, McpUnavailable):
         return str(exc)
+    from mcp import MCPError
+
+    if isinstance(exc, MCPError):
+        return f"{exc.message} (error {exc.code})"
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.agents.llm import ToolSpec
 from voicehub.agents.tools import Tool, ToolContext, ToolResult
-from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.clock import Clock
 from voicehub.mcp.connection import McpCallFailed, ServerTool
 from voicehub.mcp.names import QualifiedTool
 from voicehub.mcp.servers import McpServerSpec, McpUnavailable
@@ -35,7 +35,6 @@ log = logging.getLogger("voicehub.mcp")
 __all__ = ["McpTool"]
 
 PLACEHOLDER_PARAMETERS: Mapping[str, Any] = {"type": "object", "properties": {}}
-_SYSTEM_CLOCK = SystemClock()
 
 
 class McpTool(Tool):
@@ -78,7 +77,7 @@ class McpTool(Tool):
             )
         if not isinstance(raw, dict):
             return self._error(call_id, "arguments must be a JSON object")
-        clock = _clock_of(context)
+        clock = _clock_of(context, self.toolset.clock)
         try:
             connection = await self.toolset.connected(self.qualified.server, clock)
         except McpUnavailable as exc:
@@ -113,9 +112,10 @@ class McpTool(Tool):
         return f"McpTool({str(self.qualified)!r})"
 
 
-def _clock_of(context: ToolContext | None) -> Clock:
+def _clock_of(context: ToolContext | None, otherwise: Clock) -> Clock:
+    """The clock of the room's runtime, else the one the toolset was opened on."""
     hub = context.hub if context is not None else None
-    return hub.clock if hub is not None else _SYSTEM_CLOCK
+    return hub.clock if hub is not None else otherwise
 
 
 def _problem(error: Any) -> str:

@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
-from voicehub.core.clock import Clock
+from voicehub.core.clock import Clock, SystemClock
 from voicehub.mcp.connection import McpConnection, ServerTool
 from voicehub.mcp.names import QualifiedTool, qualified_tool
 from voicehub.mcp.servers import McpServerSpec, McpUnavailable
@@ -46,6 +46,7 @@ class McpToolset:
                 server = self.servers[qualified.server]  # the desk file's checks ensure it
                 self.tools[name] = McpTool(qualified, server, self)
         self.problems: list[str] = []
+        self.clock: Clock = SystemClock()  # the one `start` or `open` was last given
         self._connections: dict[str, McpConnection] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started: asyncio.Task[list[str]] | None = None
@@ -53,6 +54,7 @@ class McpToolset:
     def start(self, clock: Clock) -> None:
         """Discover in the background (once per loop); calls wait for their server."""
         self._for_this_loop()
+        self.clock = clock
         if self._started is None:
             self._started = asyncio.create_task(self.open(clock), name=f"mcp-{self.desk}")
 
@@ -60,6 +62,7 @@ class McpToolset:
         """Connect every server, list its tools and check the named ones; the problems
         (also logged), none when all is well."""
         self._for_this_loop()
+        self.clock = clock
         found = await asyncio.gather(*(self._open_server(name, clock) for name in self.servers))
         self.problems = [problem for problems in found for problem in problems]
         for problem in self.problems:

@@ -19,8 +19,11 @@ CARRIERS = ("twilio", "telnyx", "plivo", "vonage")
 
 
 def carrier_routes() -> list[BaseRoute]:
-    """The webhooks and media streams of Telnyx, Plivo and Vonage numbers."""
-    return [*telnyx_routes(), *plivo_routes(), *vonage_routes()]
+    """The webhooks and media streams of Telnyx, Plivo and Vonage numbers, and their
+    call-backs' webhooks."""
+    from voicehub.telephony.carrier_callbacks import carrier_callback_routes
+
+    return [*telnyx_routes(), *plivo_routes(), *vonage_routes(), *carrier_callback_routes()]
 
 
 def carrier_calls(
@@ -31,7 +34,13 @@ def carrier_calls(
     if settings.telnyx_api_key:
         from voicehub.telephony.telnyx.control import TelnyxCalls
 
-        calls["telnyx"] = TelnyxCalls(settings.telnyx_api_key, api_url=settings.telnyx_api_url)
+        calls["telnyx"] = TelnyxCalls(
+            settings.telnyx_api_key,
+            public,
+            api_url=settings.telnyx_api_url,
+            account_sid=settings.telnyx_account_sid,
+            application_id=settings.telnyx_application_id,
+        )
     if settings.plivo_auth_id and settings.plivo_auth_token:
         from voicehub.telephony.plivo.control import PlivoCalls
 
@@ -47,6 +56,7 @@ def carrier_calls(
         calls["vonage"] = VonageCalls(
             settings.vonage_application_id,
             settings.vonage_private_key,
+            public,
             api_url=settings.vonage_api_url,
         )
     return calls

@@ -23,6 +23,7 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         failover,
+        mcp,
         memory,
         noise,
         observability,
@@ -30,6 +31,7 @@ def _sections() -> dict[str, Section]:
         phone,
         realtime,
         stt_final,
+        tts,
         turns,
         vad_batch,
         voice,
@@ -45,6 +47,7 @@ def _sections() -> dict[str, Section]:
         "audio": audio.run,
         "phone": phone.run,
         "stt_final": stt_final.run,
+        "tts": tts.run,
         "offline": offline_load.run,
         "webrtc": webrtc.run,
         "realtime": realtime.run,
@@ -54,6 +57,7 @@ def _sections() -> dict[str, Section]:
         "turns": turns.run,
         "observability": observability.run,
         "noise": noise.run,
+        "mcp": mcp.run,
     }
 
 

@@ -37,6 +37,7 @@ from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub_dev.fakes.injectable_stt import InjectableSTT, final
+from voicehub_dev.fakes.voice_providers import pipeline_session
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -95,7 +96,7 @@ async def harness(models: dict[str, Any]) -> AsyncIterator[Harness]:
         await hub.create_room(ROOM, orchestration=None)
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
         transport = MemoryTransport(RATE, ack="immediate")
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             hub,
             ROOM,
             agent,

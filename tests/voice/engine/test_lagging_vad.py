@@ -28,6 +28,7 @@ from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline import PiperTTS, synthesize
 from voicehub.voice.providers.offline.vad import WebRtcVAD, WebRtcVADStream
 from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
+from voicehub_dev.fakes.voice_providers import pipeline_session
 
 VAD_STALL_LIMIT = GateSettings().vad_stall_limit
 
@@ -108,7 +109,7 @@ async def call(tts: PiperTTS) -> AsyncIterator[Call]:
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
         transport = MemoryTransport(RATE, ack="immediate")
         held_vad = HeldVAD()
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             hub,
             ROOM,
             agent,

@@ -1,5 +1,6 @@
 """Plivo call control on the official SDK (`plivo.RestClient`): hang-up, cold transfer and
-keypad tones on a call's `CallUUID`.
+keypad tones on a call's `CallUUID`, and call-backs (`calls.create` with
+`machine_detection="hangup"`: Plivo ends a call a machine answered; no voicemail is left).
 
 `PLIVO_AUTH_ID` and `PLIVO_AUTH_TOKEN` authenticate (HTTP Basic). A transfer makes Plivo
 fetch new XML for the caller's leg: `/plivo/{desk}/dial?to=...` answers `<Dial>` to the
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from voicehub.errors import ConfigError, MissingExtraError
+from voicehub.telephony.callback import DialBack
 from voicehub.telephony.control import CarrierCallError
 
 __all__ = ["PlivoCalls"]
@@ -68,6 +70,23 @@ class PlivoCalls:
 
     async def send_digits(self, call_id: str, digits: str) -> None:
         await self._run(self._client.calls.send_digits, call_id, digits)
+
+    async def dial_back(self, call: DialBack) -> str:
+        path = f"/plivo/{call.desk}/callback/{call.attempt_id}"
+        try:
+            response = await asyncio.to_thread(
+                self._client.calls.create,
+                from_=call.from_.lstrip("+"),
+                to_=call.to.lstrip("+"),
+                answer_url=self.public(path),
+                answer_method="POST",
+                hangup_url=self.public(path + "/hangup"),
+                hangup_method="POST",
+                machine_detection="hangup",
+            )
+        except self._errors as exc:
+            raise CarrierCallError(self.carrier, 0, f"{type(exc).__name__}: {exc}") from None
+        return str(response.request_uuid)
 
     async def aclose(self) -> None:
         self._client.session.close()

@@ -7,8 +7,8 @@ clock) and acts on what it decides: `VoiceActivity` and the client's states, a f
 recognizer, a committed turn (recorded, then answered by a queued reply, taken as the
 answer to an offer, or left to ask_user while the reply gate is closed; a turn that
 continues an unheard reply stops that reply), and interruptions (the agent's words, or a
-result yielding to the caller). It also keeps the floor: the agent's words wait while the
-caller holds it (`wait_for_floor`).
+result yielding to the caller). It also tells the floor (`CallerFloor`) whether the
+caller holds it, after every decision.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from voicehub.core.clock import wait_or_sleep
 from voicehub.voice.audio.framing import FRAME_MS
 from voicehub.voice.engine import decisions as d
 from voicehub.voice.engine.reply import Reply
@@ -31,15 +30,12 @@ with vendor_import("livekit-agents"):
     from livekit.agents import vad as lk_vad
 
 if TYPE_CHECKING:
-    from voicehub.core.clock import Clock
-    from voicehub.voice.activity import VoiceActivity
-    from voicehub.voice.engine.history import CallHistory
+    from voicehub.voice.engine.call_parts import CallParts
+    from voicehub.voice.engine.floor import CallerFloor
     from voicehub.voice.engine.listening import CallerAudio
     from voicehub.voice.engine.playout import SpeechPlayer
-    from voicehub.voice.engine.records import CallRecords
     from voicehub.voice.engine.replies import CallReplies
     from voicehub.voice.engine.results import ResultSpeaker
-    from voicehub.voice.engine.speech import Speech
     from voicehub.voice.engine.turn_engine import TurnEngine
     from voicehub.voice.providers.streams import RecognizerAbilities, VadAbilities
     from voicehub.voice.turns.model import EndOfTurnModel
@@ -54,35 +50,35 @@ class CallerTurns:
 
     def __init__(
         self,
-        room_id: str,
-        clock: Clock,
+        parts: CallParts,
         engine: TurnEngine,
         *,
-        activity: VoiceActivity,
-        records: CallRecords,
-        history: CallHistory,
         player: SpeechPlayer,
         replies: CallReplies,
         results: ResultSpeaker,
+        floor: CallerFloor,
+        caller: CallerAudio,
         reply_gate: Callable[[], bool] | None = None,
         end_of_turn: EndOfTurnModel | None = None,
-        floor_wait: float = 3.0,
     ) -> None:
-        self.room_id, self.clock, self.engine = room_id, clock, engine
-        self.activity, self.records, self.history = activity, records, history
+        self.room_id, self.clock, self.engine = parts.room_id, parts.clock, engine
+        self.activity, self.records, self.history = parts.activity, parts.records, parts.history
         self.player, self.replies, self.results = player, replies, results
         self._reply_gate, self._end_of_turn = reply_gate, end_of_turn
-        self._floor_wait = floor_wait
-        self.caller: CallerAudio | None = None  # set by the session (recent audio for EOT)
-        # the STT stream, flushed at the VAD's end of speech
+        self._floor = floor
+        self.caller = caller  # recent audio for the end-of-turn model, how much was pushed
+        # the STT stream, flushed at the VAD's end of speech, and the VAD stream (how far
+        # it has analysed): given when the call starts (`listen`)
         self.recognizer: RecognizerAbilities | None = None
-        self.vad: VadAbilities | None = None  # the VAD stream (how far it has analysed)
+        self.vad: VadAbilities | None = None
         self._vad_heard = 0.0  # audio time of a livekit VAD's latest inference event
         self._vad_ended: float | None = None  # audio time of its latest end of speech
-        self._floor = asyncio.Event()  # set while the caller does not hold the floor
-        self._floor.set()
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+
+    def listen(self, recognizer: RecognizerAbilities, vad: VadAbilities) -> None:
+        """The call started: these are its recognizer and VAD streams."""
+        self.recognizer, self.vad = recognizer, vad
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -125,7 +121,7 @@ class CallerTurns:
         cuts utterances itself, Whisper's window, keeps words said after a pause the VAD
         ended late whole)."""
         ended, self._vad_ended = self._vad_ended, None
-        if ended is None or self.caller is None:
+        if ended is None:
             recognizer.flush()
             return
         recognizer.flush_ended(max(0.0, self.caller.seconds - ended))
@@ -163,13 +159,11 @@ class CallerTurns:
                     continue  # an input moved the engine on: ask it again
             self.apply(self.engine.tick(self.clock.now(), self._hearing()))
 
-    def _hearing(self) -> Hearing | None:
+    def _hearing(self) -> Hearing:
         """What the VAD and the recognizer have done with the caller's audio (the engine's
         tick gate decides on it). A livekit VAD says how far it got only in its inference
         events; one of ours in `analysed_seconds`."""
         caller = self.caller
-        if caller is None:
-            return None
         vad, recognizer = self.vad, self.recognizer
         analysed = vad.analysed_seconds if vad is not None else None
         return Hearing(
@@ -182,14 +176,6 @@ class CallerTurns:
         for task in list(self._tasks):
             task.cancel()
 
-    # -- the floor ----------------------------------------------------------------------
-
-    async def wait_for_floor(self, speech: Speech) -> None:
-        """The agent's words wait while the caller holds the floor (at most `floor_wait`
-        seconds); not a result: that is held instead, and offered at the next gap."""
-        if speech.kind != "delivery" and not self._floor.is_set():
-            await wait_or_sleep(self.clock, self._floor, self._floor_wait)
-
     # -- decisions ----------------------------------------------------------------------
 
     def apply(self, decisions: list[d.Decision]) -> None:
@@ -199,10 +185,7 @@ class CallerTurns:
                 self._decide(decision)
             except Exception:
                 log.exception("room %s: could not carry out %s", self.room_id, decision)
-        if self.engine.caller_has_floor:
-            self._floor.clear()
-        else:
-            self._floor.set()
+        self._floor.held_by_caller(self.engine.caller_has_floor)
         self._wake.set()
 
     def _decide(self, decision: d.Decision) -> None:
@@ -266,10 +249,10 @@ class CallerTurns:
         self.replies.queue(Reply(turn=turn.turn, text=text))
 
     def _ask_end_of_turn(self, turn: int) -> None:
-        model, caller = self._end_of_turn, self.caller
-        if model is None or caller is None:
+        model = self._end_of_turn
+        if model is None:
             return
-        audio = caller.recent_audio()
+        audio = self.caller.recent_audio()
 
         async def ask() -> None:
             try:

@@ -65,12 +65,16 @@ class CallerAudio:
         self._splitter = FrameSplitter(sample_rate)
         self._evidence = SpeechEvidence(sample_rate)
         self._on_voiced = on_voiced
-        self.streams: list[Any] = []  # livekit VAD and STT streams, fed in this order
+        self.streams: tuple[Any, ...] = ()  # livekit VAD and STT streams, fed in this order
         self.frames = 0
         keep = int(keep_seconds * 1000 / 20)
         self._recent: collections.deque[bytes] | None = (
             collections.deque(maxlen=keep) if keep else None
         )
+
+    def feed(self, *streams: Any) -> None:
+        """From now on, every frame goes to `streams` (livekit's `push_frame`), in order."""
+        self.streams = streams
 
     @property
     def seconds(self) -> float:
