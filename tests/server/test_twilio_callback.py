@@ -15,7 +15,7 @@ from tests.e2e_helpers import RunningServer, running_server
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
-from voicehub.telephony.twilio.callback import CallBacks
+from voicehub.telephony.callback import CallBacks
 from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio

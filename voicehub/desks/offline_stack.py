@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from voicehub.desks.keys import missing_keys
-from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
+from voicehub.desks.pipeline_call import start_pipeline_call
 from voicehub.errors import ConfigError
+from voicehub.voice.engine.call_parts import CallSpeech
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
@@ -132,7 +133,7 @@ class OfflineStack:
     async def start(self, call: CallSpec) -> PipelineVoiceSession:
         _refuse_on(self.check(call.desk))
         desk, shared = call.desk, self.shared
-        providers = PipelineProviders(
+        providers = CallSpeech(
             stt=speech_to_text_for(desk),
             tts=new_tts(desk.config.voice.tts),
             vad=shared.call_vad(desk.config.voice.vad),
@@ -153,19 +154,25 @@ def _refuse_on(problems: list[str]) -> None:
 
 def offline_stt_name(desk: Desk) -> str:
     """The offline recognizer of `desk`'s calls: "moonshine", "whisper" or "pocketsphinx",
-    as its `[voice] stt` names; "auto" is Whisper wherever it can run (`whisper_unavailable`),
-    on phone and wideband calls alike: it recognizes the desks' requests far more often than
-    PocketSphinx (the `phone` bench) for somewhat more CPU. PocketSphinx stands in, with a
-    warning, when Whisper's model is missing or altered."""
+    as its `[voice] stt` names. "auto" is Moonshine wherever its package runs
+    (`moonshine_unavailable`: Linux x86-64), with Whisper as its second opinion: as accurate
+    on the desks' requests as Whisper and a fifth of its CPU (docs/speech-recognition.md).
+    Elsewhere Whisper, with a warning naming why; PocketSphinx when Whisper's model is
+    missing or altered too."""
     chosen = desk.config.voice.stt
     if chosen != "auto":
         return chosen if chosen in ("whisper", "moonshine") else "pocketsphinx"
+    from voicehub.voice.providers.offline.moonshine_model import moonshine_unavailable
     from voicehub.voice.providers.offline.whisper_engine import whisper_unavailable
 
+    not_moonshine = moonshine_unavailable()
+    if not_moonshine is None:
+        return "moonshine"
     problem = whisper_unavailable()
     if problem is None:
+        log.warning("desk %r: stt 'auto' keeps Whisper: %s", desk.name, not_moonshine)
         return "whisper"
-    log.warning("desk %r: stt 'auto' uses PocketSphinx: %s", desk.name, problem)
+    log.warning("desk %r: stt 'auto' uses PocketSphinx: %s; %s", desk.name, not_moonshine, problem)
     return "pocketsphinx"
 
 

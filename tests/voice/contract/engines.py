@@ -32,12 +32,13 @@ from voicehub.core.clock import VirtualClock, settle
 from voicehub.hub import Hub
 from voicehub.testing import AckMode, MemoryTransport
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
+from voicehub.voice.engine.session import EngineOptions
 from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
+from voicehub_dev.fakes.voice_providers import pipeline_session
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -162,7 +163,7 @@ class PipelineHarness(Harness):
         models = offline_models()
         transport = MemoryTransport(RATE, ack=ack, clock=self.clock)
         mode = options.pop("delivery_mode", "say")
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             self.hub,
             ROOM,
             agent or self.agent(),

@@ -37,6 +37,7 @@ from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub_dev.fakes.injectable_stt import InjectableSTT, final
+from voicehub_dev.fakes.voice_providers import pipeline_session
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -95,7 +96,7 @@ async def harness(models: dict[str, Any]) -> AsyncIterator[Harness]:
         await hub.create_room(ROOM, orchestration=None)
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
         transport = MemoryTransport(RATE, ack="immediate")
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             hub,
             ROOM,
             agent,
@@ -300,7 +301,7 @@ async def _offer_asked(test: Harness) -> None:
     speaker = test.session.results
 
     async def wait() -> None:
-        while speaker._answer is None:  # noqa: ASYNC110 - the offer sets no event
+        while speaker.offer_waiting is None:  # noqa: ASYNC110 - the offer sets no event
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(wait(), 20)
@@ -366,7 +367,7 @@ async def test_a_spoken_turn_of_earlier_audio_does_not_answer_the_offer(
     # a recognizer's late turn: its words were said before the question (no voice since)
     test.session.stt.inject(final("no"))
     await test.clock.advance(1.0)  # the turn commits after its endpointing delay
-    assert speaker._answer is not None and not speaker._answer.done()
+    assert speaker.offer_waiting is not None
     speaker.activity.caller_voiced()  # the caller speaks after the question
     test.session.stt.inject(final("yes please"))
     await test.clock.advance(1.0)

@@ -312,6 +312,7 @@ def test_a_turn_committed_before_the_reply_was_heard_continues_that_turn() -> No
     engine.transcript("heat pumps", final=True, now=2.0)
     [second] = commits(engine.tick(2.65))
     assert (second.continues, second.text) == (first.turn, "could you research heat pumps")
+    assert second.own_text == "heat pumps"  # the words said since (recorded as the turn)
     engine.reply_ended(first.turn)
     engine.reply_started(second.turn, second.text)
     engine.reply_heard()
@@ -323,6 +324,7 @@ def test_a_turn_committed_before_the_reply_was_heard_continues_that_turn() -> No
     decisions += engine.tick(4.2)
     [third] = commits(decisions)
     assert third.continues is None and InterruptAgent in kinds(decisions)
+    assert third.own_text == third.text == "thanks and one more thing"
 
 
 def test_a_final_that_restates_the_interim_a_turn_was_committed_on_is_joined_once() -> None:
@@ -339,6 +341,7 @@ def test_a_final_that_restates_the_interim_a_turn_was_committed_on_is_joined_onc
     [second] = commits(engine.tick(2.2 + 0.65))
     assert second.continues == first.turn
     assert second.text == "could you research heat pumps for me please"
+    assert second.own_text == "heat pumps for me please"  # not the restated words again
 
 
 def test_an_interim_arriving_after_final_timeout_does_not_end_the_turn_under_its_final() -> None:

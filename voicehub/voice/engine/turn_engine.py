@@ -56,6 +56,14 @@ from voicehub.voice.engine.decisions import (
     PrepareReply,
     ResumeAgent,
 )
+from voicehub.voice.engine.tick_gate import (
+    GateSettings,
+    GateState,
+    Hearing,
+    HoldReason,
+    HoldTick,
+    gate,
+)
 from voicehub.voice.turns.overlap import MAX_BACKCHANNEL_SECONDS, Overlap, classify_overlap
 from voicehub.voice.turns.policy import AskModel, Commit, TurnEvidence, WakeAt, decide
 from voicehub.voice.turns.policy import TurnSettings as TurnPolicy
@@ -167,9 +175,14 @@ class TurnEngine:
         settings: TurnSettings | None = None,
         *,
         words_open: Callable[[str], bool] = ends_open,
+        gate: GateSettings | None = None,
+        started_at: float = 0.0,
     ) -> None:
         self.settings = settings or TurnSettings()
         self._words_open = words_open
+        self._gate_settings = gate or GateSettings()
+        self._gate = GateState(vad_seen_at=started_at)
+        self._held: HoldTick | None = None  # the due tick waits for a provider
         self._turn: _Turn | None = None
         self._turn_ids = 0
         self._reply: _Reply | None = None
@@ -204,15 +217,35 @@ class TurnEngine:
         turn = self._turn
         return turn is not None and not turn.speaking and turn.awaiting_final
 
+    @property
+    def held(self) -> HoldTick | None:
+        """Why and until when the due tick waits for a provider (None: it does not)."""
+        return self._held
+
     def next_wake(self) -> float | None:
-        """The clock time at which `tick` has something to decide (None: nothing)."""
+        """The clock time at which `tick` has something to decide (None: nothing); a tick
+        held for a provider is due at the hold's end."""
         times = [t for t in (self._overlap_check_at(), self._commit_check_at()) if t is not None]
-        return min(times) if times else None
+        if not times:
+            return None
+        due = min(times)
+        held = self._held
+        return due if held is None else max(due, held.until)
+
+    def release_hold(self, reason: HoldReason) -> bool:
+        """The provider a tick waits for moved on (a VAD's inference event): the tick asks
+        again at once. True if it was held for `reason`."""
+        held = self._held
+        if held is None or held.reason != reason:
+            return False
+        self._held = None
+        return True
 
     # -- caller -------------------------------------------------------------------------
 
     def speech_started(self, now: float) -> list[Decision]:
         """The VAD heard the caller start speaking."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         decisions: list[Decision] = []
         self._drop_stale_overlap(now)
         turn = self._turn
@@ -239,6 +272,7 @@ class TurnEngine:
     def speech_ended(self, now: float, ended_at: float | None = None) -> list[Decision]:
         """The VAD heard the caller stop speaking (`ended_at`: when their speech really
         ended, before the VAD's silence wait; defaults to `now`)."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         turn = self._turn
         if turn is None or not turn.speaking:
             return []
@@ -306,6 +340,7 @@ class TurnEngine:
     ) -> list[Decision]:
         """The recognizer's interim or final transcript of the caller's speech, and its
         confidence in a final (0: not reported)."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         text = text.strip()
         turn = self._turn
         decisions: list[Decision] = []
@@ -346,6 +381,7 @@ class TurnEngine:
 
     def typed(self, text: str, now: float) -> list[Decision]:
         """A turn typed, not said (keypad): committed at once, after any open turn."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         turn = self._turn
         if turn is not None and turn.text(with_interim=True):
             # what was said before the keys counts first, in the same turn
@@ -368,14 +404,29 @@ class TurnEngine:
 
     def end_of_turn(self, turn: int, probability: float, now: float) -> list[Decision]:
         """The end-of-turn model's verdict for `turn` (ignored if the turn moved on)."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         current = self._turn
         if current is None or current.id != turn or current.speaking:
             return []
         current.complete = probability
         return self._try_commit(now)
 
-    def tick(self, now: float) -> list[Decision]:
-        """Time passed: pause or resume the agent, commit what is due."""
+    def tick(self, now: float, hearing: Hearing | None = None) -> list[Decision]:
+        """Time passed: pause or resume the agent, commit what is due. With `hearing` (what
+        the VAD and the recognizer have done with the caller's audio) the tick first asks
+        the gate (`voicehub.voice.engine.tick_gate`) and decides nothing while it holds."""
+        if hearing is not None:
+            self._gate, verdict = gate(
+                self._gate,
+                hearing,
+                awaiting_final=self.awaiting_final,
+                now=now,
+                settings=self._gate_settings,
+            )
+            if isinstance(verdict, HoldTick):
+                self._held = verdict
+                return []
+        self._held = None
         return self._check_overlap(now) + self._try_commit(now, deadline=True)
 
     # -- agent --------------------------------------------------------------------------
@@ -569,7 +620,7 @@ class TurnEngine:
     ) -> list[Decision]:
         if self._turn is turn:
             self._turn = None
-        text = turn.text(with_interim=True)
+        text = own = turn.text(with_interim=True)
         decisions: list[Decision] = []
         continues: int | None = None
         reply = self._reply
@@ -578,7 +629,9 @@ class TurnEngine:
         if reply is not None and not reply.heard and not reply.used_tools and answer:
             earlier = reply.text
             if turn.restates is not None and turn.restates[0] == reply.turn:
+                # its first final says the words that turn was committed on again
                 earlier = earlier.removesuffix(turn.restates[1]).strip()
+                own = own.removeprefix(turn.restates[1]).strip()
             continues, text = reply.turn, f"{earlier} {text}".strip()
         elif self._speech is not None and self._interruptible:
             decisions += self._stop_agent("caller turn")
@@ -587,6 +640,7 @@ class TurnEngine:
             CallerTurnCommitted(
                 turn=turn.id,
                 text=text,
+                own_text=own,
                 spoken=spoken,
                 speech_ended_at=turn.speech_ended_at if spoken else None,
                 final_at=turn.final_at,
