@@ -128,9 +128,14 @@ class TurnSettings:
     sure_overlap: float = 0.45
 
     def __post_init__(self) -> None:
-        for name in ("final_timeout", "min_interruption", "resume_after", "sure_overlap"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name, value in (
+            ("final_timeout", self.final_timeout),
+            ("min_interruption", self.min_interruption),
+            ("resume_after", self.resume_after),
+            ("sure_overlap", self.sure_overlap),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
 
     @property
     def mode(self) -> str:
