@@ -42,8 +42,10 @@ class RealtimeAsker(VoiceAsker):
     """`ask_user` on a realtime call: the question is spoken verbatim through the model,
     and the caller's next turn answers it, not the model (its auto-reply is off meanwhile)."""
 
-    def __init__(self, hub: Hub, *, timeout: float | None = 60.0) -> None:
-        super().__init__(hub, timeout=timeout)
+    def __init__(
+        self, hub: Hub, *, timeout: float | None = 60.0, remind_after: float = 0.0
+    ) -> None:
+        super().__init__(hub, timeout=timeout, remind_after=remind_after)
         self.realtime: RealtimeVoiceSession | None = None
 
     def attach(self, session: SpeakingSession) -> None:

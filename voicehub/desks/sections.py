@@ -172,9 +172,10 @@ class VoiceConfig(StrictModel):
     vad: Literal["silero", "webrtc"] = "silero"
     """Voice activity detection: Silero (default) or WebRTC's."""
     stt: Literal["pocketsphinx", "whisper", "moonshine", "auto", "deepgram"] = "auto"
-    """Speech recognition: `auto` (the default: Whisper where its model loads, else
-    PocketSphinx, docs/speech-recognition.md), Moonshine, Whisper or PocketSphinx (offline),
-    or Deepgram (cloud)."""
+    """Speech recognition: `auto` (the default: Moonshine with Whisper as its second opinion
+    where Moonshine's package runs, else Whisper, else PocketSphinx,
+    docs/speech-recognition.md), Moonshine, Whisper or PocketSphinx (offline), or Deepgram
+    (cloud)."""
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
     """Speech synthesis: Piper (offline), eSpeak NG (offline), or Deepgram Aura (cloud)."""
     stt_fallback: Literal["pocketsphinx"] | None = None

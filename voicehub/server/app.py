@@ -45,6 +45,7 @@ from starlette.websockets import WebSocket
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import VoiceStack, default_voice_stacks
 from voicehub.errors import ConfigError
+from voicehub.server.access_gate import AccessGate
 from voicehub.server.api import api_routes
 from voicehub.server.app_state import keep, parts_of, running_parts
 from voicehub.server.conversation_api import conversation_routes
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     from voicehub.core.clock import Clock
+    from voicehub.server.access import AccessTokens
     from voicehub.server.drain import Drain
 
 __all__ = ["WEB_DIR", "create_app", "serve", "uvicorn_config"]
@@ -119,7 +121,15 @@ def create_app(
         *twilio_routes(),
         *telephony_routes(),
     ]
-    middleware = [Middleware(EntryGate, door=door)]
+
+    def access() -> AccessTokens | None:
+        parts = running_parts(app)
+        return parts.access if parts is not None else None
+
+    middleware = [
+        Middleware(AccessGate, tokens=access, shared=lambda: settings.token),
+        Middleware(EntryGate, door=door),
+    ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     return app
 

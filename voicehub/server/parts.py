@@ -29,8 +29,10 @@ from voicehub.desks.privacy import process_redactor
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.hub import new_instance_id
 from voicehub.recordings.folder import RecordingFolder
+from voicehub.server.access import AccessTokens
 from voicehub.server.call_metrics import CallMetrics
 from voicehub.server.call_recordings import CallRecordings
+from voicehub.server.call_starts import CallStartLimits
 from voicehub.server.call_telemetry import CallTelemetry
 from voicehub.server.calls import Switchboard
 from voicehub.server.desk_reload import DeskReloader
@@ -42,6 +44,7 @@ from voicehub.server.metrics import ServerMetrics
 from voicehub.server.retention import RetentionSweeper
 from voicehub.server.telephony import Telephony
 from voicehub.server.webrtc import WebRTCDesk
+from voicehub.telephony.carriers import carrier_redirectors, voice_path
 from voicehub.telephony.line import PhoneLine, public_url
 from voicehub.telephony.stream_tokens import StreamTokens
 from voicehub.telephony.twilio.callback import dialer_from
@@ -80,6 +83,7 @@ class ServerParts:
         clock = metrics.clock
         hub, calls = runtime.hub, runtime.calls
         self.board = board = Switchboard(calls, settings)
+        self.access = AccessTokens(hub.store, clock, wall=hub.wall)
         self.telemetry = telemetry = CallTelemetry(hub, metrics, traces)
         folder = RecordingFolder(settings.recordings_folder)
         self.recordings = recordings = CallRecordings(hub, folder)
@@ -96,17 +100,15 @@ class ServerParts:
 
         phone_timer = phone_clock if phone_clock is not None else SystemClock()
         rest = dialer_from(settings)  # None: no REST API set up
-        self.takeover = takeover = (
-            PhoneTakeover(
-                runtime.store,
-                runtime.instance_id,
-                rest,
-                lambda desk: public_url(settings, f"/twilio/{desk}/voice?resume=1"),
-                phone_timer,
-                wall=hub.wall,
-            )
-            if rest is not None
-            else None
+        # Calls nobody carries are redirected back through their carrier's REST API (Twilio's
+        # here; Telnyx's and Plivo's join once the telephony part has built them).
+        self.takeover = takeover = PhoneTakeover(
+            runtime.store,
+            runtime.instance_id,
+            {"twilio": rest} if rest is not None else {},
+            lambda carrier, desk: public_url(settings, voice_path(carrier, desk)),
+            phone_timer,
+            wall=hub.wall,
         )
         self.phone = phone = PhoneLine(
             board,
@@ -115,11 +117,12 @@ class ServerParts:
             StreamTokens(phone_clock, secret=runtime.number_key),
             runtime.number_key,
             clock=phone_timer,
-            stream_ended=takeover.stream_ended if takeover is not None else None,
+            stream_ended=takeover.stream_ended if rest is not None else None,
         )
         self.telephony = telephony = Telephony(
             phone, board, settings, phone_timer, rest, draining=lambda: drain.draining
         )
+        takeover.redirectors.update(carrier_redirectors(telephony.carrier_calls))
 
         def live_calls() -> int:
             return len(calls.calls)
@@ -130,7 +133,16 @@ class ServerParts:
             parts={"recognizers": offline_recognizer_load(calls=live_calls)},
         )
         self.admission = admission = CallAdmission(meter, settings.max_load)
-        self.door = Door(drain, admission, metrics.refused)
+        starts = (
+            CallStartLimits(
+                per_minute=settings.call_starts_per_minute,
+                burst=settings.call_start_burst,
+                clock=clock,
+            )
+            if settings.call_starts_per_minute is not None
+            else None
+        )
+        self.door = Door(drain, admission, metrics.refused, starts)
 
         def lagged(lag: float) -> None:
             metrics.loop_lag.observe(lag)
@@ -156,7 +168,7 @@ class ServerParts:
             calls.observe(observer)
         calls.tap(recordings)
         calls.observe_turns(telemetry)
-        if takeover is not None:  # phone calls a lost instance carried are taken up here
+        if takeover.redirectors:  # phone calls a lost instance carried are taken up here
             runtime.on_instance_lost(takeover.instance_lost)
         self.redactor = process_redactor(d.config.privacy for d in runtime.desks.values())
         self._unredact: Callable[[], None] | None = None
@@ -194,8 +206,7 @@ class ServerParts:
         await self.board.close_all()
         await self.webrtc.close_all()
         await self.telephony.aclose()
-        if self.takeover is not None:
-            await self.takeover.aclose()
+        await self.takeover.aclose()
         await self.recordings.aclose()
         await self.runtime.aclose()
         await self.telemetry.aclose()

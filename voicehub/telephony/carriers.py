@@ -11,9 +11,17 @@ from voicehub.telephony.control import CarrierCalls
 from voicehub.telephony.plivo.webhooks import plivo_routes
 from voicehub.telephony.settings import CarrierSettings
 from voicehub.telephony.telnyx.webhooks import telnyx_routes
+from voicehub.telephony.twilio.takeover import CallRedirector
 from voicehub.telephony.vonage.webhooks import vonage_routes
 
-__all__ = ["CARRIERS", "carrier_calls", "carrier_routes", "load_verifiers"]
+__all__ = [
+    "CARRIERS",
+    "carrier_calls",
+    "carrier_redirectors",
+    "carrier_routes",
+    "load_verifiers",
+    "voice_path",
+]
 
 CARRIERS = ("twilio", "telnyx", "plivo", "vonage")
 
@@ -60,6 +68,28 @@ def carrier_calls(
             api_url=settings.vonage_api_url,
         )
     return calls
+
+
+def voice_path(carrier: str, desk: str) -> str:
+    """The webhook a call of `carrier` to `desk` comes back to (`resume=1`: it goes on)."""
+    if carrier == "plivo":
+        return f"/plivo/{desk}/answer?resume=1"
+    return f"/{carrier}/{desk}/voice?resume=1"  # Twilio's, and Telnyx's TeXML
+
+
+def carrier_redirectors(calls: dict[str, CarrierCalls]) -> dict[str, CallRedirector]:
+    """The carriers among `calls` whose REST API can redirect a live call to our webhook
+    (fail-over): Telnyx (with TELNYX_ACCOUNT_SID) and Plivo. Vonage cannot."""
+    from voicehub.telephony.plivo.control import PlivoCalls
+    from voicehub.telephony.telnyx.control import TelnyxCalls
+
+    found: dict[str, CallRedirector] = {}
+    telnyx, plivo = calls.get("telnyx"), calls.get("plivo")
+    if isinstance(telnyx, TelnyxCalls) and telnyx.account_sid:
+        found["telnyx"] = telnyx
+    if isinstance(plivo, PlivoCalls):
+        found["plivo"] = plivo
+    return found
 
 
 def load_verifiers(settings: CarrierSettings) -> None:

@@ -7,7 +7,9 @@ Written from the carriers' API references (docs/carriers.md):
   key; `transfer` needs `to`, `send_dtmf` needs `digits`; a call already ended answers 422
   with error code 90018. An outbound TeXML call: `POST /v2/texml/Accounts/{account_sid}/Calls`
   (JSON, `ApplicationSid`, `To` and `From` required; `Url`, `StatusCallback`,
-  `MachineDetection`), answered with `{"from", "to", "status": "queued"}`.
+  `MachineDetection`), answered with `{"from", "to", "status": "queued"}`; a live TeXML call's
+  update: `POST /v2/texml/Accounts/{account_sid}/Calls/{call_sid}` (`Url`, `Method`), 404 for
+  a call that is over.
 - Plivo: `/v1/Account/{auth_id}/Call/{uuid}/`, HTTP Basic: POST with `legs`/`aleg_url` (a
   transfer), DELETE (hang up: 204), POST `.../DTMF/` with `digits`; an unknown call is 404.
   An outbound call: `POST /v1/Account/{auth_id}/Call/` (`from`, `to`, `answer_url` required),
@@ -74,6 +76,9 @@ class CarrierRest:
         routes = [
             Route("/v2/calls/{call}/actions/{action}", self._telnyx, methods=["POST"]),
             Route("/v2/texml/Accounts/{account}/Calls", self._telnyx_dial, methods=["POST"]),
+            Route(
+                "/v2/texml/Accounts/{account}/Calls/{call}", self._telnyx_update, methods=["POST"]
+            ),
             Route("/v1/Account/{account}/Call/", self._plivo_dial, methods=["POST"]),
             Route("/v1/calls", self._vonage_dial, methods=["POST"]),
             Route("/v1/Account/{account}/Call/{call}/", self._plivo, methods=["POST", "DELETE"]),
@@ -132,6 +137,18 @@ class CarrierRest:
         call = f"v3:{uuid.uuid4().hex}"
         self.requests.append(("telnyx", "dial", call, body))
         return JSONResponse({"from": body["From"], "to": body["To"], "status": "queued"})
+
+    async def _telnyx_update(self, request: Request) -> Response:
+        if request.headers.get("authorization") != f"Bearer {TELNYX_KEY}":
+            return _telnyx_error(401, "10009", "Authentication failed")
+        call = request.path_params["call"]
+        body = json.loads(await request.body() or b"{}")
+        if call in self.ended:
+            return _telnyx_error(404, "10005", "Resource not found")
+        if not str(body.get("Url", "")).startswith("https://"):
+            return _telnyx_error(422, "10032", "Url must be an https URL")
+        self.requests.append(("telnyx", "redirect", call, body))
+        return JSONResponse({"call_sid": call, "status": "in-progress"})
 
     # -- Plivo -------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Plivo call control on the official SDK (`plivo.RestClient`): hang-up, cold transfer and
 keypad tones on a call's `CallUUID`, and call-backs (`calls.create` with
-`machine_detection="hangup"`: Plivo ends a call a machine answered; no voicemail is left).
+`machine_detection="hangup"`: Plivo ends a call a machine answered; no voicemail is left),
+and a live call's redirect to our webhook (fail-over: the same transfer of the caller's leg).
 
 `PLIVO_AUTH_ID` and `PLIVO_AUTH_TOKEN` authenticate (HTTP Basic). A transfer makes Plivo
 fetch new XML for the caller's leg: `/plivo/{desk}/dial?to=...` answers `<Dial>` to the
@@ -66,6 +67,13 @@ class PlivoCalls:
         url = self.public(f"/plivo/{desk}/dial?{urlencode({'to': target})}")
         await self._run(
             self._client.calls.transfer, call_id, legs="aleg", aleg_url=url, aleg_method="POST"
+        )
+
+    async def redirect_to(self, call_sid: str, url: str) -> None:
+        """Make the live call fetch its XML from `url` now (fail-over: a transfer of the
+        caller's leg)."""
+        await self._run(
+            self._client.calls.transfer, call_sid, legs="aleg", aleg_url=url, aleg_method="POST"
         )
 
     async def send_digits(self, call_id: str, digits: str) -> None:

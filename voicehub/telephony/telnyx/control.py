@@ -2,7 +2,8 @@
 and keypad tones on a call's `call_control_id` (a TeXML call's `CallSid` is one), and
 call-backs: an outbound TeXML call (`TELNYX_ACCOUNT_SID`, `TELNYX_APPLICATION_ID`) with
 synchronous answering-machine detection (`DetectMessageEnd`: its TeXML is fetched once the
-verdict is in, with `AnsweredBy`).
+verdict is in, with `AnsweredBy`); a live call's redirect to our webhook (fail-over: the
+TeXML call update's `Url`).
 
 `TELNYX_API_KEY` authenticates (Bearer); `TELNYX_API_URL` replaces the API's address (a
 proxy, a fake). A 422 with error code 90018 means the call has ended already.
@@ -81,6 +82,13 @@ class TelnyxCalls:
             status = int(getattr(exc, "status_code", 0) or 0)
             raise CarrierCallError(self.carrier, status, str(exc)) from None
         return str(response.to_dict().get("call_sid") or response.status or "queued")
+
+    async def redirect_to(self, call_sid: str, url: str) -> None:
+        """Make the live TeXML call fetch its TeXML from `url` now (fail-over)."""
+        if not self.account_sid:
+            raise CarrierCallError(self.carrier, 0, "redirecting a call needs TELNYX_ACCOUNT_SID")
+        update = self._client.texml.accounts.calls.update
+        await self._run(update(call_sid, account_sid=self.account_sid, url=url, method="POST"))
 
     async def aclose(self) -> None:
         await self._client.close()

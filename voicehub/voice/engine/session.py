@@ -114,6 +114,7 @@ class PipelineVoiceSession:
         self._stt, self._tts, self._vad = speech.stt, speech.tts, speech.vad
         self._voices = dict(speech.voices)
         self.agent, self._extra_tools = agent.agent, tuple(agent.extra_tools)
+        self._reply_gate = agent.reply_gate  # closed while a question waits for its answer
         self._agent_voice = self._voice_of(agent.agent)  # checks the model and voice first
         turn = self.options.turn
         if turn.mode == "model" and judges.end_of_turn is None:
@@ -445,10 +446,16 @@ class PipelineVoiceSession:
                 self.history.add(ChatMessage(role="assistant", content=heard))
         if speech.end is SpeechEnd.FAILED and speech.error is not None:
             self.records.provider_error("tts_error", str(speech.error), recoverable=True)
-        if self._reply_over() and not self.player.queued:
+        if (self._reply_over() or self._awaiting_answer()) and not self.player.queued:
             self.records.agent_state("listening")
 
     # -- internals ------------------------------------------------------------------------
+
+    def _awaiting_answer(self) -> bool:
+        """Whether a question is open (`reply_gate` closed): the reply waits for the
+        caller's answer, so once nothing plays the agent is listening, the turn the
+        caller's."""
+        return self._reply_gate is not None and not self._reply_gate()
 
     def _reply_over(self) -> bool:
         """Whether no reply runs or will speak again (its model and tools are done and its
