@@ -26,6 +26,7 @@ def _sections() -> dict[str, Section]:
         faults,
         mcp,
         memory,
+        noise,
         observability,
         offline_load,
         phone,
@@ -59,6 +60,7 @@ def _sections() -> dict[str, Section]:
         "faults": faults.run,
         "turns": turns.run,
         "observability": observability.run,
+        "noise": noise.run,
         "mcp": mcp.run,
     }
 
