@@ -23,8 +23,10 @@ def _sections() -> dict[str, Section]:
         delivery,
         delivery_talkover,
         failover,
+        faults,
         mcp,
         memory,
+        noise,
         observability,
         offline_load,
         phone,
@@ -55,8 +57,10 @@ def _sections() -> dict[str, Section]:
         "cloud_pipeline": cloud_pipeline.run,
         "memory": memory.run,
         "failover": failover.run,
+        "faults": faults.run,
         "turns": turns.run,
         "observability": observability.run,
+        "noise": noise.run,
         "mcp": mcp.run,
     }
 

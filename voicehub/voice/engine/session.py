@@ -143,7 +143,12 @@ class PipelineVoiceSession:
             observer=turn_observer,
         )
         keep = self.options.eot_audio_seconds if turn.mode == "model" else 0.0
-        self.caller = CallerAudio(transport.sample_rate, self._caller_voiced, keep_seconds=keep)
+        self.caller = CallerAudio(
+            transport.sample_rate,
+            self._caller_voiced,
+            keep_seconds=keep,
+            intake=speech.caller_filter,
+        )
         self.turns = CallerTurns(
             parts,
             self.engine,
@@ -259,6 +264,7 @@ class PipelineVoiceSession:
         for stream in self._streams:
             with contextlib.suppress(Exception):
                 await stream.aclose()
+        self.caller.close()
         self.activity.session_detached()
         await self.records.aclose()
         self.closed.set()
