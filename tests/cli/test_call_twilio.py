@@ -4,6 +4,7 @@ server side): the signed webhook, the media stream with mu-law and marks, a time
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
 from voicehub.cli import main
+from voicehub.client.phone_call import PhoneCallReport, format_phone_report, room_timeline
+from voicehub.core.events import Event, EventKind
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
@@ -52,11 +55,14 @@ async def test_a_phone_call_from_the_cli(
     argv += ["--from", "+15550100301", "--say", "hello", "--fast", "--out", str(out)]
     argv += ["--timeout", "30"]
     code = await asyncio.to_thread(main, argv)
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert code == 0, printed
     room = f"research:{caller_conversation('+15550100301', NUMBER_KEY.encode())}"
-    assert f"room {room}" in printed and "caller: hello" in printed
-    assert "agent speech played (mark" in printed and "settled" in printed
+    assert f"room {room}" in printed and 'caller    speaking "hello"' in printed
+    assert "agent speech (mark" in printed and "settled" in printed
+    # How the call ended, on stderr, as every `voicehub call` says it.
+    assert captured.err.strip().endswith("voicehub call: the conversation settled; hung up")
     assert "PROTOCOL PROBLEM" not in printed
     [session] = server.switchboard.lifecycle.voice.sessions  # type: ignore[attr-defined]
     assert len(session.caller_audio) > 16000  # the words reached the session (16 kHz PCM)
@@ -77,3 +83,42 @@ async def test_a_wrong_auth_token_is_a_clear_error(
     assert await asyncio.to_thread(main, argv) == 2
     err = capsys.readouterr().err
     assert "403" in err and "X-Twilio-Signature does not match" in err
+
+
+async def test_the_phone_report_has_what_the_server_heard_said_ran_and_delivered(
+    server: RunningServer,
+) -> None:
+    """The phone timeline takes the room's record, so it has the lines the WebSocket and
+    WebRTC report has (heard, agent, tool, task, delivery), not only the marks echoed."""
+    since = time.time()
+    hub = server.switchboard.hub
+    room = await hub.create_room("research:phone-report", orchestration=None)
+    for event in (
+        Event(kind=EventKind.TRANSCRIPT, text="research solar panels", role="user"),
+        Event(
+            kind=EventKind.TOOL_CALL,
+            text='{"task": "solar panels"}',
+            role="assistant",
+            source="desk",
+            metadata={"tool": "delegate_workers"},
+        ),
+        Event(
+            kind=EventKind.TRANSCRIPT,
+            text="Sure, I'll look into solar panels.",
+            role="assistant",
+            source="desk",
+        ),
+        Event(kind=EventKind.DELIVERY, text="Here is what I found.", role="assistant"),
+    ):
+        await room.post(event)
+    entries = await room_timeline(server.url, None, room.id, since)
+    assert [(who, what) for _, who, what in entries] == [
+        ("heard", '"research solar panels"'),
+        ("tool", 'delegate_workers {"task": "solar panels"}'),
+        ("agent", '"Sure, I\'ll look into solar panels."'),
+        ("delivery", '"Here is what I found."'),
+    ]
+    report = PhoneCallReport(room_id=room.id, events=entries, settled=True)
+    printed = format_phone_report(report)
+    assert 'heard     "research solar panels"' in printed
+    assert "tool      delegate_workers" in printed

@@ -18,6 +18,7 @@ from voicehub.errors import VoicehubError
 
 if TYPE_CHECKING:
     from voicehub.client.endings import CallEnding
+    from voicehub.client.phone_call import PhoneCallReport
 
 
 class _Line(argparse.Action):
@@ -239,7 +240,7 @@ def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: T
     write_wav(target, report.agent_audio, 8000)
     print(format_phone_report(report), file=out)
     print(f"agent audio written to {target} (8 kHz, as played on the phone)", file=out)
-    return 0 if report.settled and not report.problems else 1
+    return _phone_ended(report, args.timeout)
 
 
 def _run_carrier(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: TextIO) -> int:
@@ -284,4 +285,17 @@ def _run_carrier(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: 
     print(format_phone_report(report), file=out)
     rate = report.sample_rate // 1000
     print(f"agent audio written to {target} ({rate} kHz, as played on the phone)", file=out)
-    return 0 if report.settled and not report.problems else 1
+    return _phone_ended(report, args.timeout)
+
+
+def _phone_ended(report: PhoneCallReport, timeout: float) -> int:
+    """Say how a phone call ended (stderr, one line, as every call does); its exit code."""
+    if report.problems:
+        message, code = f"protocol problems: {'; '.join(report.problems)}; hung up", 1
+    elif report.settled:
+        message, code = "the conversation settled; hung up", 0
+    else:
+        message = f"timed out: the conversation did not settle within {timeout:g} s; hung up"
+        code = 1
+    print(f"voicehub call: {message}", file=sys.stderr, flush=True)
+    return code

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from voicehub.client.carrier_line import CarrierLine
-from voicehub.client.phone_call import PhoneCallReport, conversation_settled
+from voicehub.client.phone_call import PhoneCallReport, conversation_settled, room_timeline
 from voicehub.client.plivo import FakePlivo
 from voicehub.client.telnyx import FakeTelnyx
 from voicehub.client.vonage import FakeVonage
@@ -107,6 +107,10 @@ async def place_carrier_call(
     report.agent_audio = bytes(line.played.pcm16)
     report.sample_rate = line.dialect.rate
     report.calls = []
+    if conversation:  # the same timeline as the WebSocket's: heard, tools, tasks, deliveries
+        report.events = await room_timeline(
+            options.server, options.api_token, report.room_id, report.wall_started
+        )
     return report
 
 

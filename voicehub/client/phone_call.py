@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,9 @@ class PhoneCallReport:
     settled: bool = False
     streams: int = 1  # media streams the call ran on (more after a fail-over or hand-over)
     calls: list[str] = field(default_factory=list)  # what the account's calls did
+    wall_started: float = field(default_factory=time.time)  # `started` on the epoch clock
+    # (t, who, what): what the server heard, said, ran and delivered, from the room's record
+    events: list[tuple[float, str, str]] = field(default_factory=list)
 
 
 async def place_phone_call(
@@ -160,7 +164,54 @@ async def _place(
     report.marks = [(at - report.started, name) for name, at in phone.played.marks]
     report.clears, report.problems = phone.clears, list(phone.problems)
     report.agent_audio = bytes(phone.played.pcm16)
+    report.events = await room_timeline(
+        options.server, options.api_token, report.room_id, report.wall_started
+    )
     return report
+
+
+async def room_timeline(
+    server: str, api_token: str | None, room_id: str, since: float
+) -> list[tuple[float, str, str]]:
+    """The room's record since `since` (epoch seconds) as timeline entries `(t, who,
+    what)`: the words the server heard, what the agents said, tool calls, tasks and
+    deliveries, the same kinds of line the WebSocket and WebRTC report has."""
+    headers = {"Authorization": f"Bearer {api_token}"} if api_token else {}
+    async with httpx.AsyncClient(base_url=server, headers=headers, timeout=10) as api:
+        response = await api.get(f"/api/rooms/{room_id}/events", params={"limit": 1000})
+    if response.status_code == 401:
+        raise VoicehubError("the server wants its access token: pass --token or VOICEHUB_TOKEN")
+    response.raise_for_status()
+    entries = []
+    for event in response.json()["events"]:
+        entry = _describe(event)
+        at = float(event.get("created_at", 0.0)) - since
+        if entry is not None and at >= 0:
+            entries.append((at, *entry))
+    return entries
+
+
+def _describe(event: dict[str, Any]) -> tuple[str, str] | None:
+    kind, text = event.get("kind"), _cut(str(event.get("text", "")))
+    metadata = event.get("metadata") or {}
+    if kind == "transcript":
+        return (
+            ("heard", json.dumps(text))
+            if event.get("role") == "user"
+            else ("agent", json.dumps(text))
+        )
+    if kind == "tool_call":
+        return "tool", f"{metadata.get('tool', '?')} {text}"
+    if kind == "task":
+        return "task", text
+    if kind == "delivery":
+        return "delivery", json.dumps(text)
+    return None
+
+
+def _cut(text: str, width: int = 88) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 async def _transfer_done(account: TwilioSide, call: Call, options: PhoneCallOptions) -> None:
@@ -236,10 +287,11 @@ async def _get(api: httpx.AsyncClient, path: str, room_id: str, key: str) -> lis
 
 def format_phone_report(report: PhoneCallReport) -> str:
     """The call as a short timeline: what the caller said, when each agent speech played."""
-    events = [(t, f"caller: {label}") for t, label in report.lines]
-    events += [(t, f"agent speech played (mark {name!r} echoed)") for t, name in report.marks]
-    out = [f"room {report.room_id}"]
-    out += [f"{t:7.2f}s  {text}" for t, text in sorted(events)]
+    events = [(t, "caller", f"speaking {json.dumps(label)}") for t, label in report.lines]
+    events += [(t, "played", f"agent speech (mark {name!r} echoed)") for t, name in report.marks]
+    events += report.events
+    out = [f"room {report.room_id}", f"{'time':>7}  {'who':<9} what"]
+    out += [f"{t:7.2f}  {who:<9} {text}" for t, who, text in sorted(events)]
     seconds = len(report.agent_audio) / 2 / report.sample_rate
     out.append(f"agent audio: {seconds:.1f} s in {len(report.marks)} speeches")
     if report.clears:
