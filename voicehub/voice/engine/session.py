@@ -22,7 +22,7 @@ import functools
 import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.tools import Tool
@@ -47,7 +47,13 @@ from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
+from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.streams import recognizer_abilities, vad_abilities
+from voicehub.voice.transport import HangsUp
+
+with vendor_import("livekit-agents"):
+    from livekit.agents import stt as lk_stt
+    from livekit.agents import tts as lk_tts
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -63,6 +69,16 @@ __all__ = [  # EngineOptions, CallAgent, CallSpeech, TurnJudges: from .options, 
 ]
 
 log = logging.getLogger("voicehub.voice")
+
+
+@runtime_checkable
+class ReportsErrors(Protocol):
+    """A plugin that reports its faults as "error" events (livekit's plugins)."""
+
+    def on(self, event: str, callback: Callable[..., Any]) -> Any: ...
+
+    def off(self, event: str, callback: Callable[..., Any]) -> Any: ...
+
 
 _RESULT_INSTRUCTIONS = "Tell the caller this result now: {text}"
 
@@ -215,7 +231,7 @@ class PipelineVoiceSession:
             if task is not None:
                 self._keep(task)
         for plugin in {id(p): p for p in (self._stt, self._tts, *self._voices.values())}.values():
-            if hasattr(plugin, "on"):  # livekit plugins report their faults as events
+            if isinstance(plugin, ReportsErrors):  # livekit plugins: their faults as events
                 plugin.on("error", self._provider_error)
                 self._on_close.append(functools.partial(plugin.off, "error", self._provider_error))
         self.player.start()
@@ -349,10 +365,10 @@ class PipelineVoiceSession:
     async def end_call(self, reason: str) -> None:
         """End the call from the agent's side: the transport hangs up (where it can) and
         the session closes; the room and held results stay, as after any hang-up."""
-        hang_up = getattr(self.transport, "hang_up", None)
-        if callable(hang_up):
+        transport = self.transport
+        if isinstance(transport, HangsUp):
             try:
-                await hang_up(reason)
+                await transport.hang_up(reason)
             except Exception:
                 log.exception("room %s: the transport could not hang up", self.room_id)
         await self.aclose()
@@ -384,13 +400,13 @@ class PipelineVoiceSession:
 
     # -- the engine's inputs --------------------------------------------------------------
 
-    def _provider_error(self, error: Any) -> None:
+    def _provider_error(self, error: object) -> None:
         """A plugin's "error" event (livekit's `STTError`, `TTSError`): a retry, a fallback."""
-        kind = str(getattr(error, "type", "error"))  # "stt_error", "tts_error"
-        detail = str(getattr(error, "error", error))
-        self.records.provider_error(
-            kind, detail, recoverable=bool(getattr(error, "recoverable", False))
-        )
+        if isinstance(error, lk_stt.STTError | lk_tts.TTSError):
+            kind: str = error.type  # "stt_error", "tts_error"
+            self.records.provider_error(kind, str(error.error), recoverable=error.recoverable)
+        else:
+            self.records.provider_error("error", str(error), recoverable=False)
 
     def _stream_failed(self, name: str) -> Callable[[BaseException], None]:
         def failed(error: BaseException) -> None:
