@@ -12,6 +12,7 @@ import pytest
 
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     CallState,
     DeliveryRecord,
@@ -550,3 +551,22 @@ async def redis_value(store: RedisStore, key: str) -> str:
     if kind == "set":
         return repr(sorted(await redis.smembers(key)))
     return repr(await redis.get(key))
+
+
+# Access tokens
+
+
+async def test_access_tokens_are_saved_replaced_listed_by_id_and_revoked(store: Store) -> None:
+    second = AccessTokenRecord(id="b", name="ops", scopes=["read"], digest="d2", created_at=1.0)
+    first = AccessTokenRecord(id="a", scopes=["desk:research"], digest="d1", expires_at=9.0)
+    await store.save_token(second)
+    await store.save_token(first)
+    assert await store.list_tokens() == [first, second]
+    rotated = second.model_copy(
+        update={"digest": "d3", "previous_digest": "d2", "previous_until": 5.0}
+    )
+    await store.save_token(rotated)
+    assert await store.list_tokens() == [first, rotated]
+    assert await store.delete_token("a") is True
+    assert await store.delete_token("a") is False
+    assert await store.list_tokens() == [rotated]

@@ -4,7 +4,7 @@ leaves the call: log lines and trace spans.
     redactor = Redactor(sensitive=[r"\\bACC-\\d{6}\\b"])
     redactor.text("call me on +1 (555) 010-0100, pin 4321#")
     # 'call me on [number], pin 4321#'
-    redactor.attribute("voicehub.tool.arguments", '{"digits": "4321#"}')
+    redactor.attribute("tool.arguments", '{"digits": "4321#"}')
     # '{"digits": "[digits]"}'
 
 Rules, in order:

@@ -154,19 +154,25 @@ def _refuse_on(problems: list[str]) -> None:
 
 def offline_stt_name(desk: Desk) -> str:
     """The offline recognizer of `desk`'s calls: "moonshine", "whisper" or "pocketsphinx",
-    as its `[voice] stt` names; "auto" is Whisper wherever it can run (`whisper_unavailable`),
-    on phone and wideband calls alike: it recognizes the desks' requests far more often than
-    PocketSphinx (the `phone` bench) for somewhat more CPU. PocketSphinx stands in, with a
-    warning, when Whisper's model is missing or altered."""
+    as its `[voice] stt` names. "auto" is Moonshine wherever its package runs
+    (`moonshine_unavailable`: Linux x86-64), with Whisper as its second opinion: as accurate
+    on the desks' requests as Whisper and a fifth of its CPU (docs/speech-recognition.md).
+    Elsewhere Whisper, with a warning naming why; PocketSphinx when Whisper's model is
+    missing or altered too."""
     chosen = desk.config.voice.stt
     if chosen != "auto":
         return chosen if chosen in ("whisper", "moonshine") else "pocketsphinx"
+    from voicehub.voice.providers.offline.moonshine_model import moonshine_unavailable
     from voicehub.voice.providers.offline.whisper_engine import whisper_unavailable
 
+    not_moonshine = moonshine_unavailable()
+    if not_moonshine is None:
+        return "moonshine"
     problem = whisper_unavailable()
     if problem is None:
+        log.warning("desk %r: stt 'auto' keeps Whisper: %s", desk.name, not_moonshine)
         return "whisper"
-    log.warning("desk %r: stt 'auto' uses PocketSphinx: %s", desk.name, problem)
+    log.warning("desk %r: stt 'auto' uses PocketSphinx: %s; %s", desk.name, not_moonshine, problem)
     return "pocketsphinx"
 
 

@@ -4,17 +4,21 @@ The one place a `PipelineVoiceSession` is built for a desk. The stacks that run 
 (`offline`, `deepgram`) give it the call's plugins (`CallSpeech`); the rest comes
 from the desk: the agent that has the conversation and its tools (`DeskOnCall`), the
 engine's options (`desk_engine_options`: its delivery mode, turn-taking and idle timers),
-the end-of-turn model and what the desk's words leave open (`voicehub.desks.turns`).
+the end-of-turn model and what the desk's words leave open (`voicehub.desks.turns`), the
+caller audio's noise suppression (`[voice] denoise`, `voicehub.voice.denoise`) and the sounds
+while the agent works (`[voice.sounds]`, `voicehub.voice.sounds`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from voicehub.desks.call import DeskOnCall
 from voicehub.desks.turns import desk_turn_setup, desk_words_open
 from voicehub.errors import ConfigError
+from voicehub.voice.denoise import caller_filter
 from voicehub.voice.engine.session import (
     CallAgent,
     CallSpeech,
@@ -23,13 +27,15 @@ from voicehub.voice.engine.session import (
     TurnJudges,
 )
 from voicehub.voice.engine.turn_engine import TurnSettings
+from voicehub.voice.sounds import SoundSettings
+from voicehub.voice.sounds.session_sounds import attach_sounds
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
     from voicehub.desks.voice_stack import CallSpec
     from voicehub.voice.engine.results import PrerenderBudget
 
-__all__ = ["desk_engine_options", "start_pipeline_call"]
+__all__ = ["desk_engine_options", "desk_sound_settings", "start_pipeline_call"]
 
 
 def desk_engine_options(desk: Desk) -> EngineOptions:
@@ -41,6 +47,20 @@ def desk_engine_options(desk: Desk) -> EngineOptions:
         turn=TurnSettings(policy=desk_turn_setup(desk).settings),
         idle_prompt_after=voice.idle_prompt_after,
         idle_hang_up_after=voice.idle_hang_up_after,
+    )
+
+
+def desk_sound_settings(desk: Desk) -> SoundSettings:
+    """The sounds of `desk`'s calls (`[voice.sounds]`)."""
+    sounds = desk.config.voice.sounds
+    return SoundSettings(
+        thinking=None if sounds.thinking == "off" else sounds.thinking,
+        thinking_after=sounds.thinking_after,
+        hold=None if sounds.hold == "off" else sounds.hold,
+        hold_after=sounds.hold_after,
+        fillers=sounds.filler,
+        filler_after=sounds.filler_after,
+        volume_db=sounds.volume_db,
     )
 
 
@@ -65,6 +85,9 @@ async def start_pipeline_call(
         greeting=call.greeting,
         reply_gate=glue.asker.reply_gate(call.room_id) if glue.asker is not None else None,
     )
+    if providers.caller_filter is None:
+        intake = caller_filter(desk.config.voice.denoise, call.transport.sample_rate)
+        providers = dataclasses.replace(providers, caller_filter=intake)
     session = PipelineVoiceSession(
         call.hub,
         call.room_id,
@@ -76,6 +99,7 @@ async def start_pipeline_call(
         turn_observer=call.turn_observer,
         prerender_budget=prerender_budget,
     )
+    attach_sounds(session, desk_sound_settings(desk))
     glue.attach(session)
     session.on_close(glue.detach)
     try:

@@ -29,8 +29,10 @@ from voicehub.desks.privacy import process_redactor
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.hub import new_instance_id
 from voicehub.recordings.folder import RecordingFolder
+from voicehub.server.access import AccessTokens
 from voicehub.server.call_metrics import CallMetrics
 from voicehub.server.call_recordings import CallRecordings
+from voicehub.server.call_starts import CallStartLimits
 from voicehub.server.call_telemetry import CallTelemetry
 from voicehub.server.calls import Switchboard
 from voicehub.server.desk_reload import DeskReloader
@@ -81,6 +83,7 @@ class ServerParts:
         clock = metrics.clock
         hub, calls = runtime.hub, runtime.calls
         self.board = board = Switchboard(calls, settings)
+        self.access = AccessTokens(hub.store, clock, wall=hub.wall)
         self.telemetry = telemetry = CallTelemetry(hub, metrics, traces)
         folder = RecordingFolder(settings.recordings_folder)
         self.recordings = recordings = CallRecordings(hub, folder)
@@ -130,7 +133,16 @@ class ServerParts:
             parts={"recognizers": offline_recognizer_load(calls=live_calls)},
         )
         self.admission = admission = CallAdmission(meter, settings.max_load)
-        self.door = Door(drain, admission, metrics.refused)
+        starts = (
+            CallStartLimits(
+                per_minute=settings.call_starts_per_minute,
+                burst=settings.call_start_burst,
+                clock=clock,
+            )
+            if settings.call_starts_per_minute is not None
+            else None
+        )
+        self.door = Door(drain, admission, metrics.refused, starts)
 
         def lagged(lag: float) -> None:
             metrics.loop_lag.observe(lag)

@@ -24,8 +24,8 @@ REPLY = (
 """About 4 s of the joe voice."""
 
 
-class _WholeSentences:
-    """The engine as it spoke before chunking: its `pieces` are whole sentences."""
+class WholeSentences:
+    """An engine as Piper spoke before chunking: its `pieces` are whole sentences."""
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
@@ -40,6 +40,19 @@ class _WholeSentences:
 
     def pieces(self, text: str) -> Iterator[Any]:
         return self.engine.sentences(text)  # type: ignore[no-any-return]
+
+
+def piper_plugin(engine: Any) -> Any:
+    """Piper's livekit plugin speaking with `engine` (a `PiperEngine`, or one wrapped in
+    `WholeSentences`)."""
+    from voicehub.voice.providers.offline import PiperTTS
+
+    class Plugin(PiperTTS):
+        async def engine(self) -> Any:
+            return speaker
+
+    speaker = engine
+    return Plugin()
 
 
 async def _first_frame(tts: Any) -> float:
@@ -65,21 +78,11 @@ def _first_piece(engine: Any) -> float:
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
-    from voicehub.voice.providers.offline import PiperTTS
     from voicehub.voice.providers.offline.tts_engines import PiperEngine
 
     engine = await asyncio.to_thread(PiperEngine.load)  # no speech cache: every run renders
-    whole = _WholeSentences(engine)
-
-    class _Plugin(PiperTTS):
-        def __init__(self, speaker: Any) -> None:
-            super().__init__()
-            self.speaker = speaker
-
-        async def engine(self) -> Any:
-            return self.speaker
-
-    chunked_tts, whole_tts = _Plugin(engine), _Plugin(whole)
+    whole = WholeSentences(engine)
+    chunked_tts, whole_tts = piper_plugin(engine), piper_plugin(whole)
     seconds = sum(p.size for p in engine.pieces(REPLY)) / engine.sample_rate
     runs = 4 if quick else 12
     chunked: list[float] = []

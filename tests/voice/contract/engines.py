@@ -36,7 +36,11 @@ from voicehub.voice.engine.session import EngineOptions
 from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
-from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
+from voicehub.voice.realtime_session import (
+    SAY_INSTRUCTIONS,
+    RealtimeCallOptions,
+    RealtimeVoiceSession,
+)
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 from voicehub_dev.fakes.voice_providers import pipeline_session
 
@@ -54,6 +58,9 @@ LONG = (
 @functools.cache
 def caller_speech() -> bytes:
     return synthesize("please research solar panels", voice="piper", sample_rate=RATE)
+
+
+_CALL_OPTIONS = ("delivery_mode", "answer_timeout", "backoff")  # RealtimeCallOptions
 
 
 class Research:
@@ -238,7 +245,10 @@ class RealtimeHarness(Harness):
             transport,
             client=self.client,
             settings=settings,
-            mark_every_ms=100,
+            options=RealtimeCallOptions(
+                mark_every_ms=100,
+                **{key: options.pop(key) for key in _CALL_OPTIONS if key in options},
+            ),
             **options,
         )
         transport.session = session

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
@@ -55,6 +56,7 @@ class MemoryStore:
         self._deliveries: dict[str, DeliveryRecord] = {}
         self._instances: dict[str, InstanceRecord] = {}
         self._calls: dict[str, CallRecord] = {}
+        self._tokens: dict[str, AccessTokenRecord] = {}
 
     async def create_room(self, room: RoomRecord) -> None:
         self._rooms[room.id] = _copy(room)
@@ -178,6 +180,15 @@ class MemoryStore:
             if (room_id is None or d.room_id == room_id)
             and (statuses is None or d.status in statuses)
         ]
+
+    async def save_token(self, token: AccessTokenRecord) -> None:
+        self._tokens[token.id] = token.model_copy(deep=True)
+
+    async def list_tokens(self) -> list[AccessTokenRecord]:
+        return [self._tokens[key].model_copy(deep=True) for key in sorted(self._tokens)]
+
+    async def delete_token(self, token_id: str) -> bool:
+        return self._tokens.pop(token_id, None) is not None
 
     async def delete_conversation(self, room_id: str) -> Erasure:
         rooms = self._conversation_rooms(room_id)

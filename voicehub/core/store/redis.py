@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
@@ -401,6 +402,19 @@ class RedisStore:
                     yield str(room_id), str(delivery_id)
         finally:
             await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    # -- access tokens -------------------------------------------------------------------
+    # One hash, id -> record JSON: each write is a single HSET or HDEL.
+
+    async def save_token(self, token: AccessTokenRecord) -> None:
+        await self._call(self.redis.hset(self._key("token"), token.id, token.model_dump_json()))
+
+    async def list_tokens(self) -> list[AccessTokenRecord]:
+        rows: dict[str, str] = await self._call(self.redis.hgetall(self._key("token")))
+        return [AccessTokenRecord.model_validate_json(rows[key]) for key in sorted(rows)]
+
+    async def delete_token(self, token_id: str) -> bool:
+        return bool(await self._call(self.redis.hdel(self._key("token"), token_id)))
 
     # -- conversations -----------------------------------------------------------------
 

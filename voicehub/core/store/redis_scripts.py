@@ -11,6 +11,7 @@ Layout under a key prefix `p` (one kind per record type: room, task, delivery):
     p:<kind>:fence      hash   id -> the record's fence (deliveries, tasks), read by SWAP
                                without decoding JSON
     p:instance          hash   instance id -> heartbeat JSON (written by plain HSET)
+    p:token             hash   access token id -> record JSON (digests, never a secret)
     p:call              hash   room id -> call record JSON (`SWAP_CALL`)
     p:call:fence        hash   room id -> the call record's fence
     p:call:owner:<id>   set    room ids of the open calls instance <id> serves

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from voicehub.agents.tools import Tool
     from voicehub.core.clock import Clock
     from voicehub.voice.activity import VoiceActivity
+    from voicehub.voice.denoise import FrameFilter
     from voicehub.voice.engine.history import CallHistory
     from voicehub.voice.engine.records import CallRecords
     from voicehub.voice.session import CallRuntime
@@ -42,12 +43,15 @@ class CallAgent:
 @dataclass(frozen=True, slots=True)
 class CallSpeech:
     """The call's speech providers: livekit plugins (or ours) used through their public
-    interfaces. `voices` maps an agent's `voice` name to a TTS; `tts` is the default."""
+    interfaces. `voices` maps an agent's `voice` name to a TTS; `tts` is the default.
+    `caller_filter` filters the caller's audio before the VAD and the recognizer hear it
+    (noise suppression, `voicehub.voice.denoise`; the call's own, closed with it)."""
 
     stt: Any
     tts: Any
     vad: Any
     voices: Mapping[str, Any] = field(default_factory=dict)
+    caller_filter: FrameFilter | None = None
 
 
 @dataclass(frozen=True, slots=True)

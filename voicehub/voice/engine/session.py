@@ -22,7 +22,7 @@ import functools
 import itertools
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.tools import Tool
@@ -47,7 +47,13 @@ from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
+from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.streams import recognizer_abilities, vad_abilities
+from voicehub.voice.transport import HangsUp
+
+with vendor_import("livekit-agents"):
+    from livekit.agents import stt as lk_stt
+    from livekit.agents import tts as lk_tts
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
@@ -63,6 +69,16 @@ __all__ = [  # EngineOptions, CallAgent, CallSpeech, TurnJudges: from .options, 
 ]
 
 log = logging.getLogger("voicehub.voice")
+
+
+@runtime_checkable
+class ReportsErrors(Protocol):
+    """A plugin that reports its faults as "error" events (livekit's plugins)."""
+
+    def on(self, event: str, callback: Callable[..., Any]) -> Any: ...
+
+    def off(self, event: str, callback: Callable[..., Any]) -> Any: ...
+
 
 _RESULT_INSTRUCTIONS = "Tell the caller this result now: {text}"
 
@@ -98,6 +114,7 @@ class PipelineVoiceSession:
         self._stt, self._tts, self._vad = speech.stt, speech.tts, speech.vad
         self._voices = dict(speech.voices)
         self.agent, self._extra_tools = agent.agent, tuple(agent.extra_tools)
+        self._reply_gate = agent.reply_gate  # closed while a question waits for its answer
         self._agent_voice = self._voice_of(agent.agent)  # checks the model and voice first
         turn = self.options.turn
         if turn.mode == "model" and judges.end_of_turn is None:
@@ -142,7 +159,12 @@ class PipelineVoiceSession:
             observer=turn_observer,
         )
         keep = self.options.eot_audio_seconds if turn.mode == "model" else 0.0
-        self.caller = CallerAudio(transport.sample_rate, self._caller_voiced, keep_seconds=keep)
+        self.caller = CallerAudio(
+            transport.sample_rate,
+            self._caller_voiced,
+            keep_seconds=keep,
+            intake=speech.caller_filter,
+        )
         self.turns = CallerTurns(
             parts,
             self.engine,
@@ -209,7 +231,7 @@ class PipelineVoiceSession:
             if task is not None:
                 self._keep(task)
         for plugin in {id(p): p for p in (self._stt, self._tts, *self._voices.values())}.values():
-            if hasattr(plugin, "on"):  # livekit plugins report their faults as events
+            if isinstance(plugin, ReportsErrors):  # livekit plugins: their faults as events
                 plugin.on("error", self._provider_error)
                 self._on_close.append(functools.partial(plugin.off, "error", self._provider_error))
         self.player.start()
@@ -258,6 +280,7 @@ class PipelineVoiceSession:
         for stream in self._streams:
             with contextlib.suppress(Exception):
                 await stream.aclose()
+        self.caller.close()
         self.activity.session_detached()
         await self.records.aclose()
         self.closed.set()
@@ -342,10 +365,10 @@ class PipelineVoiceSession:
     async def end_call(self, reason: str) -> None:
         """End the call from the agent's side: the transport hangs up (where it can) and
         the session closes; the room and held results stay, as after any hang-up."""
-        hang_up = getattr(self.transport, "hang_up", None)
-        if callable(hang_up):
+        transport = self.transport
+        if isinstance(transport, HangsUp):
             try:
-                await hang_up(reason)
+                await transport.hang_up(reason)
             except Exception:
                 log.exception("room %s: the transport could not hang up", self.room_id)
         await self.aclose()
@@ -377,13 +400,13 @@ class PipelineVoiceSession:
 
     # -- the engine's inputs --------------------------------------------------------------
 
-    def _provider_error(self, error: Any) -> None:
+    def _provider_error(self, error: object) -> None:
         """A plugin's "error" event (livekit's `STTError`, `TTSError`): a retry, a fallback."""
-        kind = str(getattr(error, "type", "error"))  # "stt_error", "tts_error"
-        detail = str(getattr(error, "error", error))
-        self.records.provider_error(
-            kind, detail, recoverable=bool(getattr(error, "recoverable", False))
-        )
+        if isinstance(error, lk_stt.STTError | lk_tts.TTSError):
+            kind: str = error.type  # "stt_error", "tts_error"
+            self.records.provider_error(kind, str(error.error), recoverable=error.recoverable)
+        else:
+            self.records.provider_error("error", str(error), recoverable=False)
 
     def _stream_failed(self, name: str) -> Callable[[BaseException], None]:
         def failed(error: BaseException) -> None:
@@ -429,10 +452,16 @@ class PipelineVoiceSession:
                 self.history.add(ChatMessage(role="assistant", content=heard))
         if speech.end is SpeechEnd.FAILED and speech.error is not None:
             self.records.provider_error("tts_error", str(speech.error), recoverable=True)
-        if self._reply_over() and not self.player.queued:
+        if (self._reply_over() or self._awaiting_answer()) and not self.player.queued:
             self.records.agent_state("listening")
 
     # -- internals ------------------------------------------------------------------------
+
+    def _awaiting_answer(self) -> bool:
+        """Whether a question is open (`reply_gate` closed): the reply waits for the
+        caller's answer, so once nothing plays the agent is listening, the turn the
+        caller's."""
+        return self._reply_gate is not None and not self._reply_gate()
 
     def _reply_over(self) -> bool:
         """Whether no reply runs or will speak again (its model and tools are done and its

@@ -69,9 +69,22 @@ from voicehub.voice.turns.policy import AskModel, Commit, TurnEvidence, WakeAt, 
 from voicehub.voice.turns.policy import TurnSettings as TurnPolicy
 from voicehub.voice.turns.words import ends_open
 
-__all__ = ["AgentSpeech", "TurnEngine", "TurnPolicy", "TurnSettings"]
+__all__ = ["AgentSpeech", "CallerPhase", "TurnEngine", "TurnPhase", "TurnPolicy", "TurnSettings"]
 
 AgentSpeech = Literal["reply", "say", "delivery"]
+
+TurnPhase = Literal["speaking", "quiet", "committed", "dropped"]
+"""A caller turn's phase (see the module docstring); committed and dropped are final."""
+
+CallerPhase = Literal["listening", "speaking", "quiet"]
+"""The engine's caller side: no turn open (`listening`), or the open turn's phase."""
+
+_TURN_MOVES: dict[TurnPhase, frozenset[TurnPhase]] = {
+    "speaking": frozenset({"speaking", "quiet", "dropped"}),  # speaking again: a new start
+    "quiet": frozenset({"speaking", "committed", "dropped"}),
+    "committed": frozenset(),
+    "dropped": frozenset(),
+}
 
 _QUIET_VOICE_LIMIT = 2 * MAX_BACKCHANNEL_SECONDS
 """Speech the VAD holds this long over the agent is a turn, even in a voice too quiet for
@@ -115,9 +128,14 @@ class TurnSettings:
     sure_overlap: float = 0.45
 
     def __post_init__(self) -> None:
-        for name in ("final_timeout", "min_interruption", "resume_after", "sure_overlap"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name, value in (
+            ("final_timeout", self.final_timeout),
+            ("min_interruption", self.min_interruption),
+            ("resume_after", self.resume_after),
+            ("sure_overlap", self.sure_overlap),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
 
     @property
     def mode(self) -> str:
@@ -127,9 +145,9 @@ class TurnSettings:
 @dataclass(slots=True)
 class _Turn:
     id: int
+    phase: TurnPhase = "speaking"
     finals: list[str] = field(default_factory=list)
     interim: str = ""
-    speaking: bool = True
     speech_ended_at: float | None = None  # end of the caller's speech (clock)
     quiet_since: float | None = None  # when the VAD said so
     awaiting_final: bool = True  # speech (or a flush) the recognizer has not finalized
@@ -144,6 +162,16 @@ class _Turn:
     unsettled: str = ""  # words committed as an interim the recognizer never finalized
     restates: tuple[int, str] | None = None  # (turn, words): its first final says them again
     confidence: float | None = None  # the recognizer's least, over its finals with words
+
+    @property
+    def speaking(self) -> bool:
+        return self.phase == "speaking"
+
+    def move(self, to: TurnPhase) -> None:
+        """Go to phase `to` (RuntimeError: a move the turn's phases do not have)."""
+        if to not in _TURN_MOVES[self.phase]:
+            raise RuntimeError(f"caller turn {self.id} cannot go from {self.phase} to {to}")
+        self.phase = to
 
     def text(self, *, with_interim: bool = False) -> str:
         words = [*self.finals, self.interim] if with_interim else self.finals
@@ -200,6 +228,14 @@ class TurnEngine:
         return self._turn is not None
 
     @property
+    def caller_phase(self) -> CallerPhase:
+        """Whether a caller turn is open, and in which phase."""
+        turn = self._turn
+        if turn is None:
+            return "listening"
+        return "speaking" if turn.speaking else "quiet"
+
+    @property
     def caller_speaking(self) -> bool:
         return self._turn is not None and self._turn.speaking
 
@@ -253,7 +289,7 @@ class TurnEngine:
             turn = self._turn = self._new_turn()
             decisions.append(CallerTurnStarted(turn.id))
         else:  # a pause inside the turn: it goes on
-            turn.speaking = True
+            turn.move("speaking")
             turn.speech_ended_at = turn.quiet_since = turn.wake_at = None
             turn.awaiting_final = True
             turn.asked, turn.complete = False, None
@@ -276,7 +312,7 @@ class TurnEngine:
         turn = self._turn
         if turn is None or not turn.speaking:
             return []
-        turn.speaking = False
+        turn.move("quiet")
         turn.speech_ended_at = now if ended_at is None else min(ended_at, now)
         turn.quiet_since = now
         decisions: list[Decision] = [CallerWentQuiet(turn.id)]
@@ -349,8 +385,7 @@ class TurnEngine:
                 return []
             # words ahead of the VAD's start (an interim) or that it never heard as speech (a
             # late final): a turn of their own, settled by a final or `final_timeout`
-            turn = self._turn = self._new_turn()
-            turn.speaking = False
+            turn = self._turn = self._new_turn("quiet")
             turn.awaiting_final = not final
             turn.speech_ended_at = turn.quiet_since = now
             decisions.append(CallerTurnStarted(turn.id))
@@ -387,18 +422,17 @@ class TurnEngine:
             # what was said before the keys counts first, in the same turn
             turn.finals = [turn.text(with_interim=True), text.strip()]
             turn.interim = ""
-            turn.speaking = False
+            if turn.speaking:
+                turn.move("quiet")
             turn.over_agent = None  # keys are never an acknowledgement
             if turn.speech_ended_at is None:
                 turn.speech_ended_at = now
             return self._commit(turn, now)
         decisions: list[Decision] = []
         if turn is not None:
-            self._turn = None
-            decisions.append(CallerTurnDropped(turn.id))
-        turn = self._new_turn()
+            decisions += self._drop(turn)
+        turn = self._new_turn("quiet")
         turn.finals.append(text.strip())
-        turn.speaking = False
         decisions.append(CallerTurnStarted(turn.id))
         return decisions + self._commit(turn, now, spoken=False)
 
@@ -524,9 +558,16 @@ class TurnEngine:
 
     # -- turns --------------------------------------------------------------------------
 
-    def _new_turn(self) -> _Turn:
+    def _new_turn(self, phase: TurnPhase = "speaking") -> _Turn:
         self._turn_ids += 1
-        return _Turn(self._turn_ids)
+        return _Turn(self._turn_ids, phase)
+
+    def _drop(self, turn: _Turn) -> list[Decision]:
+        """The open turn needs no answer (no words, or an acknowledgement)."""
+        turn.move("dropped")
+        if self._turn is turn:
+            self._turn = None
+        return [CallerTurnDropped(turn.id)]
 
     def _commit_check_at(self) -> float | None:
         turn = self._turn
@@ -603,21 +644,20 @@ class TurnEngine:
         if overlap is not None and text:
             verdict = self._overlap_verdict(turn, overlap, now, final=True)
             if verdict.kind in ("backchannel", "noise"):  # listening, not asking: no answer
-                self._turn = None
                 resume = self._resume_agent(verdict.kind) if overlap is self._overlap else []
-                return [CallerTurnDropped(turn.id), *resume]
+                return [*self._drop(turn), *resume]
             if verdict.kind == "stop" and _only_stop(verdict.words):
                 turn.stop_only = True
         if turn.stop_only:
             return self._commit(turn, now, answer=False)
         if not text:
-            self._turn = None
-            return [CallerTurnDropped(turn.id), *self._resume_agent("noise")]
+            return [*self._drop(turn), *self._resume_agent("noise")]
         return self._commit(turn, now)
 
     def _commit(
         self, turn: _Turn, now: float, *, spoken: bool = True, answer: bool = True
     ) -> list[Decision]:
+        turn.move("committed")
         if self._turn is turn:
             self._turn = None
         text = own = turn.text(with_interim=True)

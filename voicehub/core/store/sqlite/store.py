@@ -7,6 +7,7 @@ from pathlib import Path
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
@@ -25,6 +26,7 @@ from voicehub.core.store.sqlite.events import EventTable
 from voicehub.core.store.sqlite.instances import InstanceTable
 from voicehub.core.store.sqlite.rooms import RoomTable
 from voicehub.core.store.sqlite.tasks import TaskTable
+from voicehub.core.store.sqlite.tokens import TokenTable
 
 
 class SQLiteStore:
@@ -50,6 +52,7 @@ class SQLiteStore:
         self._instances = InstanceTable(self._database)
         self._deliveries = DeliveryTable(self._database)
         self._calls = CallTable(self._database)
+        self._tokens = TokenTable(self._database)
 
     @property
     def statements(self) -> int:
@@ -199,6 +202,20 @@ class SQLiteStore:
     ) -> list[DeliveryRecord]:
         """Deliveries ordered by (created_at, id), optionally of one room and/or statuses."""
         return self._deliveries.find(room_id, statuses)
+
+    # Access tokens
+
+    async def save_token(self, token: AccessTokenRecord) -> None:
+        """Insert or replace an access token (committed now)."""
+        self._tokens.put(token)
+
+    async def list_tokens(self) -> list[AccessTokenRecord]:
+        """Every access token, by id."""
+        return self._tokens.find()
+
+    async def delete_token(self, token_id: str) -> bool:
+        """Revoke an access token (committed now); False when there was none."""
+        return self._tokens.remove(token_id)
 
     # Conversations
 
