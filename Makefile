@@ -32,7 +32,8 @@ $(STAMP): $(UV) $(LOCK) pyproject.toml devtools/pyproject.toml
 # Python 3.11-3.13; locks/deploy.txt (the image's) is the same versions, less the tools, and
 # locks/uv.txt the installer's.
 LOCK_OPTIONS = --universal --python-version 3.11 --generate-hashes --quiet \
-	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+	--custom-compile-command "make lock" --override locks/overrides.txt \
+	$(if $(UPGRADE),--upgrade)
 lock: $(UV)
 	$(UV) pip compile locks/dev.in $(LOCK_OPTIONS) --no-emit-package voicehub \
 		--no-emit-package voicehub-dev -o locks/dev.txt

@@ -18,6 +18,8 @@ ALLOWED: dict[str, set[str]] = {
     "agents": {"core"},
     "delivery": {"core"},
     "tools": {"core", "agents"},
+    # MCP servers' tools as `Tool`s (the `mcp` SDK, imported lazily on connecting).
+    "mcp": {"core", "agents"},
     "orchestration": {"core", "agents", "delivery"},
     "voice": {"core", "agents", "delivery"},
     "transports": {"core", "voice"},
@@ -32,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     # Traces and turn metrics: the composition side's observers of calls.
     "telemetry": {"core", "agents", "delivery", "voice", "hub"},
     # The composition side: it may know every layer below it.
-    "desks": {"core", "agents", "delivery", "tools", "orchestration", "voice", "hub"},
+    "desks": {"core", "agents", "delivery", "tools", "mcp", "orchestration", "voice", "hub"},
     # Phone lines: each carrier's webhooks, REST call control, transfers, call-backs,
     # take-over and keypad, and LiveKit SIP; composed into the server and the worker.
     "telephony": {
@@ -93,6 +95,7 @@ VENDORS = (
     "uvicorn",
     "opentelemetry",
     "prometheus_client",
+    "mcp",
 )
 VENDOR_FREE = {"errors", "core", "delivery", "orchestration", "tools"}
 # The one exception: the Redis store lives with the other stores and `redis` is its driver (as

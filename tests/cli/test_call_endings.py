@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -147,6 +148,22 @@ def test_a_desk_that_cannot_start_is_refused_with_its_reason_and_exits_3(
     assert "refused (1011): could not start the call: ConfigError: set DEEPGRAM_API_KEY" in err
 
 
+def test_a_refused_call_prints_the_refusal_only(
+    stand_in: Callable[[Script], StandIn],
+    recording: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No summary of a call that never ran, no agent audio file, no call-back hint."""
+    argv = ["call", "research", "--server", stand_in(failed_session).url, "--fast"]
+    code = main([*argv, "--wav", str(recording), "--out", str(tmp_path / "agent.wav")])
+    printed = capsys.readouterr()
+    assert code == 3, printed.err
+    assert printed.out == ""
+    assert printed.err.count("\n") == 1 and printed.err.startswith("voicehub call: refused")
+    assert not (tmp_path / "agent.wav").exists()
+
+
 def test_a_call_ended_by_the_drain_says_so_and_how_to_call_back(
     stand_in: Callable[[Script], StandIn],
     recording: Path,
@@ -175,8 +192,14 @@ def test_a_call_that_does_not_settle_in_time_says_what_it_waited_for_and_exits_1
 
 
 async def test_a_desk_missing_its_keys_is_refused_on_the_real_server(
-    recording: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    recording: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The caller is told why, and the server logs the refusal, an expected event, as one
+    warning line naming the key (no ERROR, no traceback)."""
+    caplog.set_level(logging.INFO, logger="voicehub")
     for key in ("DEEPGRAM_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "v.db", prewarm=False)
@@ -190,6 +213,10 @@ async def test_a_desk_missing_its_keys_is_refused_on_the_real_server(
         _, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 3, err.decode()
     assert "refused (1011)" in err.decode() and "DEEPGRAM_API_KEY" in err.decode()
+    call_lines = [r for r in caplog.records if r.name == "voicehub.calls"]
+    assert not [r.getMessage() for r in call_lines if r.exc_info or r.levelno >= logging.ERROR]
+    refused = [r.getMessage() for r in call_lines if r.levelno == logging.WARNING]
+    assert len(refused) == 1 and "refused" in refused[0] and "DEEPGRAM_API_KEY" in refused[0]
 
 
 def test_ctrl_c_hangs_up_and_exits_130(

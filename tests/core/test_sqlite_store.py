@@ -11,6 +11,7 @@ import pytest
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
@@ -118,7 +119,7 @@ async def test_a_corrupt_database_raises_store_error_naming_it(tmp_path: Path) -
     assert str(path) in str(raised.value)
 
 
-async def test_a_version_1_file_gets_the_instances_and_calls_tables_and_keeps_its_data(
+async def test_a_version_1_file_gets_the_instances_calls_and_tokens_tables_and_keeps_its_data(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
@@ -126,6 +127,7 @@ async def test_a_version_1_file_gets_the_instances_and_calls_tables_and_keeps_it
     old = sqlite3.connect(path)  # as version 1 wrote it: no instances, tasks without fences
     old.execute("DROP TABLE instances")
     old.execute("DROP TABLE calls")
+    old.execute("DROP TABLE tokens")
     old.execute("INSERT INTO tasks VALUES ('t1', 'main', 'running', ?)", (_OLD_TASK,))
     old.execute("PRAGMA user_version = 1")
     old.commit()
@@ -142,10 +144,12 @@ async def test_a_version_1_file_gets_the_instances_and_calls_tables_and_keeps_it
         call = CallRecord(room_id="d:c", desk="d", conversation="c", transport="twilio", fence=1)
         assert await store.swap_call(call, expected_fence=0) is True
         assert await store.get_call("d:c") == call
+        await store.save_token(AccessTokenRecord(id="k", digest="d"))
+        assert [t.id for t in await store.list_tokens()] == ["k"]
     finally:
         await store.close()
     check = sqlite3.connect(path)
-    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     check.close()
 
 

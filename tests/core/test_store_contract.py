@@ -3,6 +3,8 @@ Redis (a real redis-server started for the session)."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 
 from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     CallState,
     DeliveryRecord,
@@ -425,3 +428,145 @@ async def test_a_stored_call_shares_no_state_with_the_caller(store: Store) -> No
     record.line["call_sid"] = "changed"
     stored = await store.get_call("d:c")
     assert stored is not None and stored.line == {"call_sid": "CA1"}
+
+
+# Deleting a conversation
+
+
+async def fill_conversation(store: Store, room_id: str) -> None:
+    """A conversation as a call leaves it: its room with transcripts and events, two
+    workers' child rooms (one with a grandchild), their tasks and events, a delivered result,
+    a held one with numbers sealed onto it, a follow-up sent, and its call record."""
+    await store.create_room(RoomRecord(id=room_id, metadata={"desk": "research"}))
+    for seq, kind in enumerate((EventKind.TRANSCRIPT, EventKind.MESSAGE, EventKind.DELIVERY), 1):
+        await store.append_event(Event(room_id=room_id, seq=seq, kind=kind, text="my number"))
+    for n in (1, 2):
+        child = f"{room_id}::task-{n}"
+        await store.create_room(RoomRecord(id=child, parent_id=room_id))
+        await store.append_event(event(child, 1))
+        worker = task(f"{room_id}-t{n}", parent=room_id, status=TaskStatus.OK)
+        await store.save_task(worker.model_copy(update={"child_room_id": child}))
+    grandchild = f"{room_id}::task-1::task-1"
+    await store.create_room(RoomRecord(id=grandchild, parent_id=f"{room_id}::task-1"))
+    await store.append_event(event(grandchild, 1))
+    await store.save_task(task(f"{room_id}-t3", parent=f"{room_id}::task-1"))
+    await store.put_delivery(delivery(f"{room_id}-d1", room_id, status=DeliveryStatus.DELIVERED))
+    held = delivery(f"{room_id}-d2", room_id, status=DeliveryStatus.HELD)
+    held.metadata = {"reach": "v1.sealed-numbers", "followup": {"channel": "sms", "sent": True}}
+    await store.put_delivery(held)
+    await store.put_delivery(delivery(f"{room_id}-d3", f"{room_id}::task-2"))
+    await store.swap_call(call(room_id, "instance-a", 1), expected_fence=0)
+
+
+async def test_delete_conversation_removes_it_and_everything_under_it(store: Store) -> None:
+    await fill_conversation(store, "desk:gone")
+    await fill_conversation(store, "desk:kept")
+    before = await stored_text(store)
+
+    erasure = await store.delete_conversation("desk:gone")
+
+    assert sorted(erasure.room_ids) == [
+        "desk:gone",
+        "desk:gone::task-1",
+        "desk:gone::task-1::task-1",
+        "desk:gone::task-2",
+    ]
+    assert (erasure.events, erasure.tasks, erasure.deliveries, erasure.calls) == (6, 3, 3, 1)
+    assert await store.get_room("desk:gone") is None
+    assert await store.list_rooms(parent_id="desk:gone") == []
+    assert await store.list_events("desk:gone") == []
+    assert await store.last_seq("desk:gone::task-1") == 0
+    assert await store.list_tasks(parent_room_id="desk:gone") == []
+    assert await store.count_tasks("desk:gone") == 0
+    assert await store.list_deliveries(room_id="desk:gone") == []
+    assert await store.get_delivery("desk:gone-d2") is None
+    assert await store.get_call("desk:gone") is None
+    assert await store.list_calls(owner="instance-a") == [call("desk:kept", "instance-a", 1)]
+    assert [r.id for r in await store.list_rooms()] == [
+        "desk:kept",
+        "desk:kept::task-1",
+        "desk:kept::task-2",
+        "desk:kept::task-1::task-1",
+    ]
+    # Nothing of it is left in any table or key; the other conversation is untouched.
+    after = await stored_text(store)
+    assert "gone" in before and "gone" not in after
+    assert after.count("kept") == before.count("kept")
+    assert len(await store.list_events("desk:kept")) == 3
+    assert len(await store.list_deliveries()) == 3
+    assert len(await store.list_tasks()) == 3
+
+
+async def test_deleting_an_unknown_conversation_deletes_nothing(store: Store) -> None:
+    await fill_conversation(store, "desk:kept")
+    before = await stored_text(store)
+    erasure = await store.delete_conversation("desk:nowhere")
+    assert not erasure.found
+    assert await stored_text(store) == before
+
+
+async def test_a_deleted_conversation_can_start_afresh(store: Store) -> None:
+    await fill_conversation(store, "desk:again")
+    await store.delete_conversation("desk:again")
+    await fill_conversation(store, "desk:again")  # seq 1 and fence 0 are free again
+    assert len(await store.list_events("desk:again")) == 3
+    assert (await store.get_call("desk:again")) == call("desk:again", "instance-a", 1)
+
+
+async def stored_text(store: Store) -> str:
+    """Everything the store holds, as text: every key and value (Redis), every row of every
+    table (SQLite), every record (memory); a deleted conversation's id must appear nowhere."""
+    if isinstance(store, SQLiteStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as connection:
+            tables = [
+                name
+                for (name,) in connection.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+                )
+            ]
+            return "\n".join(
+                f"{table} {row!r}"
+                for table in tables
+                for row in connection.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            )
+    if isinstance(store, RedisStore):
+        return "\n".join(
+            [f"{key} {await redis_value(store, key)}" for key in await redis_keys(store)]
+        )
+    assert isinstance(store, MemoryStore)
+    return repr(sorted(vars(store).items()))
+
+
+async def redis_keys(store: RedisStore) -> list[str]:
+    return sorted([key async for key in store.redis.scan_iter(match=f"{store.prefix}:*")])
+
+
+async def redis_value(store: RedisStore, key: str) -> str:
+    redis = store.redis
+    kind = await redis.type(key)
+    if kind == "hash":
+        return repr(sorted((await redis.hgetall(key)).items()))
+    if kind == "zset":
+        return repr(await redis.zrange(key, 0, -1, withscores=True))
+    if kind == "set":
+        return repr(sorted(await redis.smembers(key)))
+    return repr(await redis.get(key))
+
+
+# Access tokens
+
+
+async def test_access_tokens_are_saved_replaced_listed_by_id_and_revoked(store: Store) -> None:
+    second = AccessTokenRecord(id="b", name="ops", scopes=["read"], digest="d2", created_at=1.0)
+    first = AccessTokenRecord(id="a", scopes=["desk:research"], digest="d1", expires_at=9.0)
+    await store.save_token(second)
+    await store.save_token(first)
+    assert await store.list_tokens() == [first, second]
+    rotated = second.model_copy(
+        update={"digest": "d3", "previous_digest": "d2", "previous_until": 5.0}
+    )
+    await store.save_token(rotated)
+    assert await store.list_tokens() == [first, rotated]
+    assert await store.delete_token("a") is True
+    assert await store.delete_token("a") is False
+    assert await store.list_tokens() == [rotated]

@@ -5,6 +5,7 @@ written once the store is back."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -13,6 +14,7 @@ from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.delivery.policy import Immediate
+from voicehub.delivery.service import PUT_RETRY_SECONDS
 from voicehub.errors import StoreError
 from voicehub.hub import Hub, HubInstance
 from voicehub_dev.fakes.scripted_session import FakeSession
@@ -135,5 +137,53 @@ async def test_a_lease_renewal_refused_mid_speech_neither_repeats_nor_drops_the_
         assert record is not None
         assert (record.status, record.attempts) == (DeliveryStatus.DELIVERED, 1)
         assert session.injections_per_id() == {delivery_id: 1}
+    finally:
+        await hub.aclose()
+
+
+class PutOutageStore(MemoryStore):
+    """Writes the first `landed` new deliveries but answers with StoreError (an answer lost
+    in a restart), then refuses `failures` more puts outright."""
+
+    def __init__(self, failures: int, landed: int = 0) -> None:
+        super().__init__()
+        self.failures, self.landed, self.tries = failures, landed, 0
+
+    async def put_delivery(self, delivery: DeliveryRecord) -> bool:
+        self.tries += 1
+        if self.landed:
+            self.landed -= 1
+            await super().put_delivery(delivery)
+            raise StoreError("Redis store redis://x failed: ConnectionError: reset")
+        if self.failures:
+            self.failures -= 1
+            raise StoreError("Redis store redis://x failed: ConnectionError: refused")
+        return await super().put_delivery(delivery)
+
+
+async def test_a_result_finished_while_the_store_is_away_is_kept_and_stored_once() -> None:
+    clock, store = VirtualClock(), PutOutageStore(failures=3, landed=1)
+    hub = Hub(store=store, clock=clock, delivery_strategy=Immediate())
+    await hub.start()
+    try:
+        delivering = asyncio.ensure_future(hub.deliver("call", "the answer"))
+        await clock.advance(5)
+        delivery_id = await delivering
+        assert store.tries == 5
+        stored = await store.list_deliveries(room_id="call")
+        assert [d.id for d in stored] == [delivery_id]  # the landed write, found by its id
+    finally:
+        await hub.aclose()
+
+
+async def test_a_store_away_longer_than_the_retry_gives_the_error() -> None:
+    clock, store = VirtualClock(), PutOutageStore(failures=10**6)
+    hub = Hub(store=store, clock=clock, delivery_strategy=Immediate())
+    await hub.start()
+    try:
+        delivering = asyncio.ensure_future(hub.deliver("call", "the answer"))
+        await clock.advance(PUT_RETRY_SECONDS + 2)
+        with pytest.raises(StoreError):
+            await delivering
     finally:
         await hub.aclose()

@@ -14,11 +14,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from tests.support.speech import spoken
 from voicehub.desks.desk import Desk, load_desks
-from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
+from voicehub.desks.pipeline_call import start_pipeline_call
 from voicehub.desks.voice_stack import CallSpec
 from voicehub.hub import Hub
 from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
+from voicehub.voice.engine.call_parts import CallSpeech
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import Transcript
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
@@ -83,7 +84,7 @@ async def call_desk(
     the agents' voices (default: "espeak")."""
     models = offline_models()
     transport = MemoryTransport(RATE, ack="immediate")
-    providers = PipelineProviders(
+    providers = CallSpeech(
         stt=models["stt"],
         tts=models["tts"],
         vad=models["vad"],

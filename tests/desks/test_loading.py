@@ -90,6 +90,7 @@ def test_the_example_desks_load() -> None:
         "research-cloud",
         "research-realtime",
         "swarm",
+        "tickets",
         "triage",
     ]
     realtime = desks["research-realtime"].voice
@@ -277,8 +278,8 @@ def test_unknown_field_is_named_with_a_suggestion(tmp_path: Path) -> None:
     message = error_of(tmp_path, VALID.replace("[delivery]", '[voice]\nvda = "silero"\n[delivery]'))
     assert "voice.vda: unknown field 'vda' (did you mean 'vad'?)" in message
     assert (
-        "allowed here: deepgram, engine, idle_hang_up_after, idle_prompt_after, "
-        "max_turn_silence, realtime, stack, stt, stt_fallback, tts, turn, vad" in message
+        "allowed here: deepgram, denoise, engine, idle_hang_up_after, idle_prompt_after, "
+        "max_turn_silence, realtime, sounds, stack, stt, stt_fallback, tts, turn, vad" in message
     )
 
 

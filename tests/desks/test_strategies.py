@@ -118,8 +118,14 @@ async def test_active_agent_follows_the_conversation_state(
     desk = desks["triage"]
     chat = await open_room(desk)
     assert desk.active_agent(chat.room).id == "triage"
-    await chat.say("my internet is broken")
+    turn = asyncio.create_task(chat.text.send(chat.room, "my internet is broken"))
+    await chat.next_message()  # triage passes the caller on
+    assert (await chat.next_message())[0] == "handler"  # who asks at once
     assert desk.active_agent(chat.room).id == "handler"
+    await chat.text.send(chat.room, "yes")
+    await chat.next_message()  # the second question
+    await chat.text.send(chat.room, "internet")
+    await asyncio.wait_for(turn, GUARD)
     assert desks["research"].active_agent(chat.room).id == "desk"  # no strategy: the front
 
 
@@ -138,19 +144,20 @@ async def test_triage_hands_off_asks_and_resolves(
     assert await chat.say("hi") == [
         ("triage", "Hello! Tell me what is wrong, for example: my internet is broken.")
     ]
-    assert await chat.say("my internet is broken") == [
-        ("triage", "I'm sorry to hear that. Let me pass you to a technician."),
-        ("handler", "Technical support here. Tell me what happens when you try to use it."),
-    ]
-    assert chat.agent == "handler" and followed == ["handler"]
-
-    # The technician asks; the answers are typed, and none of them gets an agent reply.
-    turn = asyncio.create_task(chat.text.send(chat.room, "it still does not work"))
+    # One complaint is enough: the technician, handed the caller, asks at once; the answers
+    # are typed, and none of them gets an agent reply.
+    turn = asyncio.create_task(chat.text.send(chat.room, "my internet is broken"))
+    assert await chat.next_message() == (
+        "triage",
+        "I'm sorry to hear that. Let me pass you to a technician.",
+    )
     source, question = await chat.next_message()
     assert source == "handler"
-    assert (
-        question == "Let me check a couple of things.\nHave you restarted your router, yes or no?"
+    assert question == (
+        "Technical support here. Let me check a couple of things.\n"
+        "Have you restarted your router, yes or no?"
     )
+    assert chat.agent == "handler" and followed == ["handler"]
     await chat.text.send(chat.room, "Yes, I did.")
     assert (await chat.next_message())[1].startswith("Which service is affected")
     await chat.text.send(chat.room, "banana")
@@ -178,9 +185,16 @@ async def test_triage_hands_off_asks_and_resolves(
         ("handler", "Great. Let me pass you on to close your case."),
         ("resolver", "Hello, I'm closing your case. Is there anything else I can help with?"),
     ]
-    # ...but the resolver may return the caller to the technician (can_return_to).
-    replies = await chat.say("it is broken again")
-    assert [source for source, _ in replies] == ["resolver", "handler"]
+    # ...but the resolver may return the caller to the technician (can_return_to), who
+    # asks again.
+    turn = asyncio.create_task(chat.text.send(chat.room, "it is broken again"))
+    assert (await chat.next_message())[0] == "resolver"
+    source, question = await chat.next_message()
+    assert source == "handler" and question.endswith("Have you restarted your router, yes or no?")
+    await chat.text.send(chat.room, "no")
+    assert (await chat.next_message())[1].startswith("Which service is affected")
+    await chat.text.send(chat.room, "internet")
+    await asyncio.wait_for(turn, GUARD)
     state = get_conversation_state(chat.room)
     assert (state.phase, state.active_agent_id, state.handoff_count) == ("handling", "handler", 3)
     assert [(t.from_agent, t.to_agent) for t in state.phase_history] == [

@@ -1,6 +1,7 @@
-"""`[voice] stt` picks the offline recognizer of a desk's calls: PocketSphinx or Whisper
-(biased to the desk's vocabulary), or "auto" (the default): Whisper where its model loads,
-else PocketSphinx."""
+"""`[voice] stt` picks the offline recognizer of a desk's calls: PocketSphinx, Whisper
+(biased to the desk's vocabulary) or Moonshine, or "auto" (the default): Moonshine with
+Whisper as its second opinion where Moonshine's package runs, else Whisper, else
+PocketSphinx."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from voicehub.desks.loading import load_desk_file
 from voicehub.desks.offline_stack import offline_stt_name, speech_to_text_for
 from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
 from voicehub.errors import ConfigError
-from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT, whisper_engine
+from voicehub.voice.providers.offline import (
+    PocketSphinxSTT,
+    WhisperSTT,
+    moonshine_model,
+    whisper_engine,
+)
+from voicehub.voice.providers.offline.moonshine_stt import MoonshineSTT
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 
@@ -54,7 +61,7 @@ def test_a_desk_choosing_whisper_gets_whisper_biased_to_its_vocabulary(tmp_path:
 def test_auto_is_the_default_and_the_example_desks_use_it(tmp_path: Path) -> None:
     desk = research_desk(tmp_path, "")
     assert desk.config.voice.stt == "auto"
-    assert isinstance(speech_to_text_for(desk), WhisperSTT)
+    assert isinstance(speech_to_text_for(desk), MoonshineSTT)
     for name, example in load_desks(CHANNELS).items():
         if example.config.voice.engine == "pipeline" and example.config.voice.stt != "deepgram":
             assert example.config.voice.stt == "auto", name
@@ -66,25 +73,54 @@ def test_an_unknown_stt_name_is_refused_naming_the_file_and_the_choices(tmp_path
         load_desk_file(path)
     message = str(caught.value)
     assert message.startswith(f"{path}: ")
-    assert "voice.stt: Input should be 'pocketsphinx', 'whisper', 'auto' or 'deepgram'" in message
+    assert (
+        "voice.stt: Input should be 'pocketsphinx', 'whisper', 'moonshine', 'auto' or 'deepgram'"
+        in message
+    )
 
 
 @pytest.fixture
 def fresh_whisper_check() -> Iterator[None]:
-    """`whisper_unavailable` is cached per process: each test sees its own answer."""
+    """`whisper_unavailable` and `moonshine_unavailable` are cached per process: each test
+    sees its own answer."""
     whisper_engine.whisper_unavailable.cache_clear()
+    moonshine_model.moonshine_unavailable.cache_clear()
     yield
     whisper_engine.whisper_unavailable.cache_clear()
+    moonshine_model.moonshine_unavailable.cache_clear()
 
 
 @pytest.mark.usefixtures("fresh_whisper_check")
-def test_auto_chooses_whisper_where_its_model_loads(tmp_path: Path) -> None:
+def test_auto_chooses_moonshine_with_whisper_as_its_second_opinion(tmp_path: Path) -> None:
     desk = research_desk(tmp_path, 'stt = "auto"')
     assert desk.config.voice.stt == "auto"
-    assert offline_stt_name(desk) == "whisper"
+    assert offline_stt_name(desk) == "moonshine"
     stt = speech_to_text_for(desk)
-    assert isinstance(stt, WhisperSTT)
-    assert "wind turbines" in stt.prompt  # biased like an explicit whisper desk
+    assert isinstance(stt, MoonshineSTT)
+    second = stt.second_opinion
+    assert second is not None and second.relisten == desk_relisten(desk)
+    assert "wind turbines" in second.whisper.prompt  # biased like an explicit whisper desk
+
+
+@pytest.mark.usefixtures("fresh_whisper_check")
+def test_an_explicit_moonshine_desk_is_heard_by_moonshine_alone(tmp_path: Path) -> None:
+    desk = research_desk(tmp_path, 'stt = "moonshine"')
+    stt = speech_to_text_for(desk)
+    assert isinstance(stt, MoonshineSTT) and stt.second_opinion is None
+
+
+@pytest.mark.usefixtures("fresh_whisper_check")
+def test_auto_keeps_whisper_where_moonshine_cannot_run_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(moonshine_model.platform, "machine", lambda: "aarch64")
+    desk = research_desk(tmp_path, 'stt = "auto"')
+    with caplog.at_level(logging.WARNING, logger="voicehub.desks"):
+        assert offline_stt_name(desk) == "whisper"
+    stt = speech_to_text_for(desk)
+    assert isinstance(stt, WhisperSTT) and "wind turbines" in stt.prompt
+    [first, *_] = [r.getMessage() for r in caplog.records]
+    assert "stt 'auto' keeps Whisper" in first and "Linux x86-64 only" in first
 
 
 @pytest.mark.usefixtures("fresh_whisper_check")
@@ -94,6 +130,7 @@ def test_auto_falls_back_to_pocketsphinx_naming_why_when_whisper_cannot_run(
     # The installed model no longer matches its pinned hash, as after a tampered upgrade.
     altered = {**whisper_engine.MODEL_FILES, "model.bin": "0" * 64}
     monkeypatch.setattr(whisper_engine, "MODEL_FILES", altered)
+    monkeypatch.setattr(moonshine_model.platform, "machine", lambda: "aarch64")
     desk = research_desk(tmp_path, 'stt = "auto"')
     with caplog.at_level(logging.WARNING, logger="voicehub.desks"):
         assert offline_stt_name(desk) == "pocketsphinx"

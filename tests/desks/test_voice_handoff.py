@@ -60,7 +60,13 @@ async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
         state = get_conversation_state(hub.room("triage:voice-1"))
         assert (state.phase, state.active_agent_id) == ("handling", "handler")
 
-        # The next turn is the technician's: triage would not know "fixed".
+        # The technician asks at once; then the next turn is the technician's: triage would
+        # not know "fixed".
+        await call.agent_said("Have you restarted your router")
+        await call.caller_says("yes")
+        await call.agent_said("Which service is affected")
+        await call.caller_says("internet")
+        await call.agent_said("I have reset your Internet line")
         await call.caller_says("that fixed it")
         await call.agent_said("Great. Let me pass you on to close your case.")
         await call.agent_said("I'm closing your case")

@@ -16,7 +16,7 @@ from tests.support.waiting import until
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
-from voicehub.telephony.twilio.callback import CallBacks
+from voicehub.telephony.callback import CallBacks
 from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 from voicehub_dev.fakes.twilio import FakeTwilio

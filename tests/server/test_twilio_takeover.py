@@ -82,7 +82,13 @@ def record(owner: str, stream: str, fence: int = 1) -> CallRecord:
 def takeover(store: MemoryStore, api: CallUpdates, clock: VirtualClock) -> PhoneTakeover:
     redirector = TwilioRest(ACCOUNT, TOKEN, api_url=api.url)
     return PhoneTakeover(
-        store, "b", redirector, lambda desk: VOICE, clock, wall=clock.now, grace=5.0
+        store,
+        "b",
+        {"twilio": redirector},
+        lambda carrier, desk: VOICE,
+        clock,
+        wall=clock.now,
+        grace=5.0,
     )
 
 

@@ -11,6 +11,7 @@ import pytest_asyncio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from voicehub.telephony.callback import DialBack
 from voicehub.telephony.control import CarrierCallError, CarrierCalls
 from voicehub.telephony.plivo.control import PlivoCalls
 from voicehub.telephony.telnyx.control import TelnyxCalls
@@ -38,13 +39,18 @@ async def rest(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[CarrierRest]:
 
 
 def calls_of(carrier: str, rest: CarrierRest) -> CarrierCalls:
+    public = lambda path: "https://voicehub.test" + path  # noqa: E731
     if carrier == "telnyx":
-        return TelnyxCalls(TELNYX_KEY, api_url=rest.url + "/v2")
-    if carrier == "plivo":
-        return PlivoCalls(
-            PLIVO_ID, PLIVO_TOKEN, lambda path: "https://voicehub.test" + path, api_url=rest.url
+        return TelnyxCalls(
+            TELNYX_KEY,
+            public,
+            api_url=rest.url + "/v2",
+            account_sid="account-1",
+            application_id="texml-app-1",
         )
-    return VonageCalls("app-1", PRIVATE_PEM, api_url=rest.url)
+    if carrier == "plivo":
+        return PlivoCalls(PLIVO_ID, PLIVO_TOKEN, public, api_url=rest.url)
+    return VonageCalls("app-1", PRIVATE_PEM, public, api_url=rest.url)
 
 
 @pytest.mark.parametrize("carrier", ["telnyx", "plivo", "vonage"])
@@ -73,3 +79,43 @@ async def test_keypad_tones_then_a_transfer_then_the_call_is_over(
         assert connect["action"] == "connect"
         assert connect["endpoint"] == [{"type": "phone", "number": "15550001111"}]
         assert connect["randomFromNumber"] is True
+
+
+@pytest.mark.parametrize("carrier", ["telnyx", "plivo", "vonage"])
+async def test_a_call_back_is_placed_from_the_number_called_with_machine_detection(
+    rest: CarrierRest, carrier: str
+) -> None:
+    calls = calls_of(carrier, rest)
+    try:
+        placed = await calls.dial_back(DialBack("A1", "research", "+15550100011", "+15550009998"))
+    finally:
+        await calls.aclose()
+    [(name, action, call_id, body)] = rest.requests
+    assert (name, action, placed) == (carrier, "dial", call_id if carrier != "telnyx" else placed)
+    base = f"https://voicehub.test/{carrier}/research/callback/A1"
+    if carrier == "telnyx":
+        assert (body["To"], body["From"], body["ApplicationSid"]) == (
+            "+15550100011",
+            "+15550009998",
+            "texml-app-1",
+        )
+        assert (body["Url"], body["StatusCallback"]) == (base, base + "/status")
+        assert body["MachineDetection"] == "DetectMessageEnd"
+    elif carrier == "plivo":
+        assert (body["to"], body["from"]) == ("15550100011", "15550009998")
+        assert (body["answer_url"], body["hangup_url"]) == (base, base + "/hangup")
+        assert body["machine_detection"] == "hangup"
+    else:
+        assert body["to"] == [{"type": "phone", "number": "15550100011"}]
+        assert body["from"] == {"type": "phone", "number": "15550009998"}
+        assert (body["answer_url"], body["event_url"]) == ([base], [base + "/event"])
+        assert body["machine_detection"] == "hangup"
+
+
+async def test_a_telnyx_call_back_needs_the_texml_account_and_application() -> None:
+    calls = TelnyxCalls(TELNYX_KEY, lambda path: "https://voicehub.test" + path)
+    try:
+        with pytest.raises(CarrierCallError, match="TELNYX_ACCOUNT_SID and TELNYX_APPLICATION_ID"):
+            await calls.dial_back(DialBack("A1", "research", "+15550100011", "+15550009998"))
+    finally:
+        await calls.aclose()

@@ -57,6 +57,7 @@ __all__ = [
 ]
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][\w.]*)\}")
+_RESULT_FIELD = re.compile(r"\{result\.")
 
 
 class ScriptedRule(BaseModel):
@@ -316,6 +317,10 @@ class ScriptedLLM:
             with contextlib.suppress(json.JSONDecodeError):
                 values["result_data"] = json.loads(result)
         template = rule.reply if rule is not None and rule.reply is not None else "{result}"
+        if "result_data" not in values and _RESULT_FIELD.search(template):
+            # fields of an answer that is not JSON (a tool's error, an MCP server's on_error
+            # text): the answer itself, not a reply with holes in it
+            template = "{result}"
         return [TextDelta(text=render(template, values))]
 
     def _rule_of(self, message: ChatMessage | None) -> ScriptedRule | None:

@@ -1,4 +1,5 @@
-"""The `voicehub` command: serve, call, console, channels, test, worker, token.
+"""The `voicehub` command: serve, call, console, channels, test, worker, token,
+conversations, access.
 
 Each command is a module here with `add_parser(commands)` (its argparse wiring) and
 `run(args) -> int` (its exit code); `main` assembles them. Errors a user can cause
@@ -18,7 +19,17 @@ import sys
 from importlib.metadata import entry_points
 from types import ModuleType
 
-from voicehub.cli import call, channels, console, serve, test, token, worker
+from voicehub.cli import (
+    access,
+    call,
+    channels,
+    console,
+    conversations,
+    serve,
+    test,
+    token,
+    worker,
+)
 from voicehub.errors import VoicehubError
 
 __all__ = ["main"]
@@ -31,6 +42,8 @@ _COMMANDS: dict[str, ModuleType] = {
     "test": test,
     "worker": worker,
     "token": token,
+    "conversations": conversations,
+    "access": access,
 }
 
 

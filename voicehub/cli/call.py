@@ -167,6 +167,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
         raise VoicehubError(message) from None
     ending = ending_of(report, timeout=args.timeout)
+    if ending.refused:  # no call ran: the refusal is the whole story
+        return _ended(ending)
     target = args.out or Path(f"call-{report.conversation}.wav")
     write_wav(target, bytes(report.agent_audio), SAMPLE_RATE)
     print(format_timeline(report), file=out)

@@ -5,7 +5,8 @@ sends its opening frames, then a frame of caller audio every 20 ms (silence betw
 utterances, as an open phone line does), plays the agent's audio on a virtual speaker
 (`playout_speed` times real time, on an injected clock) and answers each mark once the audio
 before it has played; on a clear it drops the unplayed audio and does what that carrier
-does with the marks still queued (Telnyx returns them, Plivo and Vonage forget them).
+does with the marks still queued (Telnyx returns them, Plivo and Vonage forget them). Audio
+past a carrier's buffer (Vonage's 3072 frames) is lost, and recorded as a problem.
 
 What differs per carrier is its `Dialect` (the frames, written from the carrier's published
 docs, not from voicehub's codecs): `voicehub.client.telnyx`, `.plivo`, `.vonage`.
@@ -44,6 +45,8 @@ class Dialect(Protocol):
     encoding: Literal["mulaw", "pcm16"]
     rate: int
     marks_returned_on_clear: bool
+    # Frames of audio the carrier buffers ahead of playback; one more is lost (None: no bound).
+    buffer_frames: int | None
 
     def opening(self) -> list[str]:
         """The frames sent once the socket is open (connected, start)."""
@@ -107,6 +110,8 @@ class CarrierLine:
         self._speech: deque[bytes] = deque()
         self._speech_done: asyncio.Event | None = None
         self._inbox: deque[Heard] = deque()
+        self._audio_buffered = 0  # audio frames in the inbox
+        self.frames_lost = 0  # audio past the carrier's buffer
         self._inbox_ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._chunks = 0
@@ -219,9 +224,16 @@ class CarrierLine:
         if item[0] == "problem":
             self.problems.append(item[1])
         elif item[0] == "audio":
-            self._inbox.append(item)
             self.media_received += 1
             self.last_audio_at = self.clock.now()
+            limit = self.dialect.buffer_frames
+            if limit is not None and self._audio_buffered >= limit:
+                if not self.frames_lost:
+                    self.problems.append(f"audio past the buffer of {limit} frames was lost")
+                self.frames_lost += 1
+                return
+            self._inbox.append(item)
+            self._audio_buffered += 1
         elif item[0] == "mark":
             self._inbox.append(item)
         else:
@@ -229,6 +241,7 @@ class CarrierLine:
             queued = [name for kind, name in self._inbox if kind == "mark"]
             marks = [*self._held_marks, *queued]
             self._inbox.clear()
+            self._audio_buffered = 0
             self._held_marks = []
             cleared = self.dialect.cleared()
             if cleared is not None:
@@ -250,6 +263,7 @@ class CarrierLine:
                 await self.clock.sleep(len(audio) / 2 / self.dialect.rate / self.playout_speed)
                 if self._inbox and self._inbox[0] is item:  # not cleared meanwhile
                     self._inbox.popleft()
+                    self._audio_buffered -= 1
                     self.played.pcm16.extend(audio)
                     self.last_audio_at = self.clock.now()
             else:

@@ -63,10 +63,13 @@ EXIT_CODES = {
 
 @dataclass(frozen=True)
 class CallEnding:
-    """One call's ending: its kind, the sentence that explains it, its exit code."""
+    """One call's ending: its kind, the sentence that explains it, its exit code.
+    `refused`: the call never ran (the server refused it, or could not start it), so there
+    is no conversation to summarize, no agent audio and nothing to call back to."""
 
     kind: Ending
     message: str
+    refused: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -121,7 +124,9 @@ def _closed(report: CallReport) -> CallEnding:
     held = f"results not yet spoken are held: call back with --conversation {report.conversation}"
     if code == _TRY_AGAIN_LATER or any(e.code == "draining" for e in errors):
         return CallEnding(
-            Ending.DRAINING, f"refused: the server is draining (shutting down): {said}"
+            Ending.DRAINING,
+            f"refused: the server is draining (shutting down): {said}",
+            refused=True,
         )
     if code == _GOING_AWAY:
         return CallEnding(
@@ -130,7 +135,7 @@ def _closed(report: CallReport) -> CallEnding:
         )
     failed_to_start = any(e.code == "session_failed" for e in errors)
     if code in _REFUSING or failed_to_start:
-        return CallEnding(Ending.REFUSED, f"refused ({code}): {said}")
+        return CallEnding(Ending.REFUSED, f"refused ({code}): {said}", refused=True)
     if code == _REPLACED:
         return CallEnding(Ending.ENDED, f"ended: {said}")
     return CallEnding(Ending.ENDED, f"the server ended the call ({code}): {said}; {held}")

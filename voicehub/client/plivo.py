@@ -122,6 +122,7 @@ class PlivoDialect:
     encoding: Literal["mulaw", "pcm16"] = "mulaw"
     rate = 8000
     marks_returned_on_clear = False
+    buffer_frames: int | None = None  # no documented bound
 
     def __init__(self, answer: StreamAnswer) -> None:
         self.answer = answer

@@ -126,6 +126,7 @@ class TelnyxDialect:
     encoding: Literal["mulaw", "pcm16"] = "mulaw"
     rate = 8000
     marks_returned_on_clear = True
+    buffer_frames: int | None = None  # no documented bound
 
     def __init__(self, answer: StreamAnswer) -> None:
         self.answer = answer

@@ -9,7 +9,8 @@ secret) in `Authorization: Bearer`; events are POSTs whose JWT carries the body'
 and the endpoint's headers), then binary PCM16 frames of 640 bytes and `websocket:dtmf`;
 it takes binary audio of exactly 640 bytes, `{"action": "notify"}` (echoed as
 `websocket:notify` once the audio before it has played) and `{"action": "clear"}` (answered
-with `websocket:cleared`; the notifies it dropped are forgotten). A hang-up closes the socket.
+with `websocket:cleared`; the notifies it dropped are forgotten). It buffers 3072 frames of audio
+ahead of playback; a frame past that is lost (a problem here). A hang-up closes the socket.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ from voicehub.client.carrier_answers import StreamAnswer, Tunnel
 from voicehub.client.carrier_line import CarrierLine, Heard
 from voicehub.errors import MissingExtraError, ProtocolError
 
-__all__ = ["FakeVonage", "VonageDialect"]
+__all__ = ["BUFFER_MESSAGES", "FakeVonage", "VonageDialect"]
 
 _FRAME = 640  # 20 ms of PCM16 at 16 kHz
+# "Vonage will only buffer 3072 messages (~60 s)" of audio sent ahead of playback (its
+# tutorial on playing audio into a WebSocket): past that, frames are lost.
+BUFFER_MESSAGES = 3072
 
 
 class FakeVonage(Tunnel):
@@ -104,6 +108,7 @@ class VonageDialect:
     encoding: Literal["mulaw", "pcm16"] = "pcm16"
     rate = 16000
     marks_returned_on_clear = False
+    buffer_frames: int | None = BUFFER_MESSAGES
 
     def __init__(self, answer: StreamAnswer) -> None:
         self.answer = answer

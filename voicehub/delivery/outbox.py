@@ -48,6 +48,11 @@ UNFINISHED = (
 )
 
 
+def new_delivery_id() -> str:
+    """A fresh, unguessable delivery id."""
+    return f"dlv-{os.urandom(16).hex()}"
+
+
 class Outbox:
     """Durable delivery records on a `Store`.
 
@@ -93,7 +98,7 @@ class Outbox:
         # even when a coarse or virtual wall clock stamps two results alike.
         now = self._last_created = max(self.wall(), self._last_created + _TIE_STEP)
         record = DeliveryRecord(
-            id=delivery_id or f"dlv-{os.urandom(16).hex()}",
+            id=delivery_id or new_delivery_id(),
             room_id=room_id,
             content=content,
             strategy=strategy.to_json(),

@@ -24,7 +24,7 @@ from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
 from voicehub.delivery.hook_events import delivery_event, strategy_name
 from voicehub.delivery.injector import ActivityFeed, Injector, InjectOutcome
-from voicehub.delivery.outbox import Outbox
+from voicehub.delivery.outbox import Outbox, new_delivery_id
 from voicehub.delivery.policy import (
     Deliver,
     DeliveryStrategy,
@@ -35,6 +35,7 @@ from voicehub.delivery.policy import (
     parse_strategy,
 )
 from voicehub.delivery.room_queue import OFFER_AFTER, RoomQueue, queue_id
+from voicehub.errors import StoreError
 
 if TYPE_CHECKING:
     from voicehub.core.runtime import Runtime
@@ -43,6 +44,8 @@ __all__ = ["ActivityFeed", "DeliveryService", "LeaseBreaker"]
 
 log = logging.getLogger("voicehub.delivery")
 _TTL = "time to live passed"
+PUT_RETRY_SECONDS = 30.0
+"""How long a new result is retried while the store is unreachable before it is given up."""
 _OUTCOMES = frozenset(InjectOutcome)
 
 LeaseBreaker = Callable[[DeliveryRecord], Awaitable[bool]]
@@ -123,9 +126,27 @@ class DeliveryService:
         record wins, even if the id is handed in again for another room)."""
         chosen = parse_strategy(strategy, self.default_strategy)
         now = self.clock.now()
-        record, new = await self.outbox.add(
-            room_id, content, chosen, arrived_at=now, metadata=metadata, delivery_id=delivery_id
-        )
+        # The id is fixed before the first try: a write that landed but whose answer was
+        # lost is found again by it, not written twice (it would be spoken twice).
+        delivery_id = delivery_id or new_delivery_id()
+        delay, deadline = 0.05, now + PUT_RETRY_SECONDS
+        while True:
+            try:
+                record, new = await self.outbox.add(
+                    room_id,
+                    content,
+                    chosen,
+                    arrived_at=now,
+                    metadata=metadata,
+                    delivery_id=delivery_id,
+                )
+                break
+            except StoreError:  # unreachable (a Redis restart, a locked file): a result
+                if self.clock.now() + delay > deadline:  # is kept, not dropped, if it can be
+                    raise
+                log.warning("delivery %s: store unreachable, retrying to keep it", delivery_id)
+                await self.clock.sleep(delay)
+                delay = min(2 * delay, 1.0)
         queue = self._queue(record.room_id)
         if record.status.final or (not new and record.id in queue.items):
             self._unload(queue)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from voicehub.delivery.injector import InjectOutcome
     from voicehub.desks.desk import Desk
     from voicehub.desks.voice_stack import CallSpec
+    from voicehub.voice.activity import VoiceActivity
 
 __all__ = ["AgentSession", "DeskOnCall"]
 
@@ -51,6 +52,9 @@ class AgentSession(Protocol):
 
     @property
     def agent(self) -> Agent: ...
+
+    @property
+    def activity(self) -> VoiceActivity: ...
 
     async def say(self, text: str, *, allow_interrupt: bool = True) -> InjectOutcome: ...
 
@@ -107,7 +111,11 @@ class DeskOnCall:
         return cls(
             call,
             room,
-            asker=asker(hub, timeout=asking.timeout) if asking is not None else None,
+            asker=(
+                asker(hub, timeout=asking.timeout, remind_after=desk.config.voice.idle_prompt_after)
+                if asking is not None
+                else None
+            ),
             greets_after_handoff=greets_after_handoff,
         )
 

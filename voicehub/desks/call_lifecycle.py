@@ -305,7 +305,10 @@ class CallLifecycle:
             if resume is not None and (words := resume.words()) is not None:
                 self._say(call, words)
         except Exception as exc:
-            log.exception("room %s: could not start the voice session", room_id)
+            if isinstance(exc, VoicehubError):  # raised on purpose (a missing key): expected
+                log.warning("room %s: call refused: %s: %s", room_id, type(exc).__name__, exc)
+            else:
+                log.exception("room %s: could not start the voice session", room_id)
             message = f"could not start the call: {type(exc).__name__}: {exc}"
             call.send(CallError(code="session_failed", message=message))
             call.end(CloseCode.INTERNAL_ERROR, "could not start the call", "hung_up")

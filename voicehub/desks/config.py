@@ -9,7 +9,9 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from voicehub.desks.coordination_checks import coordination_problems
 from voicehub.desks.coordination_sections import BlackboardConfig, ManagerConfig
+from voicehub.desks.mcp_section import McpServerConfig
 from voicehub.desks.phone import PhoneConfig
+from voicehub.desks.privacy import PrivacyConfig
 from voicehub.desks.record import RecordConfig
 from voicehub.desks.sections import (
     AgentConfig,
@@ -26,6 +28,7 @@ from voicehub.desks.sections import (
     field_error,
 )
 from voicehub.desks.transfer import TransferConfig
+from voicehub.mcp.names import qualified_tool
 from voicehub.orchestration.board_state import BOARD_TOOLS
 from voicehub.orchestration.manager_tools import PRE_RUN_TOOLS
 from voicehub.orchestration.planner import ANALYSIS_TOOL, THOUGHT_TOOL
@@ -82,6 +85,11 @@ class DeskConfig(StrictModel):
     `[blackboard]`."""
     record: RecordConfig = Field(default_factory=RecordConfig)
     """Recordings and transcripts of the desk's calls (off unless asked): `[record]`."""
+    mcp: tuple[McpServerConfig, ...] = ()
+    """MCP servers whose tools the agents may list in `tools` as `"NAME.TOOL"`: one `[[mcp]]`
+    table each."""
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    """How long the desk's conversations are kept, what logs and traces scrub: `[privacy]`."""
     _source: Path | None = PrivateAttr(default=None)
 
     @property
@@ -267,16 +275,55 @@ def _repeats(path: str, values: tuple[str, ...]) -> Iterator[tuple[str, str]]:
             yield f"{path}[{j}]", f"{value!r} is listed twice"
 
 
+def model_tool_names(names: tuple[str, ...]) -> list[str]:
+    """The names the model is offered for an agent's `tools` (builtins with their companions;
+    an MCP tool `"server.tool"` under its own name)."""
+    offered = with_companions([name for name in names if qualified_tool(name) is None])
+    for name in names:
+        qualified = qualified_tool(name)
+        if qualified is not None:
+            offered.append(qualified.tool)
+    return offered
+
+
+def _mcp_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
+    servers = [server.name for server in desk.mcp]
+    for j, name in enumerate(servers):
+        if name in servers[:j]:
+            yield f"mcp[{j}].name", f"MCP server name {name!r} is used twice"
+    for i, agent in enumerate(desk.agents):
+        seen: dict[str, str] = {}
+        own = [name for name in agent.tools if qualified_tool(name) is None]
+        builtin = [*with_companions(own), *desk.orchestration_tools(agent.id)]
+        for j, name in enumerate(agent.tools):
+            qualified = qualified_tool(name)
+            if qualified is None:
+                continue
+            path = f"agents[{i}].tools[{j}]"
+            if qualified.server not in servers:
+                known = ", ".join(servers) or "none: add an [[mcp]] table"
+                yield path, f"no MCP server {qualified.server!r} in this desk (servers: {known})"
+            elif qualified.tool in builtin:
+                yield path, f"{name!r} has the name of the agent's tool {qualified.tool!r}"
+            elif qualified.tool in seen:
+                other = seen[qualified.tool]
+                yield path, f"{name!r} and {other!r} are both named {qualified.tool!r}"
+            seen[qualified.tool] = name
+
+
 def _tool_problems(desk: DeskConfig) -> Iterator[tuple[str, str]]:
+    yield from _mcp_problems(desk)
     for i, agent in enumerate(desk.agents):
         for j, name in enumerate(agent.tools):
+            if qualified_tool(name) is not None:
+                continue
             if BUILTIN_TOOLS[name].needs_knowledge and desk.knowledge is None:
                 yield f"agents[{i}].tools[{j}]", needs_knowledge_message(name)
             if BUILTIN_TOOLS[name].needs_transfer and desk.transfer is None:
                 yield f"agents[{i}].tools[{j}]", NEEDS_TRANSFER
         if agent.scripted is None:
             continue
-        offered = [*with_companions(agent.tools), *desk.orchestration_tools(agent.id)]
+        offered = [*model_tool_names(agent.tools), *desk.orchestration_tools(agent.id)]
         for j, rule in enumerate(agent.scripted.rules):
             if rule.tool is not None and rule.tool not in offered:
                 has = ", ".join(offered) or "no tools"

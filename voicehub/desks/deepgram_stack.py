@@ -23,9 +23,10 @@ from voicehub.desks.offline_stack import (
     speech_to_text_for,
     voice_problems,
 )
-from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
+from voicehub.desks.pipeline_call import start_pipeline_call
 from voicehub.desks.sections import DeepgramConfig
 from voicehub.errors import ConfigError
+from voicehub.voice.engine.call_parts import CallSpeech
 from voicehub.voice.providers.deepgram.connection import (
     DeepgramAuthError,
     DeepgramEndpoint,
@@ -195,7 +196,7 @@ class DeepgramStack:
             tts.prewarm()  # its speak socket opens while the call starts
         else:
             tts = new_tts(voice.tts)
-        providers = PipelineProviders(
+        providers = CallSpeech(
             stt=stt,
             tts=tts,
             vad=shared.call_vad(voice.vad),

@@ -31,6 +31,7 @@ from voicehub.desks.loading import DeskConfig, load_desk_folder
 from voicehub.desks.manager import Manager, build_manager
 from voicehub.errors import ConfigError
 from voicehub.hub import Hub
+from voicehub.mcp.toolset import McpToolset
 from voicehub.orchestration.base import Orchestration
 from voicehub.orchestration.blackboard import BlackboardOrchestrator
 from voicehub.orchestration.loop import Loop
@@ -80,6 +81,7 @@ class Desk:
     agent_tools: Mapping[str, tuple[Tool, ...]] = field(default_factory=dict)
     manager: Manager | None = None
     blackboard: BlackboardOrchestrator | None = None
+    mcp: McpToolset | None = None  # the tools of its [[mcp]] servers
 
     @property
     def name(self) -> str:
@@ -151,7 +153,10 @@ class Desk:
         return self.entry_agent
 
     async def aclose(self) -> None:
-        """Close the model clients the desk created (OpenAI HTTP connections)."""
+        """Close the model clients the desk created (OpenAI HTTP connections) and its MCP
+        servers' connections."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
         for agent in self.agents.values():
             close = getattr(agent.llm, "aclose", None)
             if close is not None:
@@ -186,6 +191,8 @@ class DeskOrchestration(Orchestration):
     async def install(self, hub: OrchestrationRuntime, room_id: str) -> None:
         room = hub.room(room_id)
         desk = self.desk
+        if desk.mcp is not None:  # discovered when the desk is first used in this process
+            desk.mcp.start(hub.clock)
         # Remember the desk with the conversation, so a reconnect can find it again.
         await room.set_metadata(desk=desk.name)
         if not self.voice:
@@ -205,7 +212,10 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
         base = config.source.parent if config.source is not None else Path.cwd()
     knowledge = desk_knowledge(config, base, where)
     transfer = config.transfer.plan() if config.transfer is not None else None
-    agents = build_agents(config, where, DeskResources(knowledge=knowledge, transfer=transfer))
+    mcp = _mcp_toolset(config, base)
+    external = mcp.tools if mcp is not None else {}
+    resources = DeskResources(knowledge=knowledge, transfer=transfer, external=external)
+    agents = build_agents(config, where, resources)
     strategy = config.delivery.to_strategy()
     manager = build_manager(config, agents, where=where, base=base, strategy=strategy)
     if manager is not None:
@@ -242,6 +252,7 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
         agent_tools={k: tuple(v) for k, v in agent_tools.items()},
         manager=manager,
         blackboard=blackboard,
+        mcp=mcp,
         knowledge=knowledge,
         base_dir=base,
         ask_user_tool=(
@@ -264,6 +275,14 @@ def build_desk(config: DeskConfig, *, base_dir: str | Path | None = None) -> Des
 def load_desks(folder: str | Path) -> dict[str, Desk]:
     """Load and build every desk file in `folder`, by desk name."""
     return {name: build_desk(config) for name, config in load_desk_folder(folder).items()}
+
+
+def _mcp_toolset(config: DeskConfig, base: Path) -> McpToolset | None:
+    """The desk's MCP servers and the tools its agents name (no I/O: discovery is later)."""
+    if not config.mcp:
+        return None
+    servers = [server.spec(config.name, base) for server in config.mcp]
+    return McpToolset(config.name, servers, [n for a in config.agents for n in a.tools])
 
 
 def _supervisor(

@@ -10,8 +10,9 @@ the file and the field path (`channels/research.toml: agents[1].scripted.rules[0
 
     [voice]                           # the embedded stack; "openai-realtime" is reserved
     vad = "silero"                    # "silero" | "webrtc"
-    stt = "auto"                      # "auto" | "whisper" | "pocketsphinx" | "deepgram"; "auto"
-                                      #   (default): Whisper where its model loads, else
+    stt = "auto"                      # "auto" | "moonshine" | "whisper" | "pocketsphinx" |
+                                      #   "deepgram"; "auto" (default): Moonshine checked by
+                                      #   Whisper where Moonshine runs, else Whisper, else
                                       #   PocketSphinx
     tts = "piper"                     # "piper" | "espeak" | "deepgram"
     stt_fallback = "pocketsphinx"     # optional, stt "deepgram" only: if Deepgram stays down

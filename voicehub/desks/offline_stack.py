@@ -1,6 +1,6 @@
 """The `offline` voice stack: desks' calls on the pipeline engine with the embedded models.
 
-No key and no network: Silero (or WebRTC) VAD, Whisper or PocketSphinx recognition, Piper
+No key and no network: Silero (or WebRTC) VAD, Moonshine, Whisper or PocketSphinx recognition, Piper
 or eSpeak NG speech. The models are loaded once per process and shared by every call
 (`PipelineResources`, which the `deepgram` stack shares too); each call gets plugin
 objects of its own (their metrics events are per object) over them. `prepare` loads them at
@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from voicehub.desks.keys import missing_keys
-from voicehub.desks.pipeline_call import PipelineProviders, start_pipeline_call
+from voicehub.desks.pipeline_call import start_pipeline_call
 from voicehub.errors import ConfigError
+from voicehub.voice.engine.call_parts import CallSpeech
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
@@ -69,7 +70,7 @@ class PipelineResources:
         models: list[Any] = []
         if uses_pocketsphinx(desk) and self._pocketsphinx is None:
             models.append(self._speech_to_text())  # starts its worker processes
-        if offline_stt_name(desk) == "whisper":
+        if offline_stt_name(desk) in ("whisper", "moonshine"):
             models.append(speech_to_text_for(desk))
         if voice.tts != "deepgram":
             models.append(self._text_to_speech(voice.tts))
@@ -132,7 +133,7 @@ class OfflineStack:
     async def start(self, call: CallSpec) -> PipelineVoiceSession:
         _refuse_on(self.check(call.desk))
         desk, shared = call.desk, self.shared
-        providers = PipelineProviders(
+        providers = CallSpeech(
             stt=speech_to_text_for(desk),
             tts=new_tts(desk.config.voice.tts),
             vad=shared.call_vad(desk.config.voice.vad),
@@ -152,20 +153,26 @@ def _refuse_on(problems: list[str]) -> None:
 
 
 def offline_stt_name(desk: Desk) -> str:
-    """The offline recognizer of `desk`'s calls: "whisper" or "pocketsphinx", as its
-    `[voice] stt` names; "auto" is Whisper wherever it can run (`whisper_unavailable`), on
-    phone and wideband calls alike: it recognizes the desks' requests far more often than
-    PocketSphinx (the `phone` bench) for somewhat more CPU. PocketSphinx stands in, with a
-    warning, when Whisper's model is missing or altered."""
+    """The offline recognizer of `desk`'s calls: "moonshine", "whisper" or "pocketsphinx",
+    as its `[voice] stt` names. "auto" is Moonshine wherever its package runs
+    (`moonshine_unavailable`: Linux x86-64), with Whisper as its second opinion: as accurate
+    on the desks' requests as Whisper and a fifth of its CPU (docs/speech-recognition.md).
+    Elsewhere Whisper, with a warning naming why; PocketSphinx when Whisper's model is
+    missing or altered too."""
     chosen = desk.config.voice.stt
     if chosen != "auto":
-        return "whisper" if chosen == "whisper" else "pocketsphinx"
+        return chosen if chosen in ("whisper", "moonshine") else "pocketsphinx"
+    from voicehub.voice.providers.offline.moonshine_model import moonshine_unavailable
     from voicehub.voice.providers.offline.whisper_engine import whisper_unavailable
 
+    not_moonshine = moonshine_unavailable()
+    if not_moonshine is None:
+        return "moonshine"
     problem = whisper_unavailable()
     if problem is None:
+        log.warning("desk %r: stt 'auto' keeps Whisper: %s", desk.name, not_moonshine)
         return "whisper"
-    log.warning("desk %r: stt 'auto' uses PocketSphinx: %s", desk.name, problem)
+    log.warning("desk %r: stt 'auto' uses PocketSphinx: %s; %s", desk.name, not_moonshine, problem)
     return "pocketsphinx"
 
 
@@ -180,20 +187,36 @@ def uses_pocketsphinx(desk: Desk) -> bool:
 
 def speech_to_text_for(desk: Desk) -> Any:
     """A new offline STT plugin for one of `desk`'s calls, as its `[voice] stt` names
-    (`offline_stt_name`; with Deepgram, the fallback it names): Whisper biased to the
-    desk's topics and trigger phrases, or PocketSphinx. The models behind them are loaded
-    once per process."""
-    from voicehub.voice.providers.offline import PocketSphinxSTT, WhisperSTT
+    (`offline_stt_name`; with Deepgram, the fallback it names): Moonshine corrected to the
+    desk's topics (under "auto", with Whisper biased to them as its second opinion where
+    Whisper runs), Whisper biased to the desk's topics and trigger phrases, or PocketSphinx.
+    The models behind them are loaded once per process."""
+    from voicehub.voice.providers.offline import PocketSphinxSTT
 
-    if offline_stt_name(desk) == "whisper":
-        from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
+    name = offline_stt_name(desk)
+    if name == "whisper":
+        return _whisper_for(desk)
+    if name == "moonshine":
+        from voicehub.desks.vocabulary import desk_correction, desk_relisten
+        from voicehub.voice.providers.offline.moonshine_stt import MoonshineSTT, SecondOpinion
+        from voicehub.voice.providers.offline.whisper_engine import whisper_unavailable
 
-        return WhisperSTT(
-            vocabulary=desk_vocabulary(desk),
-            relisten=desk_relisten(desk),
-            correction=desk_correction(desk),
-        )
+        second = None
+        if desk.config.voice.stt == "auto" and whisper_unavailable() is None:
+            second = SecondOpinion(_whisper_for(desk), desk_relisten(desk))
+        return MoonshineSTT(second_opinion=second, correction=desk_correction(desk))
     return PocketSphinxSTT()
+
+
+def _whisper_for(desk: Desk) -> Any:
+    from voicehub.desks.vocabulary import desk_correction, desk_relisten, desk_vocabulary
+    from voicehub.voice.providers.offline import WhisperSTT
+
+    return WhisperSTT(
+        vocabulary=desk_vocabulary(desk),
+        relisten=desk_relisten(desk),
+        correction=desk_correction(desk),
+    )
 
 
 def new_tts(kind: str) -> Any:

@@ -25,9 +25,10 @@ from voicehub.core.jobs import TaskSet
 from voicehub.desks.call import DeskOnCall
 from voicehub.desks.voice_asker import SpeakingSession, VoiceAsker
 from voicehub.errors import ConfigError, VoicehubError
+from voicehub.voice.engine.call_parts import CallAgent
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime.connection import realtime_client
-from voicehub.voice.realtime_session import RealtimeVoiceSession
+from voicehub.voice.realtime_session import RealtimeCallOptions, RealtimeVoiceSession
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
@@ -41,8 +42,10 @@ class RealtimeAsker(VoiceAsker):
     """`ask_user` on a realtime call: the question is spoken verbatim through the model,
     and the caller's next turn answers it, not the model (its auto-reply is off meanwhile)."""
 
-    def __init__(self, hub: Hub, *, timeout: float | None = 60.0) -> None:
-        super().__init__(hub, timeout=timeout)
+    def __init__(
+        self, hub: Hub, *, timeout: float | None = 60.0, remind_after: float = 0.0
+    ) -> None:
+        super().__init__(hub, timeout=timeout, remind_after=remind_after)
         self.realtime: RealtimeVoiceSession | None = None
 
     def attach(self, session: SpeakingSession) -> None:
@@ -134,13 +137,11 @@ async def start_realtime_call(
     session = RealtimeVoiceSession(
         call.hub,
         call.room_id,
-        glue.agent,
+        CallAgent(glue.agent, extra_tools=glue.tools_for(glue.agent.id), greeting=call.greeting),
         call.transport,
         client=client,
         settings=realtime_settings(desk),
-        greeting=call.greeting,
-        delivery_mode=desk.delivery_mode,
-        extra_tools=glue.tools_for(glue.agent.id),
+        options=RealtimeCallOptions(delivery_mode=desk.delivery_mode),
         turn_observer=call.turn_observer,
     )
     glue.attach(session)

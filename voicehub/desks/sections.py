@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 from voicehub.agents.scripted import ScriptedRule
 from voicehub.delivery.policy import DeliveryStrategy, Immediate, Queued, WaitForIdle
 from voicehub.desks.durations import Duration
+from voicehub.mcp.names import qualified_tool
 from voicehub.tools.registry import BUILTIN_TOOLS, unknown_tool_message
 
 DEFAULT_FALLBACK = "Sorry, I can't help with that yet."
@@ -74,6 +75,8 @@ SECTION_TOOLS = {
 
 
 def _builtin_tool(value: str) -> str:
+    if qualified_tool(value) is not None:  # an MCP tool, "<server>.<tool>": see [[mcp]]
+        return value
     section = SECTION_TOOLS.get(value)
     if section is not None:
         raise ValueError(f"{value!r} is not listed in tools: the desk's {section} section adds it")
@@ -155,6 +158,31 @@ class RealtimeConfig(StrictModel):
     """An OpenAI-compatible realtime endpoint; unset: OpenAI's."""
 
 
+class SoundsConfig(StrictModel):
+    """`[voice.sounds]`: sounds played under the call while the agent works (docs/sounds.md),
+    never over speech: each stops the moment the caller speaks or the agent's next speech (a
+    reply, a result) is ready, and none counts as agent speech, so no result waits for one."""
+
+    thinking: Literal["off", "soft-pulse", "keys"] = "off"
+    """Played after the caller's turn while the reply is not ready (its model or its tools
+    run): `soft-pulse` (a quiet two-note pulse), `keys` (typing) or `off`."""
+    thinking_after: float = Field(default=1.0, ge=0.2, le=10.0, allow_inf_nan=False)
+    """Seconds the reply must be late before the thinking sound starts (0.2 to 10)."""
+    hold: Literal["off", "hold-music"] = "off"
+    """Played while the desk's workers run for the caller and the call is otherwise quiet:
+    `hold-music` (a soft chord loop) or `off`."""
+    hold_after: float = Field(default=4.0, ge=1.0, le=60.0, allow_inf_nan=False)
+    """Seconds of quiet, with work running, before the hold music starts (1 to 60)."""
+    filler: tuple[Annotated[str, Field(min_length=1, max_length=80)], ...] = ()
+    """Short phrases said while a slow tool runs ("One moment."), at most one per reply, in
+    turn; empty: none."""
+    filler_after: float = Field(default=1.5, ge=0.3, le=10.0, allow_inf_nan=False)
+    """Seconds a reply's tools must have run, with nothing said, before a filler (0.3 to 10)."""
+    volume_db: float = Field(default=-12.0, ge=-40.0, le=0.0, allow_inf_nan=False)
+    """The sounds' level against their bundled level, in dB (-40 to 0); fillers are speech
+    and keep the voice's level."""
+
+
 class VoiceConfig(StrictModel):
     """The voice stack of the desk's calls: the offline pipeline (VAD, STT, TTS), or a
     speech-to-speech model (`engine = "openai-realtime"`, set up in `[voice.realtime]`)."""
@@ -168,9 +196,10 @@ class VoiceConfig(StrictModel):
     `engine`, `stt` and `tts` name (`offline`, `deepgram` or `openai-realtime`)."""
     vad: Literal["silero", "webrtc"] = "silero"
     """Voice activity detection: Silero (default) or WebRTC's."""
-    stt: Literal["pocketsphinx", "whisper", "auto", "deepgram"] = "auto"
-    """Speech recognition: `auto` (the default: Whisper where its model loads, else
-    PocketSphinx, docs/speech-recognition.md), Whisper or PocketSphinx (offline), or Deepgram
+    stt: Literal["pocketsphinx", "whisper", "moonshine", "auto", "deepgram"] = "auto"
+    """Speech recognition: `auto` (the default: Moonshine with Whisper as its second opinion
+    where Moonshine's package runs, else Whisper, else PocketSphinx,
+    docs/speech-recognition.md), Moonshine, Whisper or PocketSphinx (offline), or Deepgram
     (cloud)."""
     tts: Literal["piper", "espeak", "deepgram"] = "piper"
     """Speech synthesis: Piper (offline), eSpeak NG (offline), or Deepgram Aura (cloud)."""
@@ -188,6 +217,13 @@ class VoiceConfig(StrictModel):
     idle_hang_up_after: float = Field(default=300.0, ge=0.0, allow_inf_nan=False)
     """Seconds without a word from the caller after which the agent says goodbye and ends the
     call (results not spoken yet stay held for the next call); 0: never."""
+    denoise: Literal["rnnoise", "off"] | None = None
+    """Noise suppression of the caller's audio before the VAD and the recognizer hear it
+    (docs/noise.md): `rnnoise` (RNNoise, run on the server) or `off`; unset: the default for
+    the call's line (`PHONE_DENOISE` on 8 kHz phone lines, `off` elsewhere). Pipeline calls
+    only: a speech-to-speech model hears the caller as sent."""
+    sounds: SoundsConfig = Field(default_factory=SoundsConfig)
+    """What the caller hears while the agent works (docs/sounds.md): `[voice.sounds]`."""
     deepgram: DeepgramConfig | None = None
     """Deepgram's settings, with `stt` or `tts = "deepgram"`: `[voice.deepgram]`."""
     realtime: RealtimeConfig | None = None
@@ -198,6 +234,11 @@ class VoiceConfig(StrictModel):
         if self.engine == "pipeline" and self.realtime is not None:
             raise field_error("realtime", "only used with engine = 'openai-realtime'")
         if self.engine == "openai-realtime":
+            for name in ("denoise", "sounds"):
+                if name in self.model_fields_set:
+                    raise field_error(
+                        name, "only used with engine = 'pipeline' (voicehub's own engine)"
+                    )
             for name in ("turn", "max_turn_silence"):
                 if name in self.model_fields_set:
                     raise field_error(
@@ -448,8 +489,9 @@ class AgentConfig(StrictModel):
     voice: Literal["piper", "espeak"] | None = None  # on a call: this agent's TTS voice
     """On a call, this agent's TTS voice (`piper` or `espeak`); unset: the desk's."""
     tools: tuple[ToolName, ...] = ()
-    """Built-in tools the agent may call (`search_knowledge`, ...); sections add their own
-    (`delegate_workers`, `ask_user`, ...)."""
+    """Built-in tools the agent may call (`search_knowledge`, ...) and tools of the desk's MCP
+    servers (`"SERVER.TOOL"`, see `[[mcp]]`); sections add their own (`delegate_workers`,
+    `ask_user`, ...)."""
     llm: LLMConfig = Field(default_factory=LLMConfig)
     """The model the agent runs on: `"scripted"` or an `{ provider = "openai", model = ... }`
     table."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from voicehub.desks.config import model_tool_names
 from voicehub.errors import ConfigError
 from voicehub.scenarios.lines import KeyLines, key_lines
 from voicehub.scenarios.model import ScenarioFile
@@ -160,10 +161,11 @@ _ALL_FIELDS = _collect_fields(ScenarioFile, set())
 
 
 def desk_tools(desk: Desk) -> list[str]:
-    """Every tool an agent of `desk` may call (its own, and what its orchestration adds)."""
+    """Every tool an agent of `desk` may call (its own, an MCP tool under the name the model
+    sees, and what its orchestration adds)."""
     names: set[str] = set()
     for agent in desk.config.agents:
-        names.update(agent.tools)
+        names.update(model_tool_names(agent.tools))
         names.update(desk.config.orchestration_tools(agent.id))
     return sorted(names)
 

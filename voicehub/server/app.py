@@ -13,6 +13,7 @@ call's room runs its desk's orchestration (see `voicehub.server.calls`). Routes:
     POST /desks/{desk}/webrtc       a WebRTC call (signaling: `voicehub.server.webrtc`)
     GET  /health, /api/...          see `voicehub.server.api`
     GET  /api/rooms/{id}/recordings desks with [record] (see `voicehub.server.recording_api`)
+    DELETE /api/rooms/{id}          delete a conversation (see `voicehub.server.conversation_api`)
     GET  /ready, /metrics           readiness and Prometheus (see `voicehub.server.probes`)
     POST /twilio/{desk}/voice       phone calls (see `voicehub.telephony.twilio.webhooks`)
 
@@ -44,8 +45,10 @@ from starlette.websockets import WebSocket
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import VoiceStack, default_voice_stacks
 from voicehub.errors import ConfigError
+from voicehub.server.access_gate import AccessGate
 from voicehub.server.api import api_routes
 from voicehub.server.app_state import keep, parts_of, running_parts
+from voicehub.server.conversation_api import conversation_routes
 from voicehub.server.entry_gate import Door, EntryGate
 from voicehub.server.parts import build_server
 from voicehub.server.probes import probe_routes
@@ -60,6 +63,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     from voicehub.core.clock import Clock
+    from voicehub.server.access import AccessTokens
     from voicehub.server.drain import Drain
 
 __all__ = ["WEB_DIR", "create_app", "serve", "uvicorn_config"]
@@ -110,13 +114,22 @@ def create_app(
         Mount("/static", StaticFiles(directory=WEB_DIR), name="static"),
         WebSocketRoute("/desks/{desk}/call", call),
         *webrtc_routes(),
+        *conversation_routes(),
         *api_routes(),
         *recording_routes(),
         *probe_routes(),
         *twilio_routes(),
         *telephony_routes(),
     ]
-    middleware = [Middleware(EntryGate, door=door)]
+
+    def access() -> AccessTokens | None:
+        parts = running_parts(app)
+        return parts.access if parts is not None else None
+
+    middleware = [
+        Middleware(AccessGate, tokens=access, shared=lambda: settings.token),
+        Middleware(EntryGate, door=door),
+    ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     return app
 

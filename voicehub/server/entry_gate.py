@@ -7,6 +7,10 @@ too loaded to answer one more (`voicehub.desks.call_admission`), each in its tra
 | WebRTC offer | 503, Retry-After: 5 | 503, Retry-After: 2 |
 | Twilio voice webhook | TwiML: a spoken "call again", hang up | TwiML `<Reject reason="busy"/>` |
 
+Beyond the call-start rate of a token or an address (`CallStartLimits`; WebSocket and
+WebRTC calls only), a call is refused as busy too: error `rate_limited` and close 1013, or
+429 with Retry-After.
+
 1013 means "try again later": the `voicehub call` client and the console page come back
 after a backoff, through the balancer, to another instance. A request that brings back a
 call in progress (`?resume=1`: Twilio's redirect after a stream closed, a client's
@@ -25,6 +29,7 @@ from urllib.parse import parse_qs
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket
 
+from voicehub.server.auth import scope_token
 from voicehub.server.drain import REFUSAL
 from voicehub.transports.websocket import CloseCode, ProtocolViolation, error_event
 
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from voicehub.desks.call_admission import CallAdmission
+    from voicehub.server.call_starts import CallStartLimits
     from voicehub.server.drain import Drain
 
 __all__ = ["BUSY", "Door", "EntryGate"]
@@ -76,12 +82,13 @@ _PHONE_REFUSALS = {
 
 @dataclass
 class Door:
-    """What the gate asks: the drain, the admission (None: no limit) and where refusals
-    are counted (`refused(entry, reason)`)."""
+    """What the gate asks: the drain, the admission (None: no limit), where refusals
+    are counted (`refused(entry, reason)`) and the call-start rate limits (None: none)."""
 
     drain: Drain
     admission: CallAdmission | None = None
     refused: Callable[[str, str], None] = field(default=lambda entry, reason: None)
+    starts: CallStartLimits | None = None
 
 
 class EntryGate:
@@ -106,6 +113,11 @@ class EntryGate:
         if busy is not None:
             await self._refuse(door, entry, "busy", f"{BUSY} ({busy})", scope, receive, send)
             return
+        wait = _rate_wait(door, entry, scope)
+        if wait is not None:
+            message = f"too many calls started; call again in {wait:.0f} s"
+            await self._refuse(door, entry, "rate_limited", message, scope, receive, send, wait)
+            return
         await self.app(scope, receive, send)
 
     async def _refuse(
@@ -117,6 +129,7 @@ class EntryGate:
         scope: Scope,
         receive: Receive,
         send: Send,
+        retry_after: float | None = None,
     ) -> None:
         door.refused(entry, reason)
         if scope["type"] == "websocket":
@@ -130,10 +143,22 @@ class EntryGate:
             draining, busy, media_type = _PHONE_REFUSALS[entry]
             body = draining if reason == "draining" else busy
             response = Response(body, media_type=media_type)
+        elif retry_after is not None:
+            after = str(max(1, round(retry_after)))
+            response = PlainTextResponse(message, status_code=429, headers={"Retry-After": after})
         else:
             after = "5" if reason == "draining" else "2"
             response = PlainTextResponse(message, status_code=503, headers={"Retry-After": after})
         await response(scope, receive, send)
+
+
+def _rate_wait(door: Door, entry: str, scope: Scope) -> float | None:
+    """Seconds until a WebSocket or WebRTC call may start under the rate limits, or None."""
+    if door.starts is None or entry not in ("websocket", "webrtc"):
+        return None
+    client = scope.get("client")
+    address = str(client[0]) if client else None
+    return door.starts.take(token=scope_token(scope), address=address)
 
 
 def _entry(scope: Scope) -> str | None:

@@ -17,26 +17,34 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.redaction import Redactor, redact_logs
 from voicehub.core.store.choice import describe_store
 from voicehub.core.tracing import NO_TRACING
 from voicehub.desks.call_admission import CallAdmission, LoadMeter
+from voicehub.desks.privacy import process_redactor
 from voicehub.desks.runtime import ProcessRuntime
 from voicehub.hub import new_instance_id
 from voicehub.recordings.folder import RecordingFolder
+from voicehub.server.access import AccessTokens
 from voicehub.server.call_metrics import CallMetrics
 from voicehub.server.call_recordings import CallRecordings
+from voicehub.server.call_starts import CallStartLimits
 from voicehub.server.call_telemetry import CallTelemetry
 from voicehub.server.calls import Switchboard
 from voicehub.server.desk_reload import DeskReloader
 from voicehub.server.drain import Drain
 from voicehub.server.entry_gate import Door
+from voicehub.server.erasure import ConversationEraser
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
+from voicehub.server.retention import RetentionSweeper
 from voicehub.server.telephony import Telephony
 from voicehub.server.webrtc import WebRTCDesk
+from voicehub.telephony.carriers import carrier_redirectors, voice_path
 from voicehub.telephony.line import PhoneLine, public_url
 from voicehub.telephony.stream_tokens import StreamTokens
 from voicehub.telephony.twilio.callback import dialer_from
@@ -75,9 +83,16 @@ class ServerParts:
         clock = metrics.clock
         hub, calls = runtime.hub, runtime.calls
         self.board = board = Switchboard(calls, settings)
+        self.access = AccessTokens(hub.store, clock, wall=hub.wall)
         self.telemetry = telemetry = CallTelemetry(hub, metrics, traces)
         folder = RecordingFolder(settings.recordings_folder)
         self.recordings = recordings = CallRecordings(hub, folder)
+        self.retention = RetentionSweeper(
+            ConversationEraser(hub.store, folder, wall=hub.wall),
+            lambda: {name: desk.config.privacy.keep_days for name, desk in runtime.desks.items()},
+            lambda room_id: room_id in calls.calls or room_id in hub.rooms,
+            clock,
+        )
         self.webrtc = webrtc = WebRTCDesk(board)
         self.drain = drain = Drain(
             clock, settings.drain_seconds, board, (webrtc.close_all,), runtime.peers_alive
@@ -85,17 +100,15 @@ class ServerParts:
 
         phone_timer = phone_clock if phone_clock is not None else SystemClock()
         rest = dialer_from(settings)  # None: no REST API set up
-        self.takeover = takeover = (
-            PhoneTakeover(
-                runtime.store,
-                runtime.instance_id,
-                rest,
-                lambda desk: public_url(settings, f"/twilio/{desk}/voice?resume=1"),
-                phone_timer,
-                wall=hub.wall,
-            )
-            if rest is not None
-            else None
+        # Calls nobody carries are redirected back through their carrier's REST API (Twilio's
+        # here; Telnyx's and Plivo's join once the telephony part has built them).
+        self.takeover = takeover = PhoneTakeover(
+            runtime.store,
+            runtime.instance_id,
+            {"twilio": rest} if rest is not None else {},
+            lambda carrier, desk: public_url(settings, voice_path(carrier, desk)),
+            phone_timer,
+            wall=hub.wall,
         )
         self.phone = phone = PhoneLine(
             board,
@@ -104,11 +117,12 @@ class ServerParts:
             StreamTokens(phone_clock, secret=runtime.number_key),
             runtime.number_key,
             clock=phone_timer,
-            stream_ended=takeover.stream_ended if takeover is not None else None,
+            stream_ended=takeover.stream_ended if rest is not None else None,
         )
         self.telephony = telephony = Telephony(
             phone, board, settings, phone_timer, rest, draining=lambda: drain.draining
         )
+        takeover.redirectors.update(carrier_redirectors(telephony.carrier_calls))
 
         def live_calls() -> int:
             return len(calls.calls)
@@ -119,7 +133,16 @@ class ServerParts:
             parts={"recognizers": offline_recognizer_load(calls=live_calls)},
         )
         self.admission = admission = CallAdmission(meter, settings.max_load)
-        self.door = Door(drain, admission, metrics.refused)
+        starts = (
+            CallStartLimits(
+                per_minute=settings.call_starts_per_minute,
+                burst=settings.call_start_burst,
+                clock=clock,
+            )
+            if settings.call_starts_per_minute is not None
+            else None
+        )
+        self.door = Door(drain, admission, metrics.refused, starts)
 
         def lagged(lag: float) -> None:
             metrics.loop_lag.observe(lag)
@@ -145,12 +168,16 @@ class ServerParts:
             calls.observe(observer)
         calls.tap(recordings)
         calls.observe_turns(telemetry)
-        if takeover is not None:  # phone calls a lost instance carried are taken up here
+        if takeover.redirectors:  # phone calls a lost instance carried are taken up here
             runtime.on_instance_lost(takeover.instance_lost)
+        self.redactor = process_redactor(d.config.privacy for d in runtime.desks.values())
+        self._unredact: Callable[[], None] | None = None
         self.ready = False
 
     async def start(self) -> None:
         """Start every part; the models load first (with `prewarm`)."""
+        if self.redactor is not None and self._unredact is None:
+            self._unredact = redact_logs(self.redactor)
         await self.runtime.start(prepare=self.settings.prewarm)
         self.telephony.start()
         if self.reloader is not None:
@@ -165,6 +192,7 @@ class ServerParts:
             describe_store(self.settings),
         )
         self.loop_health.start()  # from here: loading is done
+        self.retention.start()
         self.ready = True
 
     async def aclose(self) -> None:
@@ -174,14 +202,17 @@ class ServerParts:
         if self.reloader is not None:
             await self.reloader.aclose()
         await self.loop_health.aclose()
+        await self.retention.aclose()
         await self.board.close_all()
         await self.webrtc.close_all()
         await self.telephony.aclose()
-        if self.takeover is not None:
-            await self.takeover.aclose()
+        await self.takeover.aclose()
         await self.recordings.aclose()
         await self.runtime.aclose()
         await self.telemetry.aclose()
+        if self._unredact is not None:
+            self._unredact()
+            self._unredact = None
 
 
 async def build_server(
@@ -196,7 +227,8 @@ async def build_server(
     `tracing` turns traces on (`OTEL_*`); `phone_clock` times stream tokens, keypad and
     call-back delays (a virtual clock in tests)."""
     instance_id = settings.instance_id or new_instance_id()
-    traces = _start_tracing(tracing, instance_id)
+    redactor = process_redactor(desk.config.privacy for desk in desks.values())
+    traces = _start_tracing(tracing, instance_id, redactor)
     metrics = ServerMetrics(SystemClock())
     runtime = await ProcessRuntime.open(
         settings,
@@ -209,12 +241,15 @@ async def build_server(
     return ServerParts(settings, runtime, metrics, traces, phone_clock)
 
 
-def _start_tracing(settings: TracingSettings | None, instance_id: str) -> Tracing | None:
+def _start_tracing(
+    settings: TracingSettings | None, instance_id: str, redactor: Redactor | None
+) -> Tracing | None:
     if settings is None:
         return None
     from voicehub.telemetry.setup import start_tracing
 
-    tracing = start_tracing(settings, resource={"service.instance.id": instance_id})
+    resource = {"service.instance.id": instance_id}
+    tracing = start_tracing(settings, resource=resource, redactor=redactor)
     log.info("tracing on: %s over %s", settings.exporter, settings.protocol)
     return tracing
 

@@ -44,6 +44,8 @@ _VARIABLES = {
     "drain_seconds": "VOICEHUB_DRAIN_SECONDS",
     "batch_vad": "VOICEHUB_BATCH_VAD",
     "max_calls": "VOICEHUB_MAX_CALLS",
+    "call_starts_per_minute": "VOICEHUB_CALL_STARTS_PER_MINUTE",
+    "call_start_burst": "VOICEHUB_CALL_START_BURST",
     "recordings_dir": "VOICEHUB_RECORDINGS",
     **RUNTIME_VARIABLES,
 }
@@ -90,6 +92,11 @@ class ServerSettings(RuntimeSettings):
     drain_seconds: float = Field(default=30.0, ge=0)
     # Calls at once before new ones are refused busy (None: as many as the load allows).
     max_calls: int | None = Field(default=None, ge=1)
+    # Call starts a token or a client address may make per minute, beyond a burst of
+    # `call_start_burst`, before new calls are refused (None: no limit;
+    # `voicehub.server.call_starts`).
+    call_starts_per_minute: float | None = Field(default=None, gt=0)
+    call_start_burst: int = Field(default=5, ge=1)
     # `serve --reload`: watch the desk folder; changed desks serve new calls
     # (`voicehub.server.desk_reload`).
     reload_desks: bool = False

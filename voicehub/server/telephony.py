@@ -1,6 +1,6 @@
 """The server's telephony beyond answering calls, composed once per app: call-backs
-(`voicehub.telephony.twilio.callback`), follow-ups of results nobody collects
-(`voicehub.server.followups`), transfers and keypad tones on Twilio calls
+(`voicehub.telephony.callback`, placed by the carrier the caller came through), follow-ups
+of results nobody collects (`voicehub.server.followups`), transfers and keypad tones on Twilio calls
 (`voicehub.telephony.twilio.transfer`), desk handoffs for browser callers
 (`voicehub.server.desk_transfer`), and each live call's `CallControl` in the hub's
 live-call registry, where the telephony tools find it (`voicehub.tools.call_control`).
@@ -20,9 +20,10 @@ from starlette.routing import BaseRoute
 from voicehub.core.jobs import BackgroundJobs
 from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
+from voicehub.telephony.callback import CallBackDialer, CallBacks
 from voicehub.telephony.carriers import carrier_calls, carrier_routes, load_verifiers
 from voicehub.telephony.control import NOT_SET_UP, CarrierCallControl
-from voicehub.telephony.twilio.callback import CallBacks, callback_routes
+from voicehub.telephony.twilio.callback import TwilioCallBackDialer, callback_routes
 from voicehub.telephony.twilio.transfer import TwilioTransfers
 from voicehub.telephony.twilio.transfer_routes import transfer_routes
 from voicehub.tools.call_control import CallControl, live_calls
@@ -53,15 +54,20 @@ class Telephony:
     ) -> None:
         self.line, self.board, self.clock = line, board, clock
         self.rest = rest  # None: no REST API set up (`dialer_from`)
-        self.callbacks = CallBacks(line, rest, clock, draining=draining)
+        # Telnyx, Plivo and Vonage calls: their REST APIs, where the credentials are set
+        load_verifiers(settings.carriers)
+        self.carrier_calls = carrier_calls(settings.carriers, line.public)
+        dialers: dict[str, CallBackDialer] = dict(self.carrier_calls)
+        if rest is not None:
+            dialers["twilio"] = TwilioCallBackDialer(rest, line)
+        if line.settings.public_url is None:
+            dialers = {}  # the carrier could not reach the call-back's webhooks
+        self.callbacks = CallBacks(line, dialers, clock, draining=draining)
         self.followups = ServerFollowUps(
             board.hub, board.desks, number_key=line.number_key, rest=rest
         )
         line.remember = self.remember
         self.transfers = TwilioTransfers(line, rest, clock)
-        # Telnyx, Plivo and Vonage calls: their REST APIs, where the credentials are set
-        load_verifiers(settings.carriers)
-        self.carrier_calls = carrier_calls(settings.carriers, line.public)
         self._carrier_jobs = BackgroundJobs()
         self._carrier_rooms: set[str] = set()
         self._forget: dict[int, Callable[[], None]] = {}
@@ -70,9 +76,9 @@ class Telephony:
         """Start sweeping for results to follow up."""
         self.followups.start()
 
-    def remember(self, room_id: str, caller: str, line: str) -> None:
+    def remember(self, room_id: str, caller: str, line: str, carrier: str) -> None:
         """An incoming call's numbers, for a call-back and a follow-up SMS."""
-        self.callbacks.remember(room_id, caller, line)
+        self.callbacks.remember(room_id, caller, line, carrier)
         self.followups.remember(room_id, caller, line)
 
     # -- CallObserver ----------------------------------------------------------------------

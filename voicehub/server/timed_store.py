@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from voicehub.core.store.base import (
         DeliveryRecord,
         DeliveryStatus,
+        Erasure,
         RoomRecord,
         RoomStatus,
         Store,
@@ -125,6 +126,9 @@ class TimedStore:
         return await self._timed(
             "list_deliveries", self.inner.list_deliveries(room_id=room_id, statuses=statuses)
         )
+
+    async def delete_conversation(self, room_id: str) -> Erasure:
+        return await self._timed("delete_conversation", self.inner.delete_conversation(room_id))
 
     async def close(self) -> None:
         await self.inner.close()

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from voicehub.core.redaction import Redactor
     from voicehub.telemetry.export import SpanCounts
     from voicehub.telemetry.tracer import OTelTracer
 
@@ -116,9 +117,11 @@ def start_tracing(
     *,
     exporter: SpanExporter | None = None,
     resource: Mapping[str, Any] | None = None,
+    redactor: Redactor | None = None,
 ) -> Tracing:
     """Tracing on `settings`' exporter (or `exporter`: an in-memory one in tests, the
-    bench). The provider is this process' own: the global one is left alone."""
+    bench), its spans scrubbed by `redactor` when given (`voicehub.telemetry.redaction`).
+    The provider is this process' own: the global one is left alone."""
     with vendor_import("opentelemetry-sdk", "otel"):
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -127,6 +130,10 @@ def start_tracing(
         from voicehub.telemetry.tracer import OTelTracer
     counts = SpanCounts()
     chosen = exporter if exporter is not None else _exporter(settings)
+    if redactor is not None:
+        from voicehub.telemetry.redaction import RedactingExporter
+
+        chosen = RedactingExporter(chosen, redactor)
     attributes = {"service.name": settings.service_name, **(resource or {})}
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(

@@ -43,9 +43,10 @@ async def answer_call(
     caller: str,
     called: str,
     resume: bool,
+    carrier: str,
 ) -> Answered | None:
-    """How to answer call `call_id` to `desk_name` (a known desk); None: hang it up (it
-    comes back after it ended on purpose)."""
+    """How to answer call `call_id` to `desk_name` (a known desk) that came in through
+    `carrier`; None: hang it up (it comes back after it ended on purpose)."""
     desk = line.board.desks[desk_name]
     conversation = None
     if desk.config.phone.conversation == "caller":
@@ -60,6 +61,6 @@ async def answer_call(
         log.info("call %s: taking it up (%s on %s)", call_id, record.state, record.owner)
     else:
         if line.remember is not None and conversation.startswith("tel-"):
-            line.remember(f"{desk.name}:{conversation}", caller, called)
+            line.remember(f"{desk.name}:{conversation}", caller, called, carrier)
         log.info("call %s to desk %s: conversation %s", call_id, desk.name, conversation)
     return Answered(desk.name, conversation, line.tokens.mint(desk.name, conversation, call_id))

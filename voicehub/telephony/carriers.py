@@ -11,16 +11,27 @@ from voicehub.telephony.control import CarrierCalls
 from voicehub.telephony.plivo.webhooks import plivo_routes
 from voicehub.telephony.settings import CarrierSettings
 from voicehub.telephony.telnyx.webhooks import telnyx_routes
+from voicehub.telephony.twilio.takeover import CallRedirector
 from voicehub.telephony.vonage.webhooks import vonage_routes
 
-__all__ = ["CARRIERS", "carrier_calls", "carrier_routes", "load_verifiers"]
+__all__ = [
+    "CARRIERS",
+    "carrier_calls",
+    "carrier_redirectors",
+    "carrier_routes",
+    "load_verifiers",
+    "voice_path",
+]
 
 CARRIERS = ("twilio", "telnyx", "plivo", "vonage")
 
 
 def carrier_routes() -> list[BaseRoute]:
-    """The webhooks and media streams of Telnyx, Plivo and Vonage numbers."""
-    return [*telnyx_routes(), *plivo_routes(), *vonage_routes()]
+    """The webhooks and media streams of Telnyx, Plivo and Vonage numbers, and their
+    call-backs' webhooks."""
+    from voicehub.telephony.carrier_callbacks import carrier_callback_routes
+
+    return [*telnyx_routes(), *plivo_routes(), *vonage_routes(), *carrier_callback_routes()]
 
 
 def carrier_calls(
@@ -31,7 +42,13 @@ def carrier_calls(
     if settings.telnyx_api_key:
         from voicehub.telephony.telnyx.control import TelnyxCalls
 
-        calls["telnyx"] = TelnyxCalls(settings.telnyx_api_key, api_url=settings.telnyx_api_url)
+        calls["telnyx"] = TelnyxCalls(
+            settings.telnyx_api_key,
+            public,
+            api_url=settings.telnyx_api_url,
+            account_sid=settings.telnyx_account_sid,
+            application_id=settings.telnyx_application_id,
+        )
     if settings.plivo_auth_id and settings.plivo_auth_token:
         from voicehub.telephony.plivo.control import PlivoCalls
 
@@ -47,9 +64,32 @@ def carrier_calls(
         calls["vonage"] = VonageCalls(
             settings.vonage_application_id,
             settings.vonage_private_key,
+            public,
             api_url=settings.vonage_api_url,
         )
     return calls
+
+
+def voice_path(carrier: str, desk: str) -> str:
+    """The webhook a call of `carrier` to `desk` comes back to (`resume=1`: it goes on)."""
+    if carrier == "plivo":
+        return f"/plivo/{desk}/answer?resume=1"
+    return f"/{carrier}/{desk}/voice?resume=1"  # Twilio's, and Telnyx's TeXML
+
+
+def carrier_redirectors(calls: dict[str, CarrierCalls]) -> dict[str, CallRedirector]:
+    """The carriers among `calls` whose REST API can redirect a live call to our webhook
+    (fail-over): Telnyx (with TELNYX_ACCOUNT_SID) and Plivo. Vonage cannot."""
+    from voicehub.telephony.plivo.control import PlivoCalls
+    from voicehub.telephony.telnyx.control import TelnyxCalls
+
+    found: dict[str, CallRedirector] = {}
+    telnyx, plivo = calls.get("telnyx"), calls.get("plivo")
+    if isinstance(telnyx, TelnyxCalls) and telnyx.account_sid:
+        found["telnyx"] = telnyx
+    if isinstance(plivo, PlivoCalls):
+        found["plivo"] = plivo
+    return found
 
 
 def load_verifiers(settings: CarrierSettings) -> None:

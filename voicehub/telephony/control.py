@@ -2,7 +2,8 @@
 
 A carrier's REST API does three things to a live call that the desk's tools need
 (`voicehub.tools.call_control.CallControl`): hang it up, transfer it (cold: the carrier
-connects the caller to the target and our stream ends) and play keypad tones into it.
+connects the caller to the target and our stream ends) and play keypad tones into it; and
+it places call-backs (`voicehub.telephony.callback`).
 `CarrierCalls` is that shape; `telnyx/control.py`, `plivo/control.py` and
 `vonage/control.py` implement it on each carrier's official SDK. `CarrierCallControl` is
 the tools' control of one live call on such a carrier: each step waits until the agent has
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.desks.call_lifecycle import LiveCall
     from voicehub.hub import Hub
+    from voicehub.telephony.callback import DialBack
 
 __all__ = ["NOT_SET_UP", "CarrierCallControl", "CarrierCallError", "CarrierCalls", "keypad_digits"]
 
@@ -66,6 +68,11 @@ class CarrierCalls(Protocol):
 
     async def send_digits(self, call_id: str, digits: str) -> None:
         """Play keypad tones into the call (`w`: a half-second pause)."""
+        ...
+
+    async def dial_back(self, call: DialBack) -> str:
+        """Place a call-back with answering-machine detection, its webhooks under
+        `/{carrier}/{desk}/callback/{attempt}` (`voicehub.telephony.callback`)."""
         ...
 
     async def aclose(self) -> None:

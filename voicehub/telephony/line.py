@@ -86,8 +86,9 @@ class PhoneLine:
     settings: PhoneSettings
     tokens: StreamTokens
     number_key: bytes
-    # Told the numbers of each incoming call (room id, caller, number called): call-backs.
-    remember: Callable[[str, str, str], None] | None = None
+    # Told the numbers of each incoming call (room id, caller, number called, the carrier it
+    # came through): call-backs.
+    remember: Callable[[str, str, str, str], None] | None = None
     clock: Clock = field(default_factory=SystemClock)  # keypad timing (virtual in tests)
     # Told each stream that ended (desk, conversation, call sid, stream sid): it may leave
     # a call nobody carries (`voicehub.telephony.twilio.takeover`).

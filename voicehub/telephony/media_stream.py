@@ -84,7 +84,9 @@ async def run_media_stream(
         log.warning("%s media stream %s refused: %s", codec.carrier, started.stream_id, reason)
         await _close(websocket, 1008, reason)
         return
-    transport = PhoneStreamTransport(codec, sample_rate=SESSION_RATE, call_id=grant.call_sid)
+    transport = PhoneStreamTransport(
+        codec, sample_rate=SESSION_RATE, call_id=grant.call_sid, clock=line.clock
+    )
     ids = {"call_sid": grant.call_sid, "stream_sid": started.stream_id}
     desk = line.board.desks[grant.desk]
     call = LiveCall(desk, grant.conversation, transport, kind=codec.carrier, line=ids)

@@ -6,6 +6,8 @@ the API credentials. `*_api_url` replaces the carrier's own REST address (a prox
 
     TELNYX_PUBLIC_KEY        the portal's Ed25519 public key (base64): verifies webhooks
     TELNYX_API_KEY           the REST API key (Bearer)
+    TELNYX_ACCOUNT_SID       the TeXML account id and the TeXML application's id: the
+    TELNYX_APPLICATION_ID    outbound calls of call-backs
     PLIVO_AUTH_ID            the account's auth id (REST, Basic)
     PLIVO_AUTH_TOKEN         its auth token: verifies V3 signatures, and the REST password
     VONAGE_SIGNATURE_SECRET  the account's signature secret: verifies the signed JWTs
@@ -27,6 +29,8 @@ CARRIER_VARIABLES = {
     "telnyx_public_key": "TELNYX_PUBLIC_KEY",
     "telnyx_api_key": "TELNYX_API_KEY",
     "telnyx_api_url": "TELNYX_API_URL",
+    "telnyx_account_sid": "TELNYX_ACCOUNT_SID",
+    "telnyx_application_id": "TELNYX_APPLICATION_ID",
     "plivo_auth_id": "PLIVO_AUTH_ID",
     "plivo_auth_token": "PLIVO_AUTH_TOKEN",
     "plivo_api_url": "PLIVO_API_URL",
@@ -45,6 +49,8 @@ class CarrierSettings(BaseModel):
     telnyx_public_key: str | None = None
     telnyx_api_key: str | None = None
     telnyx_api_url: str | None = Field(default=None, pattern=_URL)
+    telnyx_account_sid: str | None = None
+    telnyx_application_id: str | None = None
     plivo_auth_id: str | None = None
     plivo_auth_token: str | None = None
     plivo_api_url: str | None = Field(default=None, pattern=_URL)

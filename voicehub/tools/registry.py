@@ -13,7 +13,7 @@ offers to take a message); `send_dtmf` presses keys on the caller's phone line.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from voicehub.agents.tools import Tool
@@ -39,6 +39,9 @@ class DeskResources:
 
     knowledge: KnowledgeBase | None = None
     transfer: TransferPlan | None = None
+    external: Mapping[str, Tool] = field(default_factory=dict)
+    """Tools from outside voicehub by the name a desk file gives them (its MCP servers'
+    `"server.tool"`)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,9 @@ def make_tools(names: Sequence[str], resources: DeskResources) -> list[Tool]:
 def make_tool(name: str, resources: DeskResources) -> Tool:
     """Build builtin tool `name` for a desk. Raises ConfigError for unknown names (listing the
     known ones) and for missing resources."""
+    external = resources.external.get(name)
+    if external is not None:
+        return external
     builtin = BUILTIN_TOOLS.get(name)
     if builtin is None:
         raise ConfigError(unknown_tool_message(name))

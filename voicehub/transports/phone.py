@@ -9,7 +9,9 @@ sans-I/O: `read` turns one frame into one of the `StreamEvent`s below (or a
 build the frames we send. `PhoneStreamTransport` does the rest the same way for all of
 them: PCM16 at the session's rate to and from the wire's format, 20 ms framing, marks after
 the audio they mark, barge-in (`clear` drops the unsent audio here and asks the carrier to
-flush its buffer), all through the one `SendQueue`.
+flush its buffer), all through the one `SendQueue`. A carrier whose playback buffer is
+bounded (Vonage) names a `playout_lead`: its audio is paced on the transport's clock
+(`voicehub.transports.phone_pacing`), never more than that far ahead of the caller's ear.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from voicehub.core.clock import Clock, SystemClock
+from voicehub.transports.phone_pacing import PlayoutPacer
 from voicehub.transports.pump import OutboundSocket, SendQueue
 from voicehub.voice.audio import (
     Resampler,
@@ -139,6 +143,12 @@ class PhoneCodec(Protocol):
         echo them at once); where it does not, the transport confirms them itself."""
         ...
 
+    @property
+    def playout_lead(self) -> float | None:
+        """Seconds of audio the carrier may hold ahead of the caller's ear (its buffer is
+        bounded): audio is paced to stay under it. None: sent as fast as it comes."""
+        ...
+
     def read(self, frame: Frame) -> StreamEvent | StreamProblem:
         """One frame from the carrier, checked against the stream so far."""
         ...
@@ -208,7 +218,14 @@ class PhoneStreamTransport:
     meant for browsers are dropped: carriers reject frames they do not know.
     """
 
-    def __init__(self, codec: PhoneCodec, *, sample_rate: int = 8000, call_id: str = "") -> None:
+    def __init__(
+        self,
+        codec: PhoneCodec,
+        *,
+        sample_rate: int = 8000,
+        call_id: str = "",
+        clock: Clock | None = None,
+    ) -> None:
         started = codec.started
         if started is None:
             raise ValueError("the stream has not started: read its start frame first")
@@ -222,7 +239,13 @@ class PhoneStreamTransport:
         self._up = Resampler(rate, sample_rate) if sample_rate != rate else None
         self._frame = _wire_frame_bytes(started.wire)
         self._pending = b""  # wire audio short of a whole 20 ms frame
-        self._queue = SendQueue()
+        lead = codec.playout_lead
+        self._pacer = (
+            None
+            if lead is None
+            else PlayoutPacer(clock or SystemClock(), lead=lead, is_audio=codec.is_audio)
+        )
+        self._queue = SendQueue(pacer=self._pacer)
         self._unconfirmed: list[str] = []  # marks sent, not yet echoed
         self._confirmed_by_clear: set[str] = set()
         # Told each mark a `clear` dropped where the carrier will never answer it (the
@@ -303,7 +326,8 @@ class PhoneStreamTransport:
             return
         self._pending = b""
         self._queue.drop(self.codec.is_audio)
-        self._queue.put(self.codec.clear())
+        if self._queue.put(self.codec.clear()) and self._pacer is not None:
+            self._pacer.flushed()
         if self.codec.marks_survive_clear:
             return
         dropped, self._unconfirmed = self._unconfirmed, []

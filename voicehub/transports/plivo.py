@@ -89,6 +89,7 @@ class PlivoCodec:
 
     carrier = "plivo"
     marks_survive_clear = False  # a cleared checkpoint is never answered
+    playout_lead: float | None = None  # no documented bound on its buffer
 
     def __init__(self) -> None:
         self._started: StreamStarted | None = None

@@ -5,7 +5,9 @@ frames here and never writes to the socket itself, so frames never interleave an
 always follows the audio it marks. `pump` is the only coroutine that sends: it runs until
 the queued close went out or the socket failed; after `close` (or once the socket failed)
 frames are dropped, since nobody will hear them. `drop` removes queued frames (a barge-in
-drops the agent's unsent audio).
+drops the agent's unsent audio). With a `Pacer` (a carrier whose playback buffer is bounded:
+`voicehub.transports.phone_pacing`) the pump waits, on the pacer's clock, before each frame
+the pacer holds back; a frame queued or dropped meanwhile is seen at once.
 
     queue = SendQueue()
     queue.put(b"...")                  # audio, or a text frame
@@ -21,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["MAX_CLOSE_REASON_BYTES", "OutboundSocket", "SendQueue", "close_reason"]
+from voicehub.core.clock import Clock, wait_or_sleep
+
+__all__ = ["MAX_CLOSE_REASON_BYTES", "OutboundSocket", "Pacer", "SendQueue", "close_reason"]
 
 MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's payload is 125 bytes, 2 of them the code
 
@@ -53,10 +57,24 @@ class _Close:
 Frame = bytes | str
 
 
+class Pacer(Protocol):
+    """When the next frame may go (`voicehub.transports.phone_pacing.PlayoutPacer`)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def delay(self, frame: Frame) -> float:
+        """Seconds to wait before `frame` may be sent (0: at once)."""
+        ...
+
+    def sent(self, frame: Frame) -> None: ...
+
+
 class SendQueue:
     """Frames for one socket, in order, then its close (see the module)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, pacer: Pacer | None = None) -> None:
+        self._pacer = pacer
         self._queue: deque[Frame | _Close] = deque()
         self._wakeup = asyncio.Event()
         self._closing = False
@@ -83,6 +101,8 @@ class SendQueue:
         )
         dropped = len(self._queue) - len(kept)
         self._queue = kept
+        if dropped:
+            self._wakeup.set()  # a pump pacing the frame at the head looks again
         return dropped
 
     def close(self, code: int = 1000, reason: str = "") -> None:
@@ -109,7 +129,14 @@ class SendQueue:
                 while not self._queue:
                     self._wakeup.clear()
                     await self._wakeup.wait()
-                item = self._queue.popleft()
+                item = self._queue[0]
+                if self._pacer is not None and not isinstance(item, _Close):
+                    wait = self._pacer.delay(item)
+                    if wait > 0:  # woken early by a put or a drop: look again
+                        self._wakeup.clear()
+                        await wait_or_sleep(self._pacer.clock, self._wakeup, wait)
+                        continue
+                self._queue.popleft()
                 if isinstance(item, bytes):
                     await socket.send_bytes(item)
                     self.bytes_sent += len(item)
@@ -119,6 +146,8 @@ class SendQueue:
                     await socket.close(item.code, item.reason)
                     return
                 self.frames_sent += 1
+                if self._pacer is not None:
+                    self._pacer.sent(item)
         finally:
             self._closing = True
             self._queue.clear()

@@ -91,6 +91,7 @@ class TelnyxCodec:
 
     carrier = "telnyx"
     marks_survive_clear = True  # Telnyx returns the queued marks on `clear`
+    playout_lead: float | None = None  # no documented bound on its buffer
 
     def __init__(self) -> None:
         self._started: StreamStarted | None = None

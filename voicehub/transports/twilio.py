@@ -230,6 +230,7 @@ class TwilioCodec:
 
     carrier = "twilio"
     marks_survive_clear = True  # Twilio echoes the pending marks on `clear`
+    playout_lead: float | None = None  # no documented bound on its buffer
 
     def __init__(self, reader: StreamReader | None = None) -> None:
         self.reader = reader or StreamReader()

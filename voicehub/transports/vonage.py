@@ -9,6 +9,7 @@ ours carry the call's uuid), then `websocket:dtmf`, `websocket:notify` (the payl
 `websocket:cleared` (the buffer was flushed, as we asked). We send binary audio of exactly
 one frame (the last one padded with silence), `{"action": "notify"}` and
 `{"action": "clear"}`. Vonage sends no stop: it closes the socket when the call ends.
+Vonage buffers a bounded amount of audio, so ours is paced (`PLAYOUT_LEAD`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from voicehub.transports.phone import (
 )
 from voicehub.voice.transport import WireAudio
 
-__all__ = ["CONTENT_TYPE", "VonageCodec"]
+__all__ = ["BUFFER_MESSAGES", "CONTENT_TYPE", "PLAYOUT_LEAD", "VonageCodec"]
 
 CONTENT_TYPE = "audio/l16;rate=16000"
+BUFFER_MESSAGES = 3072  # what Vonage's socket buffers of audio sent ahead of playback
+PLAYOUT_LEAD = 20.0  # seconds of agent audio we let Vonage hold
 MAX_FRAME_CHARS = 16_000
 _RATE = re.compile(r"audio/l16;\s*rate=(8000|16000)$")
 _DIGIT = re.compile(r"[0-9*#A-Da-d]")
@@ -42,6 +45,9 @@ class VonageCodec:
 
     carrier = "vonage"
     marks_survive_clear = False  # a notify whose audio was cleared is not echoed
+    # Vonage buffers 3072 messages (about a minute) and loses what comes past that: a third of
+    # it may be queued there, the rest is paced at 20 ms a frame as it plays.
+    playout_lead: float | None = PLAYOUT_LEAD
 
     def __init__(self, stream_id: str = "") -> None:
         self.stream_id = stream_id  # Vonage names no stream: the server gives one

@@ -18,12 +18,14 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from voicehub.core.events import EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
+from voicehub.voice.engine.call_parts import CallAgent
 from voicehub.voice.events import AgentState
 from voicehub.voice.realtime.audio_batch import AudioBatcher
 from voicehub.voice.realtime.config import (
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from voicehub.voice.session import CallRuntime
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["SAY_INSTRUCTIONS", "RealtimeVoiceSession"]
+__all__ = ["SAY_INSTRUCTIONS", "RealtimeCallOptions", "RealtimeVoiceSession"]
 
 log = logging.getLogger("voicehub.voice.realtime")
 
@@ -59,14 +61,27 @@ RESULT_INSTRUCTIONS = "Tell the caller this result now, briefly and naturally."
 RECAP_EVENTS = 200  # the recent events a recap is drawn from (tool calls, states too)
 
 
+@dataclass(frozen=True, slots=True)
+class RealtimeCallOptions:
+    """How a relayed call speaks and recovers: `delivery_mode` ("say" or "generate", see
+    `RealtimeVoiceSession`), `answer_timeout` (seconds the model has to start an answer),
+    `mark_every_ms` (the playout granularity a barge-in truncates at), `backoff` (how a
+    dropped model connection is retried, on the hub's clock)."""
+
+    delivery_mode: DeliveryMode = "say"
+    answer_timeout: float = 4.0
+    mark_every_ms: float = 200.0
+    backoff: Backoff | None = None
+
+
 class RealtimeVoiceSession:
     """A `VoiceSession` (and delivery `Injector`) relaying a call to a Realtime model.
 
-    `client` is an `openai.AsyncOpenAI` (see `realtime.connection.realtime_client`).
-    `delivery_mode` picks how `inject` speaks a result: verbatim ("say", a response told to
-    repeat it) or through the model ("generate": the result as a `settings.injection_role`
-    item, then a response). `mark_every_ms` is the playout granularity a barge-in truncates
-    at. `backoff` says how a dropped model connection is retried (on the hub's clock).
+    `agent` is the agent alone or the desk's side of the call (`CallAgent`: its extra tools
+    and greeting too). `client` is an `openai.AsyncOpenAI` (see
+    `realtime.connection.realtime_client`). `options.delivery_mode` picks how `inject`
+    speaks a result: verbatim ("say", a response told to repeat it) or through the model
+    ("generate": the result as a `settings.injection_role` item, then a response).
     `turn_observer` hears each answered caller turn's voice-to-voice (the model's end of
     the caller's speech to the answer's first audio sent; the model measures no other
     stage for us).
@@ -76,21 +91,22 @@ class RealtimeVoiceSession:
         self,
         hub: CallRuntime,
         room_id: str,
-        agent: Agent,
+        agent: Agent | CallAgent,
         transport: CallTransport,
         *,
         client: Any,
         settings: RealtimeSettings | None = None,
-        greeting: str | None = None,
-        delivery_mode: DeliveryMode = "say",
-        extra_tools: Sequence[Tool] = (),
-        answer_timeout: float = 4.0,
-        mark_every_ms: float = 200.0,
+        options: RealtimeCallOptions | None = None,
         attach_delivery: bool = True,
         activity: VoiceActivity | None = None,
-        backoff: Backoff | None = None,
         turn_observer: TurnObserver | None = None,
     ) -> None:
+        on_call = agent if isinstance(agent, CallAgent) else CallAgent(agent)
+        options = options or RealtimeCallOptions()
+        delivery_mode, greeting = options.delivery_mode, on_call.greeting
+        agent, extra_tools = on_call.agent, on_call.extra_tools
+        mark_every_ms, answer_timeout = options.mark_every_ms, options.answer_timeout
+        backoff = options.backoff
         if delivery_mode not in ("say", "generate"):
             raise ConfigError(f"delivery_mode {delivery_mode!r}: expected 'say' or 'generate'")
         self.hub, self.room_id, self.transport = hub, room_id, transport

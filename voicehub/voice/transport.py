@@ -13,12 +13,15 @@ wire's own format (Deepgram's Aura speaks mu-law at 8 kHz, OpenAI Realtime emits
 `audio/pcmu`) then skips a decode on its side and an encode on the transport's, and no
 audio is resampled on the way. `wire_audio_of` reads it (PCM16 at the session rate when a
 transport does not say).
+
+Optional too: a transport that can end the call itself (a socket it closes, a carrier it
+asks) is a `HangsUp`; the agent's end of a call then hangs up, others only close.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard, runtime_checkable
 
 if TYPE_CHECKING:
     from voicehub.voice.events import ServerEvent
@@ -46,6 +49,15 @@ class CallTransport(Protocol):
 
     async def send_event(self, event: ServerEvent) -> None:
         """Send an event to the client (transcripts, states, tasks, deliveries)."""
+        ...
+
+
+@runtime_checkable
+class HangsUp(Protocol):
+    """A transport that can end the call from the agent's side."""
+
+    async def hang_up(self, reason: str) -> None:
+        """End the call (`reason` for the caller's client and the records)."""
         ...
 
 

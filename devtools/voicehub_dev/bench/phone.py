@@ -61,6 +61,24 @@ def codec_cost(frames: int) -> float:
     return (time.perf_counter() - started) / frames * 1e6
 
 
+NOISE_SNR_DB = 10.0
+"""The noisy phone band's speech-to-noise ratio."""
+
+
+def noisy(pcm16: bytes, snr_db: float = NOISE_SNR_DB, seed: int = 7) -> bytes:
+    """`pcm16` with pink noise (power falling as 1/f) added `snr_db` below the speech's
+    power (the same noise for the same seed)."""
+    speech = pcm16_to_int16(pcm16).astype(np.float64)
+    spectrum = np.fft.rfft(np.random.default_rng(seed).standard_normal(speech.size))
+    spectrum[1:] /= np.sqrt(np.arange(1, spectrum.size))
+    spectrum[0] = 0
+    pink = np.fft.irfft(spectrum, speech.size)
+    power = float(np.mean(speech**2)) or 1.0
+    pink *= np.sqrt(power / (float(np.mean(pink**2)) * 10 ** (snr_db / 10)))
+    mixed = np.clip(speech + pink, -32768, 32767).astype(np.int16)
+    return int16_to_pcm16(mixed)
+
+
 def phone_band(pcm16: bytes) -> bytes:
     """16 kHz speech as it arrives from a phone: 8 kHz, 300-3400 Hz, through mu-law."""
     narrow = pcm16_to_int16(resample_pcm16(pcm16, 16000, 8000)).astype(np.float64)
@@ -121,7 +139,51 @@ def recognizers(rules: list[Any], topics: list[str]) -> dict[str, Recognizer]:
         "whisper-whole": by_whisper,
         "whisper-once": by_whisper_once,
         "pocketsphinx": transcribe,
+        "moonshine": _streamed(moonshine_plugin(front, topics, second_opinion=False).hear),
+        "auto": _streamed(moonshine_plugin(front, topics, second_opinion=True).hear),
     }
+
+
+def moonshine_plugin(front: Any, topics: list[str], *, second_opinion: bool) -> Any:
+    """Moonshine as `stt = "moonshine"` (corrected to the desk's topics) or as `stt = "auto"`
+    builds it (and Whisper, primed and relistening, as its second opinion) for a desk with
+    `front`'s rules and `topics`, built the way `voicehub.desks.vocabulary` builds them."""
+    from voicehub.agents.scripted import example_requests, rule_vocabulary
+    from voicehub.voice.providers.offline import WhisperSTT
+    from voicehub.voice.providers.offline.moonshine_stt import MoonshineSTT, SecondOpinion
+    from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
+    from voicehub.voice.providers.offline.whisper_engine import sentences_prompt
+    from voicehub.voice.providers.offline.whisper_relisten import Relisten
+
+    relisten = Relisten(
+        is_request=front.calls_tool,
+        topics=tuple(topics),
+        asks_about=front.tool_arguments,
+        prompt=sentences_prompt(example_requests(front.rules, topics)),
+    )
+    correction = VocabularyCorrection(topics=tuple(topics))
+    second = None
+    if second_opinion:
+        whisper = WhisperSTT(
+            vocabulary=topics + rule_vocabulary(front.rules, tools_only=True),
+            relisten=relisten,
+            correction=correction,
+        )
+        second = SecondOpinion(whisper, relisten)
+    return MoonshineSTT(second_opinion=second, correction=correction)
+
+
+def _streamed(hear: Callable[..., Any]) -> Recognizer:
+    """`hear` given what a stream decodes of a request (`streamed_window`)."""
+
+    def recognize(pcm16: bytes, rate: int) -> str:
+        window = streamed_window(pcm16, rate)
+        if window is None:
+            return ""
+        text: str = hear(*window).text
+        return text
+
+    return recognize
 
 
 def streamed_window(pcm16: bytes, rate: int) -> tuple[bytes, int] | None:
@@ -176,12 +238,14 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
         for band, audio, rate in (
             ("wide", sample.pcm16, 16000),
             ("phone", phone_band(sample.pcm16), 8000),
+            ("noisy", phone_band(noisy(sample.pcm16)), 8000),
         ):
             wall, cpu = time.perf_counter(), time.process_time()
             heard = recognize(audio, rate)
-            if sample.tool:
-                walls.append(time.perf_counter() - wall)
-            cpus[bool(sample.tool)].append(time.process_time() - cpu)
+            if band != "noisy":  # the times are of the clean bands, as before
+                if sample.tool:
+                    walls.append(time.perf_counter() - wall)
+                cpus[bool(sample.tool)].append(time.process_time() - cpu)
             chunks = llm.respond([ChatMessage(role="user", content=heard)], specs)
             calls = [c.call for c in chunks if isinstance(c, ToolCallChunk)]
             where = f"{band} {sample.voice} ({sample.half})"
@@ -218,6 +282,7 @@ def tool_accuracy(quick: bool, stt: str = "whisper") -> dict[str, Any]:
         "stt": stt,
         "tool_accuracy": share(headline, "phone"),
         "tool_accuracy_wideband": share(headline, "wide"),
+        "tool_accuracy_noisy_phone": share(headline, "noisy"),
         "false_trigger_rate": false_rate(headline, "phone"),
         "false_trigger_rate_wideband": false_rate(headline, "wide"),
         "stt_ms_per_request": round(float(np.median(walls)) * 1000, 1),

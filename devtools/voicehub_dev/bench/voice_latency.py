@@ -193,6 +193,7 @@ async def v2v_latency(
     return {
         **{key: figures[key] for key in ("median", "p95", "max")},
         "turns": len(latencies),
+        "latencies_ms": [round(t * 1000, 1) for t in latencies],  # each turn's, in order
         "unanswered": unanswered,
         "understood": understood,  # the STT's final held the turn's keyword
         # where the time goes: median time from the end of speech to each event

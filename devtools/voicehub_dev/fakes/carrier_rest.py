@@ -5,16 +5,23 @@ Written from the carriers' API references (docs/carriers.md):
 
 - Telnyx: `POST /v2/calls/{call_control_id}/actions/{hangup|transfer|send_dtmf}`, Bearer API
   key; `transfer` needs `to`, `send_dtmf` needs `digits`; a call already ended answers 422
-  with error code 90018.
+  with error code 90018. An outbound TeXML call: `POST /v2/texml/Accounts/{account_sid}/Calls`
+  (JSON, `ApplicationSid`, `To` and `From` required; `Url`, `StatusCallback`,
+  `MachineDetection`), answered with `{"from", "to", "status": "queued"}`; a live TeXML call's
+  update: `POST /v2/texml/Accounts/{account_sid}/Calls/{call_sid}` (`Url`, `Method`), 404 for
+  a call that is over.
 - Plivo: `/v1/Account/{auth_id}/Call/{uuid}/`, HTTP Basic: POST with `legs`/`aleg_url` (a
   transfer), DELETE (hang up: 204), POST `.../DTMF/` with `digits`; an unknown call is 404.
+  An outbound call: `POST /v1/Account/{auth_id}/Call/` (`from`, `to`, `answer_url` required),
+  201 with `request_uuid`.
 - Vonage: `PUT /v1/calls/{uuid}` with `{"action": "hangup"}` or `{"action": "transfer",
   "destination": {"type": "ncco", "ncco": [...]}}` (204), `PUT /v1/calls/{uuid}/dtmf` with
-  `digits`; a JWT (RS256) under the application's key, checked with its public key.
+  `digits`; a JWT (RS256) under the application's key, checked with its public key. An
+  outbound call: `POST /v1/calls` (`to`, and `answer_url` or `ncco`), 201 with `uuid`.
 
     async with CarrierRest(public_key_pem) as rest:   # rest.url: https://127.0.0.1:<port>
         ...
-        rest.requests   # (carrier, hangup|transfer|send_digits, call id, body) in order
+        rest.requests   # (carrier, hangup|transfer|send_digits|dial, call id, body) in order
         rest.ended      # call ids that are over (their actions fail as the carrier's do)
 """
 
@@ -25,6 +32,7 @@ import base64
 import json
 import ssl
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +75,12 @@ class CarrierRest:
     async def __aenter__(self) -> CarrierRest:
         routes = [
             Route("/v2/calls/{call}/actions/{action}", self._telnyx, methods=["POST"]),
+            Route("/v2/texml/Accounts/{account}/Calls", self._telnyx_dial, methods=["POST"]),
+            Route(
+                "/v2/texml/Accounts/{account}/Calls/{call}", self._telnyx_update, methods=["POST"]
+            ),
+            Route("/v1/Account/{account}/Call/", self._plivo_dial, methods=["POST"]),
+            Route("/v1/calls", self._vonage_dial, methods=["POST"]),
             Route("/v1/Account/{account}/Call/{call}/", self._plivo, methods=["POST", "DELETE"]),
             Route("/v1/Account/{account}/Call/{call}/DTMF/", self._plivo_dtmf, methods=["POST"]),
             Route("/v1/calls/{call}", self._vonage, methods=["PUT"]),
@@ -114,7 +128,40 @@ class CarrierRest:
             self.ended.add(call)
         return JSONResponse({"data": {"result": "ok"}})
 
+    async def _telnyx_dial(self, request: Request) -> Response:
+        if request.headers.get("authorization") != f"Bearer {TELNYX_KEY}":
+            return _telnyx_error(401, "10009", "Authentication failed")
+        body = json.loads(await request.body() or b"{}")
+        if missing := [key for key in ("ApplicationSid", "To", "From") if not body.get(key)]:
+            return _telnyx_error(422, "10032", f"missing {', '.join(missing)}")
+        call = f"v3:{uuid.uuid4().hex}"
+        self.requests.append(("telnyx", "dial", call, body))
+        return JSONResponse({"from": body["From"], "to": body["To"], "status": "queued"})
+
+    async def _telnyx_update(self, request: Request) -> Response:
+        if request.headers.get("authorization") != f"Bearer {TELNYX_KEY}":
+            return _telnyx_error(401, "10009", "Authentication failed")
+        call = request.path_params["call"]
+        body = json.loads(await request.body() or b"{}")
+        if call in self.ended:
+            return _telnyx_error(404, "10005", "Resource not found")
+        if not str(body.get("Url", "")).startswith("https://"):
+            return _telnyx_error(422, "10032", "Url must be an https URL")
+        self.requests.append(("telnyx", "redirect", call, body))
+        return JSONResponse({"call_sid": call, "status": "in-progress"})
+
     # -- Plivo -------------------------------------------------------------------------------
+
+    async def _plivo_dial(self, request: Request) -> Response:
+        if not self._plivo_auth(request):
+            return JSONResponse({"error": "authentication failed"}, status_code=401)
+        body = json.loads(await request.body() or b"{}")
+        if missing := [key for key in ("from", "to", "answer_url") if not body.get(key)]:
+            return JSONResponse({"error": f"missing {', '.join(missing)}"}, status_code=400)
+        call = str(uuid.uuid4())
+        self.requests.append(("plivo", "dial", call, body))
+        reply = {"api_id": str(uuid.uuid4()), "message": "call fired", "request_uuid": call}
+        return JSONResponse(reply, status_code=201)
 
     def _plivo_auth(self, request: Request) -> bool:
         expected = base64.b64encode(f"{PLIVO_ID}:{PLIVO_TOKEN}".encode()).decode()
@@ -149,6 +196,22 @@ class CarrierRest:
         return JSONResponse({"api_id": "x", "message": "digits sent"}, status_code=202)
 
     # -- Vonage ------------------------------------------------------------------------------
+
+    async def _vonage_dial(self, request: Request) -> Response:
+        if not self._vonage_auth(request):
+            return JSONResponse({"title": "Unauthorized"}, status_code=401)
+        body = json.loads(await request.body() or b"{}")
+        if not body.get("to") or not (body.get("answer_url") or body.get("ncco")):
+            return JSONResponse({"title": "Bad Request"}, status_code=400)
+        call = str(uuid.uuid4())
+        self.requests.append(("vonage", "dial", call, body))
+        reply = {
+            "uuid": call,
+            "status": "started",
+            "direction": "outbound",
+            "conversation_uuid": "CON-" + str(uuid.uuid4()),
+        }
+        return JSONResponse(reply, status_code=201)
 
     def _vonage_auth(self, request: Request) -> bool:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")

@@ -11,6 +11,7 @@ from typing import Any
 
 from voicehub.voice.engine.direct_events import DirectEvents
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.streams import recognizer_abilities
 
 with vendor_import("livekit-agents"):
     from livekit.agents import stt
@@ -58,7 +59,13 @@ class _Stream:
     @property
     def finals_owed(self) -> int:
         """What the wrapped stream says it owes (the engine waits for those finals)."""
-        return int(getattr(self.inner, "finals_owed", 0))
+        return recognizer_abilities(self.inner).finals_owed
+
+    def speech_started(self) -> None:
+        recognizer_abilities(self.inner).speech_started()
+
+    def flush_ended(self, behind: float) -> None:
+        recognizer_abilities(self.inner).flush_ended(behind)
 
     def push_frame(self, frame: Any) -> None:
         self.inner.push_frame(frame)

@@ -36,6 +36,7 @@ from voicehub.voice.providers.offline.inline_stt import InlineRecognizeStream, I
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent as DeskAgent
     from voicehub.hub import Hub
+    from voicehub.voice.engine.session import PipelineVoiceSession
     from voicehub.voice.events import ServerEvent
     from voicehub.voice.session import VoiceSession
 
@@ -50,6 +51,7 @@ __all__ = [
     "PushAudioInput",
     "SinkAudioOutput",
     "VoicehubCall",
+    "pipeline_session",
     "session_options",
 ]
 
@@ -326,6 +328,37 @@ class SinkAudioOutput(io.AudioOutput):
             self._position = 0.0
 
 
+def pipeline_session(
+    hub: Any, room_id: str, agent: Any, transport: Any, **options: Any
+) -> PipelineVoiceSession:
+    """A `PipelineVoiceSession` from the keywords tests and benches tune: `stt`, `tts`, `vad`,
+    `voices` (its `CallSpeech`), `extra_tools`, `greeting`, `reply_gate` (its `CallAgent`),
+    `end_of_turn`, `words_open` (its `TurnJudges`), and the session's own keywords."""
+    from voicehub.voice.engine.session import (
+        CallAgent,
+        CallSpeech,
+        PipelineVoiceSession,
+        TurnJudges,
+    )
+
+    speech = CallSpeech(
+        options.pop("stt"),
+        options.pop("tts"),
+        options.pop("vad"),
+        options.pop("voices", None) or {},
+    )
+    on_call = CallAgent(
+        agent,
+        extra_tools=options.pop("extra_tools", ()),
+        greeting=options.pop("greeting", None),
+        reply_gate=options.pop("reply_gate", None),
+    )
+    judges = TurnJudges(
+        **{key: options.pop(key) for key in ("end_of_turn", "words_open") if key in options}
+    )
+    return PipelineVoiceSession(hub, room_id, on_call, transport, speech, judges=judges, **options)
+
+
 class VoicehubCall:
     """One call on voicehub's `PipelineVoiceSession`, in a new room, over a
     `LoopbackTransport`; `options` go to the session (providers, `options`)."""
@@ -333,11 +366,9 @@ class VoicehubCall:
     def __init__(
         self, hub: Hub, room_id: str, agent: DeskAgent, *, keep_events: bool = False, **options: Any
     ) -> None:
-        from voicehub.voice.engine.session import PipelineVoiceSession
-
         self.hub, self.room_id = hub, room_id
         self.transport = LoopbackTransport(keep_events=keep_events)
-        self.session = PipelineVoiceSession(hub, room_id, agent, self.transport, **options)
+        self.session = pipeline_session(hub, room_id, agent, self.transport, **options)
         self.transport.session = self.session
 
     async def start(self) -> None:

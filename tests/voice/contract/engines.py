@@ -33,12 +33,17 @@ from voicehub.core.clock import VirtualClock, settle
 from voicehub.hub import Hub
 from voicehub.testing import AckMode, MemoryTransport
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
+from voicehub.voice.engine.session import EngineOptions
 from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
 from voicehub.voice.realtime.config import RealtimeSettings
-from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
+from voicehub.voice.realtime_session import (
+    SAY_INSTRUCTIONS,
+    RealtimeCallOptions,
+    RealtimeVoiceSession,
+)
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
+from voicehub_dev.fakes.voice_providers import pipeline_session
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -54,6 +59,9 @@ LONG = (
 @functools.cache
 def caller_speech() -> bytes:
     return spoken("please research solar panels", rate=RATE)
+
+
+_CALL_OPTIONS = ("delivery_mode", "answer_timeout", "backoff")  # RealtimeCallOptions
 
 
 class Research:
@@ -157,7 +165,7 @@ class PipelineHarness(Harness):
         models = offline_models()
         transport = MemoryTransport(RATE, ack=ack, clock=self.clock)
         mode = options.pop("delivery_mode", "say")
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             self.hub,
             ROOM,
             agent or self.agent(),
@@ -232,7 +240,10 @@ class RealtimeHarness(Harness):
             transport,
             client=self.client,
             settings=settings,
-            mark_every_ms=100,
+            options=RealtimeCallOptions(
+                mark_every_ms=100,
+                **{key: options.pop(key) for key in _CALL_OPTIONS if key in options},
+            ),
             **options,
         )
         transport.session = session

@@ -7,6 +7,10 @@ from typing import Any, cast
 
 from voicehub.core.clock import VirtualClock
 from voicehub.voice.engine.results import ResultSpeaker
+from voicehub.voice.providers import vendor_import
+
+with vendor_import("livekit-agents"):
+    from livekit.agents import tts
 
 
 class StuckStream:
@@ -26,6 +30,8 @@ class StuckStream:
 
 
 class StuckVoice:
+    capabilities = tts.TTSCapabilities(streaming=False)  # a livekit TTS says
+
     def synthesize(self, text: str) -> StuckStream:
         return StuckStream()
 

@@ -39,6 +39,7 @@ from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
 from voicehub_dev.fakes.injectable_stt import InjectableSTT, final
+from voicehub_dev.fakes.voice_providers import pipeline_session
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -97,7 +98,7 @@ async def harness(models: dict[str, Any]) -> AsyncIterator[Harness]:
         await hub.create_room(ROOM, orchestration=None)
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
         transport = MemoryTransport(RATE, ack="immediate")
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             hub,
             ROOM,
             agent,
@@ -301,7 +302,7 @@ async def _cut_off_twice_then_offered(test: Harness, caller_frames: list[bytes])
 async def _offer_asked(test: Harness) -> None:
     speaker = test.session.results
 
-    await until(lambda: speaker._answer is not None, timeout=20)
+    await until(lambda: speaker.offer_waiting is not None, timeout=20)
 
 
 async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(
@@ -364,7 +365,7 @@ async def test_a_spoken_turn_of_earlier_audio_does_not_answer_the_offer(
     # a recognizer's late turn: its words were said before the question (no voice since)
     test.session.stt.inject(final("no"))
     await test.clock.advance(1.0)  # the turn commits after its endpointing delay
-    assert speaker._answer is not None and not speaker._answer.done()
+    assert speaker.offer_waiting is not None
     speaker.activity.caller_voiced()  # the caller speaks after the question
     test.session.stt.inject(final("yes please"))
     await test.clock.advance(1.0)

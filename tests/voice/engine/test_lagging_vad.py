@@ -23,12 +23,15 @@ from voicehub.core.clock import VirtualClock, settle
 from voicehub.hub import Hub
 from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.engine.caller_turns import VAD_STALL_LIMIT
 from voicehub.voice.engine.session import PipelineVoiceSession
+from voicehub.voice.engine.tick_gate import GateSettings
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline import PiperTTS
 from voicehub.voice.providers.offline.vad import WebRtcVAD, WebRtcVADStream
 from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
+from voicehub_dev.fakes.voice_providers import pipeline_session
+
+VAD_STALL_LIMIT = GateSettings().vad_stall_limit
 
 with vendor_import("livekit-agents"):
     from livekit import rtc
@@ -107,7 +110,7 @@ async def call(tts: PiperTTS) -> AsyncIterator[Call]:
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
         transport = MemoryTransport(RATE, ack="immediate")
         held_vad = HeldVAD()
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             hub,
             ROOM,
             agent,

@@ -39,6 +39,7 @@ from voicehub.voice.providers.offline import (
     load_vad,
 )
 from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
+from voicehub_dev.fakes.voice_providers import pipeline_session
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -185,7 +186,7 @@ class Call:
     ) -> tuple[PipelineVoiceSession, MemoryTransport, RecordingActivity]:
         transport = MemoryTransport(RATE, ack=ack)
         activity = RecordingActivity(self.hub.clock)
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             self.hub,
             ROOM,
             agent,
@@ -338,9 +339,9 @@ def test_configuration_errors_name_the_fix(models: dict[str, Any]) -> None:
     transport = MemoryTransport(RATE)
     options: dict[str, Any] = {"stt": models["stt"], "vad": models["vad"], "tts": models["piper"]}
     with pytest.raises(ConfigError, match="no llm"):
-        PipelineVoiceSession(hub, ROOM, Agent(id="mute"), transport, **options)
+        pipeline_session(hub, ROOM, Agent(id="mute"), transport, **options)
     with pytest.raises(ConfigError, match="known voices: none"):
-        PipelineVoiceSession(hub, ROOM, booking_agent(Calls().tools()[1]), transport, **options)
+        pipeline_session(hub, ROOM, booking_agent(Calls().tools()[1]), transport, **options)
     with pytest.raises(ConfigError, match="delivery_mode"):
         mode: Any = "sing"
         EngineOptions(delivery_mode=mode)

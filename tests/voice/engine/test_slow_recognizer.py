@@ -24,11 +24,14 @@ from voicehub.core.events import EventKind
 from voicehub.hub import Hub
 from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.engine.caller_turns import RECOGNIZER_WAIT_LIMIT
 from voicehub.voice.engine.session import PipelineVoiceSession
+from voicehub.voice.engine.tick_gate import GateSettings
 from voicehub.voice.events import UserState
 from voicehub.voice.providers.offline import PiperTTS, load_vad
 from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
+from voicehub_dev.fakes.voice_providers import pipeline_session
+
+RECOGNIZER_WAIT_LIMIT = GateSettings().recognizer_wait_limit
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -87,7 +90,7 @@ async def call(models: dict[str, Any]) -> AsyncIterator[Call]:
         agent = Agent(id="desk", llm=ScriptedLLM([], fallback="Go on."))
         transport = MemoryTransport(RATE, ack="immediate")
         recognizer = UtteranceRecognizer(WORDS, held=True)
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             hub,
             ROOM,
             agent,

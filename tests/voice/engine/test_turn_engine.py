@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,13 @@ from voicehub.voice.engine.decisions import (
     PrepareReply,
     ResumeAgent,
 )
-from voicehub.voice.engine.turn_engine import TurnEngine, TurnPolicy, TurnSettings
+from voicehub.voice.engine.turn_engine import (
+    TurnEngine,
+    TurnPhase,
+    TurnPolicy,
+    TurnSettings,
+    _Turn,
+)
 
 VAD = TurnSettings(policy=TurnPolicy("vad", vad_silence=0.65), prepare_replies=False)
 
@@ -312,6 +319,7 @@ def test_a_turn_committed_before_the_reply_was_heard_continues_that_turn() -> No
     engine.transcript("heat pumps", final=True, now=2.0)
     [second] = commits(engine.tick(2.65))
     assert (second.continues, second.text) == (first.turn, "could you research heat pumps")
+    assert second.own_text == "heat pumps"  # the words said since (recorded as the turn)
     engine.reply_ended(first.turn)
     engine.reply_started(second.turn, second.text)
     engine.reply_heard()
@@ -323,6 +331,7 @@ def test_a_turn_committed_before_the_reply_was_heard_continues_that_turn() -> No
     decisions += engine.tick(4.2)
     [third] = commits(decisions)
     assert third.continues is None and InterruptAgent in kinds(decisions)
+    assert third.own_text == third.text == "thanks and one more thing"
 
 
 def test_a_final_that_restates_the_interim_a_turn_was_committed_on_is_joined_once() -> None:
@@ -339,6 +348,7 @@ def test_a_final_that_restates_the_interim_a_turn_was_committed_on_is_joined_onc
     [second] = commits(engine.tick(2.2 + 0.65))
     assert second.continues == first.turn
     assert second.text == "could you research heat pumps for me please"
+    assert second.own_text == "heat pumps for me please"  # not the restated words again
 
 
 def test_an_interim_arriving_after_final_timeout_does_not_end_the_turn_under_its_final() -> None:
@@ -490,3 +500,47 @@ def test_decisions_depend_on_the_inputs_not_on_when_they_run(
 
     assert [unshift(d) for d in first] == [unshift(d) for d in shifted]
     assert first == run(steps, TurnSettings())  # the same inputs, the same decisions
+
+
+def test_the_callers_phase_follows_the_turn() -> None:
+    engine = TurnEngine(VAD)
+    assert engine.caller_phase == "listening"
+    engine.speech_started(0.0)
+    assert engine.caller_phase == "speaking"
+    engine.speech_ended(1.0)
+    engine.transcript("hello", final=True, now=1.0)
+    assert engine.caller_phase == "quiet"
+    engine.speech_started(1.2)  # a pause inside the turn
+    assert engine.caller_phase == "speaking"
+    engine.speech_ended(1.5)
+    engine.transcript("there", final=True, now=1.5)
+    assert commits(engine.tick(2.2)) and engine.caller_phase == "listening"
+
+
+@pytest.mark.parametrize(
+    ("start", "to", "allowed"),
+    [
+        ("speaking", "quiet", True),
+        ("speaking", "speaking", True),
+        ("speaking", "dropped", True),
+        ("speaking", "committed", False),  # a turn is committed once it went quiet
+        ("quiet", "speaking", True),
+        ("quiet", "committed", True),
+        ("quiet", "dropped", True),
+        ("quiet", "quiet", False),
+        ("committed", "speaking", False),
+        ("committed", "dropped", False),
+        ("dropped", "quiet", False),
+        ("dropped", "committed", False),
+    ],
+)
+def test_a_turns_phases_move_only_as_declared(
+    start: TurnPhase, to: TurnPhase, allowed: bool
+) -> None:
+    turn = _Turn(1, start)
+    if allowed:
+        turn.move(to)
+        assert turn.phase == to
+    else:
+        with pytest.raises(RuntimeError, match=f"from {start} to {to}"):
+            turn.move(to)

@@ -38,7 +38,11 @@ from voicehub.testing import AckMode, MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import AgentState, ProviderError, ToolCall, Transcript
 from voicehub.voice.realtime.config import RealtimeSettings
-from voicehub.voice.realtime_session import SAY_INSTRUCTIONS, RealtimeVoiceSession
+from voicehub.voice.realtime_session import (
+    SAY_INSTRUCTIONS,
+    RealtimeCallOptions,
+    RealtimeVoiceSession,
+)
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
 RATE = 16000
@@ -65,6 +69,9 @@ def brain(turn: Turn) -> list[Say | Call]:
     if last.get("role") == "user":
         return [Say("Hello, how can I help?")]
     return [Say(turn.instructions or "Okay.")]
+
+
+_CALL_OPTIONS = ("delivery_mode", "answer_timeout", "backoff")  # RealtimeCallOptions
 
 
 class Research:
@@ -110,7 +117,10 @@ class Harness:
             client=self.client,
             settings=settings,
             activity=activity,
-            mark_every_ms=100,
+            options=RealtimeCallOptions(
+                mark_every_ms=100,
+                **{key: options.pop(key) for key in _CALL_OPTIONS if key in options},
+            ),
             **options,
         )
         transport.session = session

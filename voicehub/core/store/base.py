@@ -158,6 +158,41 @@ class CallRecord(BaseModel):
     pending_question: dict[str, Any] | None = None
 
 
+class AccessTokenRecord(BaseModel):
+    """A scoped access token to the server, as stored: never the secret, only its SHA-256
+    (`digest`). `scopes`: "admin" (everything), "read" (the REST view), "desk:<name>" (calls
+    to that desk). After a rotation the previous digest is still accepted until
+    `previous_until` (epoch seconds), so clients can move over; `expires_at` ends it."""
+
+    id: str
+    name: str = ""
+    scopes: list[str] = Field(default_factory=list)
+    digest: str
+    previous_digest: str = ""
+    previous_until: float | None = None
+    created_at: float = Field(default_factory=time.time)
+    expires_at: float | None = None
+
+
+class Erasure(BaseModel):
+    """What `Store.delete_conversation` removed: the rooms (the conversation's own and every
+    room under it: workers' child rooms, theirs), and how many records of each kind went
+    with them (events, tasks, deliveries with their held results and sealed numbers, call
+    records). Files kept outside the store (recordings) are the caller's to delete, by
+    `room_ids`."""
+
+    room_ids: list[str] = Field(default_factory=list)
+    events: int = 0
+    tasks: int = 0
+    deliveries: int = 0
+    calls: int = 0
+
+    @property
+    def found(self) -> bool:
+        """Whether there was anything to delete."""
+        return bool(self.room_ids or self.events or self.tasks or self.deliveries or self.calls)
+
+
 class Store(Protocol):
     """Persistence for the hub. Implementations: `MemoryStore`, `SQLiteStore`, `RedisStore`."""
 
@@ -223,5 +258,26 @@ class Store(Protocol):
         room_id: str | None = None,
         statuses: Sequence[DeliveryStatus] | None = None,
     ) -> list[DeliveryRecord]: ...
+
+    async def save_token(self, token: AccessTokenRecord) -> None:
+        """Insert or replace an access token by id (committed now: other instances read it)."""
+        ...
+
+    async def list_tokens(self) -> list[AccessTokenRecord]:
+        """Every access token, by id."""
+        ...
+
+    async def delete_token(self, token_id: str) -> bool:
+        """Revoke an access token; False when there was none."""
+        ...
+
+    async def delete_conversation(self, room_id: str) -> Erasure:
+        """Delete everything keyed to the conversation `room_id`: the room and the rooms
+        under it (by `parent_id`, and tasks' child rooms), their events, the tasks they
+        delegated, their deliveries (held results and the numbers sealed onto them with
+        them) and call records. Nothing of it is left in any table or key; an unknown room
+        deletes nothing. Deleting a conversation with a live call is the caller's to refuse.
+        """
+        ...
 
     async def close(self) -> None: ...

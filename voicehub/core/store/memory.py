@@ -9,9 +9,11 @@ from pydantic import BaseModel
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
+    Erasure,
     InstanceRecord,
     RoomRecord,
     RoomStatus,
@@ -54,6 +56,7 @@ class MemoryStore:
         self._deliveries: dict[str, DeliveryRecord] = {}
         self._instances: dict[str, InstanceRecord] = {}
         self._calls: dict[str, CallRecord] = {}
+        self._tokens: dict[str, AccessTokenRecord] = {}
 
     async def create_room(self, room: RoomRecord) -> None:
         self._rooms[room.id] = _copy(room)
@@ -177,6 +180,42 @@ class MemoryStore:
             if (room_id is None or d.room_id == room_id)
             and (statuses is None or d.status in statuses)
         ]
+
+    async def save_token(self, token: AccessTokenRecord) -> None:
+        self._tokens[token.id] = token.model_copy(deep=True)
+
+    async def list_tokens(self) -> list[AccessTokenRecord]:
+        return [self._tokens[key].model_copy(deep=True) for key in sorted(self._tokens)]
+
+    async def delete_token(self, token_id: str) -> bool:
+        return self._tokens.pop(token_id, None) is not None
+
+    async def delete_conversation(self, room_id: str) -> Erasure:
+        rooms = self._conversation_rooms(room_id)
+        erasure = Erasure(room_ids=[r for r in rooms if r in self._rooms])
+        for room in rooms:
+            self._rooms.pop(room, None)
+            erasure.events += len(self._events.pop(room, ()))
+            if self._calls.pop(room, None) is not None:
+                erasure.calls += 1
+        for task_id in [t.id for t in self._tasks.values() if t.parent_room_id in rooms]:
+            del self._tasks[task_id]
+            erasure.tasks += 1
+        for delivery_id in [d.id for d in self._deliveries.values() if d.room_id in rooms]:
+            del self._deliveries[delivery_id]
+            erasure.deliveries += 1
+        return erasure
+
+    def _conversation_rooms(self, room_id: str) -> list[str]:
+        """`room_id` and every room under it: children by `parent_id` and tasks' rooms."""
+        found, frontier = [room_id], [room_id]
+        while frontier:
+            parents = set(frontier)
+            below = [r.id for r in self._rooms.values() if r.parent_id in parents]
+            below += [t.child_room_id for t in self._tasks.values() if t.parent_room_id in parents]
+            frontier = [r for r in dict.fromkeys(below) if r not in found]
+            found += frontier
+        return found
 
     async def close(self) -> None:
         return None

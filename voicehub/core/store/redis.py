@@ -28,16 +28,18 @@ from pydantic import BaseModel
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
+    Erasure,
     InstanceRecord,
     RoomRecord,
     RoomStatus,
     TaskRecord,
     TaskStatus,
 )
-from voicehub.core.store.redis_scripts import APPEND_EVENT, SWAP_CALL, WRITE_RECORD
+from voicehub.core.store.redis_scripts import APPEND_EVENT, ERASE, SWAP_CALL, WRITE_RECORD
 from voicehub.errors import MissingExtraError, StoreError
 
 if TYPE_CHECKING:
@@ -73,6 +75,7 @@ class RedisStore:
         self._write_script = self._redis.register_script(WRITE_RECORD)
         self._append_script = self._redis.register_script(APPEND_EVENT)
         self._call_script = self._redis.register_script(SWAP_CALL)
+        self._erase_script = self._redis.register_script(ERASE)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -399,6 +402,51 @@ class RedisStore:
                     yield str(room_id), str(delivery_id)
         finally:
             await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    # -- access tokens -------------------------------------------------------------------
+    # One hash, id -> record JSON: each write is a single HSET or HDEL.
+
+    async def save_token(self, token: AccessTokenRecord) -> None:
+        await self._call(self.redis.hset(self._key("token"), token.id, token.model_dump_json()))
+
+    async def list_tokens(self) -> list[AccessTokenRecord]:
+        rows: dict[str, str] = await self._call(self.redis.hgetall(self._key("token")))
+        return [AccessTokenRecord.model_validate_json(rows[key]) for key in sorted(rows)]
+
+    async def delete_token(self, token_id: str) -> bool:
+        return bool(await self._call(self.redis.hdel(self._key("token"), token_id)))
+
+    # -- conversations -----------------------------------------------------------------
+
+    async def delete_conversation(self, room_id: str) -> Erasure:
+        """Find the conversation's rooms, tasks and deliveries through the indexes, then
+        delete them with their events and call records in one script (atomic in Redis).
+        A record written under the conversation between the two steps outlives it: delete
+        a conversation once its call has ended."""
+        redis = self.redis
+        rooms, frontier = [room_id], [room_id]
+        tasks: list[str] = []
+        while frontier:
+            below: list[str] = []
+            for parent in frontier:
+                below += await self._ids("room", ("parent", parent))
+                found = await self._call(redis.zrange(self._key("task", "parent", parent), 0, -1))
+                tasks += found
+                below += [t.child_room_id for t in await self._records("task", TaskRecord, found)]
+            frontier = [r for r in dict.fromkeys(below) if r not in rooms]
+            rooms += frontier
+        deliveries = await self._ids("delivery", ("room", rooms))
+        present = await self._call(redis.hmget(self._key("room"), rooms))
+        ids = {"room": rooms, "task": tasks, "delivery": deliveries}
+        counts = await self._call(self._erase_script(args=[self.prefix, json.dumps(ids)]))
+        _, task_count, delivery_count, events, calls = (int(n) for n in counts)
+        return Erasure(
+            room_ids=[room for room, row in zip(rooms, present, strict=True) if row is not None],
+            events=events,
+            tasks=task_count,
+            deliveries=delivery_count,
+            calls=calls,
+        )
 
     async def close(self) -> None:
         redis, self._redis = self._redis, None

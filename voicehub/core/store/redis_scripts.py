@@ -11,6 +11,7 @@ Layout under a key prefix `p` (one kind per record type: room, task, delivery):
     p:<kind>:fence      hash   id -> the record's fence (deliveries, tasks), read by SWAP
                                without decoding JSON
     p:instance          hash   instance id -> heartbeat JSON (written by plain HSET)
+    p:token             hash   access token id -> record JSON (digests, never a secret)
     p:call              hash   room id -> call record JSON (`SWAP_CALL`)
     p:call:fence        hash   room id -> the call record's fence
     p:call:owner:<id>   set    room ids of the open calls instance <id> serves
@@ -86,4 +87,43 @@ redis.call('HSET', KEYS[2], id, ARGV[4])
 if ARGV[6] ~= '' then redis.call('SADD', ARGV[5] .. ARGV[6], id) end
 if ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[8]) end
 return 1
+"""
+
+# ARGV: the key prefix, then a JSON object {"room": [ids], "task": [ids], "delivery": [ids]}
+# of the records to delete. Each record leaves its hash, listing order, index entries and
+# fence; each room also its events and call record (and its owner's set). Returns the counts
+# deleted: rooms, tasks, deliveries, events, calls.
+ERASE = """
+local p = ARGV[1]
+local ids = cjson.decode(ARGV[2])
+local counts = {}
+for _, kind in ipairs({'room', 'task', 'delivery'}) do
+  local base, n = p .. ':' .. kind, 0
+  for _, id in ipairs(ids[kind]) do
+    local ix = redis.call('HGET', base .. ':ix', id)
+    if ix then
+      for _, key in ipairs(cjson.decode(ix)) do redis.call('ZREM', key, id) end
+    end
+    redis.call('ZREM', base .. ':all', id)
+    redis.call('HDEL', base .. ':ix', id)
+    redis.call('HDEL', base .. ':fence', id)
+    n = n + redis.call('HDEL', base, id)
+  end
+  counts[#counts + 1] = n
+end
+local events, calls = 0, 0
+for _, id in ipairs(ids['room']) do
+  local key = p .. ':events:' .. id
+  events = events + redis.call('ZCARD', key)
+  redis.call('DEL', key)
+  local call = redis.call('HGET', p .. ':call', id)
+  if call then
+    redis.call('SREM', p .. ':call:owner:' .. cjson.decode(call)['owner'], id)
+    calls = calls + redis.call('HDEL', p .. ':call', id)
+  end
+  redis.call('HDEL', p .. ':call:fence', id)
+end
+counts[#counts + 1] = events
+counts[#counts + 1] = calls
+return counts
 """

@@ -1,5 +1,7 @@
 """Plivo call control on the official SDK (`plivo.RestClient`): hang-up, cold transfer and
-keypad tones on a call's `CallUUID`.
+keypad tones on a call's `CallUUID`, and call-backs (`calls.create` with
+`machine_detection="hangup"`: Plivo ends a call a machine answered; no voicemail is left),
+and a live call's redirect to our webhook (fail-over: the same transfer of the caller's leg).
 
 `PLIVO_AUTH_ID` and `PLIVO_AUTH_TOKEN` authenticate (HTTP Basic). A transfer makes Plivo
 fetch new XML for the caller's leg: `/plivo/{desk}/dial?to=...` answers `<Dial>` to the
@@ -17,6 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from voicehub.errors import ConfigError, MissingExtraError
+from voicehub.telephony.callback import DialBack
 from voicehub.telephony.control import CarrierCallError
 
 __all__ = ["PlivoCalls"]
@@ -66,8 +69,32 @@ class PlivoCalls:
             self._client.calls.transfer, call_id, legs="aleg", aleg_url=url, aleg_method="POST"
         )
 
+    async def redirect_to(self, call_sid: str, url: str) -> None:
+        """Make the live call fetch its XML from `url` now (fail-over: a transfer of the
+        caller's leg)."""
+        await self._run(
+            self._client.calls.transfer, call_sid, legs="aleg", aleg_url=url, aleg_method="POST"
+        )
+
     async def send_digits(self, call_id: str, digits: str) -> None:
         await self._run(self._client.calls.send_digits, call_id, digits)
+
+    async def dial_back(self, call: DialBack) -> str:
+        path = f"/plivo/{call.desk}/callback/{call.attempt_id}"
+        try:
+            response = await asyncio.to_thread(
+                self._client.calls.create,
+                from_=call.from_.lstrip("+"),
+                to_=call.to.lstrip("+"),
+                answer_url=self.public(path),
+                answer_method="POST",
+                hangup_url=self.public(path + "/hangup"),
+                hangup_method="POST",
+                machine_detection="hangup",
+            )
+        except self._errors as exc:
+            raise CarrierCallError(self.carrier, 0, f"{type(exc).__name__}: {exc}") from None
+        return str(response.request_uuid)
 
     async def aclose(self) -> None:
         self._client.session.close()

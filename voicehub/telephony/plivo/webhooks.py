@@ -32,7 +32,7 @@ from voicehub.telephony.webhook_body import forbidden, form_of, read_body
 from voicehub.tools.call_control import PHONE_NUMBER, SIP_URI
 from voicehub.transports.plivo import PlivoCodec
 
-__all__ = ["plivo_routes", "stream_xml"]
+__all__ = ["plivo_routes", "signed_form", "stream_xml"]
 
 log = logging.getLogger("voicehub.telephony")
 
@@ -103,6 +103,7 @@ async def answer_webhook(request: Request) -> Response:
         caller=params.get("From", ""),
         called=params.get("To", ""),
         resume=request.query_params.get("resume") == "1",
+        carrier="plivo",
     )
     if answered is None:
         return Response(_HANG_UP, media_type="application/xml")

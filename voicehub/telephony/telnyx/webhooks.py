@@ -30,7 +30,7 @@ from voicehub.telephony.telnyx.verify import telnyx_signature_problem
 from voicehub.telephony.webhook_body import forbidden, form_of, read_body
 from voicehub.transports.telnyx import TelnyxCodec
 
-__all__ = ["stream_texml", "telnyx_routes"]
+__all__ = ["signed_form", "stream_texml", "telnyx_routes"]
 
 log = logging.getLogger("voicehub.telephony")
 
@@ -42,7 +42,7 @@ def _texml(verbs: str) -> Response:
     return Response(body, media_type="application/xml")
 
 
-async def _signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
+async def signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
     line: PhoneLine = request.app.state.phone
     body = await read_body(request)
     if isinstance(body, Response):
@@ -79,7 +79,7 @@ def _text(value: str) -> str:
 
 async def voice_webhook(request: Request) -> Response:
     """Answer an incoming call: TeXML connecting it to the desk's media stream."""
-    signed = await _signed_form(request)
+    signed = await signed_form(request)
     if isinstance(signed, Response):
         return signed
     line, params = signed
@@ -96,6 +96,7 @@ async def voice_webhook(request: Request) -> Response:
         caller=params.get("From", ""),
         called=params.get("To", ""),
         resume=request.query_params.get("resume") == "1",
+        carrier="telnyx",
     )
     if answered is None:
         return Response(_HANG_UP, media_type="application/xml")
@@ -103,7 +104,7 @@ async def voice_webhook(request: Request) -> Response:
 
 
 async def status_callback(request: Request) -> Response:
-    signed = await _signed_form(request)
+    signed = await signed_form(request)
     if isinstance(signed, Response):
         return signed
     params = signed[1]

@@ -1,14 +1,18 @@
-"""Taking up a phone call no instance carries, through Twilio's REST API.
+"""Taking up a phone call no instance carries, through its carrier's REST API.
 
-Normally Twilio brings a call back by itself: when its media stream's socket closes without
-a hang-up it runs the TwiML's `<Redirect>` (see `voicehub.telephony.twilio.webhooks`). Two
-cases need a push, each answered by redirecting the call with the REST API's call update (`Url`: the
-voice webhook with `resume=1`), after which Twilio drops what it was doing and fetches it:
+Normally the carrier brings a call back by itself: when its media stream's socket closes
+without a hang-up it runs the answer's `<Redirect>` (Twilio, see
+`voicehub.telephony.twilio.webhooks`; Telnyx and Plivo the same). Two cases need a push,
+each answered by redirecting the live call with the REST API to the voice webhook with
+`resume=1` (`CallRedirector`: Twilio's and Telnyx's call update `Url`, Plivo's transfer of
+the caller's leg), after which the carrier drops what it was doing and fetches it:
 
-- a stream ended (its status callback says `stream-stopped` or `stream-error`) and, `grace`
-  seconds later, it is still the stream the call record names: no redirect came;
-- an instance was lost (its heartbeat expired) with Twilio calls still recorded as its own:
-  the machine died without closing their streams, so Twilio did not notice.
+- a Twilio stream ended (its status callback says `stream-stopped` or `stream-error`) and,
+  `grace` seconds later, it is still the stream the call record names: no redirect came;
+- an instance was lost (its heartbeat expired) with calls still recorded as its own: the
+  machine died without closing their streams, so the carrier did not notice.
+
+Vonage has no redirect (`docs/carriers.md`): its calls are not taken up here.
 
 Of several instances acting at once, one redirects: the call record is claimed first
 (compare-and-set), and the instance the call reaches then takes it up as a failover.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from voicehub.core.store.base import CallRecord, CallState
@@ -38,8 +42,9 @@ call is redirected through the REST API (a redirect takes well under a second)."
 
 
 class CallRedirector(Protocol):
-    """Makes a live call fetch new TwiML from `url` (Twilio's call update; the server's
-    `voicehub.telephony.twilio.rest.TwilioRest`)."""
+    """Makes a live call fetch new instructions from `url` (Twilio's call update: the
+    server's `voicehub.telephony.twilio.rest.TwilioRest`; Telnyx's and Plivo's
+    `take_up`)."""
 
     async def redirect_to(self, call_sid: str, url: str) -> None:
         """Raises when the API refuses (the call is over, say)."""
@@ -47,7 +52,8 @@ class CallRedirector(Protocol):
 
 
 class PhoneTakeover:
-    """Redirects Twilio calls nobody carries to the voice webhook at `voice_url(desk)`.
+    """Redirects calls nobody carries to their carrier's voice webhook at
+    `voice_url(carrier, desk)`, through `redirectors[carrier]`.
 
     `owner` is this instance (it claims a call record before redirecting it); `clock` times
     the grace (virtual in tests)."""
@@ -56,8 +62,8 @@ class PhoneTakeover:
         self,
         store: Store,
         owner: str,
-        redirector: CallRedirector,
-        voice_url: Callable[[str], str],
+        redirectors: Mapping[str, CallRedirector],
+        voice_url: Callable[[str, str], str],
         clock: Clock,
         *,
         wall: Callable[[], float],
@@ -65,7 +71,7 @@ class PhoneTakeover:
     ) -> None:
         self.store = store
         self.owner = owner
-        self.redirector = redirector
+        self.redirectors = dict(redirectors)  # the carriers set up after this one join later
         self.voice_url = voice_url
         self.clock = clock
         self.wall = wall
@@ -80,14 +86,19 @@ class PhoneTakeover:
         job.add_done_callback(self._jobs.discard)
 
     async def instance_lost(self, instance_id: str) -> None:
-        """`instance_id` was lost (heartbeat sweep): take up its Twilio calls."""
+        """`instance_id` was lost (heartbeat sweep): take up its phone calls on carriers
+        this instance can redirect."""
         for record in await self.store.list_calls(owner=instance_id):
-            if record.transport == "twilio":
+            if record.transport in self.redirectors:
                 await self.take_up(record)
 
     async def take_up(self, record: CallRecord) -> bool:
         """Claim `record`'s call and redirect it to the voice webhook; False if another
-        instance changed the record first. A call Twilio says is over is recorded ended."""
+        instance changed the record first (or its carrier cannot be redirected from here).
+        A call the carrier says is over is recorded ended."""
+        redirector = self.redirectors.get(record.transport)
+        if redirector is None:
+            return False
         claimed = replace(
             record,
             owner=self.owner,
@@ -99,7 +110,7 @@ class PhoneTakeover:
             return False
         call_sid = record.line.get("call_sid", "")
         try:
-            await self.redirector.redirect_to(call_sid, self.voice_url(record.desk))
+            await redirector.redirect_to(call_sid, self.voice_url(record.transport, record.desk))
         except Exception as exc:
             log.info("call %s could not be redirected (%r): recorded ended", call_sid, exc)
             ended = replace(claimed, state=CallState.ENDED, fence=claimed.fence + 1)

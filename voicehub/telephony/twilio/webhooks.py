@@ -117,6 +117,7 @@ async def voice_webhook(request: Request) -> Response:
         caller=params.get("From", ""),
         called=params.get("To", ""),
         resume=request.query_params.get("resume") == "1",
+        carrier="twilio",
     )
     if answered is None:  # it ended on purpose: hang up after its stream
         return Response(HANGUP_TWIML, media_type="application/xml")

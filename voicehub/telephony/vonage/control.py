@@ -1,5 +1,7 @@
 """Vonage call control on the official SDK (`vonage_voice.Voice`): hang-up, cold transfer
-(an NCCO `connect` to the target) and keypad tones on a call's uuid.
+(an NCCO `connect` to the target) and keypad tones on a call's uuid, and call-backs
+(`create_call` with `machine_detection="hangup"`: Vonage ends a call a machine answered; no
+voicemail is left).
 
 The REST API is authenticated by a JWT (RS256) the SDK makes from the application's id and
 private key (`VONAGE_APPLICATION_ID`, `VONAGE_PRIVATE_KEY`: PEM text or a path to it).
@@ -15,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from voicehub.errors import ConfigError, MissingExtraError
+from voicehub.telephony.callback import DialBack
 from voicehub.telephony.control import CarrierCallError
 
 __all__ = ["VonageCalls", "private_key_text"]
@@ -37,8 +40,14 @@ class VonageCalls:
     carrier = "vonage"
 
     def __init__(
-        self, application_id: str, private_key: str, *, api_url: str | None = None
+        self,
+        application_id: str,
+        private_key: str,
+        public: Callable[[str], str],
+        *,
+        api_url: str | None = None,
     ) -> None:
+        self.public = public
         try:
             from vonage_http_client import Auth, HttpClient, HttpClientOptions
             from vonage_voice import Voice
@@ -48,9 +57,9 @@ class VonageCalls:
         auth = Auth(application_id=application_id, private_key=private_key_text(private_key))
         self._voice = Voice(HttpClient(auth, options))
 
-    async def _run(self, request: Callable[..., Any], *args: Any) -> None:
+    async def _run(self, request: Callable[..., Any], *args: Any) -> Any:
         try:
-            await asyncio.to_thread(request, *args)
+            return await asyncio.to_thread(request, *args)
         except Exception as exc:  # the SDK's HttpRequestError and friends, OSError
             raise CarrierCallError(self.carrier, 0, f"{type(exc).__name__}: {exc}") from None
 
@@ -71,6 +80,22 @@ class VonageCalls:
 
     async def send_digits(self, call_id: str, digits: str) -> None:
         await self._run(self._voice.play_dtmf_into_call, call_id, digits.replace("w", "p"))
+
+    async def dial_back(self, call: DialBack) -> str:
+        from vonage_voice.models import CreateCallRequest, Phone, ToPhone
+
+        path = f"/vonage/{call.desk}/callback/{call.attempt_id}"
+        request = CreateCallRequest(
+            to=[ToPhone(number=call.to.lstrip("+"))],
+            from_=Phone(number=call.from_.lstrip("+")),
+            answer_url=[self.public(path)],
+            answer_method="GET",
+            event_url=[self.public(path + "/event")],
+            event_method="POST",
+            machine_detection="hangup",
+        )
+        response = await self._run(self._voice.create_call, request)
+        return str(response.uuid)
 
     async def aclose(self) -> None:
         return None  # a requests session per call of the SDK: nothing held open

@@ -28,14 +28,14 @@ from voicehub.telephony.vonage.verify import vonage_signature_problem
 from voicehub.telephony.webhook_body import forbidden, read_body
 from voicehub.transports.vonage import CONTENT_TYPE, VonageCodec
 
-__all__ = ["stream_ncco", "vonage_routes"]
+__all__ = ["signed_request", "stream_ncco", "vonage_routes"]
 
 log = logging.getLogger("voicehub.telephony")
 
 _NUMBER = re.compile(r"\+?[0-9]{3,16}")
 
 
-async def _signed(request: Request) -> tuple[PhoneLine, bytes] | Response:
+async def signed_request(request: Request) -> tuple[PhoneLine, bytes] | Response:
     line: PhoneLine = request.app.state.phone
     body = await read_body(request)
     if isinstance(body, Response):
@@ -65,7 +65,7 @@ def stream_ncco(
 
 async def answer_webhook(request: Request) -> Response:
     """Answer an incoming call (a GET with `uuid`, `from`, `to`): the NCCO."""
-    signed = await _signed(request)
+    signed = await signed_request(request)
     if isinstance(signed, Response):
         return signed
     line = signed[0]
@@ -84,6 +84,7 @@ async def answer_webhook(request: Request) -> Response:
         caller=("+" + caller.lstrip("+")) if _NUMBER.fullmatch(caller) else caller,
         called=query.get("to", ""),
         resume=query.get("resume") == "1",
+        carrier="vonage",
     )
     if answered is None:
         return JSONResponse([{"action": "talk", "text": "Goodbye."}])
@@ -91,7 +92,7 @@ async def answer_webhook(request: Request) -> Response:
 
 
 async def event_webhook(request: Request) -> Response:
-    signed = await _signed(request)
+    signed = await signed_request(request)
     if isinstance(signed, Response):
         return signed
     log.info("vonage event: %s", signed[1][:200].decode("utf-8", "replace"))

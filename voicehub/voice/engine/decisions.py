@@ -72,15 +72,17 @@ class CallerTurnCommitted:
 
     `text` is the whole turn (every final heard, with the words of an earlier turn whose
     reply had not been heard yet when `continues` names that turn: the reply to it must be
-    cancelled and this one answers both). `speech_ended_at` is the clock time of the end
-    of the caller's speech (None for a typed turn); `final_at` when the recognizer's last
-    final arrived. `answer` is False for words that only asked the agent to stop ("wait",
-    "hold on"): recorded, not answered. `prepared` says the reply prepared for this very
-    text (`PrepareReply`) stands.
+    cancelled and this one answers both); `own_text` is this turn's words alone (`text`
+    when it continues nothing), the words the caller said since. `speech_ended_at` is the
+    clock time of the end of the caller's speech (None for a typed turn); `final_at` when
+    the recognizer's last final arrived. `answer` is False for words that only asked the
+    agent to stop ("wait", "hold on"): recorded, not answered. `prepared` says the reply
+    prepared for this very text (`PrepareReply`) stands.
     """
 
     turn: int
     text: str
+    own_text: str
     spoken: bool
     speech_ended_at: float | None
     final_at: float | None

@@ -7,6 +7,10 @@ whether they are still there; it checks in again after each further `prompt_afte
 caller has said nothing for `hang_up_after` seconds the agent says goodbye and ends the call;
 results not spoken yet stay held for the caller's next call, as after any hang-up. Either
 figure at 0 turns that step off.
+
+While a question of `ask_user` waits for its answer the call is not idle (a reply runs);
+the asker says the question again after the same `prompt_after` of the caller's silence
+(`question_reminder`, `reminder_due`: see `voicehub.desks.voice_asker`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from voicehub.core.clock import Clock, wait_or_sleep
 from voicehub.voice.activity import VoiceActivity
 
-__all__ = ["CallIdle", "check_in_line", "goodbye_line"]
+__all__ = ["CallIdle", "check_in_line", "goodbye_line", "question_reminder", "reminder_due"]
 
 log = logging.getLogger("voicehub.voice")
 
@@ -39,6 +43,22 @@ def goodbye_line(pending: list[str]) -> str:
             "waiting when you call back. Goodbye."
         )
     return "I haven't heard from you, so I'll end the call now. Goodbye."
+
+
+def question_reminder(question: str) -> str:
+    """What the agent says to a caller silent after its question: the question again."""
+    return f"Are you still there? {question}"
+
+
+def reminder_due(
+    *, said_at: float, voiced_at: float | None, speaking: bool, after: float
+) -> float | None:
+    """When an open question is next said again to a silent caller: `after` seconds past
+    the later of its last saying and the caller's last voice; None while the caller speaks
+    (an answer is coming), or when `after` is 0 (the desk's idle prompt is off)."""
+    if after <= 0 or speaking:
+        return None
+    return max(said_at, voiced_at if voiced_at is not None else said_at) + after
 
 
 class CallIdle:

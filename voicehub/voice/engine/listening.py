@@ -1,9 +1,10 @@
 """The caller's audio into the VAD and the recognizer, and their events back out.
 
-`CallerAudio` cuts caller PCM16 into 20 ms frames and hands each, as one `rtc.AudioFrame`,
-to the VAD stream and the recognizer stream (livekit's public `push_frame`), after measuring
-its speech evidence (`SpeechEvidence`, for the delivery's per-frame yield). It keeps the last
-seconds of the caller's audio for the end-of-turn model.
+`CallerAudio` cuts caller PCM16 into 20 ms frames, passes each through the call's intake
+filter when it has one (noise suppression, `voicehub.voice.denoise`), and hands each, as one
+`rtc.AudioFrame`, to the VAD stream and the recognizer stream (livekit's public
+`push_frame`), after measuring its speech evidence (`SpeechEvidence`, for the delivery's
+per-frame yield). It keeps the last seconds of the caller's audio for the end-of-turn model.
 
 `follow_events` reads a provider stream's events: through `DirectEvents.deliver_to` when the
 stream offers it (our providers: no task wake-up per event), else with a task iterating the
@@ -24,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicehub.voice.audio import FrameSplitter, frame_bytes, resample
+from voicehub.voice.denoise import FrameFilter
 from voicehub.voice.engine.direct_events import BoundaryEvents, DirectEvents
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.speech_evidence import SpeechEvidence
@@ -44,24 +46,35 @@ class CallerAudio:
     """One call's caller audio (see the module docstring).
 
     `on_voiced` is called for every speech-like frame; `keep_seconds` of audio are kept for
-    `recent_audio` (0 keeps none).
+    `recent_audio` (0 keeps none). `intake`, when given, filters every frame before anything
+    else hears it (the evidence, the kept audio, the VAD and the recognizer).
     """
 
     def __init__(
-        self, sample_rate: int, on_voiced: Callable[[], None], *, keep_seconds: float = 0.0
+        self,
+        sample_rate: int,
+        on_voiced: Callable[[], None],
+        *,
+        keep_seconds: float = 0.0,
+        intake: FrameFilter | None = None,
     ) -> None:
         self.sample_rate = sample_rate
+        self.intake = intake
         self._frame = frame_bytes(sample_rate)
         self._samples = self._frame // 2
         self._splitter = FrameSplitter(sample_rate)
         self._evidence = SpeechEvidence(sample_rate)
         self._on_voiced = on_voiced
-        self.streams: list[Any] = []  # livekit VAD and STT streams, fed in this order
+        self.streams: tuple[Any, ...] = ()  # livekit VAD and STT streams, fed in this order
         self.frames = 0
         keep = int(keep_seconds * 1000 / 20)
         self._recent: collections.deque[bytes] | None = (
             collections.deque(maxlen=keep) if keep else None
         )
+
+    def feed(self, *streams: Any) -> None:
+        """From now on, every frame goes to `streams` (livekit's `push_frame`), in order."""
+        self.streams = streams
 
     @property
     def seconds(self) -> float:
@@ -85,8 +98,15 @@ class CallerAudio:
             samples = resample(samples, self.sample_rate, MODEL_RATE)
         return (samples.astype(np.float32) / 32768.0).astype(np.float32)
 
+    def close(self) -> None:
+        """Free the intake filter (the call ended)."""
+        if self.intake is not None:
+            self.intake.close()
+
     def _push_frame(self, pcm16: bytes) -> None:
         self.frames += 1
+        if self.intake is not None:
+            pcm16 = self.intake.process(pcm16)
         if self._evidence.voiced_frames(pcm16):
             self._on_voiced()
         if self._recent is not None:

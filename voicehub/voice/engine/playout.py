@@ -287,7 +287,7 @@ class SpeechPlayer:
                 try:
                     await call(*args)  # type: ignore[misc]
                 except Exception:
-                    log.exception("transport %s failed", getattr(call, "__name__", call))
+                    log.exception("transport call %r failed", call)
 
         task = asyncio.get_running_loop().create_task(run())
         self._controls.add(task)

@@ -26,13 +26,10 @@ if TYPE_CHECKING:
     from voicehub.agents.llm import ToolCall
     from voicehub.agents.tools import ToolResult
     from voicehub.core.clock import Clock
-    from voicehub.voice.activity import VoiceActivity
+    from voicehub.voice.engine.call_parts import CallParts
     from voicehub.voice.engine.decisions import CallerTurnCommitted
-    from voicehub.voice.engine.history import CallHistory
     from voicehub.voice.engine.playout import SpeechPlayer
-    from voicehub.voice.engine.records import CallRecords
     from voicehub.voice.engine.turn_engine import TurnEngine
-    from voicehub.voice.session import CallRuntime
 
 __all__ = ["CallReplies"]
 
@@ -47,22 +44,18 @@ class CallReplies:
 
     def __init__(
         self,
-        hub: CallRuntime,
-        room_id: str,
+        parts: CallParts,
         *,
         engine: TurnEngine,
         player: SpeechPlayer,
-        records: CallRecords,
-        history: CallHistory,
-        activity: VoiceActivity,
         on_call: AgentOnCall,
         speech_id: Callable[[], str],
         sample_rate: int,
         observer: TurnObserver | None = None,
     ) -> None:
-        self.hub, self.room_id = hub, room_id
-        self.engine, self.player, self.records = engine, player, records
-        self.history, self.activity = history, activity
+        self.hub, self.room_id = parts.hub, parts.room_id
+        self.engine, self.player, self.records = engine, player, parts.records
+        self.history, self.activity = parts.history, parts.activity
         self._on_call, self._speech_id = on_call, speech_id
         self._rate = sample_rate
         self._observer = observer

@@ -16,21 +16,24 @@
 - **Offered, not failed**: a result the caller cut off again and again comes with
   `metadata["offer"]`: the agent asks ("I have the results on heat pumps, shall I read
   them?"), the caller's next turn is taken as the answer (the model does not answer it), a
-  yes reads it, anything else leaves it held (`DECLINED`).
+  yes reads it, anything else leaves it held (`DECLINED`). What counts as the answer, and
+  for how long, is the pure `OfferDialogue` (`voicehub.voice.engine.offer`); this module
+  only waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from voicehub.core.clock import wait_or_sleep
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.errors import VoicehubError
+from voicehub.voice.engine.offer import ANSWER_TIMEOUT, OfferDialogue, question
 from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 
@@ -41,9 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["ANSWER_TIMEOUT", "PrerenderBudget", "ResultSpeaker", "outcome_of"]
 
 log = logging.getLogger("voicehub.voice")
-
-ANSWER_TIMEOUT = 8.0  # seconds the offer waits for the caller's answer
-_YES = re.compile(r"\b(yes|yeah|yep|sure|okay|ok|please|go ahead|read|of course)\b", re.I)
 
 
 class PrerenderBudget:
@@ -111,8 +111,8 @@ class ResultSpeaker:
         self._budget = budget if budget is not None else PrerenderBudget()
         self._renderings: dict[str, _Rendering] = {}
         self._used = 0
-        self._answer: asyncio.Future[str] | None = None
-        self._asked_at = 0.0  # when the offer's question had played out
+        self._offer: OfferDialogue | None = None  # the offer waiting for the caller's answer
+        self._answered = asyncio.Event()  # set when it is over early (answered, or closed)
 
     # -- the first frame ------------------------------------------------------------------
 
@@ -149,8 +149,9 @@ class ResultSpeaker:
         """Drop every rendering (the call ended)."""
         for delivery_id in list(self._renderings):
             self.discard(delivery_id)
-        if self._answer is not None and not self._answer.done():
-            self._answer.cancel()
+        if self._offer is not None:
+            self._offer.close()
+            self._answered.set()
 
     async def _render(self, voice: Any, delivery_id: str, rendering: _Rendering) -> None:
         try:
@@ -190,46 +191,42 @@ class ResultSpeaker:
 
     # -- speaking -------------------------------------------------------------------------
 
-    def take_answer(self, text: str, *, spoken: bool = True) -> bool:
-        """A caller turn: True if it answers an offer (so the model must not reply).
+    @property
+    def offer_waiting(self) -> OfferDialogue | None:
+        """The offer whose question played out and that waits for the caller's answer."""
+        offer = self._offer
+        return offer if offer is not None and offer.waiting else None
 
-        A spoken turn answers only if the caller's voice was heard after the question had
-        played out: a turn finished late may hold words said before it, which answer
-        nothing. Typed turns (keys pressed) have no voice to check."""
-        answer = self._answer
-        if answer is None or answer.done():
+    def take_answer(self, text: str, *, spoken: bool = True) -> bool:
+        """A caller turn: True if it answers an offer (so the model must not reply; see
+        `OfferDialogue.answer`)."""
+        offer = self._offer
+        if offer is None:
             return False
-        if spoken:
-            voiced_at = self.activity.caller_voiced_at
-            if voiced_at is None or voiced_at < self._asked_at:
-                log.info("a caller turn of earlier audio is not the answer to the offer")
-                return False
-        answer.set_result(text)
-        return True
+        verdict = offer.answer(
+            text, spoken=spoken, voiced_at=self.activity.caller_voiced_at, now=self._clock.now()
+        )
+        if verdict == "earlier audio":
+            log.info("a caller turn of earlier audio is not the answer to the offer")
+        if not offer.waiting:
+            self._answered.set()
+        return verdict == "answer"
 
     async def offer(self, metadata: dict[str, Any]) -> InjectOutcome | None:
         """Ask whether to read the result now: None on a yes within `ANSWER_TIMEOUT`, else
         the outcome (DECLINED, or the offer's own when it was cut or held)."""
-        task = metadata.get("task")
-        line = (
-            f"I have the results on {task}, shall I read them?"
-            if isinstance(task, str) and task
-            else "I have the research results, shall I read them?"
-        )
-        asked = await self._say(line)
+        asked = await self._say(question(metadata.get("task")))
         if asked is not InjectOutcome.FINISHED:
             return asked
-        self._answer = answer = asyncio.get_running_loop().create_future()
-        self._asked_at = self._clock.now()
-        timeout = asyncio.ensure_future(self._clock.sleep(ANSWER_TIMEOUT))
+        self._offer = offer = OfferDialogue(self._clock.now(), ANSWER_TIMEOUT)
+        self._answered.clear()
         try:
-            await asyncio.wait({answer, timeout}, return_when=asyncio.FIRST_COMPLETED)
+            while not offer.expire(self._clock.now()):
+                await wait_or_sleep(self._clock, self._answered, offer.deadline - self._clock.now())
         finally:
-            timeout.cancel()
-            self._answer = None
-        if answer.done() and not answer.cancelled() and _YES.search(answer.result()):
-            return None
-        return InjectOutcome.DECLINED
+            offer.close()
+            self._offer = None
+        return None if offer.accepted else InjectOutcome.DECLINED
 
     async def speak(self, text: str, metadata: dict[str, Any]) -> InjectOutcome:
         """Say a result verbatim, pre-rendered when possible; see `InjectOutcome`. With

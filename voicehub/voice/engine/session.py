@@ -21,8 +21,8 @@ import dataclasses
 import functools
 import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.tools import Tool
@@ -30,7 +30,9 @@ from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
+from voicehub.voice.engine.call_parts import CallAgent, CallParts, CallSpeech, TurnJudges
 from voicehub.voice.engine.caller_turns import CallerTurns
+from voicehub.voice.engine.floor import CallerFloor
 from voicehub.voice.engine.history import CallHistory
 from voicehub.voice.engine.idle import CallIdle
 from voicehub.voice.engine.latency import TurnObserver
@@ -45,17 +47,38 @@ from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
-from voicehub.voice.turns.words import ends_open
+from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.streams import recognizer_abilities, vad_abilities
+from voicehub.voice.transport import HangsUp
+
+with vendor_import("livekit-agents"):
+    from livekit.agents import stt as lk_stt
+    from livekit.agents import tts as lk_tts
 
 if TYPE_CHECKING:
     from voicehub.agents.agent import Agent
     from voicehub.voice.session import CallRuntime
     from voicehub.voice.transport import CallTransport
-    from voicehub.voice.turns.model import EndOfTurnModel
 
-__all__ = ["EngineOptions", "PipelineVoiceSession"]  # EngineOptions: from .options
+__all__ = [  # EngineOptions, CallAgent, CallSpeech, TurnJudges: from .options, .call_parts
+    "CallAgent",
+    "CallSpeech",
+    "EngineOptions",
+    "PipelineVoiceSession",
+    "TurnJudges",
+]
 
 log = logging.getLogger("voicehub.voice")
+
+
+@runtime_checkable
+class ReportsErrors(Protocol):
+    """A plugin that reports its faults as "error" events (livekit's plugins)."""
+
+    def on(self, event: str, callback: Callable[..., Any]) -> Any: ...
+
+    def off(self, event: str, callback: Callable[..., Any]) -> Any: ...
+
 
 _RESULT_INSTRUCTIONS = "Tell the caller this result now: {text}"
 
@@ -63,59 +86,55 @@ _RESULT_INSTRUCTIONS = "Tell the caller this result now: {text}"
 class PipelineVoiceSession:
     """A `VoiceSession` (and delivery `PreparingInjector`) on voicehub's turn engine.
 
-    `stt`, `tts` and `vad` are livekit plugins; `voices` maps an agent's `voice` name to a
-    TTS. While `reply_gate()` is False, caller turns get no reply, only a room transcript
-    (ask_user by voice). `end_of_turn` is the end-of-turn model for `turn.mode == "model"`,
-    `words_open(text)` whether a caller's words stop mid-request (the desk's half requests);
-    `turn_observer` receives every answered turn's latency.
+    `agent` is the desk's side of the call (`CallAgent`: the agent, its extra tools, the
+    greeting, the reply gate), `speech` its providers (`CallSpeech`), `judges` what judges
+    its turns beyond silence (`TurnJudges`); `turn_observer` receives every answered turn's
+    latency. Every collaborator is built here with all it needs, once.
     """
 
     def __init__(
         self,
         hub: CallRuntime,
         room_id: str,
-        agent: Agent,
+        agent: CallAgent,
         transport: CallTransport,
+        speech: CallSpeech,
         *,
-        stt: Any,
-        tts: Any,
-        vad: Any,
-        greeting: str | None = None,
-        extra_tools: Sequence[Tool] = (),
-        voices: Mapping[str, Any] | None = None,
-        reply_gate: Callable[[], bool] | None = None,
         options: EngineOptions | None = None,
-        end_of_turn: EndOfTurnModel | None = None,
-        words_open: Callable[[str], bool] | None = None,
+        judges: TurnJudges | None = None,
         turn_observer: TurnObserver | None = None,
         prerender_budget: PrerenderBudget | None = None,
         activity: VoiceActivity | None = None,
-        attach_delivery: bool = True,
     ) -> None:
         self.hub, self.room_id, self.transport = hub, room_id, transport
         self.options = options or EngineOptions()
+        judges = judges or TurnJudges()
         self.activity = activity if activity is not None else VoiceActivity(hub.clock)
-        self.greeting = greeting
-        self._stt, self._tts, self._vad = stt, tts, vad
-        self._voices = dict(voices or {})
-        self._reply_gate, self._attach_delivery = reply_gate, attach_delivery
-        self._end_of_turn, self._observer = end_of_turn, turn_observer
-        self.agent, self._extra_tools = agent, tuple(extra_tools)
-        self._agent_voice = self._voice_of(agent)  # checks the model and voice first
+        self.greeting = agent.greeting
+        self._stt, self._tts, self._vad = speech.stt, speech.tts, speech.vad
+        self._voices = dict(speech.voices)
+        self.agent, self._extra_tools = agent.agent, tuple(agent.extra_tools)
+        self._reply_gate = agent.reply_gate  # closed while a question waits for its answer
+        self._agent_voice = self._voice_of(agent.agent)  # checks the model and voice first
         turn = self.options.turn
-        if turn.mode == "model" and end_of_turn is None:
-            raise ConfigError("turn mode 'model' needs an end-of-turn model (end_of_turn=...)")
-        flushes = finalizes_on_flush(stt)
+        if turn.mode == "model" and judges.end_of_turn is None:
+            raise ConfigError(
+                "turn mode 'model' needs an end-of-turn model (TurnJudges(end_of_turn=...))"
+            )
+        flushes = finalizes_on_flush(speech.stt)
         if turn.flush_finalizes != flushes:
             turn = dataclasses.replace(turn, flush_finalizes=flushes)
-        self.engine = TurnEngine(turn, words_open=words_open or ends_open)
+        self.engine = TurnEngine(turn, words_open=judges.words_open, started_at=hub.clock.now())
         self.history = CallHistory(self.options.history_messages)
         self.records = CallRecords(hub, room_id, transport)
+        parts = CallParts(hub, room_id, self.activity, self.records, self.history)
+        floor = CallerFloor(hub.clock, self.options.floor_wait)
         self.player = SpeechPlayer(
             transport,
             self.activity,
             hub.clock,
             SpeechHooks(
+                wait=floor.wait_for,
                 hold=self._hold,
                 started=self._speech_started,
                 ended=self._speech_ended,
@@ -131,36 +150,32 @@ class PipelineVoiceSession:
         )
         self._speech_ids = itertools.count(1)
         self.replies = CallReplies(
-            hub,
-            room_id,
+            parts,
             engine=self.engine,
             player=self.player,
-            records=self.records,
-            history=self.history,
-            activity=self.activity,
             on_call=lambda: (self.agent, self._extra_tools, self._agent_voice),
             speech_id=self._new_speech_id,
             sample_rate=transport.sample_rate,
             observer=turn_observer,
         )
+        keep = self.options.eot_audio_seconds if turn.mode == "model" else 0.0
+        self.caller = CallerAudio(
+            transport.sample_rate,
+            self._caller_voiced,
+            keep_seconds=keep,
+            intake=speech.caller_filter,
+        )
         self.turns = CallerTurns(
-            room_id,
-            hub.clock,
+            parts,
             self.engine,
-            activity=self.activity,
-            records=self.records,
-            history=self.history,
             player=self.player,
             replies=self.replies,
             results=self.results,
-            reply_gate=reply_gate,
-            end_of_turn=end_of_turn,
-            floor_wait=self.options.floor_wait,
+            floor=floor,
+            caller=self.caller,
+            reply_gate=agent.reply_gate,
+            end_of_turn=judges.end_of_turn,
         )
-        keep = self.options.eot_audio_seconds if turn.mode == "model" else 0.0
-        self.caller = CallerAudio(transport.sample_rate, self.turns.voiced, keep_seconds=keep)
-        self.turns.caller = self.caller
-        self.player.hooks.wait = self.turns.wait_for_floor
         self._tasks: set[asyncio.Task[Any]] = set()
         self._streams: list[Any] = []
         self._started = self._closed = False
@@ -204,8 +219,8 @@ class PipelineVoiceSession:
         vad_stream = self._vad.stream()
         stt_stream = recognizer_stream(self._stt)
         self._streams = [vad_stream, stt_stream]
-        self.caller.streams = [vad_stream, stt_stream]
-        self.turns.recognizer, self.turns.vad = stt_stream, vad_stream
+        self.caller.feed(vad_stream, stt_stream)
+        self.turns.listen(recognizer_abilities(stt_stream), vad_abilities(vad_stream))
         for stream, sink, name in (
             (vad_stream, self.turns.on_vad, "vad"),
             (stt_stream, self.turns.on_stt, "stt"),
@@ -216,7 +231,7 @@ class PipelineVoiceSession:
             if task is not None:
                 self._keep(task)
         for plugin in {id(p): p for p in (self._stt, self._tts, *self._voices.values())}.values():
-            if hasattr(plugin, "on"):  # livekit plugins report their faults as events
+            if isinstance(plugin, ReportsErrors):  # livekit plugins: their faults as events
                 plugin.on("error", self._provider_error)
                 self._on_close.append(functools.partial(plugin.off, "error", self._provider_error))
         self.player.start()
@@ -236,8 +251,7 @@ class PipelineVoiceSession:
             end_call=self.end_call,
         )
         self._keep(asyncio.create_task(idle.run(), name="voicehub-idle-caller"))
-        if self._attach_delivery:
-            await self.hub.delivery.attach(self.room_id, self, self.activity)
+        await self.hub.delivery.attach(self.room_id, self, self.activity)
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Call `callback` once the session closed (at once if it has)."""
@@ -255,7 +269,7 @@ class PipelineVoiceSession:
         if self._closed:
             return
         self._closed = True
-        if self._attach_delivery and self._started:
+        if self._started:
             await self.hub.delivery.detach(self.room_id)
         self.results.aclose()
         self.replies.aclose()
@@ -266,6 +280,7 @@ class PipelineVoiceSession:
         for stream in self._streams:
             with contextlib.suppress(Exception):
                 await stream.aclose()
+        self.caller.close()
         self.activity.session_detached()
         await self.records.aclose()
         self.closed.set()
@@ -350,10 +365,10 @@ class PipelineVoiceSession:
     async def end_call(self, reason: str) -> None:
         """End the call from the agent's side: the transport hangs up (where it can) and
         the session closes; the room and held results stay, as after any hang-up."""
-        hang_up = getattr(self.transport, "hang_up", None)
-        if callable(hang_up):
+        transport = self.transport
+        if isinstance(transport, HangsUp):
             try:
-                await hang_up(reason)
+                await transport.hang_up(reason)
             except Exception:
                 log.exception("room %s: the transport could not hang up", self.room_id)
         await self.aclose()
@@ -385,13 +400,13 @@ class PipelineVoiceSession:
 
     # -- the engine's inputs --------------------------------------------------------------
 
-    def _provider_error(self, error: Any) -> None:
+    def _provider_error(self, error: object) -> None:
         """A plugin's "error" event (livekit's `STTError`, `TTSError`): a retry, a fallback."""
-        kind = str(getattr(error, "type", "error"))  # "stt_error", "tts_error"
-        detail = str(getattr(error, "error", error))
-        self.records.provider_error(
-            kind, detail, recoverable=bool(getattr(error, "recoverable", False))
-        )
+        if isinstance(error, lk_stt.STTError | lk_tts.TTSError):
+            kind: str = error.type  # "stt_error", "tts_error"
+            self.records.provider_error(kind, str(error.error), recoverable=error.recoverable)
+        else:
+            self.records.provider_error("error", str(error), recoverable=False)
 
     def _stream_failed(self, name: str) -> Callable[[BaseException], None]:
         def failed(error: BaseException) -> None:
@@ -407,6 +422,9 @@ class PipelineVoiceSession:
         self.player.play(speech)
         await speech.wait()
         return speech
+
+    def _caller_voiced(self) -> None:
+        self.turns.voiced()
 
     def _hold(self, speech: Speech) -> bool:
         return self.results.hold(speech)
@@ -434,10 +452,16 @@ class PipelineVoiceSession:
                 self.history.add(ChatMessage(role="assistant", content=heard))
         if speech.end is SpeechEnd.FAILED and speech.error is not None:
             self.records.provider_error("tts_error", str(speech.error), recoverable=True)
-        if self._reply_over() and not self.player.queued:
+        if (self._reply_over() or self._awaiting_answer()) and not self.player.queued:
             self.records.agent_state("listening")
 
     # -- internals ------------------------------------------------------------------------
+
+    def _awaiting_answer(self) -> bool:
+        """Whether a question is open (`reply_gate` closed): the reply waits for the
+        caller's answer, so once nothing plays the agent is listening, the turn the
+        caller's."""
+        return self._reply_gate is not None and not self._reply_gate()
 
     def _reply_over(self) -> bool:
         """Whether no reply runs or will speak again (its model and tools are done and its

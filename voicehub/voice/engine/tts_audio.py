@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from voicehub.voice.audio import Resampler, int16_to_pcm16
 
 __all__ = ["PcmSpeaker", "one_text", "synthesized_pcm"]
 
 
+@runtime_checkable
 class PcmSpeaker(Protocol):
     """A TTS that says a reply's texts (each pushed and flushed as it comes) and yields
     PCM16 mono at its `sample_rate` as it arrives."""
@@ -56,8 +57,7 @@ async def synthesized_pcm(
 
 async def _pcm_of(tts: Any, texts: AsyncIterator[str]) -> AsyncGenerator[tuple[bytes, int], None]:
     """The TTS's audio as it comes: (PCM16 mono, its rate)."""
-    # an attribute, not a runtime-checkable isinstance (that walks the class each reply)
-    if hasattr(tts, "speak_pcm"):
+    if _speaks_pcm(tts):
         speaker: PcmSpeaker = tts
         spoken = speaker.speak_pcm(texts)
         try:
@@ -66,9 +66,22 @@ async def _pcm_of(tts: Any, texts: AsyncIterator[str]) -> AsyncGenerator[tuple[b
         finally:
             await spoken.aclose()
         return
-    streaming = getattr(getattr(tts, "capabilities", None), "streaming", False)
+    streaming = bool(tts.capabilities.streaming)  # a livekit TTS says
     async for frame in _streamed(tts, texts) if streaming else _chunked(tts, texts):
         yield frame.data.tobytes(), frame.sample_rate
+
+
+_SPEAKS_PCM: dict[type, bool] = {}
+
+
+def _speaks_pcm(tts: object) -> bool:
+    """Whether `tts` is a `PcmSpeaker`: checked once per class (a runtime-checkable
+    isinstance walks the class, too slow to do for every reply)."""
+    kind = type(tts)
+    known = _SPEAKS_PCM.get(kind)
+    if known is None:
+        known = _SPEAKS_PCM[kind] = isinstance(tts, PcmSpeaker)
+    return known
 
 
 async def one_text(text: str) -> AsyncIterator[str]:

@@ -56,14 +56,35 @@ from voicehub.voice.engine.decisions import (
     PrepareReply,
     ResumeAgent,
 )
+from voicehub.voice.engine.tick_gate import (
+    GateSettings,
+    GateState,
+    Hearing,
+    HoldReason,
+    HoldTick,
+    gate,
+)
 from voicehub.voice.turns.overlap import MAX_BACKCHANNEL_SECONDS, Overlap, classify_overlap
 from voicehub.voice.turns.policy import AskModel, Commit, TurnEvidence, WakeAt, decide
 from voicehub.voice.turns.policy import TurnSettings as TurnPolicy
 from voicehub.voice.turns.words import ends_open
 
-__all__ = ["AgentSpeech", "TurnEngine", "TurnPolicy", "TurnSettings"]
+__all__ = ["AgentSpeech", "CallerPhase", "TurnEngine", "TurnPhase", "TurnPolicy", "TurnSettings"]
 
 AgentSpeech = Literal["reply", "say", "delivery"]
+
+TurnPhase = Literal["speaking", "quiet", "committed", "dropped"]
+"""A caller turn's phase (see the module docstring); committed and dropped are final."""
+
+CallerPhase = Literal["listening", "speaking", "quiet"]
+"""The engine's caller side: no turn open (`listening`), or the open turn's phase."""
+
+_TURN_MOVES: dict[TurnPhase, frozenset[TurnPhase]] = {
+    "speaking": frozenset({"speaking", "quiet", "dropped"}),  # speaking again: a new start
+    "quiet": frozenset({"speaking", "committed", "dropped"}),
+    "committed": frozenset(),
+    "dropped": frozenset(),
+}
 
 _QUIET_VOICE_LIMIT = 2 * MAX_BACKCHANNEL_SECONDS
 """Speech the VAD holds this long over the agent is a turn, even in a voice too quiet for
@@ -107,9 +128,14 @@ class TurnSettings:
     sure_overlap: float = 0.45
 
     def __post_init__(self) -> None:
-        for name in ("final_timeout", "min_interruption", "resume_after", "sure_overlap"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name, value in (
+            ("final_timeout", self.final_timeout),
+            ("min_interruption", self.min_interruption),
+            ("resume_after", self.resume_after),
+            ("sure_overlap", self.sure_overlap),
+        ):
+            if value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
 
     @property
     def mode(self) -> str:
@@ -119,9 +145,9 @@ class TurnSettings:
 @dataclass(slots=True)
 class _Turn:
     id: int
+    phase: TurnPhase = "speaking"
     finals: list[str] = field(default_factory=list)
     interim: str = ""
-    speaking: bool = True
     speech_ended_at: float | None = None  # end of the caller's speech (clock)
     quiet_since: float | None = None  # when the VAD said so
     awaiting_final: bool = True  # speech (or a flush) the recognizer has not finalized
@@ -136,6 +162,16 @@ class _Turn:
     unsettled: str = ""  # words committed as an interim the recognizer never finalized
     restates: tuple[int, str] | None = None  # (turn, words): its first final says them again
     confidence: float | None = None  # the recognizer's least, over its finals with words
+
+    @property
+    def speaking(self) -> bool:
+        return self.phase == "speaking"
+
+    def move(self, to: TurnPhase) -> None:
+        """Go to phase `to` (RuntimeError: a move the turn's phases do not have)."""
+        if to not in _TURN_MOVES[self.phase]:
+            raise RuntimeError(f"caller turn {self.id} cannot go from {self.phase} to {to}")
+        self.phase = to
 
     def text(self, *, with_interim: bool = False) -> str:
         words = [*self.finals, self.interim] if with_interim else self.finals
@@ -167,9 +203,14 @@ class TurnEngine:
         settings: TurnSettings | None = None,
         *,
         words_open: Callable[[str], bool] = ends_open,
+        gate: GateSettings | None = None,
+        started_at: float = 0.0,
     ) -> None:
         self.settings = settings or TurnSettings()
         self._words_open = words_open
+        self._gate_settings = gate or GateSettings()
+        self._gate = GateState(vad_seen_at=started_at)
+        self._held: HoldTick | None = None  # the due tick waits for a provider
         self._turn: _Turn | None = None
         self._turn_ids = 0
         self._reply: _Reply | None = None
@@ -185,6 +226,14 @@ class TurnEngine:
     def caller_has_floor(self) -> bool:
         """Whether a caller turn is open (speaking, or quiet but not committed yet)."""
         return self._turn is not None
+
+    @property
+    def caller_phase(self) -> CallerPhase:
+        """Whether a caller turn is open, and in which phase."""
+        turn = self._turn
+        if turn is None:
+            return "listening"
+        return "speaking" if turn.speaking else "quiet"
 
     @property
     def caller_speaking(self) -> bool:
@@ -204,15 +253,35 @@ class TurnEngine:
         turn = self._turn
         return turn is not None and not turn.speaking and turn.awaiting_final
 
+    @property
+    def held(self) -> HoldTick | None:
+        """Why and until when the due tick waits for a provider (None: it does not)."""
+        return self._held
+
     def next_wake(self) -> float | None:
-        """The clock time at which `tick` has something to decide (None: nothing)."""
+        """The clock time at which `tick` has something to decide (None: nothing); a tick
+        held for a provider is due at the hold's end."""
         times = [t for t in (self._overlap_check_at(), self._commit_check_at()) if t is not None]
-        return min(times) if times else None
+        if not times:
+            return None
+        due = min(times)
+        held = self._held
+        return due if held is None else max(due, held.until)
+
+    def release_hold(self, reason: HoldReason) -> bool:
+        """The provider a tick waits for moved on (a VAD's inference event): the tick asks
+        again at once. True if it was held for `reason`."""
+        held = self._held
+        if held is None or held.reason != reason:
+            return False
+        self._held = None
+        return True
 
     # -- caller -------------------------------------------------------------------------
 
     def speech_started(self, now: float) -> list[Decision]:
         """The VAD heard the caller start speaking."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         decisions: list[Decision] = []
         self._drop_stale_overlap(now)
         turn = self._turn
@@ -220,7 +289,7 @@ class TurnEngine:
             turn = self._turn = self._new_turn()
             decisions.append(CallerTurnStarted(turn.id))
         else:  # a pause inside the turn: it goes on
-            turn.speaking = True
+            turn.move("speaking")
             turn.speech_ended_at = turn.quiet_since = turn.wake_at = None
             turn.awaiting_final = True
             turn.asked, turn.complete = False, None
@@ -239,10 +308,11 @@ class TurnEngine:
     def speech_ended(self, now: float, ended_at: float | None = None) -> list[Decision]:
         """The VAD heard the caller stop speaking (`ended_at`: when their speech really
         ended, before the VAD's silence wait; defaults to `now`)."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         turn = self._turn
         if turn is None or not turn.speaking:
             return []
-        turn.speaking = False
+        turn.move("quiet")
         turn.speech_ended_at = now if ended_at is None else min(ended_at, now)
         turn.quiet_since = now
         decisions: list[Decision] = [CallerWentQuiet(turn.id)]
@@ -306,6 +376,7 @@ class TurnEngine:
     ) -> list[Decision]:
         """The recognizer's interim or final transcript of the caller's speech, and its
         confidence in a final (0: not reported)."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         text = text.strip()
         turn = self._turn
         decisions: list[Decision] = []
@@ -314,8 +385,7 @@ class TurnEngine:
                 return []
             # words ahead of the VAD's start (an interim) or that it never heard as speech (a
             # late final): a turn of their own, settled by a final or `final_timeout`
-            turn = self._turn = self._new_turn()
-            turn.speaking = False
+            turn = self._turn = self._new_turn("quiet")
             turn.awaiting_final = not final
             turn.speech_ended_at = turn.quiet_since = now
             decisions.append(CallerTurnStarted(turn.id))
@@ -346,36 +416,51 @@ class TurnEngine:
 
     def typed(self, text: str, now: float) -> list[Decision]:
         """A turn typed, not said (keypad): committed at once, after any open turn."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         turn = self._turn
         if turn is not None and turn.text(with_interim=True):
             # what was said before the keys counts first, in the same turn
             turn.finals = [turn.text(with_interim=True), text.strip()]
             turn.interim = ""
-            turn.speaking = False
+            if turn.speaking:
+                turn.move("quiet")
             turn.over_agent = None  # keys are never an acknowledgement
             if turn.speech_ended_at is None:
                 turn.speech_ended_at = now
             return self._commit(turn, now)
         decisions: list[Decision] = []
         if turn is not None:
-            self._turn = None
-            decisions.append(CallerTurnDropped(turn.id))
-        turn = self._new_turn()
+            decisions += self._drop(turn)
+        turn = self._new_turn("quiet")
         turn.finals.append(text.strip())
-        turn.speaking = False
         decisions.append(CallerTurnStarted(turn.id))
         return decisions + self._commit(turn, now, spoken=False)
 
     def end_of_turn(self, turn: int, probability: float, now: float) -> list[Decision]:
         """The end-of-turn model's verdict for `turn` (ignored if the turn moved on)."""
+        self._held = None  # the state moved on: a held tick asks the gate again
         current = self._turn
         if current is None or current.id != turn or current.speaking:
             return []
         current.complete = probability
         return self._try_commit(now)
 
-    def tick(self, now: float) -> list[Decision]:
-        """Time passed: pause or resume the agent, commit what is due."""
+    def tick(self, now: float, hearing: Hearing | None = None) -> list[Decision]:
+        """Time passed: pause or resume the agent, commit what is due. With `hearing` (what
+        the VAD and the recognizer have done with the caller's audio) the tick first asks
+        the gate (`voicehub.voice.engine.tick_gate`) and decides nothing while it holds."""
+        if hearing is not None:
+            self._gate, verdict = gate(
+                self._gate,
+                hearing,
+                awaiting_final=self.awaiting_final,
+                now=now,
+                settings=self._gate_settings,
+            )
+            if isinstance(verdict, HoldTick):
+                self._held = verdict
+                return []
+        self._held = None
         return self._check_overlap(now) + self._try_commit(now, deadline=True)
 
     # -- agent --------------------------------------------------------------------------
@@ -473,9 +558,16 @@ class TurnEngine:
 
     # -- turns --------------------------------------------------------------------------
 
-    def _new_turn(self) -> _Turn:
+    def _new_turn(self, phase: TurnPhase = "speaking") -> _Turn:
         self._turn_ids += 1
-        return _Turn(self._turn_ids)
+        return _Turn(self._turn_ids, phase)
+
+    def _drop(self, turn: _Turn) -> list[Decision]:
+        """The open turn needs no answer (no words, or an acknowledgement)."""
+        turn.move("dropped")
+        if self._turn is turn:
+            self._turn = None
+        return [CallerTurnDropped(turn.id)]
 
     def _commit_check_at(self) -> float | None:
         turn = self._turn
@@ -552,24 +644,23 @@ class TurnEngine:
         if overlap is not None and text:
             verdict = self._overlap_verdict(turn, overlap, now, final=True)
             if verdict.kind in ("backchannel", "noise"):  # listening, not asking: no answer
-                self._turn = None
                 resume = self._resume_agent(verdict.kind) if overlap is self._overlap else []
-                return [CallerTurnDropped(turn.id), *resume]
+                return [*self._drop(turn), *resume]
             if verdict.kind == "stop" and _only_stop(verdict.words):
                 turn.stop_only = True
         if turn.stop_only:
             return self._commit(turn, now, answer=False)
         if not text:
-            self._turn = None
-            return [CallerTurnDropped(turn.id), *self._resume_agent("noise")]
+            return [*self._drop(turn), *self._resume_agent("noise")]
         return self._commit(turn, now)
 
     def _commit(
         self, turn: _Turn, now: float, *, spoken: bool = True, answer: bool = True
     ) -> list[Decision]:
+        turn.move("committed")
         if self._turn is turn:
             self._turn = None
-        text = turn.text(with_interim=True)
+        text = own = turn.text(with_interim=True)
         decisions: list[Decision] = []
         continues: int | None = None
         reply = self._reply
@@ -578,7 +669,9 @@ class TurnEngine:
         if reply is not None and not reply.heard and not reply.used_tools and answer:
             earlier = reply.text
             if turn.restates is not None and turn.restates[0] == reply.turn:
+                # its first final says the words that turn was committed on again
                 earlier = earlier.removesuffix(turn.restates[1]).strip()
+                own = own.removeprefix(turn.restates[1]).strip()
             continues, text = reply.turn, f"{earlier} {text}".strip()
         elif self._speech is not None and self._interruptible:
             decisions += self._stop_agent("caller turn")
@@ -587,6 +680,7 @@ class TurnEngine:
             CallerTurnCommitted(
                 turn=turn.id,
                 text=text,
+                own_text=own,
                 spoken=spoken,
                 speech_ended_at=turn.speech_ended_at if spoken else None,
                 final_at=turn.final_at,

@@ -34,17 +34,15 @@ _ENGLISH = LanguageCode("en")
 
 def recognizer_stream(stt: Any) -> Any:
     """A stream of `stt` for the engine: its own when it streams, else an `UtteranceStream`."""
-    if getattr(stt.capabilities, "streaming", True):
+    if stt.capabilities.streaming:
         return stt.stream()
     return UtteranceStream(stt)
 
 
 def finalizes_on_flush(stt: Any) -> bool:
     """Whether a flush of `stt`'s engine stream brings a final (the engine waits for it)."""
-    capabilities = stt.capabilities
-    return bool(getattr(capabilities, "manual_flush", False)) or not getattr(
-        capabilities, "streaming", True
-    )
+    capabilities: lk_stt.STTCapabilities = stt.capabilities
+    return capabilities.manual_flush or not capabilities.streaming
 
 
 class UtteranceStream:
@@ -89,6 +87,11 @@ class UtteranceStream:
         frames, self._frames, self._seconds = list(self._frames), collections.deque(), 0.0
         self.finals_owed += 1
         self._jobs.put_nowait(frames)
+
+    def flush_ended(self, behind: float) -> None:
+        """The utterance ended `behind` seconds before the latest audio: it is cut at the
+        flush all the same (the engine's VAD already trimmed its start)."""
+        self.flush()
 
     def end_input(self) -> None:
         self.flush()

@@ -9,16 +9,20 @@ a little more to decide a turn well, and voicehub's own providers offer it:
   the latest audio pushed, so words said after the pause stay whole);
 - a VAD stream says how far into the pushed audio it has decided (`analysed_seconds`).
 
-The engine reaches providers only through these protocols (never `getattr`). A livekit
-plugin that lacks the abilities is wrapped once, at composition, by `plugin_recognizer` /
-`plugin_vad`, which give the conservative defaults: nothing owed, a plain flush, and
-progress known only from the VAD's own inference events (`analysed_seconds` is None).
+What the engine asks of a stream beyond livekit's interface is `RecognizerAbilities` and
+`VadAbilities` (the tick gate's inputs: finals owed, audio analysed); `RecognizerStream` and
+`VadStream` are those with livekit's own stream methods. The engine reaches providers only
+through these protocols (never `getattr`). A stream that lacks the abilities (any livekit
+plugin's) is wrapped once, at composition (`recognizer_abilities` / `vad_abilities`, or
+`plugin_recognizer` / `plugin_vad` for the whole plugin), with the conservative defaults:
+nothing owed, a plain flush, and progress known only from the VAD's own inference events
+(`analysed_seconds` is None).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from voicehub.voice.providers import vendor_import
 
@@ -31,19 +35,22 @@ __all__ = [
     "PluginRecognizer",
     "PluginVad",
     "Recognizer",
+    "RecognizerAbilities",
     "RecognizerStream",
+    "VadAbilities",
     "VadStream",
     "VoiceActivityDetector",
     "plugin_recognizer",
     "plugin_vad",
+    "recognizer_abilities",
+    "vad_abilities",
 ]
 
 
-class RecognizerStream(Protocol):
-    """One call's recognizer stream, as the engine drives it."""
-
-    def push_frame(self, frame: rtc.AudioFrame) -> None:
-        """Caller audio, in order."""
+@runtime_checkable
+class RecognizerAbilities(Protocol):
+    """What the engine asks of a recognizer stream beyond its audio and events: where the
+    caller's utterances start and end, and what it still owes."""
 
     def flush(self) -> None:
         """The caller's utterance ended here (a final follows when the recognizer
@@ -58,6 +65,13 @@ class RecognizerStream(Protocol):
     @property
     def finals_owed(self) -> int:
         """Flushes not yet answered by a final transcript."""
+
+
+class RecognizerStream(RecognizerAbilities, Protocol):
+    """One call's recognizer stream, as the engine drives it."""
+
+    def push_frame(self, frame: rtc.AudioFrame) -> None:
+        """Caller audio, in order."""
 
     def __aiter__(self) -> AsyncIterator[lk_stt.SpeechEvent]:
         """The stream's speech events (interim and final transcripts)."""
@@ -77,16 +91,21 @@ class Recognizer(Protocol):
         """A new stream for one call."""
 
 
-class VadStream(Protocol):
-    """One call's VAD stream, as the engine drives it."""
-
-    def push_frame(self, frame: rtc.AudioFrame) -> None:
-        """Caller audio, in order."""
+@runtime_checkable
+class VadAbilities(Protocol):
+    """What the engine asks of a VAD stream beyond its audio and events."""
 
     @property
     def analysed_seconds(self) -> float | None:
         """Seconds of the pushed audio the VAD has decided (None: only its inference
         events say, and the engine reads their timestamps)."""
+
+
+class VadStream(VadAbilities, Protocol):
+    """One call's VAD stream, as the engine drives it."""
+
+    def push_frame(self, frame: rtc.AudioFrame) -> None:
+        """Caller audio, in order."""
 
     def __aiter__(self) -> AsyncIterator[lk_vad.VADEvent]:
         """The stream's events (start and end of speech; inference events may be left
@@ -174,6 +193,47 @@ class PluginVad:
 
     def stream(self) -> VadStream:
         return _PluginVadStream(self.plugin.stream())
+
+
+class _NoRecognizerAbilities:
+    """A stream without the engine's abilities: the conservative defaults."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def flush_ended(self, behind: float) -> None:
+        self._stream.flush()
+
+    def speech_started(self) -> None:
+        """It hears everything anyway."""
+
+    @property
+    def finals_owed(self) -> int:
+        return 0
+
+
+class _NoVadAbilities:
+    @property
+    def analysed_seconds(self) -> float | None:
+        return None
+
+
+def recognizer_abilities(stream: Any) -> RecognizerAbilities:
+    """The engine's view of a recognizer stream: itself when it has the abilities, else
+    the conservative defaults (a livekit plugin's stream; checked once, at composition)."""
+    if isinstance(stream, RecognizerAbilities):
+        return stream
+    return _NoRecognizerAbilities(stream)
+
+
+def vad_abilities(stream: Any) -> VadAbilities:
+    """The engine's view of a VAD stream (see `recognizer_abilities`)."""
+    if isinstance(stream, VadAbilities):
+        return stream
+    return _NoVadAbilities()
 
 
 def plugin_recognizer(plugin: lk_stt.STT[Any]) -> Recognizer:

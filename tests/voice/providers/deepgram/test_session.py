@@ -27,6 +27,7 @@ from voicehub.voice.events import ProviderError
 from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, DeepgramTTS
 from voicehub.voice.providers.offline import load_vad
 from voicehub_dev.fakes.deepgram import FakeDeepgram, piper_speech
+from voicehub_dev.fakes.voice_providers import pipeline_session
 
 RATE = 16000
 ROOM = "call-dg"
@@ -54,7 +55,7 @@ class DeepgramCall:
         endpoint = DeepgramEndpoint(api_key=self.fake.api_key, base_url=self.fake.url)
         research, _ = self.calls.tools()
         transport = MemoryTransport(RATE, ack=options.pop("ack", "immediate"))
-        session = PipelineVoiceSession(
+        session = pipeline_session(
             self.hub,
             ROOM,
             desk_agent(research),

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from voicehub.errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema this module writes, kept in the file's `user_version` pragma (2 added the
-instances table, 3 the calls table; an older file gets them when opened)."""
+instances table, 3 the calls table, 4 the access tokens table; an older file gets them
+when opened)."""
 
 BUSY_TIMEOUT_SECONDS = 5.0
 """How long a statement waits for another connection's write lock before failing."""
@@ -74,6 +75,12 @@ CREATE TABLE IF NOT EXISTS calls (
     data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS calls_owner ON calls (owner, open);
+"""
+_TOKENS = """
+CREATE TABLE IF NOT EXISTS tokens (
+    id TEXT PRIMARY KEY,
+    data TEXT NOT NULL
+);
 """
 
 
@@ -161,7 +168,9 @@ def _create_schema(connection: sqlite3.Connection, version: int) -> None:
     try:
         # Another process may have upgraded the schema while we waited for the lock.
         if connection.execute("PRAGMA user_version").fetchone()[0] == version:
-            for statement in ((_SCHEMA if version == 0 else "") + _INSTANCES + _CALLS).split(";"):
+            for statement in (
+                (_SCHEMA if version == 0 else "") + _INSTANCES + _CALLS + _TOKENS
+            ).split(";"):
                 if statement.strip():
                     connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -7,9 +7,11 @@ from pathlib import Path
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
+    AccessTokenRecord,
     CallRecord,
     DeliveryRecord,
     DeliveryStatus,
+    Erasure,
     InstanceRecord,
     RoomRecord,
     RoomStatus,
@@ -19,10 +21,12 @@ from voicehub.core.store.base import (
 from voicehub.core.store.sqlite.calls import CallTable
 from voicehub.core.store.sqlite.database import GROUP_COMMIT_SECONDS, Database
 from voicehub.core.store.sqlite.deliveries import DeliveryTable
+from voicehub.core.store.sqlite.erasure import erase_conversation
 from voicehub.core.store.sqlite.events import EventTable
 from voicehub.core.store.sqlite.instances import InstanceTable
 from voicehub.core.store.sqlite.rooms import RoomTable
 from voicehub.core.store.sqlite.tasks import TaskTable
+from voicehub.core.store.sqlite.tokens import TokenTable
 
 
 class SQLiteStore:
@@ -48,6 +52,7 @@ class SQLiteStore:
         self._instances = InstanceTable(self._database)
         self._deliveries = DeliveryTable(self._database)
         self._calls = CallTable(self._database)
+        self._tokens = TokenTable(self._database)
 
     @property
     def statements(self) -> int:
@@ -197,6 +202,27 @@ class SQLiteStore:
     ) -> list[DeliveryRecord]:
         """Deliveries ordered by (created_at, id), optionally of one room and/or statuses."""
         return self._deliveries.find(room_id, statuses)
+
+    # Access tokens
+
+    async def save_token(self, token: AccessTokenRecord) -> None:
+        """Insert or replace an access token (committed now)."""
+        self._tokens.put(token)
+
+    async def list_tokens(self) -> list[AccessTokenRecord]:
+        """Every access token, by id."""
+        return self._tokens.find()
+
+    async def delete_token(self, token_id: str) -> bool:
+        """Revoke an access token (committed now); False when there was none."""
+        return self._tokens.remove(token_id)
+
+    # Conversations
+
+    async def delete_conversation(self, room_id: str) -> Erasure:
+        """Delete every row keyed to the conversation (see `Store.delete_conversation`), in
+        one transaction committed before it returns."""
+        return erase_conversation(self._database, room_id)
 
     async def close(self) -> None:
         """Close the file (checkpointing the WAL). Later calls raise StoreError."""

@@ -2,7 +2,8 @@
 
 - TTS: :class:`PiperTTS` (natural) and :class:`ESpeakTTS` (light); :func:`synthesize`.
 - STT: :class:`PocketSphinxSTT` (streaming, with partials); :func:`transcribe`;
-  :class:`WhisperSTT` (per utterance, robust on phone audio).
+  :class:`WhisperSTT` (per utterance, robust on phone audio); :class:`MoonshineSTT` (per
+  utterance, decoding drafts as the caller speaks; a fifth of Whisper's CPU).
 - VAD: :func:`load_vad` (Silero or :class:`WebRtcVAD`).
 
 Names load on first access, so importing this package costs nothing and needs no extra;
@@ -16,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from voicehub.voice.providers.offline.moonshine_stt import MoonshineSTT
     from voicehub.voice.providers.offline.stt import PocketSphinxSTT
     from voicehub.voice.providers.offline.stt_engine import transcribe
     from voicehub.voice.providers.offline.tts import ESpeakTTS, PiperTTS
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ESpeakTTS",
+    "MoonshineSTT",
     "PiperTTS",
     "PocketSphinxSTT",
     "WebRtcVAD",
@@ -36,6 +39,7 @@ __all__ = [
 
 _HOMES = {
     "ESpeakTTS": "tts",
+    "MoonshineSTT": "moonshine_stt",
     "PiperTTS": "tts",
     "PocketSphinxSTT": "stt",
     "WebRtcVAD": "vad",

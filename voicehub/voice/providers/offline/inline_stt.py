@@ -98,6 +98,21 @@ class InlineRecognizeStream(stt.RecognizeStream):
                 self._offer(resampled)
         self._offer(self._FlushSentinel())
 
+    # -- the engine's abilities (`voicehub.voice.providers.streams.RecognizerAbilities`) ----
+
+    def flush_ended(self, behind: float) -> None:
+        """A flush for an utterance the VAD ended `behind` seconds before the latest audio
+        pushed: a stream that does not cut its own utterances flushes here."""
+        self.flush()
+
+    def speech_started(self) -> None:
+        """The VAD heard speech start (a streaming recognizer hears everything anyway)."""
+
+    @property
+    def finals_owed(self) -> int:
+        """Flushes not answered by a final yet (0: a stream that does not count them)."""
+        return 0
+
     def end_input(self) -> None:
         """No more audio: flush, then let the task finish what is queued."""
         self.flush()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from voicehub.voice.audio import Int16Array
 from voicehub.voice.providers.offline.tts_engines import SpeechEngine
@@ -36,7 +36,8 @@ class CachedSpeechEngine:
         self.engine = engine
         self.max_bytes = max_bytes
         self.max_text = max_text
-        self._lines: OrderedDict[str, tuple[Int16Array, ...]] = OrderedDict()
+        # (how it was asked for: "sentences" or "pieces", the text) -> its chunks
+        self._lines: OrderedDict[tuple[str, str], tuple[Int16Array, ...]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()  # worker threads render and look up at once
         self.hits = 0
@@ -55,10 +56,19 @@ class CachedSpeechEngine:
     def sentences(self, text: str) -> Iterator[Int16Array]:
         """The engine's sentences for ``text``: kept ones at once, else rendered (and kept
         once the whole line has rendered)."""
+        return self._kept_or(("sentences", text), self.engine.sentences)
+
+    def pieces(self, text: str) -> Iterator[Int16Array]:
+        """The engine's pieces for ``text`` (kept apart from its sentences: they differ)."""
+        return self._kept_or(("pieces", text), self.engine.pieces)
+
+    def _kept_or(
+        self, key: tuple[str, str], render: Callable[[str], Iterator[Int16Array]]
+    ) -> Iterator[Int16Array]:
         with self._lock:
-            kept = self._lines.get(text)
+            kept = self._lines.get(key)
             if kept is not None:
-                self._lines.move_to_end(text)
+                self._lines.move_to_end(key)
                 self.hits += 1
             else:
                 self.misses += 1
@@ -66,20 +76,20 @@ class CachedSpeechEngine:
             yield from (chunk.copy() for chunk in kept)  # callers may change their copy
             return
         rendered: list[Int16Array] = []
-        for chunk in self.engine.sentences(text):
+        for chunk in render(key[1]):
             rendered.append(chunk.copy())
             yield chunk
-        if len(text) <= self.max_text:
-            self._keep(text, tuple(rendered))
+        if len(key[1]) <= self.max_text:
+            self._keep(key, tuple(rendered))
 
-    def _keep(self, text: str, chunks: tuple[Int16Array, ...]) -> None:
+    def _keep(self, key: tuple[str, str], chunks: tuple[Int16Array, ...]) -> None:
         size = sum(chunk.nbytes for chunk in chunks)
         if size > self.max_bytes:
             return
         with self._lock:
-            if text in self._lines:
+            if key in self._lines:
                 return  # another call rendered it meanwhile
-            self._lines[text] = chunks
+            self._lines[key] = chunks
             self._bytes += size
             while self._bytes > self.max_bytes:
                 _, evicted = self._lines.popitem(last=False)

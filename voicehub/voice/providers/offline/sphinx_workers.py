@@ -85,7 +85,11 @@ class _Worker:
         command = [sys.executable, "-m", _MODULE]
         command += [str(to_worker_read), str(to_server_write), str(max_decoders)]
         command += [str(wait_timeout)]
-        self.process = subprocess.Popen(command, pass_fds=(to_worker_read, to_server_write))
+        # A session of its own: Ctrl-C at the server's terminal is the server's to handle
+        # (it stops, closing the pipe, and the worker ends by itself), not a traceback here.
+        self.process = subprocess.Popen(
+            command, pass_fds=(to_worker_read, to_server_write), start_new_session=True
+        )
         os.close(to_worker_read)
         os.close(to_server_write)
         self.index = index

@@ -98,10 +98,10 @@ class _OfflineChunkedStream(tts.ChunkedStream):
             return
         engine = await self._offline_tts.engine()
         resampler = Resampler(engine.sample_rate, out_rate)
-        sentences = engine.sentences(self.input_text)
+        pieces = engine.pieces(self.input_text)
         pushed = False
-        # One thread hop per sentence: the first sentence plays while the next renders.
-        while (samples := await asyncio.to_thread(next, sentences, None)) is not None:
+        # One thread hop per piece: the first plays while the next renders.
+        while (samples := await asyncio.to_thread(next, pieces, None)) is not None:
             output_emitter.push(int16_to_pcm16(resampler.push(samples)))
             pushed = True
         output_emitter.push(int16_to_pcm16(resampler.flush()))

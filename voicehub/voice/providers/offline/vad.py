@@ -22,7 +22,7 @@ with vendor_import("livekit-agents"):
     from livekit import rtc
     from livekit.agents import vad
 
-__all__ = ["VADKind", "WebRtcVAD", "WebRtcVADStream", "load_vad"]
+__all__ = ["END_SILENCE", "VADKind", "WebRtcVAD", "WebRtcVADStream", "load_vad"]
 
 VADKind = Literal["silero", "webrtc"]
 
@@ -34,17 +34,24 @@ _WEBRTC_FRAME_BYTES = {
 }
 
 
+END_SILENCE = 0.2
+"""Seconds of silence after which the VAD says speech ended (its default). From there the
+turn is decided (word rules, the end-of-turn model: `voicehub.voice.turns.policy`) and the
+recognizer flushed: a later end only delays both, and a pause the VAD ends that the turn
+policy does not is one more flush, answered by the decoding made at that pause."""
+
+
 def load_vad(
     kind: VADKind = "silero",
     *,
     min_speech_duration: float = 0.06,
-    min_silence_duration: float = 0.35,
+    min_silence_duration: float = END_SILENCE,
     prefix_padding_duration: float = 0.3,
     silero_sample_rate: Literal[8000, 16000] = 16000,
     silent_peak_dbfs: float | None = SILENT_PEAK_DBFS,
     webrtc_mode: int = 3,
 ) -> vad.VAD:
-    """Build a VAD tuned for quick turn-taking: speech ends after 0.35 s of silence.
+    """Build a VAD tuned for quick turn-taking: speech ends after `END_SILENCE` of silence.
 
     Silero gives a `SileroVAD` (livekit's Silero rules, one model run per window per call;
     `BatchedSileroVAD(load_vad())` batches the runs across calls). Windows quieter than
@@ -112,7 +119,7 @@ class WebRtcVAD(vad.VAD):
         *,
         mode: int = 3,
         min_speech_duration: float = 0.06,
-        min_silence_duration: float = 0.35,
+        min_silence_duration: float = END_SILENCE,
         prefix_padding_duration: float = 0.3,
         max_buffered_speech: float = 60.0,
     ) -> None:

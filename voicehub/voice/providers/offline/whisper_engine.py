@@ -82,12 +82,15 @@ class WhisperModelError(VoicehubError):
 
 @dataclass(frozen=True, slots=True)
 class WhisperTranscript:
-    """One utterance's words; times in seconds from the start of the audio."""
+    """One utterance's words; times in seconds from the start of the audio. `tokens`: the
+    recognizer's own (Moonshine's: the draft a later decoding of more audio verifies;
+    empty for Whisper's)."""
 
     text: str
     confidence: float
     start_time: float
     end_time: float
+    tokens: tuple[int, ...] = ()
 
 
 def model_directory() -> Path:

@@ -1,10 +1,13 @@
-"""One caller's Whisper stream: :class:`WhisperStream` (made by `WhisperSTT.stream`).
+"""One caller's stream of an utterance recognizer: :class:`WhisperStream` (made by
+`WhisperSTT.stream` and `MoonshineSTT.stream`: any `UtteranceSTT`).
 
 Frames are taken where they are pushed (`InlineRecognizeStream`): the speech gate cuts
 them into utterance windows (`utterance_window`), decodings go to the recognizer's queue
 (`decode_queue`, worker threads) and their results come back on the event loop: an interim
 transcript, or the final a flush waits for. Each flush is answered by exactly one final,
-empty when nothing was said, in the order of the flushes.
+empty when nothing was said, in the order of the flushes. A decoding of a window is given the
+tokens of the latest decoding of the same utterance's start (`draft`): a recognizer that
+verifies drafts (Moonshine) only decodes on from where they part.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import contextlib
 import logging
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline.decode_queue import DecodeJob, Urgency
+from voicehub.voice.providers.offline.decode_queue import DecodeJob, DecodeQueue, Urgency
 from voicehub.voice.providers.offline.inline_stt import (
     InlineRecognizeStream,
     InputItem,
@@ -39,14 +43,36 @@ with vendor_import("livekit-agents"):
     from livekit.agents.types import APIConnectOptions
 
 if TYPE_CHECKING:
-    from voicehub.voice.providers.offline.whisper_stt import WhisperSTT
+    from voicehub.voice.providers.offline.whisper_stt import WindowSettings
 
-__all__ = ["WhisperStream", "final_event"]
+__all__ = ["UtteranceSTT", "WhisperStream", "final_event"]
 
 log = logging.getLogger("voicehub.voice.stt")
 
 _LANGUAGE = LanguageCode("en-US")  # tiny.en is English only
 _NOTHING = WhisperTranscript("", 0.0, 0.0, 0.0)
+
+
+class _HasQueue(Protocol):
+    @property
+    def queue(self) -> DecodeQueue: ...
+
+
+class UtteranceSTT(Protocol):
+    """A recognizer of whole utterances that a `WhisperStream` drives."""
+
+    @property
+    def window(self) -> WindowSettings:
+        """How the stream cuts and decodes ahead."""
+
+    @property
+    def recognizer(self) -> _HasQueue:
+        """Whose queue the decodings run on."""
+
+    def hear(
+        self, pcm16: bytes, sample_rate: int, *, final: bool = True, draft: Sequence[int] = ()
+    ) -> WhisperTranscript:
+        """The words of `pcm16` (blocking; on the queue's worker)."""
 
 
 @dataclass(frozen=True)
@@ -69,17 +95,20 @@ class WhisperStream(InlineRecognizeStream):
     """One caller's stream (see the module). Every frame is taken where it is pushed; the
     decodings run on the recognizer's queue and their results come back on the loop."""
 
-    def __init__(self, *, stt: WhisperSTT, conn_options: APIConnectOptions) -> None:
+    def __init__(
+        self, *, stt: stt.STT[Any], plugin: UtteranceSTT, conn_options: APIConnectOptions
+    ) -> None:
         super().__init__(stt=stt, conn_options=conn_options)
-        self._whisper = stt
+        self._whisper = plugin
         self._loop = asyncio.get_running_loop()
         self._request_id = uuid.uuid4().hex[:12]
         self._gate: SpeechGate | None = None  # made at the first frame: its rate
-        settings = stt.window
+        settings = plugin.window
         self._window = UtteranceWindow(
             pre_roll=settings.pre_roll, tail=settings.tail, interim_every=settings.interim_every
         )
         self._heard: dict[tuple[int, int, int], WhisperTranscript] = {}  # full decodings
+        self._draft: tuple[WindowAudio, WhisperTranscript] | None = None  # the latest
         self._jobs: dict[tuple[int, int, int], DecodeJob] = {}  # queued or running
         self._flushed: deque[_Flushed] = deque()
         self._finals_out: asyncio.Future[None] | None = None
@@ -159,9 +188,14 @@ class WhisperStream(InlineRecognizeStream):
         final = urgency != Urgency.INTERIM
         rate = self.rate
         whisper = self._whisper
+        draft: tuple[int, ...] = ()
+        if self._draft is not None:
+            before, heard = self._draft
+            if (before.utterance, before.start) == (window.utterance, window.start):
+                draft = heard.tokens
 
         def run() -> WhisperTranscript:
-            return whisper.hear(window.audio, rate, final=final)
+            return whisper.hear(window.audio, rate, final=final, draft=draft)
 
         loop = self._loop
 
@@ -184,6 +218,10 @@ class WhisperStream(InlineRecognizeStream):
     ) -> None:
         self._jobs.pop(window.key, None)
         waiting = [f for f in self._flushed if f.window is not None and f.window.key == window.key]
+        if error is None and heard is not None and heard.tokens:
+            latest = self._draft
+            if latest is None or latest[0].key <= window.key:
+                self._draft = (window, heard)
         if final and error is None and heard is not None:
             self._heard = {
                 key: known for key, known in self._heard.items() if key[0] >= window.utterance
@@ -194,7 +232,7 @@ class WhisperStream(InlineRecognizeStream):
         if waiting:
             self._emit_finals()
         elif error is not None:
-            log.warning("an interim Whisper decoding failed: %s", error)
+            log.warning("an interim decoding failed: %s", error)
         elif heard is not None and window.utterance == self._window.utterance:
             self._emit_interim(heard.text)
 
@@ -222,7 +260,7 @@ class WhisperStream(InlineRecognizeStream):
             flushed = self._flushed.popleft()
             if flushed.error is not None:
                 # The call goes on: this utterance is lost, the next one may decode.
-                log.error("Whisper could not decode an utterance: %r", flushed.error)
+                log.error("could not decode an utterance: %r", flushed.error)
                 flushed.heard = _NOTHING
             self._emit_final(flushed)
         if not self._flushed and self._finals_out is not None and not self._finals_out.done():

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Never
 
@@ -49,7 +49,7 @@ with vendor_import("livekit-agents"):
         NotGivenOr,
     )
 
-__all__ = ["WhisperSTT", "WindowSettings"]
+__all__ = ["WhisperSTT", "WindowSettings", "settle_in"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +130,12 @@ class WhisperSTT(stt.STT[Never]):
         """Load and check the model now (blocking, about half a second)."""
         self._recognizer.prewarm()
 
-    def hear(self, pcm16: bytes, sample_rate: int, *, final: bool = True) -> WhisperTranscript:
+    def hear(
+        self, pcm16: bytes, sample_rate: int, *, final: bool = True, draft: Sequence[int] = ()
+    ) -> WhisperTranscript:
         """What this plugin hears in `pcm16` (blocking): a final's decoding (with the second
-        listening) or, with `final=False`, an interim's (one decoding)."""
+        listening) or, with `final=False`, an interim's (one decoding). Whisper takes no
+        `draft`."""
         return self._recognizer.recognize(
             pcm16,
             sample_rate,
@@ -153,7 +156,7 @@ class WhisperSTT(stt.STT[Never]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[WhisperTranscript] = loop.create_future()
         self._recognizer.queue.submit(
-            future, Urgency.FINAL, lambda: self.hear(pcm16, rate), _settle_in(loop, future)
+            future, Urgency.FINAL, lambda: self.hear(pcm16, rate), settle_in(loop, future)
         )
         heard = await future
         return final_event(uuid.uuid4().hex, heard, 0.0)
@@ -165,10 +168,10 @@ class WhisperSTT(stt.STT[Never]):
         conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
     ) -> WhisperStream:
         """Open a streaming recognition; push frames at any rate, flush at end of speech."""
-        return WhisperStream(stt=self, conn_options=conn_options)
+        return WhisperStream(stt=self, plugin=self, conn_options=conn_options)
 
 
-def _settle_in(loop: asyncio.AbstractEventLoop, future: asyncio.Future[WhisperTranscript]) -> Any:
+def settle_in(loop: asyncio.AbstractEventLoop, future: asyncio.Future[WhisperTranscript]) -> Any:
     """A queue job's completion that settles `future` on `loop`."""
 
     def settle(heard: Any, error: BaseException | None) -> None:

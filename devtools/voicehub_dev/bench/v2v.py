@@ -1,0 +1,84 @@
+"""`voicehub bench --only v2v`: voice to voice on the embedded stack, before and after.
+
+The `voice` section's latency harness (`voice_latency.v2v_latency`: Piper callers paced in
+real time, the scripted agent, Silero, Smart Turn as `turn = "model"` ships it), run for two
+stacks in turns, pass after pass, so both see the same load:
+
+- `before`: the stack shipped until 2026-12-02: Whisper (`stt = "auto"` chose it), Piper
+  rendering whole sentences, the VAD ending speech after 0.35 s of silence;
+- `after`: the shipped stack: Moonshine with Whisper as its second opinion (`auto`), Piper
+  speaking in vocoder chunks, the VAD ending speech after `END_SILENCE`.
+
+`v2v_ms`: median, p95 and max over every turn of every pass (8 turns a pass; 5 passes: 40
+turns each, 2 with `--quick`), from the caller's last voiced frame to the agent's first
+audio frame; `understood`: turns whose final held the turn's keyword.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from voicehub_dev.bench.stats import summary_ms
+
+
+async def _stacks() -> dict[str, tuple[Any, Any, float]]:
+    from voicehub.voice.providers.offline import MoonshineSTT, WhisperSTT
+    from voicehub.voice.providers.offline.moonshine_stt import SecondOpinion
+    from voicehub.voice.providers.offline.tts_engines import PiperEngine
+    from voicehub.voice.providers.offline.vad import END_SILENCE
+    from voicehub_dev.bench.tts import WholeSentences, piper_plugin
+
+    engine = await asyncio.to_thread(PiperEngine.load)
+    whisper = WhisperSTT()
+    moonshine = MoonshineSTT(second_opinion=SecondOpinion(WhisperSTT()))
+    for model in (whisper, moonshine):
+        await asyncio.to_thread(model.prewarm)
+    return {
+        "before": (whisper, piper_plugin(WholeSentences(engine)), 0.35),
+        "after": (moonshine, piper_plugin(engine), END_SILENCE),
+    }
+
+
+async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
+    from voicehub.voice.turns.setup import turn_setup
+    from voicehub_dev.bench.voice_latency import TURNS, v2v_latency
+
+    stacks = await _stacks()
+    setup = await asyncio.to_thread(turn_setup, "model", 2.0, owner="the v2v bench")
+    if setup.model is None:
+        raise RuntimeError("the end-of-turn model did not load: see the warning above")
+    passes = 1 if quick else 5
+    turns = 2 if quick else len(TURNS)
+    latencies: dict[str, list[float]] = {name: [] for name in stacks}
+    counts: dict[str, dict[str, int]] = {
+        name: {"understood": 0, "unanswered": 0, "turns": 0} for name in stacks
+    }
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(passes):
+            for name, (stt, tts, silence) in stacks.items():
+                tuning = {"vad_min_silence_s": silence, "min_endpointing_delay_s": 0.0}
+                figures = await v2v_latency(
+                    store,
+                    Path(tmp),
+                    turns,
+                    "silero",
+                    tuning,
+                    providers=(stt, tts),
+                    turns_setup=setup,
+                )
+                latencies[name] += [ms / 1000 for ms in figures["latencies_ms"]]
+                for key in counts[name]:
+                    counts[name][key] += int(figures[key])
+    return {
+        "v2v": {
+            **{name: {"v2v_ms": summary_ms(latencies[name]), **counts[name]} for name in stacks},
+            "passes": passes,
+            "load_before": round(load, 2),
+            "load_after": round(os.getloadavg()[0], 2),
+        }
+    }

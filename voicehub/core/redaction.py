@@ -1,0 +1,101 @@
+"""Scrubbing callers' numbers, keypad digits and what a desk marks sensitive from text that
+leaves the call: log lines and trace spans.
+
+    redactor = Redactor(sensitive=[r"\\bACC-\\d{6}\\b"])
+    redactor.text("call me on +1 (555) 010-0100, pin 4321#")
+    # 'call me on [number], pin 4321#'
+    redactor.attribute("tool.arguments", '{"digits": "4321#"}')
+    # '{"digits": "[digits]"}'
+
+Rules, in order:
+
+- a phone number: 7 to 15 digits, optionally led by `+`, with single spaces, hyphens or
+  parentheses between them, not inside a word (ids such as `cli-67b3f2e8e4` and stamps such
+  as `20261126T151203` are words) -> `[number]`. Dots do not join digits: an address such as
+  127.0.0.1 is left alone;
+- keypad digits: the value after a key named `digits`, `dtmf`, `keys` or `pressed` (in
+  JSON, `key=value` or `key: value`) -> `[digits]`; a span attribute whose own name says
+  `digits` or `dtmf` is replaced whole;
+- each of the desk's `sensitive` patterns -> `[redacted]`.
+
+`redact_logs(redactor)` wraps the process's log-record factory, so each record any logger
+makes (voicehub's, uvicorn's, a library's) carries its message already scrubbed, whatever
+handler writes it; it returns the function that takes the wrapper out again. Records are
+only made for enabled levels, so a debug line that is filtered out costs nothing more.
+Tracebacks are not scrubbed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from voicehub.core.tracing import AttributeValue
+
+__all__ = ["DIGITS", "NUMBER", "REDACTED", "Redactor", "redact_logs"]
+
+NUMBER = "[number]"
+DIGITS = "[digits]"
+REDACTED = "[redacted]"
+
+_NUMBER = re.compile(r"(?<![\w+])\+?\d(?:[ ()-]{0,2}\d){6,14}(?!\w)")
+_KEYPAD = re.compile(
+    r"""(?P<key>["']?\b(?:digits|dtmf|keys|pressed)\b["']?\s*[:=]\s*["']?)[0-9*#wW ,]+""",
+    re.IGNORECASE,
+)
+_KEYPAD_KEYS = ("digits", "dtmf", "keys", "pressed")
+_KEYPAD_ATTRIBUTE = re.compile(r"digits|dtmf", re.IGNORECASE)
+
+
+class Redactor:
+    """Scrubs text by the rules of the module; `sensitive` adds patterns of its own."""
+
+    def __init__(self, sensitive: Iterable[str] = ()) -> None:
+        patterns = sorted(set(sensitive))
+        self.sensitive = tuple(patterns)
+        self._sensitive = [re.compile(pattern) for pattern in patterns]
+
+    def text(self, value: str) -> str:
+        """`value` with every number, keypad entry and sensitive match replaced."""
+        if not value:
+            return value
+        scrubbed = _NUMBER.sub(NUMBER, value)
+        lowered = scrubbed.lower()
+        if any(key in lowered for key in _KEYPAD_KEYS):  # the cheap test first
+            scrubbed = _KEYPAD.sub(lambda match: match["key"] + DIGITS, scrubbed)
+        for pattern in self._sensitive:
+            scrubbed = pattern.sub(REDACTED, scrubbed)
+        return scrubbed
+
+    def attribute(self, key: str, value: AttributeValue) -> AttributeValue:
+        """A span attribute's value, scrubbed (numbers other than strings stay: counts,
+        durations)."""
+        if _KEYPAD_ATTRIBUTE.search(key) and not isinstance(value, bool):
+            return DIGITS
+        return self.text(value) if isinstance(value, str) else value
+
+
+def redact_logs(redactor: Redactor) -> Callable[[], None]:
+    """Scrub every log record made from now on; returns the undo."""
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a malformed call: logging reports it as it would
+            return record
+        scrubbed = redactor.text(message)
+        if scrubbed != message or record.args:
+            record.msg, record.args = scrubbed, None
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+    def undo() -> None:
+        if logging.getLogRecordFactory() is factory:
+            logging.setLogRecordFactory(previous)
+
+    return undo

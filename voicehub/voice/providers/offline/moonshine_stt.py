@@ -1,0 +1,193 @@
+"""livekit-agents STT plugin for Moonshine Base English (offline): :class:`MoonshineSTT`.
+
+The stream is the utterance stream Whisper's plugin uses (`whisper_stream`): windows cut by
+the speech gate, decoded at each pause while the caller speaks, the final the pause's
+decoding when no speech followed. Moonshine adds drafts: each decoding of a longer window
+of the same utterance verifies the tokens of the one before (`moonshine_engine`), so the
+final after the end of speech costs little more than the encoder.
+
+Moonshine cannot be primed with a desk's vocabulary as Whisper is. What priming and the
+second, slowed listening do for Whisper is done here by a second opinion
+(`SecondOpinion`): a final whose words ask the desk for nothing it knows about, or that
+Moonshine is unsure of, is heard again by the desk's Whisper, whose hearing is kept when it
+is a request where Moonshine heard none, or names one of the desk's topics where Moonshine's
+request named none (`SecondOpinion.choose`). Transcripts are corrected to the desk's topics
+(`vocabulary_correction`) either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Never
+
+from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.offline.decode_queue import Urgency
+from voicehub.voice.providers.offline.inline_stt import mono_pcm16
+from voicehub.voice.providers.offline.moonshine_engine import MoonshineRecognizer
+from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
+from voicehub.voice.providers.offline.whisper_engine import WhisperTranscript
+from voicehub.voice.providers.offline.whisper_relisten import Relisten
+from voicehub.voice.providers.offline.whisper_stream import WhisperStream, final_event
+from voicehub.voice.providers.offline.whisper_stt import WhisperSTT, WindowSettings, settle_in
+
+with vendor_import("livekit-agents"):
+    from livekit import rtc
+    from livekit.agents import stt, utils
+    from livekit.agents.types import (
+        DEFAULT_API_CONNECT_OPTIONS,
+        NOT_GIVEN,
+        APIConnectOptions,
+        NotGivenOr,
+    )
+
+__all__ = ["DOUBTFUL_BELOW", "MoonshineSTT", "SecondOpinion"]
+
+DOUBTFUL_BELOW = 0.5
+"""A Moonshine final below this confidence (the mean token probability) is heard again by
+the second opinion whatever its words."""
+
+
+@dataclass(frozen=True, slots=True)
+class SecondOpinion:
+    """Who hears a final again (`whisper`, the desk's, primed and relistening) and when:
+    Moonshine's confidence under `below`, or words that `relisten` would listen to again
+    (no request, or one about none of the desk's topics)."""
+
+    whisper: WhisperSTT
+    relisten: Relisten | None = None
+    below: float = DOUBTFUL_BELOW
+
+    def doubts(self, heard: WhisperTranscript) -> bool:
+        """Whether Moonshine's `heard` is heard again."""
+        if heard.confidence < self.below:
+            return True
+        return self.relisten is not None and self.relisten.listens_again(heard.text)
+
+    def choose(self, first: WhisperTranscript, second: WhisperTranscript) -> WhisperTranscript:
+        """Which of Moonshine's `first` hearing and Whisper's `second` is kept: Whisper's when
+        it is a request and Moonshine's is none, or a request about one of the desk's topics
+        where Moonshine's names none of them; Whisper's when Moonshine was unsure; else
+        Moonshine's. (Whisper's own hearing is believed as a desk on Whisper alone believes
+        it, its false triggers included.)"""
+        relisten = self.relisten
+        if relisten is not None and second.text:
+            if relisten.is_request(second.text) and not relisten.is_request(first.text):
+                return second
+            if relisten.believes(second.text) and relisten.listens_again(first.text):
+                return second
+        if first.confidence < self.below and second.text:
+            return second
+        return first
+
+
+class MoonshineSTT(stt.STT[Never]):
+    """Offline streaming STT on Moonshine Base English; with `second_opinion`, doubtful
+    finals are heard again by Whisper (see the module); with `correction`, spans that sound
+    like one of the desk's topics are replaced by it. The model and its decoding thread are
+    shared by every call unless `recognizer` is given."""
+
+    def __init__(
+        self,
+        *,
+        recognizer: MoonshineRecognizer | None = None,
+        second_opinion: SecondOpinion | None = None,
+        correction: VocabularyCorrection | None = None,
+        window: WindowSettings | None = None,
+    ) -> None:
+        super().__init__(
+            capabilities=stt.STTCapabilities(
+                streaming=True, interim_results=True, manual_flush=True
+            )
+        )
+        self._recognizer = recognizer or shared_moonshine()
+        self._second = second_opinion
+        self._correction = correction
+        self._window = window or WindowSettings()
+
+    @property
+    def model(self) -> str:
+        """The bundled model."""
+        return "moonshine-base-en"
+
+    @property
+    def provider(self) -> str:
+        """Always ``"offline"``."""
+        return "offline"
+
+    @property
+    def window(self) -> WindowSettings:
+        """How streams cut and decode ahead."""
+        return self._window
+
+    @property
+    def recognizer(self) -> MoonshineRecognizer:
+        """The model and decoding queue this plugin uses."""
+        return self._recognizer
+
+    @property
+    def second_opinion(self) -> SecondOpinion | None:
+        """Who hears doubtful finals again, if anyone."""
+        return self._second
+
+    def prewarm(self) -> None:
+        """Check, convert once and load the model now (and the second opinion's)."""
+        self._recognizer.prewarm()
+        if self._second is not None:
+            self._second.whisper.prewarm()
+
+    def hear(
+        self, pcm16: bytes, sample_rate: int, *, final: bool = True, draft: Sequence[int] = ()
+    ) -> WhisperTranscript:
+        """What this plugin hears in `pcm16` (blocking), verifying `draft` (the tokens of a
+        decoding of the utterance's start); a final may be heard again by the second
+        opinion."""
+        heard = self._recognizer.recognize(pcm16, sample_rate, draft=draft)
+        if self._correction is not None and heard.text:
+            heard = replace(heard, text=self._correction.correct(heard.text))
+        second = self._second
+        if not final or second is None or not second.doubts(heard):
+            return heard
+        other = second.whisper.hear(pcm16, sample_rate, final=True)
+        chosen = second.choose(heard, other)
+        return chosen if chosen is heard else replace(other, tokens=heard.tokens)
+
+    async def _recognize_impl(
+        self,
+        buffer: utils.AudioBuffer,
+        *,
+        language: NotGivenOr[str] = NOT_GIVEN,
+        conn_options: APIConnectOptions,
+    ) -> stt.SpeechEvent:
+        frame = rtc.combine_audio_frames(buffer) if isinstance(buffer, list) else buffer
+        pcm16, rate = mono_pcm16(frame), frame.sample_rate
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[WhisperTranscript] = loop.create_future()
+        self._recognizer.queue.submit(
+            future, Urgency.FINAL, lambda: self.hear(pcm16, rate), settle_in(loop, future)
+        )
+        heard = await future
+        return final_event(uuid.uuid4().hex, heard, 0.0)
+
+    def stream(
+        self,
+        *,
+        language: NotGivenOr[str] = NOT_GIVEN,
+        conn_options: APIConnectOptions = DEFAULT_API_CONNECT_OPTIONS,
+    ) -> WhisperStream:
+        """Open a streaming recognition; push frames at any rate, flush at end of speech."""
+        return WhisperStream(stt=self, plugin=self, conn_options=conn_options)
+
+
+_shared: MoonshineRecognizer | None = None
+
+
+def shared_moonshine() -> MoonshineRecognizer:
+    """The process-wide model (checked, converted once and loaded on first use), decoding
+    on one thread."""
+    global _shared
+    if _shared is None:
+        _shared = MoonshineRecognizer()
+    return _shared
