@@ -104,6 +104,7 @@ async def test_sigterm_refuses_new_calls_lets_the_live_call_finish_then_exits_0(
         draining = await ready_status(server, 503)
         assert draining["reason"] == "draining"
         draining["checks"].pop("load")  # the process's load (`voicehub.desks.call_admission`)
+        assert draining["checks"].pop("desks")["broken"] == {}
         assert draining["checks"] == {"models": "loaded", "draining": True, "store": "ok"}
         refused = server.call("drain-e2e-late")
         with pytest.raises(VoicehubError, match=r"refused \(1013\)"):
@@ -131,6 +132,7 @@ async def test_a_call_still_live_when_the_drain_time_is_up_is_ended_and_the_proc
     served.append(server)
     ready = await ready_status(server, 200)
     ready["checks"].pop("load")
+    assert ready["checks"].pop("desks")["broken"] == {}
     assert ready["checks"] == {"models": "loaded on first call", "draining": False, "store": "ok"}
     async with server.call("drain-deadline") as call:
         await call.wait_for_turn()

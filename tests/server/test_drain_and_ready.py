@@ -91,6 +91,7 @@ async def test_ready_when_started_with_the_models_loaded_and_the_store_answering
     assert ready.status_code == 200
     body = ready.json()
     load = body["checks"].pop("load")
+    assert body["checks"].pop("desks") == {"served": sorted(server.switchboard.desks), "broken": {}}
     assert body == {
         "status": "ready",
         "checks": {"models": "loaded", "draining": False, "store": "ok"},

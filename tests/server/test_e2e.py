@@ -326,6 +326,7 @@ async def test_voicehub_call_prints_the_timeline_and_writes_the_agent_audio(
     assert "tool      delegate_workers" in printed, printed
     assert "task      analyst-a started in research:e2e-cli::task-1" in printed
     assert "delivery  delivered (wait_for_idle, attempt 1)" in printed
-    assert "end of caller speech -> first agent audio" in printed and "settled" in printed
+    assert "voice-to-voice (end of caller speech -> first agent audio)" in printed
+    assert "settled" in printed
     audio = read_wav(out)
     assert audio.sample_rate == 16000 and audio.duration > 20

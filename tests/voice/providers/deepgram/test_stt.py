@@ -20,7 +20,12 @@ from livekit.agents import stt
 from tests.support.speech import spoken
 from voicehub.core.clock import VirtualClock
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, RetryPolicy
+from voicehub.voice.providers.deepgram import (
+    DeepgramEndpoint,
+    DeepgramLink,
+    DeepgramSTT,
+    RetryPolicy,
+)
 from voicehub_dev.fakes.deepgram import FakeDeepgram
 
 WORDS = "please research solar panels"
@@ -149,7 +154,10 @@ async def test_429_and_5xx_are_retried_with_backoff_and_reported(fake: FakeDeepg
     async def sleep(seconds: float) -> None:
         delays.append(seconds)
 
-    plugin = DeepgramSTT(endpoint=endpoint(fake), retry=RetryPolicy(initial_delay=0.5), sleep=sleep)
+    plugin = DeepgramSTT(
+        endpoint=endpoint(fake),
+        link=DeepgramLink(retry=RetryPolicy(initial_delay=0.5), sleep=sleep),
+    )
     errors = errors_of(plugin)
     events = await recognize(plugin, spoken(WORDS, rate=16000))
     assert finals(events) == [WORDS]
@@ -180,9 +188,7 @@ async def test_falls_back_to_the_offline_recognizer_when_deepgram_stays_down(
 
     plugin = DeepgramSTT(
         endpoint=endpoint(fake),
-        retry=RetryPolicy(attempts=2),
-        sleep=no_wait,
-        fallback=PocketSphinxSTT(),
+        link=DeepgramLink(retry=RetryPolicy(attempts=2), sleep=no_wait, fallback=PocketSphinxSTT()),
     )
     errors = errors_of(plugin)
     events = await recognize(plugin, spoken(WORDS, rate=16000))
@@ -194,7 +200,9 @@ async def test_falls_back_to_the_offline_recognizer_when_deepgram_stays_down(
 
 async def test_keepalive_while_no_audio_flows(fake: FakeDeepgram) -> None:
     clock = VirtualClock()
-    plugin = DeepgramSTT(endpoint=endpoint(fake), clock=clock, keepalive_interval=4.0)
+    plugin = DeepgramSTT(
+        endpoint=endpoint(fake), link=DeepgramLink(clock=clock, keepalive_interval=4.0)
+    )
     stream = plugin.stream()
     await fake.wait_for(lambda: bool(fake.listens))
     await clock.advance(3.9)
@@ -311,4 +319,4 @@ async def test_unknown_and_malformed_messages_are_skipped(
 
 def test_send_ms_is_held_to_deepgrams_range() -> None:
     with pytest.raises(ValueError, match="20 to 250"):
-        DeepgramSTT(send_ms=500)
+        DeepgramSTT(link=DeepgramLink(send_ms=500))
