@@ -191,6 +191,19 @@ def test_a_call_that_does_not_settle_in_time_says_what_it_waited_for_and_exits_1
     assert "cannot reach" not in err
 
 
+def test_the_call_back_hint_calls_the_same_server(
+    stand_in: Callable[[Script], StandIn],
+    recording: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = stand_in(never_settles).url
+    argv = ["call", "research", "--server", server, "--wav", str(recording), "--fast"]
+    main([*argv, "--out", str(tmp_path / "agent.wav"), "--timeout", "1", "--conversation", "c7"])
+    out = capsys.readouterr().out
+    assert f"call research --server {server} --conversation c7 --say ..." in out, out
+
+
 async def test_a_desk_missing_its_keys_is_refused_on_the_real_server(
     recording: Path,
     tmp_path: Path,

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from voicehub.client.call import CallClient, CallOptions, caller_audio
+from tests.support.speech import spoken
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.call_lifecycle import HANDOVER_REASON
@@ -95,7 +96,7 @@ async def test_sigterm_refuses_new_calls_lets_the_live_call_finish_then_exits_0(
     assert (await ready_status(server, 200))["status"] == "ready"
     async with server.call("drain-e2e") as call:
         await call.wait_for_turn()
-        await call.say(caller_audio(text=RESEARCH), RESEARCH)
+        await call.say(spoken(RESEARCH), RESEARCH)
         await call.wait_for_event(TaskStarted, timeout=60)
 
         server.process.send_signal(signal.SIGTERM)
@@ -103,6 +104,7 @@ async def test_sigterm_refuses_new_calls_lets_the_live_call_finish_then_exits_0(
         draining = await ready_status(server, 503)
         assert draining["reason"] == "draining"
         draining["checks"].pop("load")  # the process's load (`voicehub.desks.call_admission`)
+        assert draining["checks"].pop("desks")["broken"] == {}
         assert draining["checks"] == {"models": "loaded", "draining": True, "store": "ok"}
         refused = server.call("drain-e2e-late")
         with pytest.raises(VoicehubError, match=r"refused \(1013\)"):
@@ -130,6 +132,7 @@ async def test_a_call_still_live_when_the_drain_time_is_up_is_ended_and_the_proc
     served.append(server)
     ready = await ready_status(server, 200)
     ready["checks"].pop("load")
+    assert ready["checks"].pop("desks")["broken"] == {}
     assert ready["checks"] == {"models": "loaded on first call", "draining": False, "store": "ok"}
     async with server.call("drain-deadline") as call:
         await call.wait_for_turn()

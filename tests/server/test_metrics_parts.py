@@ -13,8 +13,10 @@ from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import RoomRecord
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.server.call_meter import CallMeter, MeteredTransport
+from voicehub.server.call_telemetry import VoiceToVoice
 from voicehub.server.loop_health import LoopHealth
 from voicehub.server.metrics import ServerMetrics
+from voicehub.voice.engine.latency import TurnLatency
 from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
 
 
@@ -33,13 +35,11 @@ class Recorded:
 
 class Meter:
     def __init__(self, clock: VirtualClock) -> None:
-        self.latency = Recorded()
         self.turns: dict[str, Recorded] = {}
         self.talk_over: dict[str, Recorded] = {}
         self.barge_ins: dict[str, Recorded] = {}
         self.meter = CallMeter(
             clock,
-            voice_to_voice=self.latency,
             turns=lambda role: self.turns.setdefault(role, Recorded()),
             talk_over=lambda speech: self.talk_over.setdefault(speech, Recorded()),
             barge_ins=lambda speech: self.barge_ins.setdefault(speech, Recorded()),
@@ -50,42 +50,22 @@ class Meter:
             self.meter.event(event)
 
 
-async def test_voice_to_voice_runs_from_the_end_of_speech_to_the_first_agent_audio() -> None:
-    clock = VirtualClock(100.0)
-    m = Meter(clock)
-    m.send(UserState(state="speaking"))
-    await clock.advance(2.0)
-    m.send(UserState(state="listening"))
-    await clock.advance(0.3)
-    m.send(Transcript(role="user", text="research heat pumps", final=True))
-    m.send(AgentState(state="thinking"))
-    await clock.advance(0.9)
-    m.meter.agent_audio()  # 1.2 s after the caller stopped
-    await clock.advance(0.02)
-    m.meter.agent_audio()  # the same answer: not measured again
-    assert m.latency.values == [pytest.approx(1.2)]
-    assert len(m.turns["user"].values) == 1
+def test_voice_to_voice_is_the_engines_turn_latency() -> None:
+    """The metric takes the engine's voice-to-voice of each answered turn (end of the
+    caller's last voiced audio to the first agent audio): one definition, not the wire's
+    VAD events (they come a silence window after the speech ended)."""
+    series = Recorded()
+    observer = VoiceToVoice(series)  # type: ignore[arg-type]
+    observer.turn_measured(TurnLatency("r", 1, 10.0, voice_to_voice=1.2))
+    observer.turn_measured(TurnLatency("r", 2, None))  # a typed turn: no speech end
+    assert series.values == [pytest.approx(1.2)]
 
 
-async def test_a_late_transcript_still_measures_from_the_first_audio() -> None:
-    clock = VirtualClock()
-    m = Meter(clock)
-    m.send(UserState(state="speaking"), UserState(state="listening"))
-    await clock.advance(0.5)
-    m.meter.agent_audio()
-    await clock.advance(0.4)
-    m.send(Transcript(role="user", text="hello", final=True))
-    assert m.latency.values == [pytest.approx(0.5)]
-
-
-async def test_a_cough_gets_no_latency_and_interim_transcripts_are_not_turns() -> None:
+async def test_interim_transcripts_are_not_turns() -> None:
     clock = VirtualClock()
     m = Meter(clock)
     m.send(UserState(state="speaking"), Transcript(role="user", text="uh", final=False))
     m.send(UserState(state="listening"))
-    await clock.advance(9.0)
-    m.meter.agent_audio()  # a delivery much later: not an answer to a heard turn
-    assert m.latency.values == []
     assert "user" not in m.turns
     m.send(Transcript(role="assistant", text="Here are the results.", final=True))
     assert len(m.turns["assistant"].values) == 1

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import math
 import os
+import shlex
 import sys
 import uuid
 from pathlib import Path
@@ -30,6 +31,22 @@ class _Line(argparse.Action):
         namespace.lines = lines
 
 
+def default_server() -> str:
+    """The server a call goes to without --server."""
+    return os.environ.get("VOICEHUB_URL") or "http://127.0.0.1:8080"
+
+
+def call_back_command(args: argparse.Namespace, conversation: str) -> str:
+    """The command that calls the same conversation again, as this one was placed (its
+    server, its transport); the caller's words are left to add."""
+    again = f"{command_name()} call {shlex.quote(args.desk)}"
+    if args.server.rstrip("/") != default_server().rstrip("/"):
+        again += f" --server {shlex.quote(args.server)}"
+    if args.webrtc:
+        again += " --webrtc"
+    return f"{again} --conversation {shlex.quote(conversation)}"
+
+
 def add_parser(commands: Subcommands) -> None:
     """Add `call` to an `add_subparsers()` object."""
     call = commands.add_parser(
@@ -48,7 +65,7 @@ def add_parser(commands: Subcommands) -> None:
     call.add_argument("--wav", action=_Line, metavar="FILE", help="a recording to play")
     call.add_argument(
         "--server",
-        default=os.environ.get("VOICEHUB_URL", "http://127.0.0.1:8080"),
+        default=default_server(),
         help="server URL (default $VOICEHUB_URL or http://127.0.0.1:8080)",
     )
     call.add_argument("--conversation", help="conversation id (reuse one to reconnect)")
@@ -175,8 +192,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     print(file=out)
     print(format_summary(report), file=out)
     print(f"agent audio: {target}", file=out)
-    again = f"{command_name()} call {args.desk} --conversation {report.conversation}"
-    print(f"call back: {again} ...", file=out)
+    print(f"call back: {call_back_command(args, report.conversation)} --say ...", file=out)
     return _ended(ending)
 
 

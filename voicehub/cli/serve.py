@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from voicehub.cli.command_name import command_name
 from voicehub.cli.hub_options import add_hub_options, hub_overrides
 from voicehub.cli.subcommands import Subcommands
 
-_TRY = "call research --say 'could you research heat pumps for me please'"
+if TYPE_CHECKING:
+    from voicehub.desks.folder_scan import DeskScan
+
+# What the hint has the caller say: the quickstart's line to the research desk, else a hello.
+_FIRST_WORDS = {"research": "could you research heat pumps for me please"}
 
 
 def add_parser(commands: Subcommands) -> None:
@@ -90,9 +97,19 @@ def run(args: argparse.Namespace) -> int:
     if args.log_level:
         logging.getLogger("voicehub").setLevel(args.log_level.upper())
 
-    def ready(url: str) -> None:
+    def ready(url: str, desks: DeskScan) -> None:
         print(f"voicehub: serving at {url} (Ctrl-C to stop, SIGTERM to drain)", flush=True)
-        print(f"voicehub: open it in a browser, or try: {command_name()} {_TRY}", flush=True)
+        if desks.broken:
+            check = (
+                f"{command_name()} channels --channels {shlex.quote(str(settings.channels_dir))}"
+            )
+            print(
+                f"voicehub: {len(desks.broken)} desk file(s) not served, broken (logged above; "
+                f"`{check}` checks them): {', '.join(sorted(desks.broken))}",
+                flush=True,
+            )
+        hint = try_command(url, desks.desks)
+        print(f"voicehub: open it in a browser, or try: {hint}", flush=True)
 
     try:
         drained = serve(settings, ready=ready)
@@ -101,3 +118,14 @@ def run(args: argparse.Namespace) -> int:
     stopped = "drained and stopped" if drained else "stopped"
     print(f"voicehub: {stopped}; undelivered results stay in the store", flush=True)
     return 0
+
+
+def try_command(url: str, desks: Collection[str]) -> str:
+    """A `voicehub call` that works against this server as started: one of its desks (the
+    research desk when it is served) and its address (unless it is the call's default)."""
+    from voicehub.cli.call import default_server
+
+    desk = "research" if "research" in desks else sorted(desks)[0]
+    words = _FIRST_WORDS.get(desk, "hello")
+    server = "" if url.rstrip("/") == default_server().rstrip("/") else f" --server {url}"
+    return f"{command_name()} call {desk}{server} --say {shlex.quote(words)}"

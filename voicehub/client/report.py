@@ -120,8 +120,10 @@ class CallReport:
         return bytes(self.agent_audio[segment.start : segment.end])
 
     def latencies(self) -> list[float]:
-        """For each spoken utterance: end of the caller's speech -> first agent audio
-        after it."""
+        """Voice-to-voice, for each spoken utterance: the end of the caller's speech (its
+        last voiced frame) to the first agent audio after it, as the caller heard them (the
+        server's `voicehub_voice_to_voice_seconds` is the same span on its side of the
+        line: shorter only by the network and buffering)."""
         found = []
         for utterance in self.utterances:
             if utterance.typed:
@@ -178,7 +180,7 @@ def format_summary(report: CallReport) -> str:
     latencies = report.latencies()
     if latencies:
         shown = ", ".join(f"{value:.2f} s" for value in latencies)
-        lines.append(f"end of caller speech -> first agent audio: {shown}")
+        lines.append(f"voice-to-voice (end of caller speech -> first agent audio): {shown}")
     finished = [str(e.status) for e in report.events_of(TaskFinished)]
     outcomes = [str(e.outcome) for e in report.events_of(DeliveryOutcome)]
     lines.append(

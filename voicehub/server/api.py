@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from voicehub.core.store.base import DeliveryStatus, RoomRecord
-from voicehub.server.app_state import parts_of
+from voicehub.server.app_state import broken_desks, parts_of
 from voicehub.server.auth import presented_token, token_problem
 from voicehub.server.loop_health import resident_mb
 
@@ -87,6 +87,7 @@ async def health(request: Request) -> JSONResponse:
     if token_problem(board.settings.token, presented) is not None:
         return JSONResponse(body)
     body |= {"desks": sorted(board.desks), "calls": len(board.calls)}
+    body["broken_desks"] = broken_desks(request.app)  # desk files not served, with errors
     body["rss_mb"] = round(resident_mb(), 1)
     # the worst loop lag since the last /health
     body["loop_lag_ms"] = parts_of(request).loop_health.read_lag_ms()

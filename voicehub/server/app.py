@@ -42,12 +42,13 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from voicehub.desks.desk import Desk, load_desks
+from voicehub.desks.desk import Desk
+from voicehub.desks.folder_scan import DeskScan, scan_desk_folder
 from voicehub.desks.voice_stack import VoiceStack, default_voice_stacks
 from voicehub.errors import ConfigError
 from voicehub.server.access_gate import AccessGate
 from voicehub.server.api import api_routes
-from voicehub.server.app_state import keep, parts_of, running_parts
+from voicehub.server.app_state import keep, keep_scan, parts_of, running_parts
 from voicehub.server.conversation_api import conversation_routes
 from voicehub.server.entry_gate import Door, EntryGate
 from voicehub.server.parts import build_server
@@ -80,14 +81,23 @@ def create_app(
     desks: Mapping[str, Desk] | None = None,
     phone_clock: Clock | None = None,
 ) -> Starlette:
-    """Build the app. Desks load now (a broken desk file raises ConfigError naming it);
-    the store, hub, voice models and the rest open when the app starts (its lifespan:
+    """Build the app. Desks load now, file by file: the good ones are served and each
+    broken file is logged (file:line, what is wrong) and listed by `/ready` and `/health`;
+    with no good desk at all, ConfigError lists every error. The store, hub, voice models
+    and the rest open when the app starts (its lifespan:
     `voicehub.server.parts.build_server`). `voice` runs the calls: the registered voice
     stacks by default (closed with the app; a stack passed in is the caller's to close).
     `phone_clock` times stream tokens and call-back delays (a virtual clock in tests)."""
-    loaded = dict(desks) if desks is not None else load_desks(settings.channels_dir)
+    scan = DeskScan(dict(desks)) if desks is not None else scan_desk_folder(settings.channels_dir)
+    loaded = scan.desks
+    if not loaded and scan.broken:
+        raise ConfigError(
+            f"{settings.channels_dir}: no desk file builds, nothing to serve:\n{scan.problems()}"
+        )
     if not loaded:
         raise ConfigError(f"{settings.channels_dir}: no desk files (*.toml) to serve")
+    for problem in scan.broken.values():
+        log.error("desk file not served: %s", problem)
     stacks = voice if voice is not None else default_voice_stacks(batch_vad=settings.batch_vad)
     tracing = tracing_from_env()  # OTEL_* variables; a bad value fails here, naming it
 
@@ -131,6 +141,7 @@ def create_app(
         Middleware(EntryGate, door=door),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    keep_scan(app, scan)
     return app
 
 
@@ -161,12 +172,15 @@ def uvicorn_config(app: Starlette, settings: ServerSettings) -> uvicorn.Config:
     )
 
 
-def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = None) -> bool:
+def serve(
+    settings: ServerSettings, *, ready: Callable[[str, DeskScan], None] | None = None
+) -> bool:
     """Run the server until interrupted (refuses a public address without a token); True
     when it stopped by draining (SIGTERM), False when it stopped at once (Ctrl-C).
 
     `ready` is called with the server's URL once it accepts connections (with the port
-    the system chose when `settings.port` is 0).
+    the system chose when `settings.port` is 0) and the desks it started with (served and
+    broken).
     """
     import uvicorn
 
@@ -187,7 +201,7 @@ def serve(settings: ServerSettings, *, ready: Callable[[str], None] | None = Non
             if self.started and ready is not None:
                 bound = [s.getsockname() for server in self.servers for s in server.sockets]
                 port = bound[0][1] if bound else settings.port
-                ready(settings.model_copy(update={"port": port}).base_url)
+                ready(settings.model_copy(update={"port": port}).base_url, app.state.desk_scan)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             # The first SIGTERM of a running server drains; uvicorn would stop at once (and

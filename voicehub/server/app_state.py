@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
     from starlette.requests import HTTPConnection
 
+    from voicehub.desks.folder_scan import DeskScan
     from voicehub.server.parts import ServerParts
 
-__all__ = ["keep", "parts_of", "running_parts"]
+__all__ = ["broken_desks", "keep", "keep_scan", "parts_of", "running_parts"]
 
 
 def keep(app: Starlette, parts: ServerParts) -> None:
@@ -39,3 +40,19 @@ def parts_of(connection: HTTPConnection) -> ServerParts:
     parts = running_parts(connection.app)
     assert parts is not None, "a request reached the server before its parts were built"
     return parts
+
+
+def keep_scan(app: Starlette, scan: DeskScan) -> None:
+    """Keep the start-up scan of the desk folder (its broken files) for the probes."""
+    app.state.desk_scan = scan
+
+
+def broken_desks(app: Starlette) -> dict[str, str]:
+    """The desk files not served, file -> error: as the latest `--reload` pass found them
+    (a desk broken since serves its last good version), else as found at start-up."""
+    parts = running_parts(app)
+    reloader = parts.reloader if parts is not None else None
+    if reloader is not None and reloader.last is not None:
+        return dict(reloader.last.broken)
+    scan: DeskScan | None = getattr(app.state, "desk_scan", None)
+    return dict(scan.broken) if scan is not None else {}

@@ -2,12 +2,9 @@
 
 The voice session sends everything the caller experiences through its `CallTransport`:
 user and agent states, transcripts, agent audio. `MeteredTransport` passes each call on
-unchanged and shows it to a `CallMeter`, which measures:
+unchanged and shows it to a `CallMeter`, which measures (the voice-to-voice latency is the
+engine's, fed to the metric by `voicehub.server.call_telemetry`):
 
-- voice-to-voice latency: from the end of the caller's speech (the server's VAD turning
-  from "speaking" to anything else) to the first agent audio after it, once per heard turn
-  (a final user transcript since the caller started speaking: a cough gets no answer, so it
-  must not count the next, unrelated agent audio as a slow one);
 - turns: final transcripts, by role;
 - talk-over: the agent began a speech segment (its first audio after a speech mark, a
   clear or silence) while the caller was speaking: the agent talking over the caller,
@@ -32,10 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["CallMeter", "MeteredTransport"]
 
 
-class _Observes(Protocol):
-    def observe(self, amount: float) -> None: ...
-
-
 class _Counts(Protocol):
     def inc(self, amount: float = 1) -> None: ...
 
@@ -47,7 +40,6 @@ class CallMeter:
         self,
         clock: Clock,
         *,
-        voice_to_voice: _Observes,
         turns: Callable[[str], _Counts],
         talk_over: Callable[[str], _Counts],
         barge_ins: Callable[[str], _Counts],
@@ -55,24 +47,16 @@ class CallMeter:
         self.clock = clock
         self.started_at = clock.now()
         self.delivering = False  # a delivery attempt is being spoken (set by the hooks)
-        self._voice_to_voice, self._turns = voice_to_voice, turns
+        self._turns = turns
         self._talk_over, self._barge_ins = talk_over, barge_ins
         self._user_speaking = self._agent_speaking = False
         self._segment_open = False  # agent audio sent since the last mark or clear
-        self._speech_ended_at: float | None = None
-        self._answered_at: float | None = None  # first agent audio after the speech ended
-        self._turn_heard = False
 
     def event(self, event: ServerEvent) -> None:
         if isinstance(event, UserState):
             speaking = event.state == "speaking"
-            if speaking and not self._user_speaking:
-                self._turn_heard = False
-                self._speech_ended_at = self._answered_at = None
-                if self._agent_speaking:
-                    self._barge_ins(self._speech()).inc()
-            elif self._user_speaking and not speaking:
-                self._speech_ended_at = self.clock.now()
+            if speaking and not self._user_speaking and self._agent_speaking:
+                self._barge_ins(self._speech()).inc()
             self._user_speaking = speaking
         elif isinstance(event, AgentState):
             speaking = event.state == "speaking"
@@ -81,14 +65,8 @@ class CallMeter:
             self._agent_speaking = speaking
         elif isinstance(event, Transcript) and event.final:
             self._turns(event.role).inc()
-            if event.role == "user":
-                self._turn_heard = True
-                self._measure()
 
     def agent_audio(self) -> None:
-        if self._speech_ended_at is not None and self._answered_at is None:
-            self._answered_at = self.clock.now()
-            self._measure()
         if not self._segment_open:
             self._segment_open = True
             if self._user_speaking:
@@ -100,14 +78,6 @@ class CallMeter:
 
     def _speech(self) -> str:
         return "delivery" if self.delivering else "reply"
-
-    def _measure(self) -> None:
-        # The final transcript may come before or after the answer's first audio (an STT
-        # result late on the wire, preemptive generation): measure once both are known.
-        ended, answered = self._speech_ended_at, self._answered_at
-        if ended is not None and answered is not None and self._turn_heard:
-            self._voice_to_voice.observe(answered - ended)
-            self._speech_ended_at = None
 
 
 class MeteredTransport:

@@ -50,7 +50,6 @@ class CallMetrics:
         """A new call's meter, counting into this desk's series."""
         return CallMeter(
             self.metrics.clock,
-            voice_to_voice=self.metrics.voice_to_voice.labels(desk),
             turns=lambda role: self.metrics.turns.labels(desk, role),
             talk_over=lambda speech: self.metrics.talk_over.labels(desk, speech),
             barge_ins=lambda speech: self.metrics.barge_ins.labels(desk, speech),

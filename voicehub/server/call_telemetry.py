@@ -24,15 +24,17 @@ from voicehub.telemetry.span_metrics import SpanCountCollector
 from voicehub.telemetry.turn_metrics import TurnObservers
 
 if TYPE_CHECKING:
+    from prometheus_client import Histogram
+
     from voicehub.hub import Hub
     from voicehub.server.calls import LiveCall
     from voicehub.server.metrics import ServerMetrics
     from voicehub.telemetry.call_spans import CallSpans
     from voicehub.telemetry.setup import Tracing
-    from voicehub.voice.engine.latency import TurnObserver
+    from voicehub.voice.engine.latency import TurnLatency, TurnObserver
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["CallTelemetry"]
+__all__ = ["CallTelemetry", "VoiceToVoice"]
 
 log = logging.getLogger("voicehub.server")
 _SHUTDOWN_WAIT = 3.0  # seconds the last export may take at shutdown (a collector away)
@@ -106,6 +108,23 @@ class CallTelemetry:
     def turn_observer(self, desk: str, transport: str, room_id: str) -> TurnObserver:
         """The observer of one call's turns: its histograms, and its turn spans."""
         histograms = self.metrics.turn_stages.observer(desk, transport)
-        if self.spans is None:
-            return histograms
-        return TurnObservers([histograms, self.spans.turn_spans(room_id, self.hub.clock)])
+        observers: list[TurnObserver] = [
+            histograms,
+            VoiceToVoice(self.metrics.voice_to_voice.labels(desk)),
+        ]
+        if self.spans is not None:
+            observers.append(self.spans.turn_spans(room_id, self.hub.clock))
+        return TurnObservers(observers)
+
+
+class VoiceToVoice:
+    """Feeds `voicehub_voice_to_voice_seconds` of one desk: each answered turn's
+    voice-to-voice as the engine measured it (end of the caller's last voiced audio to
+    the first agent audio), the one definition the CLI and the docs use too."""
+
+    def __init__(self, series: Histogram) -> None:
+        self._series = series
+
+    def turn_measured(self, latency: TurnLatency) -> None:
+        if latency.voice_to_voice is not None:
+            self._series.observe(max(0.0, latency.voice_to_voice))

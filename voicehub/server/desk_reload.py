@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from voicehub.desks.locate import with_lines
-from voicehub.errors import ConfigError
+from voicehub.desks.folder_scan import scan_desk_folder
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
@@ -69,6 +68,7 @@ class DeskReloader:
         self.debounce_ms = debounce_ms
         self.retired: list[Desk] = []
         self.passes = 0
+        self.last: ReloadReport | None = None  # the latest pass's (its broken files: /ready)
         self._support = _support_digest(folder)  # knowledge, workflows: as first loaded
         self._changed = asyncio.Condition()
         self._stop = asyncio.Event()
@@ -93,6 +93,7 @@ class DeskReloader:
             self.desks[name] = desk
         await self._prepare([self.desks[name] for name in [*report.added, *report.updated]])
         self._log(report)
+        self.last = report
         async with self._changed:
             self.passes += 1
             self._changed.notify_all()
@@ -161,33 +162,13 @@ class _Scan:
 
 def _scan(folder: Path, serving: list[Desk]) -> _Scan:
     """Build each desk file of `folder` on its own (blocking: run it in a thread)."""
-    scan = _Scan(support=_support_digest(folder))
-    sources: dict[str, Path] = {}
-    for path in sorted(folder.glob("*.toml")):
-        try:
-            desk = _build(path)
-        except ConfigError as exc:
-            scan.broken[str(path)] = with_lines(str(exc))
-            continue
-        if desk.name in scan.built:
-            scan.broken[str(path)] = (
-                f"{path}: name: desk name {desk.name!r} is already used by "
-                f"{sources[desk.name]}; desk names must be unique"
-            )
-            continue
-        scan.built[desk.name], sources[desk.name] = desk, path
+    found = scan_desk_folder(folder)
+    scan = _Scan(built=found.desks, broken=found.broken, support=_support_digest(folder))
     for desk in serving:
         source = desk.config.source
         if desk.name not in scan.built and source is not None and not source.exists():
             scan.gone.append(desk.name)
     return scan
-
-
-def _build(path: Path) -> Desk:
-    from voicehub.desks.desk import build_desk
-    from voicehub.desks.loading import load_desk_file
-
-    return build_desk(load_desk_file(path))
 
 
 def _support_digest(folder: Path) -> str:

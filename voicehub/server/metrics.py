@@ -71,7 +71,9 @@ class ServerMetrics:
         )
         self.voice_to_voice = Histogram(
             "voicehub_voice_to_voice_seconds",
-            "From the end of the caller's speech (server VAD) to the first agent audio sent.",
+            "Voice-to-voice of each answered caller turn: from the end of the caller's speech "
+            "(their last voiced audio) to the first agent audio sent (the voice engine's "
+            "voice_to_voice stage).",
             ["desk"],
             buckets=_V2V_BUCKETS,
             registry=registry,

@@ -1,6 +1,8 @@
 """What a load balancer and Prometheus ask: `/ready` and `/metrics` (`/health` is in api).
 
-    GET /ready     200 {"status": "ready", ...} when this instance should get calls; else
+    GET /ready     200 {"status": "ready", ...} when this instance should get calls (its
+                   checks name the desks served and each desk file not served, with its
+                   error: a broken desk does not stop the others); else
                    503 {"status": "not_ready", "reason": ..., "checks": {...}}: still
                    starting, draining (SIGTERM), busy (above its load or call limit, see
                    `voicehub.desks.call_admission`), or the store does not answer
@@ -20,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from voicehub.server.app_state import parts_of, running_parts
+from voicehub.server.app_state import broken_desks, parts_of, running_parts
 from voicehub.server.auth import presented_token, token_problem
 from voicehub.server.metrics import CONTENT_TYPE
 
@@ -44,6 +46,11 @@ async def ready(request: Request) -> JSONResponse:
         reason, checks["models"] = "starting", "loading"
     else:
         checks["models"] = "loaded" if parts.settings.prewarm else "loaded on first call"
+        # ready all the same: the good desks serve; the broken files are named
+        checks["desks"] = {
+            "served": sorted(parts.runtime.desks),
+            "broken": broken_desks(request.app),
+        }
         if parts.drain.draining:
             reason = "draining"
         checks["draining"] = parts.drain.draining

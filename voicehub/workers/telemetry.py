@@ -4,7 +4,9 @@ which Prometheus' multiprocess mode writes to files the worker's endpoint sums),
 job process exporting its own.
 
 The histograms and the exporter are made once per process (a process may run several jobs
-in turn); each job attaches them to its hub.
+in turn); each job attaches them to its hub. Its logs and exported spans are scrubbed of
+phone numbers and keypad digits (`voicehub.core.redaction`; a desk's own `sensitive`
+patterns apply on `voicehub serve`, whose process knows its desks up front).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from voicehub.core.redaction import Redactor, redact_logs
 from voicehub.core.tracing import NO_TRACING
 from voicehub.telemetry.setup import start_tracing, tracing_from_env
 from voicehub.telemetry.turn_metrics import TurnMetrics, TurnObservers
@@ -29,7 +32,10 @@ __all__ = ["JobTelemetry", "job_tracer"]
 @functools.cache
 def _process() -> tuple[TurnMetrics, Tracing | None]:
     settings = tracing_from_env()
-    return TurnMetrics(registry=None), start_tracing(settings) if settings else None
+    redactor = Redactor()
+    redact_logs(redactor)
+    tracing = start_tracing(settings, redactor=redactor) if settings else None
+    return TurnMetrics(registry=None), tracing
 
 
 def job_tracer() -> Tracer:

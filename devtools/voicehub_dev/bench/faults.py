@@ -9,7 +9,9 @@ Each row is one call asking for research; once both analysts work, the fault sta
 - `redis_restarted`: redis-server stopped (SIGTERM, its AOF flushed) and started again on
   the same port and directory 2 s later;
 - `model_500`, `model_429`: analyst-b's model answers 500 / 429 (Retry-After: 1) for 10 s;
-- `model_hangs_30s`: analyst-b's model sends nothing for 30 s, then answers.
+- `model_hangs_30s`: analyst-b's model sends nothing for 30 s, then answers;
+- `sqlite_locked_10s`: one instance on a SQLite file, which another process holds an
+  exclusive lock on for 10 s (`BEGIN EXCLUSIVE`).
 
 For each: calls ended (the caller could not go on), results lost (a stored result not
 delivered once the call settled, or none stored), spoken twice (heard delivered more than
@@ -25,6 +27,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -33,10 +36,11 @@ from typing import Any
 
 from voicehub.client.call import CallClient, CallOptions, caller_audio
 from voicehub.client.reconnect import Backoff
-from voicehub.core.store.base import DeliveryStatus
+from voicehub.core.store.base import DeliveryStatus, Store
+from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.errors import VoicehubError
 from voicehub.voice.events import DeliveryOutcome, TaskStarted
-from voicehub_dev.bench.failover_fleet import Fleet, desk_files
+from voicehub_dev.bench.failover_fleet import Fleet, Instance, desk_files
 from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, HTTPError, RecordedRequest, Reply
 
 REQUEST = "could you research heat pumps for me please"
@@ -103,13 +107,27 @@ class FaultyModel:
         return Reply(text=(ANSWER,), delay=30.0 if self.mode == "hang" else 3.0)
 
 
+async def lock_sqlite(path: Path, seconds: float) -> None:
+    """Another process holds an exclusive lock on the file for `seconds`."""
+    hold = (
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+        "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(float(sys.argv[2]))"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", hold, str(path), str(seconds), stdout=asyncio.subprocess.PIPE
+    )
+    assert process.stdout is not None
+    await process.stdout.readline()  # locked now
+    await process.wait()
+
+
 async def fault_call(
-    fleet: Fleet, redis: RedisProcess, model: FaultyModel, fault: str
+    url: str, store: Store, redis: RedisProcess | None, model: FaultyModel, fault: str
 ) -> dict[str, Any]:
     conversation = f"fault-{fault}-{time.monotonic_ns()}"
     room = f"research-slow:{conversation}"
     options = CallOptions(
-        desk="research-slow", server=fleet.balancer.url, conversation=conversation,
+        desk="research-slow", server=url, conversation=conversation,
         playout_speed=SPEED, quiet=0.5, reconnect=Backoff(first=0.05, give_up_after=90),
     )  # fmt: skip
     speech = caller_audio(text=REQUEST)
@@ -120,11 +138,14 @@ async def fault_call(
             model.mode = {"model_500": "500", "model_429": "429"}.get(fault, "hang")
         await call.say(speech, REQUEST)
         await call.wait_for(lambda: len(report.events_of(TaskStarted)) == 2, 60)
-        if fault == "redis_paused_10s":
+        if fault == "sqlite_locked_10s":
+            assert isinstance(store, SQLiteStore)
+            await lock_sqlite(store.path, 10)
+        elif fault == "redis_paused_10s" and redis is not None:
             redis.signal(signal.SIGSTOP)
             await asyncio.sleep(10)
             redis.signal(signal.SIGCONT)
-        elif fault == "redis_restarted":
+        elif fault == "redis_restarted" and redis is not None:
             await redis.stop()
             await asyncio.sleep(2)
             await redis.start()
@@ -137,7 +158,7 @@ async def fault_call(
 
         async def settled() -> bool:
             with contextlib.suppress(VoicehubError):
-                stored = await fleet.store.list_deliveries(room_id=room)
+                stored = await store.list_deliveries(room_id=room)
                 return bool(stored) and all(d.status is DeliveryStatus.DELIVERED for d in stored)
             return False
 
@@ -153,7 +174,7 @@ async def fault_call(
             await call.settle(20)
         ended = int(call.closed)
         await call.hangup()
-    stored = await fleet.store.list_deliveries(room_id=room)
+    stored = await store.list_deliveries(room_id=room)
     outcomes = report.events_of(DeliveryOutcome)
     heard = [e.delivery_id for e in outcomes if e.outcome == "delivered"]
     return {
@@ -188,7 +209,37 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
                 await fleet.ready(2)
                 model.mode = "ok"
                 try:
-                    rows[fault] = await fault_call(fleet, redis, model, fault)
+                    url = fleet.balancer.url
+                    rows[fault] = await fault_call(url, fleet.store, redis, model, fault)
                 except (VoicehubError, TimeoutError) as exc:
                     rows[fault] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        rows["sqlite_locked_10s"] = await _sqlite_row(Path(directory))
     return {"faults": rows}
+
+
+async def _sqlite_row(folder: Path) -> dict[str, Any]:
+    """The SQLite fault: one instance on a file of its own (the store is read on the same
+    file, as a second process would)."""
+    database = folder / "sqlite" / "voicehub.db"
+    database.parent.mkdir()
+    model = FaultyModel()
+    previous = os.environ.get("VOICEHUB_DB")
+    os.environ["VOICEHUB_DB"] = str(database)
+    try:
+        async with model.server:
+            channels = desk_files(database.parent, model.server.base_url)
+            instance = Instance("fo-sqlite", "sqlite", channels, database.parent)
+            await instance.start()
+            store = SQLiteStore(database)
+            try:
+                return await fault_call(instance.url, store, None, model, "sqlite_locked_10s")
+            except (VoicehubError, TimeoutError) as exc:
+                return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            finally:
+                await store.close()
+                await instance.stop()
+    finally:
+        if previous is None:
+            os.environ.pop("VOICEHUB_DB", None)
+        else:
+            os.environ["VOICEHUB_DB"] = previous

@@ -3,7 +3,9 @@ with its data after a restart; the model fails as told."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -11,7 +13,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import TimeoutError as RedisTimeout
 
-from voicehub_dev.bench.faults import FaultyModel, RedisProcess
+from voicehub.core.store.sqlite import SQLiteStore
+from voicehub_dev.bench.faults import FaultyModel, RedisProcess, lock_sqlite
 
 
 async def test_redis_pauses_and_restarts_with_its_data(tmp_path: Path) -> None:
@@ -45,3 +48,22 @@ async def test_the_model_answers_or_fails_as_its_mode_says() -> None:
         for mode, status in (("500", 500), ("429", 429)):
             model.mode = mode
             assert (await client.post("/chat/completions", json=body)).status_code == status
+
+
+async def test_the_sqlite_lock_holds_writers_off_until_it_ends(tmp_path: Path) -> None:
+    path = tmp_path / "voicehub.db"
+    SQLiteStore(path)  # creates the file with its schema
+    locking = asyncio.ensure_future(lock_sqlite(path, 2.0))
+    refused = False
+    while not locking.done() and not refused:  # the holder reports once it has the lock
+        with sqlite3.connect(path, timeout=0.05) as probe:
+            try:
+                probe.execute("INSERT OR REPLACE INTO tokens VALUES ('x', '{}')")
+            except sqlite3.OperationalError as exc:
+                assert "locked" in str(exc)
+                refused = True
+        await asyncio.sleep(0.05)
+    await locking
+    assert refused
+    with sqlite3.connect(path, timeout=1) as after:
+        after.execute("INSERT INTO tokens VALUES ('y', '{}')")

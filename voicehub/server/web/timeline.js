@@ -1,6 +1,7 @@
 // The call timeline: one lane per actor on one time axis (seconds since the call started),
-// bars for what each did when. Lanes: caller speech, agent speech, turn latency (end of
-// caller speech to first agent audio), tool calls, one lane per background task and one per
+// bars for what each did when. Lanes: caller speech, agent speech, turn latency (the
+// server's end-of-speech event to first agent audio: after the VAD's silence window, so
+// shorter than the voice-to-voice), tool calls, one lane per background task and one per
 // result being delivered, each named by its topic. Hover a bar for its text and times; the
 // legend (index.html) names the colours.
 //
@@ -139,7 +140,7 @@ function resultLabel(topic) {
 }
 
 function addLatency(t, from, to, estimated) {
-  const bar = t.bar("latency", from, "latency", `end of caller speech to first agent audio${estimated ? " (estimated)" : ""}`, to);
+  const bar = t.bar("latency", from, "latency", `server's end-of-speech event (after the VAD's silence) to first agent audio; not the voice-to-voice${estimated ? " (estimated)" : ""}`, to);
   bar.label = `${(to - from).toFixed(2)} s`;
 }
 

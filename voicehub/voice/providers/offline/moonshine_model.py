@@ -44,6 +44,7 @@ __all__ = [
     "convert",
     "converted_files",
     "default_cache",
+    "located_directory",
     "moonshine_unavailable",
     "source_directory",
 ]
@@ -86,6 +87,14 @@ class MoonshineFiles:
 def source_directory() -> Path:
     """The wheel's model folder, after checking the platform, the version and the hashes
     (never importing the package)."""
+    directory = located_directory()
+    check_hashes(directory, SOURCE_FILES, what=f"reinstall '{PACKAGE}=={PACKAGE_VERSION}'")
+    return directory
+
+
+def located_directory() -> Path:
+    """The wheel's model folder, after checking the platform and the version and that its
+    files are there (without reading them)."""
     machine = platform.machine().lower()
     if not sys.platform.startswith("linux") or machine not in ("x86_64", "amd64"):
         raise MoonshineModelError(
@@ -104,7 +113,12 @@ def source_directory() -> Path:
             f"model of version {PACKAGE_VERSION}: pip install '{PACKAGE}=={PACKAGE_VERSION}'"
         )
     directory = Path(str(distribution.locate_file(MODEL_FOLDER)))
-    check_hashes(directory, SOURCE_FILES, what=f"reinstall '{PACKAGE}=={PACKAGE_VERSION}'")
+    for name in SOURCE_FILES:
+        if not (directory / name).is_file():
+            raise MoonshineModelError(
+                f"the Moonshine model file {directory / name} is missing; reinstall "
+                f"'{PACKAGE}=={PACKAGE_VERSION}'"
+            )
     return directory
 
 
@@ -250,13 +264,30 @@ def _name_subgraphs(graph: object, prefix: str) -> None:
 
 @functools.cache
 def moonshine_unavailable() -> str | None:
-    """Why Moonshine cannot run here (not x86-64 Linux, the package missing or altered), or
-    None when it can: what `stt = "auto"` checks before choosing it (once per process; the
-    conversion's own check comes when the model loads). Loads nothing."""
+    """Why Moonshine cannot run here (not x86-64 Linux, the package missing, of another
+    version or incomplete), or None when it can: what `stt = "auto"` checks before choosing
+    it (once per process, on the event loop: it reads no file; the hashes are checked when
+    the model loads, on a worker thread). Loads nothing."""
     try:
-        source_directory()
+        located_directory()
         with vendor_import("onnxruntime"):
             import onnxruntime  # noqa: F401
     except VoicehubError as exc:
         return str(exc)
     return None
+
+
+def main() -> None:
+    """`python -m voicehub.voice.providers.offline.moonshine_model`: convert the model into the
+    cache now (what `make test` and `make run` do first, so no test or first call waits for
+    it); where Moonshine cannot run, say why and succeed (`auto` keeps Whisper there)."""
+    problem = moonshine_unavailable()
+    if problem is not None:
+        print(f"Moonshine is not used here: {problem}")
+        return
+    files = converted_files()
+    print(f"Moonshine's converted model is in {files.encoder.parent}")
+
+
+if __name__ == "__main__":
+    main()
