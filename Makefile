@@ -9,7 +9,7 @@ LOCK := locks/dev.txt
 STAMP := $(VENV)/.installed-$(shell cat $(LOCK) locks/uv.txt pyproject.toml devtools/pyproject.toml | sha1sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test check lint docs bench install lock browser redis flite screenshot libopus
+.PHONY: run test check lint docs bench install lock browser redis flite screenshot libopus moonshine
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,12 @@ lock: $(UV)
 
 install: $(STAMP)
 
-run: install libopus
+# Moonshine's model converted once into ~/.cache/voicehub/moonshine (about 20 s the first
+# time, a hash check after), so no test or first call waits for it.
+moonshine: install
+	$(BIN)/python -m voicehub.voice.providers.offline.moonshine_model
+
+run: install libopus moonshine
 	$(BIN)/voicehub serve
 
 lint: install
@@ -88,7 +93,7 @@ redis:
 # audio, not the CPU, so two files overlap well on 2 cores; a file's module fixtures (models,
 # servers) load once. `make test TEST_WORKERS=0` runs it in one process.
 TEST_WORKERS ?= 2
-test: lint docs browser redis libopus
+test: lint docs browser redis libopus moonshine
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The phone and turns benches speak in Debian's flite voices too (slt, awb, rms) when it is

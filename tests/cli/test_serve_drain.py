@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from voicehub.client.call import CallClient, CallOptions, caller_audio
+from tests.support.speech import spoken
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.call_lifecycle import HANDOVER_REASON
@@ -95,7 +96,7 @@ async def test_sigterm_refuses_new_calls_lets_the_live_call_finish_then_exits_0(
     assert (await ready_status(server, 200))["status"] == "ready"
     async with server.call("drain-e2e") as call:
         await call.wait_for_turn()
-        await call.say(caller_audio(text=RESEARCH), RESEARCH)
+        await call.say(spoken(RESEARCH), RESEARCH)
         await call.wait_for_event(TaskStarted, timeout=60)
 
         server.process.send_signal(signal.SIGTERM)

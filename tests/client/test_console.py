@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tests.e2e_helpers import CHANNELS, running_server
+from tests.support.waiting import until
 from voicehub.cli import main
 from voicehub.client.console import ConsoleCall, ConsoleOptions, Speaker, load_sounddevice
 from voicehub.client.endings import CallRefused
@@ -88,16 +89,6 @@ class _Stream:
 def tone(seconds: float) -> bytes:
     samples = np.arange(int(16000 * seconds))
     return (np.sin(samples * 2 * np.pi * 220 / 16000) * 8000).astype("<i2").tobytes()
-
-
-async def until(condition: Callable[[], bool], timeout: float = 30) -> None:
-    async def poll() -> None:
-        while True:  # polled: the state of other threads and objects, with no event to wait on
-            if condition():
-                return
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 def test_the_speaker_reports_a_mark_once_its_audio_played_and_clear_drops_the_rest() -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
+from tests.support.waiting import until
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.core.store.redis import RedisStore
@@ -30,27 +30,12 @@ from voicehub_dev.fakes.scripted_session import FakeSession
 __all__ = ["redis_server"]
 
 Condition = Callable[[], Awaitable[bool]]
-IO_WAIT = 5.0  # seconds of real time a condition may take to come true (socket I/O only)
-
-
-async def until(condition: Condition, *, seconds: float = IO_WAIT) -> bool:
-    """Whether `condition` comes true within `seconds` of real time. Each check is a store
-    round trip or a turn of the loop, so this waits on socket I/O, never on a time. (No
-    cancellation: redis-py may lose a command cancelled mid-flight.)"""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if await condition():
-            return True
-        await asyncio.sleep(0)
-    return False
 
 
 async def advance_until(clock: VirtualClock, condition: Condition, *, limit: float) -> None:
-    """Advance virtual time a second at a time, letting I/O finish, until `condition`."""
-    start = clock.now()
-    while not await until(condition, seconds=0.05):
-        assert clock.now() - start < limit, "condition still false"
-        await clock.advance(1.0)
+    """Advance virtual time a second at a time, letting I/O finish, until `condition`
+    (false after `limit` seconds of clock time fails)."""
+    await until(condition, clock=clock, step=1.0, virtual_limit=limit, poll=0.05)
 
 
 class Instance:
@@ -85,7 +70,7 @@ async def instances(
         counts = await made[0].store.redis.pubsub_numsub(made[0].store.channel)
         return bool(counts) and counts[0][1] == 2
 
-    assert await until(subscribed)
+    await until(subscribed, poll=0)
     yield made[0], made[1]
     for instance in made:
         assert instance.follower is not None
@@ -119,7 +104,7 @@ async def test_a_result_finished_on_a_reaches_the_call_live_on_b_at_once(
     async def spoken() -> bool:
         return on_b.texts == ["the answer"]
 
-    assert await until(spoken)
+    await until(spoken, poll=0)
     await advance_until(clock, status_is(a.store, delivery_id, DeliveryStatus.DELIVERED), limit=30)
     record = await a.store.get_delivery(delivery_id)
     assert record is not None and (record.attempts, record.lease_owner) == (1, "")
@@ -134,7 +119,7 @@ async def test_a_held_result_is_spoken_by_the_instance_the_caller_calls_back_to(
     await attach(a, "call-1", first)
     await a.hub.delivery.detach("call-1")  # the caller hung up on A
     delivery_id = await a.hub.deliver("call-1", "the answer", delivery_id="d1")
-    assert await until(status_is(a.store, delivery_id, DeliveryStatus.HELD))
+    await until(status_is(a.store, delivery_id, DeliveryStatus.HELD), poll=0)
 
     again = FakeSession(clock)
     await attach(b, "call-1", again)  # ... and called back through B
@@ -147,7 +132,7 @@ async def test_two_instances_racing_for_one_held_item_speak_it_once(
 ) -> None:
     a, b = instances
     delivery_id = await a.hub.deliver("call-1", "the answer", delivery_id="d1")
-    assert await until(status_is(a.store, delivery_id, DeliveryStatus.HELD))
+    await until(status_is(a.store, delivery_id, DeliveryStatus.HELD), poll=0)
     on_a, on_b = FakeSession(clock), FakeSession(clock)
     # Forced: both believe they hold the call and start driving it at the same moment.
     await asyncio.gather(attach(a, "call-1", on_a), attach(b, "call-1", on_b))
@@ -179,12 +164,12 @@ async def test_a_lease_left_by_a_killed_instance_expires_and_b_speaks_it_once(
     hanging = HangingSession(clock, speech_seconds=1e9)
     await attach(a, "call-1", hanging)
     delivery_id = await a.hub.deliver("call-1", "the answer", delivery_id="d1")
-    assert await until(status_is(a.store, delivery_id, DeliveryStatus.DELIVERING))
+    await until(status_is(a.store, delivery_id, DeliveryStatus.DELIVERING), poll=0)
 
     async def speaking_on_a() -> bool:  # the claim is stored a few awaits before inject
         return hanging.driver is not None
 
-    assert await until(speaking_on_a)
+    await until(speaking_on_a, poll=0)
     lease = a.hub.delivery.outbox.lease
     assert hanging.driver is not None
     hanging.driver.cancel()  # A dies mid-speech: no cleanup, the lease stays behind

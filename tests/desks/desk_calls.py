@@ -12,6 +12,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.pipeline_call import start_pipeline_call
 from voicehub.desks.voice_stack import CallSpec
@@ -21,7 +22,7 @@ from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.call_parts import CallSpeech
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import Transcript
-from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
+from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
 
 RATE = 16000
 FRAME = frame_bytes(RATE)
@@ -59,7 +60,7 @@ class DeskCallHarness:
 
     async def caller_says(self, words: str, silence: float = 0.8) -> None:
         """The caller says `words`, then stays silent."""
-        audio = synthesize(words, voice="piper", sample_rate=RATE)
+        audio = spoken(words, rate=RATE)
         audio += bytes(2 * int(RATE * silence))
         for start in range(0, len(audio), FRAME):
             await self.session.push_audio(audio[start : start + FRAME])

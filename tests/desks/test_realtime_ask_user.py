@@ -17,7 +17,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from tests.voice.realtime.test_session import RATE, finals, speak, until
+from tests.support.speech import spoken
+from tests.support.waiting import until_activity
+from tests.voice.realtime.test_session import RATE, finals, speak
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
 from voicehub.desks.desk import Desk, load_desks
@@ -27,7 +29,6 @@ from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.orchestration.ask_user import ANSWER_ROUTE
 from voicehub.testing import MemoryTransport
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
@@ -95,21 +96,21 @@ async def test_the_question_is_spoken_and_the_next_turn_answers_it(
         try:
             tools = server.of_type("session.update")[0]["session"]["tools"]
             assert "ask_user" in [t["name"] for t in tools]
-            await speak(session, synthesize("my internet is down", voice="piper", sample_rate=RATE))
+            await speak(session, spoken("my internet is down", rate=RATE))
             await transport.wait_for(lambda: ("assistant", QUESTION) in finals(transport))
             # while the question is open the model does not answer turns by itself
             detection = server.sessions[-1].config["audio"]["input"]["turn_detection"]
             assert detection["create_response"] is False
             created = len([e for e in server.sent if e["type"] == "response.created"])
 
-            await speak(session, synthesize("from paris", voice="piper", sample_rate=RATE))
+            await speak(session, spoken("from paris", rate=RATE))
             await transport.wait_for(
                 lambda: any(text.startswith("Thanks, noted") for _, text in finals(transport))
             )
             responses = [e for e in server.sent if e["type"] == "response.created"]
             assert len(responses) == created + 1  # the tool's follow-up, no reply of its own
             assert detection["create_response"] is True  # back on once answered
-            await until(session.activity, lambda s: s.is_idle)
+            await until_activity(session.activity, lambda s: s.is_idle)
 
             history = await hub.history(ROOM)
             [answer] = [e for e in history if e.metadata.get("_routed_to") == ANSWER_ROUTE]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.orchestration.test_supervisor import GUARD, coordinator, gated_worker
+from tests.support.waiting import until
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.channels import TextChannel
@@ -65,14 +66,6 @@ class Instance:
 def quick_worker(agent_id: str) -> Agent:
     llm = ScriptedLLM([{"match": ["*"], "say": f"{agent_id} found: {{message}}"}])
     return Agent(id=agent_id, llm=llm)
-
-
-async def until(condition: Callable[[], Awaitable[bool]], seconds: float = 5.0) -> None:
-    """Wait for socket I/O (Redis) to make `condition` true; never a wait on behaviour time."""
-    deadline = time.monotonic() + seconds
-    while not await condition():
-        assert time.monotonic() < deadline, "condition still false"
-        await asyncio.sleep(0.001)
 
 
 class Cluster:
@@ -164,7 +157,7 @@ async def test_a_survivor_reruns_the_lost_workers_and_the_caller_hears_it_was_re
     b = await cluster.add("b", [quick_worker("analyst")])
     await delegate_on(a)
     store = b.hub.store
-    await until(lambda: _equals(running_tasks(store), [f"{ROOM}::task-1"]))
+    await until(lambda: _equals(running_tasks(store), [f"{ROOM}::task-1"]), poll=0.001)
     [task] = await store.list_tasks(parent_room_id=ROOM)
     assert task.owner == "a" and task.metadata["dispatch"]["workers"] == ["analyst"]
 
@@ -185,7 +178,7 @@ async def test_a_survivor_reruns_the_lost_workers_and_the_caller_hears_it_was_re
 
     # A comes back to life: its late result loses the fence and is not delivered again.
     cluster.gate.set()
-    await until(lambda: _equals(_count(a.hub.tasks.live), 0))
+    await until(lambda: _equals(_count(a.hub.tasks.live), 0), poll=0.001)
     await a.hub.wait_idle()
     assert [d.id for d in await deliveries(store)] == [delivery.id]
     assert (await store.get_task(lost.id)) == lost
@@ -201,7 +194,7 @@ async def test_with_fail_the_caller_hears_what_was_lost_and_what_came_back(
     )
     await delegate_on(a)
     store = b.hub.store
-    await until(lambda: _equals(running_tasks(store), [f"{ROOM}::task-2"]))
+    await until(lambda: _equals(running_tasks(store), [f"{ROOM}::task-2"]), poll=0.001)
 
     await lose(cluster, b)
     assert await sweep(b) == ["a"]
@@ -220,7 +213,7 @@ async def test_two_survivors_sweeping_at_once_report_the_dispatch_once(cluster: 
     b = await cluster.add("b", [quick_worker("analyst")])
     c = await cluster.add("c", [quick_worker("analyst")])
     await delegate_on(a)
-    await until(lambda: _equals(_count(running_tasks(b.hub.store)), 1))
+    await until(lambda: _equals(_count(running_tasks(b.hub.store)), 1), poll=0.001)
     await lose(cluster, b, c)
 
     found = await asyncio.gather(b.heartbeat.sweep(), c.heartbeat.sweep())
@@ -236,13 +229,13 @@ async def test_a_live_instance_is_left_alone(cluster: Cluster) -> None:
     a = await cluster.add("a", [gated_worker(cluster.gate, "analyst")])
     b = await cluster.add("b", [quick_worker("analyst")])
     await delegate_on(a)
-    await until(lambda: _equals(_count(running_tasks(b.hub.store)), 1))
+    await until(lambda: _equals(_count(running_tasks(b.hub.store)), 1), poll=0.001)
     for _ in range(10):  # both keep beating: nobody is lost, however long the work takes
         await cluster.clock.advance(INTERVAL)
         await asyncio.gather(a.heartbeat.beat(), b.heartbeat.beat())
         assert await b.heartbeat.sweep() == [] and await a.heartbeat.sweep() == []
     cluster.gate.set()
-    await until(lambda: _equals(_count(a.hub.tasks.live), 0))
+    await until(lambda: _equals(_count(a.hub.tasks.live), 0), poll=0.001)
     await a.hub.wait_idle()
     [delivery] = await deliveries(b.hub.store)
     assert delivery.content == "Dug: found the treasure"
@@ -254,12 +247,12 @@ async def test_a_dispatch_restarted_too_often_is_failed(cluster: Cluster) -> Non
     c = await cluster.add("c", [gated_worker(asyncio.Event(), "analyst")])
     d = await cluster.add("d", [quick_worker("analyst")])
     await delegate_on(a)
-    await until(lambda: _equals(_count(running_tasks(d.hub.store)), 1))
+    await until(lambda: _equals(_count(running_tasks(d.hub.store)), 1), poll=0.001)
     alive = [b, c, d]
     for survivor in (b, c):  # each takes the dispatch over, then is lost in turn
         await lose(cluster, *alive)
         assert await survivor.heartbeat.sweep() == [a.hub.instance_id]
-        await until(lambda: _equals(_count(running_tasks(d.hub.store)), 1))
+        await until(lambda: _equals(_count(running_tasks(d.hub.store)), 1), poll=0.001)
         alive.remove(survivor)
         a = survivor
     await lose(cluster, d)
@@ -307,7 +300,7 @@ async def test_a_sweep_cut_by_a_store_error_reports_what_it_claimed_and_finishes
         a = await cluster.add("a", workers)
         b = await cluster.add("b", [quick_worker("analyst-a"), quick_worker("analyst-b")])
         await delegate_on(a)
-        await until(lambda: _equals(_count(running_tasks(store)), 2))
+        await until(lambda: _equals(_count(running_tasks(store)), 2), poll=0.001)
         await lose(cluster, b)
 
         original = store.swap_task

@@ -17,7 +17,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,17 +145,3 @@ class ServeProcess:
             response = await client.get(path, params=params)
             response.raise_for_status()
             return response.json()
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]], *, what: str, seconds: float = 60.0
-) -> Any:
-    """Poll `check` (an API read) until it returns something truthy; fail after `seconds`
-    naming `what`. The deadline only bounds a broken run: success is the observed state."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        found = await check()
-        if found:
-            return found
-        assert asyncio.get_running_loop().time() < deadline, f"never saw: {what}"
-        await asyncio.sleep(0.05)

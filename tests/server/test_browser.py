@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from tests.e2e_helpers import brief_research_desk, running_server
+from tests.support.speech import spoken
 from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.audio import write_wav
-from voicehub.voice.providers.offline.tts_engines import synthesize
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 CHROMIUM = "/usr/bin/chromium"
@@ -51,7 +51,7 @@ def require_chromium() -> None:
 def caller_wav(path: Path, *, before: float = 6.0, after: float = 120.0) -> Path:
     """The caller's request between silences: the greeting (about 4 s) starts within a second
     of the Call button; the trailing silence outlasts the test."""
-    speech = synthesize(RESEARCH, voice="piper", sample_rate=RATE)
+    speech = spoken(RESEARCH, rate=RATE)
     write_wav(path, bytes(2 * int(RATE * before)) + speech + bytes(2 * int(RATE * after)), RATE)
     return path
 

@@ -21,7 +21,8 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
-from voicehub.client.call import caller_audio
+from tests.support.speech import spoken
+from tests.support.waiting import until
 from voicehub.client.carrier_answers import StreamAnswer
 from voicehub.client.carrier_line import CarrierLine
 from voicehub.core.store.number_key import caller_conversation
@@ -57,7 +58,7 @@ def fake(carrier: str, server: RunningServer) -> Any:
 
 @pytest.fixture(scope="module")
 def research_speech() -> bytes:
-    return caller_audio(text=RESEARCH)
+    return spoken(RESEARCH)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -87,25 +88,18 @@ async def deliveries(server: RunningServer, room: str) -> list[dict[str, Any]]:
 
 
 async def until_delivered(server: RunningServer, room: str) -> dict[str, Any]:
-    async def poll() -> dict[str, Any]:
-        while True:
-            for delivery in await deliveries(server, room):
-                if delivery["status"] == "delivered":
-                    return delivery
-            await asyncio.sleep(0.05)  # polling the REST view, not waiting for behaviour
+    async def found() -> dict[str, Any] | None:
+        return next((d for d in await deliveries(server, room) if d["status"] == "delivered"), None)
 
-    return await asyncio.wait_for(poll(), 120)
+    return await until(found, what=f"a delivered result in {room}", timeout=120, poll=0.05)
 
 
 async def until_tasks_finished(server: RunningServer, room: str) -> None:
-    async def poll() -> None:
-        while True:
-            tasks = (await server.get("/api/tasks", params={"room": room})).json()["tasks"]
-            if len(tasks) == 2 and all(t["status"] != "running" for t in tasks):
-                return
-            await asyncio.sleep(0.05)
+    async def finished() -> bool:
+        tasks = (await server.get("/api/tasks", params={"room": room})).json()["tasks"]
+        return len(tasks) == 2 and all(t["status"] != "running" for t in tasks)
 
-    await asyncio.wait_for(poll(), 60)
+    await until(finished, what=f"both tasks of {room} finished", poll=0.05)
 
 
 async def heard(line: CarrierLine, since: int = 0) -> str:

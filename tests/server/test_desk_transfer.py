@@ -16,6 +16,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.waiting import until
 from voicehub.agents.tools import ToolContext
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import ChannelType, Event, EventKind
@@ -64,11 +65,7 @@ async def server(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, VirtualCl
 async def session_of(running: RunningServer, count: int) -> ScriptedSession:
     factory: ScriptedStack = running.switchboard.lifecycle.voice  # type: ignore[assignment]
 
-    async def started() -> None:
-        while len(factory.sessions) <= count:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)  # polling the factory, not waiting for time
-
-    await asyncio.wait_for(started(), 10)
+    await until(lambda: len(factory.sessions) > count, timeout=10)
     return factory.sessions[count]
 
 
@@ -114,11 +111,7 @@ async def test_a_browser_caller_is_handed_to_another_desk_with_the_conversation(
         arrived = await session_of(running, 1)
         assert arrived.room_id == "swarm:alice" and arrived.greeting is None  # resumed
 
-        async def greeted() -> None:
-            while not arrived.said:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(greeted(), 10)
+        await until(lambda: arrived.said, timeout=10)
         assert arrived.said == [running.switchboard.desks["swarm"].greeting]
     history = [e.text for e in await hub.store.list_events("swarm:alice")]
     assert "I was charged twice this month" in history

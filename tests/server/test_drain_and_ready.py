@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e_helpers import RunningServer, running_server
-from tests.server.instance_processes import eventually
+from tests.support.waiting import until
 from voicehub.client.call import CallClient, CallOptions
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryStatus, InstanceRecord
@@ -184,7 +184,7 @@ async def test_a_drain_with_another_instance_alive_hands_the_call_over_and_start
     async with CallClient(fast(server, "drafting", "drain-peer")) as call:
         await call.wait_for_turn()
         drain, clock, done = start_draining(server)
-        await eventually(found_the_peer, what="the drain finding the other instance")
+        await until(found_the_peer, what="the drain finding the other instance")
         await clock.advance(HANDOVER_WAIT)  # handed over by then, quiet or not
         await call.wait_for(lambda: call.closed, 10)
         await asyncio.wait_for(done.wait(), 10)

@@ -23,8 +23,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.speech import spoken
 from voicehub import cli
-from voicehub.client.call import CallClient, CallOptions, caller_audio, place_call
+from voicehub.client.call import CallClient, CallOptions, place_call
 from voicehub.client.report import AgentSegment, CallReport, format_summary, format_timeline
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import VoiceStacks, default_voice_stacks
@@ -62,7 +63,7 @@ def speech() -> dict[str, bytes]:
         "thank you, and while they work, let me tell you about my old house, "
         "it gets very cold in the winter",
     ]
-    return {line: caller_audio(text=line) for line in lines}
+    return {line: spoken(line) for line in lines}
 
 
 @pytest.fixture(scope="module")
@@ -179,11 +180,7 @@ async def test_a_request_with_a_pause_inside_it_reaches_its_tool_once(
     # "could you research ... heat pumps for me please": 0.8 s of silence mid-request, as a
     # caller looking for the words; VAD silence alone would end the turn at "research"
     pause = bytes(2 * int(0.8 * 16000))
-    pcm = (
-        caller_audio(text="could you research")
-        + pause
-        + caller_audio(text="heat pumps for me please")
-    )
+    pcm = spoken("could you research") + pause + spoken("heat pumps for me please")
     line = "could you research ... heat pumps for me please"
     report = await place_call(options(server, "research", "e2e-pause"), [(line, pcm)])
     print(f"\n{format_timeline(report)}")

@@ -23,9 +23,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.server.instance_processes import ServeProcess, eventually, write_channels
+from tests.server.instance_processes import ServeProcess, write_channels
 from tests.server.test_e2e import HEAT_PUMP_WORDS, RESEARCH, heard_keywords
-from voicehub.client.call import CallClient, CallOptions, caller_audio
+from tests.support.speech import spoken
+from tests.support.waiting import until
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.client.reconnect import Backoff
 from voicehub.client.report import AgentSegment, CallReport, format_timeline
 from voicehub.client.twilio import TwilioCaller
@@ -115,7 +117,7 @@ class Fleet:
             record = await self.store.get_call(room_id)
             return record if record is not None and record.owner not in ("", not_) else None
 
-        record: CallRecord = await eventually(found, what=f"the call of {room_id} taken up")
+        record: CallRecord = await until(found, what=f"the call of {room_id} taken up")
         return self.named(record.owner)
 
 
@@ -154,7 +156,7 @@ async def test_a_websocket_and_a_phone_call_go_on_through_a_kill_and_a_drain(
         return Stall() if len(model.requests) <= 2 else Reply(text=(MODEL_ANSWER,))
 
     model = FakeOpenAIServer(script, api_key="sk-test-fake")
-    speech = caller_audio(text=RESEARCH)
+    speech = spoken(RESEARCH)
     async with model, running_fleet(redis_server.url, tmp_path, model.base_url) as fleet:
         a, b, c = fleet.instances
         fleet.only(a)
@@ -179,7 +181,7 @@ async def test_a_websocket_and_a_phone_call_go_on_through_a_kill_and_a_drain(
                 async def both_asking() -> bool:  # analyst-b of each call waits on the model
                     return len(model.requests) == 2
 
-                await eventually(both_asking, what="analyst-b asking, twice", seconds=120)
+                await until(both_asking, what="analyst-b asking, twice", timeout=120)
                 assert len(call.report.events_of(TaskStarted)) == 2
                 fleet.only(b)
                 a.kill()  # mid-tool, both calls on it
@@ -206,7 +208,7 @@ async def test_a_websocket_and_a_phone_call_go_on_through_a_kill_and_a_drain(
                     return [d.status for d in seen] == [DeliveryStatus.DELIVERED]
 
                 try:
-                    await eventually(delivered, what="the phone's result delivered", seconds=120)
+                    await until(delivered, what="the phone's result delivered", timeout=120)
                 except AssertionError:
                     raise AssertionError(f"the phone's deliveries: {seen}") from None
                 await phone.line.wait_quiet(1.0, timeout=60)
@@ -229,9 +231,9 @@ async def test_a_websocket_and_a_phone_call_go_on_through_a_kill_and_a_drain(
         assert told.text is not None and told.text.endswith(MODEL_ANSWER)
         # the result as the caller heard it: all of it, acked, from its first words to the
         # model's answer at its end (the audio of the attempt that was delivered)
-        spoken = result_segments(call.report, told)
-        assert spoken and all(s.acked_at is not None and not s.cut for s in spoken), spoken
-        audio = b"".join(call.report.segment_audio(s) for s in spoken)
+        segments = result_segments(call.report, told)
+        assert segments and all(s.acked_at is not None and not s.cut for s in segments), segments
+        audio = b"".join(call.report.segment_audio(s) for s in segments)
         result_heard = await asyncio.to_thread(transcribe, audio, 16000)
         heard_keywords(result_heard, HEAT_PUMP_WORDS, at_least=4)
         heard_keywords(result_heard, ANSWER_WORDS, at_least=1)

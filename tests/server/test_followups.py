@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.waiting import until
 from voicehub.core.clock import VirtualClock
 from voicehub.core.store.base import DeliveryRecord
 from voicehub.delivery.followup import followup_state
@@ -77,7 +78,7 @@ class Line:
         answer = await self.twilio.incoming_call("research", caller)
         room = f"research:{answer.parameters['conversation']}"
         async with self.twilio.stream(answer, playout_speed=16.0) as phone:
-            await asyncio.wait_for(self._started(factory, sessions), 10)
+            await until(lambda: len(factory.sessions) > sessions, timeout=10)
             session = factory.sessions[sessions]
             if session.greeting or self.server.switchboard.hub.delivery.pending(room):
                 await phone.wait_quiet(0.2)
@@ -85,11 +86,6 @@ class Line:
         if call is not None:
             await asyncio.wait_for(call.finished.wait(), 10)
         return room
-
-    @staticmethod
-    async def _started(factory: ScriptedStack, count: int) -> None:
-        while len(factory.sessions) <= count:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)  # polling the factory, not waiting for time
 
     async def held(self, room: str, text: str, task: str) -> str:
         return await self.server.switchboard.hub.delivery.deliver(

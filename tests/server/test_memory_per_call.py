@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_helpers import RunningServer, running_server
-from voicehub.client.call import CallClient, CallOptions, caller_audio
+from tests.support.speech import spoken
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 
@@ -91,7 +92,7 @@ async def one_call(server: RunningServer, conversation: str, speech: bytes) -> N
 
 
 async def test_ended_calls_leave_no_per_call_objects(tmp_path: Path) -> None:
-    speech = caller_audio(text="could you research heat pumps for me please")
+    speech = spoken("could you research heat pumps for me please")
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
     desks = {"research": load_desks(CHANNELS)["research"]}
     async with running_server(settings, desks=desks) as server:

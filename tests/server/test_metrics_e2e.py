@@ -14,7 +14,8 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e_helpers import RunningServer, running_server
-from voicehub.client.call import CallClient, CallOptions, caller_audio
+from tests.support.speech import spoken
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.desks.desk import load_desks
 from voicehub.desks.voice_stack import VoiceStacks, default_voice_stacks
 from voicehub.server.settings import ServerSettings
@@ -66,7 +67,7 @@ async def test_a_research_call_is_counted_exactly(server: RunningServer) -> None
     )
     async with CallClient(options) as call:
         await call.wait_for_turn()
-        await call.say(caller_audio(text=RESEARCH), RESEARCH)
+        await call.say(spoken(RESEARCH), RESEARCH)
         assert await call.settle(90)
         found = await scrape(server)  # during the call, once it settled
         live_call = server.switchboard.calls["research:metrics-e2e"]
@@ -131,7 +132,7 @@ async def test_a_caller_who_speaks_over_the_greeting_is_one_barge_in(
     )
     async with CallClient(options) as call:
         await call.wait_for_event(AgentState, lambda e: e.state == "speaking")
-        await call.say(caller_audio(text=RESEARCH), RESEARCH)
+        await call.say(spoken(RESEARCH), RESEARCH)
         call.options.playout_speed = 16.0  # the rest needs no real-time playout
         assert await call.settle(90)
         live_call = server.switchboard.calls["research:metrics-barge-in"]

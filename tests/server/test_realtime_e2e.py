@@ -27,8 +27,9 @@ from tests.server.test_e2e import (
     recognized,
     result_segments,
 )
+from tests.support.speech import spoken
 from tests.webrtc_helpers import loopback_ice
-from voicehub.client.call import CallClient, CallOptions, caller_audio
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.client.report import format_summary, format_timeline
 from voicehub.desks.desk import load_desks
 from voicehub.desks.voice_stack import default_voice_stacks
@@ -118,7 +119,7 @@ def caller(server: RunningServer, conversation: str, *, webrtc: bool = False) ->
 
 async def ask_for_research(call: CallClient) -> DeliveryOutcome:
     """Say the research request; the result's delivery, once the call has settled."""
-    await call.say(caller_audio(text=RESEARCH), RESEARCH)
+    await call.say(spoken(RESEARCH), RESEARCH)
     delivered = await call.wait_for_event(
         DeliveryOutcome, lambda e: e.outcome == "delivered", timeout=60
     )
@@ -189,7 +190,7 @@ async def test_barge_in_truncates_and_a_dropped_model_connection_keeps_the_resul
         # 1. a barge-in: the model's long answer is held after 500 ms of audio
         fake.hold, fake.hold_after, fake.hold_text = asyncio.Event(), 5, "weather"
         brain.replies = [STORY]
-        await call.say(caller_audio(text="hello there"), "hello there")
+        await call.say(spoken("hello there"), "hello there")
         await fake.wait_for(lambda: holding(fake, 5))
         active = fake.sessions[-1].active
         assert active is not None
@@ -208,7 +209,7 @@ async def test_barge_in_truncates_and_a_dropped_model_connection_keeps_the_resul
 
         # every mark of the 500 ms sent (200, 400) played: nothing more moves until the cut
         await call.wait_for(lambda: max(heard_marks(), default=0) >= 400)
-        await call.say(caller_audio(text="stop stop please"), "barge in")
+        await call.say(spoken("stop stop please"), "barge in")
         await fake.wait_for(lambda: bool(fake.of_type("conversation.item.truncate")))
         fake.hold.set()
         [truncate] = fake.of_type("conversation.item.truncate")
@@ -220,7 +221,7 @@ async def test_barge_in_truncates_and_a_dropped_model_connection_keeps_the_resul
 
         # 2. research; the result's speech is held, and the model connection drops under it
         fake.hold, fake.hold_after, fake.hold_text = asyncio.Event(), 2, "found"
-        await call.say(caller_audio(text=RESEARCH), RESEARCH)
+        await call.say(spoken(RESEARCH), RESEARCH)
         await call.wait_for(lambda: len(call.report.events_of(DeliveryAttempt)) == 1, 60)
         await fake.wait_for(lambda: holding(fake, 2))
         await fake.drop()
@@ -237,9 +238,9 @@ async def test_barge_in_truncates_and_a_dropped_model_connection_keeps_the_resul
     assert any(e.message.startswith("model_disconnected") for e in report.events_of(ProviderError))
     restored = fake.of_type("session.update")[-1]["session"]["instructions"]
     assert RECAP_HEADER in restored and "My analysts are on it." in restored
-    spoken = [e.text for e in report.events_of(Transcript) if e.final and e.role == "assistant"]
-    results = [text for text in spoken if "found" in text]
-    assert len(results) == 1, spoken  # spoken once, in full
+    told = [e.text for e in report.events_of(Transcript) if e.final and e.role == "assistant"]
+    results = [text for text in told if "found" in text]
+    assert len(results) == 1, told  # spoken once, in full
     # the delivered attempt's audio: from its attempt to its outcome
     final = next(r.at for r in report.events if r.event is delivered)
     start = max(r.at for r in report.events if isinstance(r.event, DeliveryAttempt))

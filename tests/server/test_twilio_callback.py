@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.waiting import until
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
@@ -68,11 +69,7 @@ class Line:
     async def session_after(self, count: int) -> ScriptedSession:
         """The session of the call that follows the first `count` sessions."""
 
-        async def live() -> None:
-            while len(self.factory.sessions) <= count:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)  # polling the factory, not waiting for time
-
-        await asyncio.wait_for(live(), 10)
+        await until(lambda: len(self.factory.sessions) > count, timeout=10)
         return self.factory.sessions[count]
 
     async def held_result(self, text: str, task: str = "") -> str:
@@ -145,11 +142,10 @@ async def test_no_answer_then_a_person_hears_the_result_once(line: Line) -> None
         session = await line.session_after(sessions)
         await phone.wait_quiet(0.2)
 
-        async def spoken() -> None:
-            while "Solar panels pay back in about ten years." not in session.said:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)  # polling the scripted session, not waiting for time
-
-        await asyncio.wait_for(spoken(), 10)
+        await until(
+            lambda: "Solar panels pay back in about ten years." in session.said,
+            timeout=10,
+        )
     finally:
         await phone.hang_up()
     record = await line.server.switchboard.hub.store.get_delivery(delivery_id)
@@ -188,11 +184,7 @@ async def test_a_machine_gets_one_voicemail_and_the_results_stay_held(line: Line
     async with line.twilio.stream(answer, playout_speed=16.0) as phone:
         session = await line.session_after(sessions)
 
-        async def spoken() -> None:
-            while len(session.said) < 2:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(spoken(), 10)
+        await until(lambda: len(session.said) >= 2, timeout=10)
         await phone.wait_quiet(0.2, after=0)
     assert session.said == [
         "Heat pumps move heat rather than make it.",
@@ -216,11 +208,7 @@ async def test_after_the_last_attempt_the_result_stays_held_for_a_call_in(line: 
     async with line.twilio.stream(answer, playout_speed=16.0) as phone:
         session = await line.session_after(sessions)
 
-        async def spoken() -> None:
-            while not session.said:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(spoken(), 10)
+        await until(lambda: session.said, timeout=10)
         await phone.wait_quiet(0.2, after=0)
     record = await line.server.switchboard.hub.store.get_delivery(delivery_id)
     assert record is not None and record.status == "delivered"

@@ -19,7 +19,8 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
-from voicehub.client.call import caller_audio
+from tests.support.speech import spoken
+from tests.support.waiting import until
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import VoiceStacks, default_voice_stacks
 from voicehub.server.settings import ServerSettings
@@ -47,7 +48,7 @@ def factory() -> VoiceStacks:
 
 @pytest.fixture(scope="module")
 def research_speech() -> bytes:
-    return caller_audio(text=RESEARCH)
+    return spoken(RESEARCH)
 
 
 @pytest.fixture(scope="module")
@@ -87,30 +88,23 @@ async def deliveries(server: RunningServer, room: str) -> list[dict[str, Any]]:
 
 
 async def until_delivery(server: RunningServer, room: str, status: str) -> dict[str, Any]:
-    async def poll() -> dict[str, Any]:
-        while True:
-            for delivery in await deliveries(server, room):
-                if delivery["status"] == status:
-                    return delivery
-            await asyncio.sleep(0.05)  # polling the REST view, not waiting for behaviour
+    async def found() -> dict[str, Any] | None:
+        return next((d for d in await deliveries(server, room) if d["status"] == status), None)
 
     try:
         # Generous: on a loaded machine the offline stack runs behind real time.
-        return await asyncio.wait_for(poll(), 120)
-    except TimeoutError:
-        found = [(d["status"], d["attempts"]) for d in await deliveries(server, room)]
-        raise AssertionError(f"no {status!r} delivery in {room}; there are {found}") from None
+        return await until(found, timeout=120, poll=0.05)
+    except AssertionError:
+        seen = [(d["status"], d["attempts"]) for d in await deliveries(server, room)]
+        raise AssertionError(f"no {status!r} delivery in {room}; there are {seen}") from None
 
 
 async def _until_tasks_finished(server: RunningServer, room: str) -> None:
-    async def poll() -> None:
-        while True:
-            tasks = (await server.get("/api/tasks", params={"room": room})).json()["tasks"]
-            if len(tasks) == 2 and all(t["status"] != "running" for t in tasks):
-                return
-            await asyncio.sleep(0.05)
+    async def finished() -> bool:
+        tasks = (await server.get("/api/tasks", params={"room": room})).json()["tasks"]
+        return len(tasks) == 2 and all(t["status"] != "running" for t in tasks)
 
-    await asyncio.wait_for(poll(), 60)
+    await until(finished, what=f"both tasks of {room} finished", poll=0.05)
 
 
 async def heard(phone: PhoneLineClient, since: int = 0) -> str:
@@ -210,11 +204,11 @@ async def test_hang_up_then_call_back_from_the_same_number_hears_the_held_result
 
 
 async def _until_live(server: RunningServer, room: str) -> None:
-    async def poll() -> None:
-        while (call := server.switchboard.calls.get(room)) is None or call.session is None:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
+    def live() -> bool:
+        call = server.switchboard.calls.get(room)
+        return call is not None and call.session is not None
 
-    await asyncio.wait_for(poll(), 30)
+    await until(live, what=f"the call in {room} live", timeout=30)
 
 
 async def test_a_caller_who_barges_in_gets_clear_and_the_result_again_at_the_next_gap(
@@ -223,7 +217,7 @@ async def test_a_caller_who_barges_in_gets_clear_and_the_result_again_at_the_nex
     twilio = twilio_for(server)
     caller = "+15550100003"
     room = f"research:{caller_conversation(caller, NUMBER_KEY.encode())}"
-    interruption = caller_audio(text="hold on a moment")
+    interruption = spoken("hold on a moment")
     answer = await twilio.incoming_call("research", caller)
     async with twilio.stream(answer, playout_speed=16.0) as phone:
         await phone.wait_quiet(1.0)
@@ -241,11 +235,7 @@ async def test_a_caller_who_barges_in_gets_clear_and_the_result_again_at_the_nex
         # idle (its marks echoed) when the result was claimed, so what plays now is the result.
         played = len(phone.played.pcm16)
 
-        async def result_playing() -> None:
-            while len(phone.played.pcm16) < played + 2 * 8000:  # noqa: ASYNC110 - a second
-                await asyncio.sleep(0.02)
-
-        await asyncio.wait_for(result_playing(), 30)
+        await until(lambda: len(phone.played.pcm16) >= played + 2 * 8000, timeout=30)
         await phone.say(interruption)
         interrupted = await until_delivery(server, room, "interrupted")
         assert phone.clears >= 1 and interrupted["attempts"] == 1

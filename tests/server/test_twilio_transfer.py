@@ -16,6 +16,7 @@ import pytest_asyncio
 from twilio.rest import Client
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.waiting import until
 from voicehub.agents.tools import ToolContext
 from voicehub.core.clock import VirtualClock
 from voicehub.delivery.policy import WaitForIdle
@@ -66,11 +67,7 @@ class Line:
         return call, phone, session
 
     async def session_after(self, count: int) -> ScriptedSession:
-        async def live() -> None:
-            while len(self.factory.sessions) <= count:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)  # polling the factory, not waiting for time
-
-        await asyncio.wait_for(live(), 10)
+        await until(lambda: len(self.factory.sessions) > count, timeout=10)
         return self.factory.sessions[count]
 
     async def use(self, tool_name: str, session: ScriptedSession, **arguments: Any) -> Any:
@@ -200,11 +197,7 @@ async def test_nobody_answering_brings_the_caller_back_to_take_a_message(
         "machine": "billing is not picking up",
     }[callee]
 
-    async def told() -> None:
-        while not back.said:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)  # polling the scripted session, not waiting for time
-
-    await asyncio.wait_for(told(), 10)
+    await until(lambda: back.said, timeout=10)
     assert back.said == [
         f"Sorry, {reason}. I can take a message for them, or help you with something else."
     ]
@@ -248,11 +241,7 @@ async def test_a_cold_transfer_nobody_answers_comes_back_to_the_agent(line: Line
     assert await line.outcome() == (ROOM, "busy")
     back = await line.session_after(1)
 
-    async def told() -> None:
-        while not back.said:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(told(), 10)
+    await until(lambda: back.said, timeout=10)
     assert back.said[0].startswith("Sorry, the line at billing is busy.")
     await caller.end()
 

@@ -14,6 +14,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.waiting import until
 from voicehub.core.clock import VirtualClock
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.server.settings import ServerSettings
@@ -198,11 +199,7 @@ async def test_garbage_frames_are_dropped_and_the_call_goes_on(
         heard_before = len(session.caller_audio)
         await line.say(b"\x10\x00" * 1600, sample_rate=8000)  # 200 ms more of the caller
 
-        async def heard() -> None:  # still heard (at 16 kHz: the transport resamples)
-            while len(session.caller_audio) < heard_before + 2 * 3200:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(heard(), 10)
+        await until(lambda: len(session.caller_audio) >= heard_before + 2 * 3200, timeout=10)
         room = f"research:{caller_conversation('+15550100009', NUMBER_KEY.encode())}"
         assert room in server.switchboard.calls
         said = len(session.said)

@@ -5,7 +5,6 @@ right topic. PocketSphinx hears this request's "heat pumps" as "he pumped" on th
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +13,8 @@ from typing import Any
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
-from voicehub.client.call import caller_audio
+from tests.support.speech import spoken
+from tests.support.waiting import until
 from voicehub.desks.desk import load_desks
 from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
@@ -53,14 +53,11 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
 
 
 async def until_delegated(server: RunningServer, room: str) -> list[dict[str, Any]]:
-    async def poll() -> list[dict[str, Any]]:
-        while True:
-            found = (await server.get("/api/tasks", params={"room": room})).json()["tasks"]
-            if found:
-                return list(found)
-            await asyncio.sleep(0.05)  # polling the REST view, not waiting for behaviour
+    async def tasks() -> list[dict[str, Any]]:
+        return list((await server.get("/api/tasks", params={"room": room})).json()["tasks"])
 
-    return await asyncio.wait_for(poll(), 120)  # generous: a loaded machine runs behind
+    # generous: a loaded machine runs behind
+    return await until(tasks, what=f"a task in {room}", timeout=120, poll=0.05)
 
 
 async def test_a_phone_request_is_heard_by_whisper_and_delegated(server: RunningServer) -> None:
@@ -70,6 +67,6 @@ async def test_a_phone_request_is_heard_by_whisper_and_delegated(server: Running
     answer = await twilio.incoming_call("research", caller)
     async with twilio.stream(answer, playout_speed=16.0) as phone:
         await phone.wait_quiet(1.0)  # the greeting
-        await phone.say(caller_audio(text=REQUEST))
+        await phone.say(spoken(REQUEST))
         tasks = await until_delegated(server, room)
     assert {task["input"].lower() for task in tasks} == {"heat pumps"}, tasks

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.server.instance_processes import ServeProcess, eventually, write_channels
+from tests.server.instance_processes import ServeProcess, write_channels
 from tests.server.test_e2e import (
     HEAT_PUMP_WORDS,
     RESEARCH,
@@ -28,7 +28,9 @@ from tests.server.test_e2e import (
     recognized,
     result_segments,
 )
-from voicehub.client.call import CallClient, CallOptions, caller_audio
+from tests.support.speech import spoken
+from tests.support.waiting import until
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.client.report import CallReport
 from voicehub.orchestration.recovery import LOST_REASON
 from voicehub.voice.events import DeliveryAttempt, DeliveryOutcome, TaskFinished, TaskStarted
@@ -47,7 +49,7 @@ def redis_server() -> Iterator[RedisServer]:
 
 @pytest.fixture(scope="module")
 def speech() -> bytes:
-    return caller_audio(text=RESEARCH)
+    return spoken(RESEARCH)
 
 
 @contextlib.asynccontextmanager
@@ -147,7 +149,7 @@ async def test_a_caller_who_hung_up_on_a_calls_back_through_b_and_hears_it_once(
             found = await deliveries(b, room)  # B reads what A stored
             return found if found and found[0]["status"] == "held" else []
 
-        [waiting] = await eventually(held, what="the result held in Redis")
+        [waiting] = await until(held, what="the result held in Redis")
         back, _ = await call_back(b, conversation)
         assert back.resumed
         await check_heard_once(back, waiting["id"])
@@ -190,7 +192,7 @@ async def test_two_connections_racing_for_one_conversation_leave_one_call_and_sp
             found = await deliveries(a, room)
             return found if found and found[0]["status"] == "held" else []
 
-        [waiting] = await eventually(held, what="the result held")
+        [waiting] = await until(held, what="the result held")
         # The same conversation called on both instances at once: the call record lets one
         # call live; the other connection is replaced (4409), wherever it was.
         on_a, on_b = CallClient(options(a, conversation)), CallClient(options(b, conversation))
@@ -216,7 +218,7 @@ async def test_a_redis_restart_mid_call_loses_nothing(
     conversation, room = "two-redis", "research:two-redis"
     async with two_instances(redis_server, tmp_path) as (a, b):
         async with research_call(a, conversation, speech) as call:
-            [stored] = await eventually(lambda: deliveries(b, room), what="the result stored")
+            [stored] = await until(lambda: deliveries(b, room), what="the result stored")
             before = (await a.get(f"/api/rooms/{room}/events", limit="1000"))["events"]
             await asyncio.to_thread(redis_server.restart)  # AOF replayed at start
             await call.wait_for_event(DeliveryOutcome, lambda e: e.outcome == "delivered", 90)
@@ -246,7 +248,7 @@ async def test_an_instance_killed_while_its_workers_run_is_taken_over_and_the_ca
         async with research_call(a, conversation, speech, desk) as call:
             await call.wait_for(lambda: len(call.report.events_of(TaskStarted)) == 2, 90)
             await call.wait_for(lambda: len(call.report.events_of(TaskFinished)) == 1, 90)
-            await eventually(lambda: _true(bool(model.requests)), what="analyst-b asking")
+            await until(lambda: bool(model.requests), what="analyst-b asking")
             await kill_under(a, call)
 
         back, told = await call_back(b, conversation, desk, timeout=120)
@@ -266,7 +268,3 @@ async def test_an_instance_killed_while_its_workers_run_is_taken_over_and_the_ca
         assert len(found) == 2 and len(model.requests) == 1
     assert "heat" in told.text and "pump" in told.text  # analyst-a's answer is kept
     assert result_segments(back, str(told.delivery_id)), "the caller heard nothing"
-
-
-async def _true(value: bool) -> bool:
-    return value

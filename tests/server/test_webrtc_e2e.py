@@ -28,8 +28,9 @@ from tests.server.test_e2e import (
     recognized,
     result_segments,
 )
+from tests.support.speech import spoken
 from tests.webrtc_helpers import loopback_ice
-from voicehub.client.call import CallClient, CallOptions, caller_audio, place_call
+from voicehub.client.call import CallClient, CallOptions, place_call
 from voicehub.client.report import format_summary, format_timeline
 from voicehub.client.webrtc import WebRTCLink
 from voicehub.desks.desk import Desk
@@ -60,7 +61,7 @@ def loopback() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def request_audio() -> bytes:
-    return caller_audio(text=RESEARCH)
+    return spoken(RESEARCH)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

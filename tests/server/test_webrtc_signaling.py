@@ -5,13 +5,14 @@ speech mark is acked on the data channel."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.waiting import until
 from tests.webrtc_helpers import loopback_ice
 from voicehub import cli
 from voicehub.client.call import CallClient, CallOptions
@@ -157,9 +158,9 @@ async def test_a_call_acks_playout_on_the_data_channel_and_the_limit_holds(
         assert "limit of 1 WebRTC calls" in response.text
         with pytest.raises(VoicehubError, match=r"refused \(503\)"):
             await open_webrtc_link(server.url, "research", "rtc-2", TOKEN)
-        await asyncio.wait_for(_until(lambda: len(session.caller_audio) >= 16000), 10)
+        await until(lambda: len(session.caller_audio) >= 16000, timeout=10, poll=0.05)
         await call.hangup()
-    await asyncio.wait_for(_until(lambda: not server.app.state.parts.webrtc.peers), 10)
+    await until(lambda: not server.app.state.parts.webrtc.peers, timeout=10, poll=0.05)
     assert session.closed
     [ended] = server.app.state.parts.webrtc.ended
     async with httpx.AsyncClient(base_url=server.url) as client:
@@ -168,13 +169,6 @@ async def test_a_call_acks_playout_on_the_data_channel_and_the_limit_holds(
         again = await client.delete(f"/desks/research/webrtc/{ended}", headers=AUTH)
     assert gone.status_code == 404 and "no such WebRTC call" in gone.text
     assert again.status_code == 200
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    while True:  # polled: the conditions are state of other objects, with no event to wait on
-        if condition():
-            return
-        await asyncio.sleep(0.05)
 
 
 async def test_voicehub_call_webrtc_places_the_call_over_aiortc(

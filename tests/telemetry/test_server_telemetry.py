@@ -23,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 
 from tests.e2e_helpers import running_server
-from voicehub.client.call import CallClient, CallOptions, caller_audio
+from tests.support.speech import spoken
+from voicehub.client.call import CallClient, CallOptions
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.voice_stack import CallSpec, default_voice_stacks
 from voicehub.server.settings import ServerSettings
@@ -72,7 +73,7 @@ async def test_a_real_call_is_one_trace_at_the_collector(
             )
             async with CallClient(options) as call:
                 await call.wait_for_turn()
-                await call.say(caller_audio(text=RESEARCH), RESEARCH)
+                await call.say(spoken(RESEARCH), RESEARCH)
                 assert await call.settle(90)
                 await call.hangup()
             [delivered] = call.report.events_of(DeliveryOutcome)

@@ -13,7 +13,8 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.delivery.test_instances import advance_until, until
+from tests.delivery.test_instances import advance_until
+from tests.support.waiting import until
 from voicehub import Agent, ScriptedLLM, Supervisor, TextChannel
 from voicehub.agents.tools import ToolContext, tool
 from voicehub.core.clock import VirtualClock
@@ -234,7 +235,7 @@ async def two_instances(
         counts = await first.redis.pubsub_numsub(first.channel)
         return bool(counts) and counts[0][1] == 2
 
-    assert await until(subscribed)
+    await until(subscribed, poll=0)
     yield made[0][0], made[1][0]
     for instance, follower in made:
         follower.cancel()

@@ -20,6 +20,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.waiting import until
 from voicehub.client.plivo import v3_signature
 from voicehub.core.store.number_key import caller_conversation
 from voicehub.desks.desk import Desk, load_desks
@@ -88,11 +89,9 @@ async def test_a_signed_call_gets_a_stream_whose_token_lets_one_stream_in(
         assert room in server.switchboard.calls
     assert line.problems == []
 
-    async def until_gone() -> None:
-        while room in server.switchboard.calls:  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(until_gone(), 10)  # the carrier's hang-up ended the call
+    await until(
+        lambda: room not in server.switchboard.calls, timeout=10
+    )  # the carrier's hang-up ended the call
     record = await server.switchboard.hub.store.get_call(room)
     assert record is not None and not record.state.open
 
@@ -202,9 +201,5 @@ async def test_a_telnyx_call_gets_the_carrier_control_that_reaches_its_rest_api(
                 assert isinstance(control, CarrierCallControl) and control.kind == "telnyx"
                 assert await control.send_digits("12#") == "Pressing 1 2 #."
 
-                async def until_sent() -> None:
-                    while not rest.requests:  # noqa: ASYNC110
-                        await asyncio.sleep(0.02)
-
-                await asyncio.wait_for(until_sent(), 10)
+                await until(lambda: rest.requests, timeout=10)
     assert rest.requests == [("telnyx", "send_digits", answer.call_id, {"digits": "12#"})]

@@ -13,6 +13,7 @@ pytest.importorskip("aiortc")
 from aiortc.codecs.opus import OpusDecoder, OpusEncoder
 from aiortc.jitterbuffer import JitterFrame
 
+from tests.support.speech import spoken
 from voicehub.errors import VoicehubError
 from voicehub.transports import rtc_media
 from voicehub.transports.libopus import LibOpusEncoder, OpusError, load_libopus, open_libopus
@@ -23,7 +24,6 @@ from voicehub.transports.rtc_media import (
     PcmDecoder,
 )
 from voicehub.voice.audio import resample
-from voicehub_dev.fakes.deepgram import piper_speech
 
 SPEECH = "the analysts are looking into heat pumps now"
 Via = Literal["libopus", "pyav"]
@@ -50,7 +50,7 @@ VIA = ["libopus", "pyav"]
 
 @pytest.mark.parametrize("via", VIA)
 def test_agent_audio_is_opus_at_the_session_rate_and_sounds_like_it(via: Via) -> None:
-    pcm = piper_speech(SPEECH, 16000)
+    pcm = spoken(SPEECH, rate=16000)
     pcm = pcm[: len(pcm) // 640 * 640]
     encoder = OpusPackets(16000, via=via)
     assert encoder.via == via
@@ -98,7 +98,7 @@ def _modes(packets: list[object]) -> set[str]:
 
 @pytest.mark.parametrize("via", VIA)
 def test_agent_audio_is_celt_only_and_a_browser_microphone_is_not(via: Via) -> None:
-    pcm = piper_speech(SPEECH, 16000)
+    pcm = spoken(SPEECH, rate=16000)
     pcm = pcm[: len(pcm) // 640 * 640]
     agent = OpusPackets(16000, via=via)
     mic = OpusPackets(16000, BROWSER_COMPLEXITY, BROWSER_APPLICATION, via=via)
@@ -119,7 +119,7 @@ def test_silence_is_one_packet_sent_again_and_decodes_quiet(via: Via) -> None:
 def test_libopus_and_pyav_packets_decode_to_the_same_speech() -> None:
     """The two encoders are the same codec and settings: what a browser hears of each
     matches sample for sample, within the codec's noise."""
-    pcm = piper_speech(SPEECH, 16000)
+    pcm = spoken(SPEECH, rate=16000)
     chunks = [pcm[at : at + 640] for at in range(0, len(pcm) // 640 * 640, 640)]
     heard = {}
     for via in ("libopus", "pyav"):

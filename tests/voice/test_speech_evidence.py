@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.support.speech import spoken
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.speech_evidence import SpeechEvidence
 
 RATE = 16000
@@ -16,7 +16,7 @@ FRAME = frame_bytes(RATE)
 
 @pytest.fixture(scope="module")
 def speech() -> bytes:
-    pcm = synthesize("could you research heat pumps for me please", voice="piper", sample_rate=RATE)
+    pcm = spoken("could you research heat pumps for me please", rate=RATE)
     return pcm[: len(pcm) - len(pcm) % FRAME]
 
 

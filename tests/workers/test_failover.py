@@ -28,9 +28,9 @@ from tests.server.instance_processes import (
     FAKE_KEY,
     FAKE_KEY_ENV,
     REPO,
-    eventually,
     write_channels,
 )
+from tests.support.waiting import until
 from tests.workers.worker_process import API_KEY, API_SECRET, OneCaller, settings
 from voicehub.core.store.base import CallState, TaskStatus
 from voicehub.core.store.redis import RedisStore
@@ -128,22 +128,20 @@ async def test_a_job_killed_mid_call_is_dispatched_again_and_its_tasks_taken_ove
                 async def analyst_b_asking() -> bool:
                     return bool(model.requests)
 
-                await eventually(analyst_b_asking, what="analyst-b asking the model")
+                await until(analyst_b_asking, what="analyst-b asking the model")
                 call = await store.get_call(CONVERSATION_ROOM)
                 assert call is not None and call.owner.startswith("wa-job-1")
                 async with in_process_worker(
                     livekit, redis_server.url, channels, "wb"
                 ) as factories:
-                    await eventually(
-                        lambda: _true(len(livekit.workers) == 2), what="the second worker"
-                    )
+                    await until(lambda: len(livekit.workers) == 2, what="the second worker")
                     first.kill()  # the job's process dies mid-call, its caller still there
 
                     async def spoken() -> list[str]:
                         said = [t for f in factories for s in f.sessions for t in s.said]
                         return said if any(MODEL_ANSWER in t for t in said) else []
 
-                    said = await eventually(spoken, what="the result spoken", seconds=60)
+                    said = await until(spoken, what="the result spoken", timeout=60)
                     taken = await store.get_call(CONVERSATION_ROOM)
                     tasks = await store.list_tasks(parent_room_id=CONVERSATION_ROOM)
     finally:
@@ -166,7 +164,3 @@ async def test_a_job_killed_mid_call_is_dispatched_again_and_its_tasks_taken_ove
     rerun = tasks[-1]
     assert (rerun.agent_id, rerun.status) == ("analyst-b", TaskStatus.OK)
     assert len(model.requests) == 2
-
-
-async def _true(value: bool) -> bool:
-    return value

@@ -10,15 +10,14 @@ own (the worker uses the default key prefix, so it must not share the session se
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import cast
 
 import pytest
 
+from tests.support.waiting import until
 from voicehub.core.store.base import DeliveryStatus, Store
 from voicehub.core.store.choice import open_store
 from voicehub.core.store.redis import RedisStore
@@ -37,7 +36,6 @@ from voicehub_dev.fakes.redis_server import RedisServer
 from voicehub_dev.fakes.server_session import ScriptedStack
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
-IO_WAIT = 5.0  # seconds of real time a store round trip may take (socket I/O, not behaviour)
 
 
 @pytest.fixture
@@ -47,16 +45,6 @@ def redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.stop()
-
-
-async def until(condition: Callable[[], Awaitable[bool]]) -> bool:
-    """Whether `condition` (a store read) comes true within IO_WAIT of real time."""
-    deadline = time.monotonic() + IO_WAIT
-    while time.monotonic() < deadline:
-        if await condition():
-            return True
-        await asyncio.sleep(0)
-    return False
 
 
 def status_is(
@@ -99,7 +87,7 @@ async def test_a_result_held_by_the_worker_is_spoken_on_the_next_call_through_se
         delivery_id = await worker_hub.delivery.deliver(
             "research:alice", "Heat pumps move heat.", strategy="immediate"
         )
-        assert await until(status_is(worker_hub.store, delivery_id, DeliveryStatus.HELD))
+        await until(status_is(worker_hub.store, delivery_id, DeliveryStatus.HELD), poll=0)
     finally:
         await ctx.shutdown()
     assert not (tmp_path / "unused.db").exists()  # the worker never opened SQLite
@@ -124,7 +112,7 @@ async def test_a_result_held_by_the_worker_is_spoken_on_the_next_call_through_se
         await changes.wait_for(lambda: sink.queued)
         assert call.said == ["Heat pumps move heat."]  # resumed: no greeting, the held result
         sink.play_all()
-        assert await until(status_is(hub.store, delivery_id, DeliveryStatus.DELIVERED))
+        await until(status_is(hub.store, delivery_id, DeliveryStatus.DELIVERED), poll=0)
         await call.aclose()
         await transport.aclose()
         await desk.aclose()
@@ -155,7 +143,7 @@ async def test_a_result_finished_by_serve_reaches_the_caller_live_in_the_livekit
             counts = await store.redis.pubsub_numsub(store.channel)
             return bool(counts) and counts[0][1] == 1
 
-        assert await until(worker_follows)
+        await until(worker_follows, poll=0)
         room.join("alice")
         await room.changes.wait_for(lambda: room.audio and room.audio[0].sink.queued)
         [session] = factory.sessions
@@ -166,7 +154,7 @@ async def test_a_result_finished_by_serve_reaches_the_caller_live_in_the_livekit
         # no poll and no rejoin: the announcement brings it to the worker, which speaks it
         await room.changes.wait_for(lambda: "Heat pumps move heat." in session.said)
         room.audio[0].sink.play_all()
-        assert await until(status_is(store, delivery_id, DeliveryStatus.DELIVERED))
+        await until(status_is(store, delivery_id, DeliveryStatus.DELIVERED), poll=0)
     finally:
         await ctx.shutdown()
         await serve.aclose()

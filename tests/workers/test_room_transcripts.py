@@ -19,6 +19,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.call_lifecycle import CallLifecycle
 from voicehub.desks.desk import Desk, load_desks
@@ -31,7 +32,6 @@ from voicehub.transports.livekit_transcripts import (
     TOPIC_TRANSCRIPTION,
 )
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.providers.offline import synthesize
 from voicehub.workers.job import DeskJob
 from voicehub.workers.load import CallLoad
 from voicehub_dev.fakes.livekit_room import (
@@ -129,9 +129,7 @@ async def test_a_real_call_shows_the_callers_and_the_agents_words_and_the_agents
     await factory.prepare([desk])
     room = StandInRoom(AGENT)
     agent = room.local_participant
-    words = synthesize(
-        "could you research heat pumps for me please", voice="piper", sample_rate=RATE
-    )
+    words = spoken("could you research heat pumps for me please", rate=RATE)
     async with serving(
         DeskJob(CallLifecycle(hub, {}, factory), desk, room, CallLoad(2), number_key=NUMBER_KEY)
     ):

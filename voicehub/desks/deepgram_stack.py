@@ -115,7 +115,7 @@ def new_stt(
 ) -> Any:
     """A DeepgramSTT for one call at the transport's rate; mu-law on a phone line (as its
     `wire` carries it: `voicehub.voice.transport.wire_audio_of`), no resampling."""
-    from voicehub.voice.providers.deepgram import DeepgramSTT
+    from voicehub.voice.providers.deepgram import DeepgramLink, DeepgramSTT
 
     config = settings(desk)
     return DeepgramSTT(
@@ -127,7 +127,7 @@ def new_stt(
         endpointing_ms=config.endpointing or None,
         utterance_end_ms=config.utterance_end or None,
         keyterms=desk_keyterms(desk),
-        fallback=fallback,
+        link=DeepgramLink(fallback=fallback),
     )
 
 

@@ -43,7 +43,9 @@ RULE_MEANINGS = {
     "tool": "The tool to call; it must be one the agent has.",
     "arguments": "The tool's arguments; every string in them is a template like `say`.",
     "reply": "Spoken after the tool answered: `{result}` (the tool's answer), "
-    "`{result.FIELD}` (a field of a JSON answer), `{message}`, `{last_user}`.",
+    "`{result.FIELD}` (a field of a JSON answer), `{message}`, `{last_user}`. An answer "
+    "that is not JSON (an error, an MCP server's `on_error`) is spoken as it is instead "
+    "of a reply with `{result.FIELD}`s.",
     "ask": 'Asked when the caller names the request but not its subject ("could you '
     "research\"); the caller's next turn is read after those words. Needs a `regex` with a "
     "named group. Placeholders: `{message}`, `{last_user}`.",

@@ -76,11 +76,11 @@ class SttCall:
 async def _stt_window(
     fake: tuple[str, str], pattern: list[bytes], count: int, measure: float, send_ms: int
 ) -> Window:
-    from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT
+    from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramLink, DeepgramSTT
     from voicehub_dev.bench.voice_latency import SILENCE
 
     endpoint = DeepgramEndpoint(api_key=fake[1], base_url=fake[0])
-    options: dict[str, Any] = {"send_ms": send_ms} if send_ms != 100 else {}
+    options: dict[str, Any] = {"link": DeepgramLink(send_ms=send_ms)} if send_ms != 100 else {}
     calls = [
         SttCall(DeepgramSTT(endpoint=endpoint, sample_rate=16000, **options), SILENCE)
         for _ in range(count)

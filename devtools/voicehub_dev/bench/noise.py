@@ -1,12 +1,13 @@
-"""`voicehub bench --only noise`: what RNNoise (`[voice] denoise`) buys on noisy phone calls,
-and what it costs.
+"""`voicehub bench --only noise --only noise_accuracy`: what RNNoise (`[voice] denoise`) buys
+on noisy phone calls, and what it costs.
 
 - `us_per_frame`, `us_per_frame_wideband`: one 20 ms caller frame through `RNNoiseFilter` at
   8 kHz (phone) and 16 kHz: resampling to 48 kHz and back and two RNNoise frames;
   `rnnoise_us_per_10ms`: RNNoise's own frame alone (the wheel's library is plain C, no SIMD).
-- `accuracy`: the phone bench's evaluation (`phone_eval`, the research desk's requests and
-  unrelated chatter in the offline voices, through the phone path, recognized by the
-  streamed Whisper and answered by the desk's scripted agent) with background noise mixed in
+- `accuracy` (section `noise_accuracy`): the phone bench's evaluation (`phone_eval`, the
+  research desk's requests and unrelated chatter in the offline voices, through the phone
+  path, recognized by the streamed Whisper and answered by the desk's scripted agent) with
+  background noise mixed in
   (`noise_mix`: babble, street, car) at 10 and 0 dB SNR against the talker, before the phone
   path, as a phone's microphone hears it; with half a second of that noise before and after
   the words. For each condition, `off` and `rnnoise`: `tool_accuracy` (the expected tool with
@@ -208,7 +209,14 @@ async def false_barge_ins(quick: bool) -> dict[str, Any]:
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
+    """The `noise` section: the cost and the false barge-ins (a few minutes)."""
     cost = denoise_cost(300 if quick else 2000)
     barge = await false_barge_ins(quick)
+    return {"denoise": {**cost, "false_barge_ins": barge}}
+
+
+async def run_accuracy(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
+    """The `noise_accuracy` section: the phone evaluation in noise, on and off (long: every
+    utterance is heard 14 times)."""
     scores = await asyncio.to_thread(accuracy, quick)
-    return {"denoise": {**cost, "false_barge_ins": barge, "accuracy": scores}}
+    return {"denoise": {"accuracy": scores}}

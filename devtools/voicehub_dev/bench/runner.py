@@ -61,6 +61,7 @@ def _sections() -> dict[str, Section]:
         "turns": turns.run,
         "observability": observability.run,
         "noise": noise.run,
+        "noise_accuracy": noise.run_accuracy,
         "mcp": mcp.run,
     }
 

@@ -17,11 +17,8 @@ from typing import Any
 
 from voicehub_dev.bench.stats import summary_ms
 
-REPLY = (
-    "Sure, I will look into heat pumps for you, and the analysts will start on it right "
-    "away. I will tell you what they find as soon as they are done."
-)
-"""About 4 s of the joe voice."""
+REPLY = "Sure, I will look into heat pumps for you. I will tell you what the analysts find."
+"""About 4 s of the joe voice (`reply_seconds` says how long)."""
 
 
 class WholeSentences:

@@ -27,7 +27,9 @@ busy machine shifts them.
 - `eot_us_per_turn`: CPU of one end-of-turn model inference (the engine asks once per
   pause), Smart Turn v3.2 on this machine, alone and in batches of 16 (`model`); there,
   too, how well its probabilities tell the cut halves of the requests from the whole ones
-  (`auc`), and what the pure turn policy would make of this set with the words known
+  (`auc`; at the policy's threshold, the share of cut halves judged complete,
+  `cut_judged_complete`, and of whole requests judged unfinished, `whole_judged_unfinished`),
+  and what the pure turn policy would make of this set with the words known
   (`policy_with_known_words`).
 """
 

@@ -146,6 +146,12 @@ def model_figures(
         "us_per_inference_batched": round(batched * 1e6, 1),
         "ms_per_inference": round(latency * 1000, 2),
         "auc": round(auc([*p_whole, *p_complete], p_cut), 4),
+        # at the policy's threshold: the cut halves it calls complete, the whole requests
+        # it calls unfinished (the suite checks only the decision, on committed speech)
+        "cut_judged_complete": round(float(np.mean(np.asarray(p_cut) >= settings.threshold)), 4),
+        "whole_judged_unfinished": round(
+            float(np.mean(np.asarray([*p_whole, *p_complete]) < settings.threshold)), 4
+        ),
         "auc_voices": {
             voice: round(
                 auc(

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -58,13 +59,16 @@ class CallerLines:
     chatter: bytes
 
     @classmethod
-    def synthesize(cls) -> CallerLines:
+    def synthesize(cls, speak: Callable[[str], bytes] | None = None) -> CallerLines:
+        """Every line said by `speak` (default: Piper, `caller_audio`; tests pass their
+        committed speech)."""
+        say = speak or (lambda text: caller_audio(text=text))
         requests = tuple(
-            (text, caller_audio(text=text))
+            (text, say(text))
             for text in (f"could you research {topic} for me please" for topic in TOPICS)
         )
-        follow_ups = tuple((text, caller_audio(text=text)) for text in FOLLOW_UPS)
-        return cls(requests, follow_ups, chatter=caller_audio(text=CHATTER))
+        follow_ups = tuple((text, say(text)) for text in FOLLOW_UPS)
+        return cls(requests, follow_ups, chatter=say(CHATTER))
 
     def all(self) -> list[tuple[str, bytes]]:
         """Every line with its words (what a fake recognizer is told to expect)."""

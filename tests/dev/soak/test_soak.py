@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.speech import spoken
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
@@ -31,7 +32,7 @@ CHANNELS = Path(__file__).resolve().parents[3] / "channels"
 
 @pytest.fixture(scope="module")
 def lines() -> CallerLines:
-    return CallerLines.synthesize()
+    return CallerLines.synthesize(spoken)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

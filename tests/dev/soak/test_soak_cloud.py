@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_helpers import running_server
+from tests.support.speech import spoken
 from voicehub.desks.desk import load_desks
 from voicehub.errors import VoicehubError
 from voicehub.server.settings import ServerSettings
@@ -37,7 +38,7 @@ def test_the_desk_file_is_moved_to_deepgram() -> None:
 
 @pytest.fixture(scope="module")
 def lines() -> CallerLines:
-    return CallerLines.synthesize()
+    return CallerLines.synthesize(spoken)
 
 
 def test_the_fake_hears_a_known_line_by_its_audio_whatever_comes_before(

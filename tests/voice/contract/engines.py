@@ -15,7 +15,6 @@ test moves it.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 from collections.abc import Callable
@@ -25,6 +24,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from openai import AsyncOpenAI
 
+from tests.support.speech import spoken
+from tests.support.waiting import until
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool, ToolContext, tool
@@ -34,7 +35,7 @@ from voicehub.testing import AckMode, MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions
 from voicehub.voice.engine.turn_engine import TurnSettings
-from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
+from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import (
     SAY_INSTRUCTIONS,
@@ -57,7 +58,7 @@ LONG = (
 
 @functools.cache
 def caller_speech() -> bytes:
-    return synthesize("please research solar panels", voice="piper", sample_rate=RATE)
+    return spoken("please research solar panels", rate=RATE)
 
 
 _CALL_OPTIONS = ("delivery_mode", "answer_timeout", "backoff")  # RealtimeCallOptions
@@ -111,14 +112,8 @@ class Harness:
 
     async def until(self, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
         """Wait until `predicate()` holds; time passes meanwhile where the engine needs it."""
-
-        async def wait() -> None:
-            while not predicate():
-                if self.moves_time:
-                    await self.clock.advance(TICK)
-                await asyncio.sleep(0.005)
-
-        await asyncio.wait_for(wait(), timeout)
+        clock = self.clock if self.moves_time else None
+        await until(predicate, timeout=timeout, poll=0.005, clock=clock, step=TICK)
 
     async def aclose(self) -> None:
         for session in self.sessions:

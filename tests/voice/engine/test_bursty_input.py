@@ -32,6 +32,7 @@ import pytest_asyncio
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.desks.desk import Desk, load_desks
 from voicehub.desks.offline_stack import OfflineStack
@@ -41,7 +42,6 @@ from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.events import AgentState, Transcript, UserState
-from voicehub.voice.providers.offline import synthesize
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -64,7 +64,7 @@ def speech() -> dict[str, bytes]:
     """Each line, then a second of silence (the fast client's trailing burst)."""
     audio = {}
     for line in LINES:
-        pcm = synthesize(line, voice="piper", sample_rate=RATE)
+        pcm = spoken(line, rate=RATE)
         audio[line] = pcm + bytes(-len(pcm) % FRAME) + bytes(50 * FRAME)
     return audio
 

@@ -21,6 +21,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
+from tests.support.waiting import until
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
@@ -35,7 +37,7 @@ from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
 from voicehub.voice.engine.turn_engine import TurnSettings
 from voicehub.voice.events import Transcript, UserState
-from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
+from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
 from voicehub_dev.fakes.injectable_stt import InjectableSTT, final
 from voicehub_dev.fakes.voice_providers import pipeline_session
 
@@ -59,7 +61,7 @@ def models() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def caller_frames() -> list[bytes]:
     """The caller's words as 20 ms frames, from the first voiced one."""
-    pcm = synthesize("wait, one more question about my order", voice="piper", sample_rate=RATE)
+    pcm = spoken("wait, one more question about my order", rate=RATE)
     pcm += bytes(-len(pcm) % FRAME)
     frames = [pcm[i : i + FRAME] for i in range(0, len(pcm), FRAME)]
     first = next(i for i, f in enumerate(frames) if _rms(f) > 1000)
@@ -300,11 +302,7 @@ async def _cut_off_twice_then_offered(test: Harness, caller_frames: list[bytes])
 async def _offer_asked(test: Harness) -> None:
     speaker = test.session.results
 
-    async def wait() -> None:
-        while speaker.offer_waiting is None:  # noqa: ASYNC110 - the offer sets no event
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(wait(), 20)
+    await until(lambda: speaker.offer_waiting is not None, timeout=20)
 
 
 async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(

@@ -16,6 +16,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.core.clock import VirtualClock, settle
@@ -25,7 +26,7 @@ from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import PipelineVoiceSession
 from voicehub.voice.engine.tick_gate import GateSettings
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline import PiperTTS, synthesize
+from voicehub.voice.providers.offline import PiperTTS
 from voicehub.voice.providers.offline.vad import WebRtcVAD, WebRtcVADStream
 from voicehub_dev.fakes.utterance_stt import UtteranceRecognizer
 from voicehub_dev.fakes.voice_providers import pipeline_session
@@ -79,7 +80,7 @@ def tts() -> PiperTTS:
 
 @pytest.fixture(scope="module")
 def speech() -> bytes:
-    pcm = synthesize(WORDS, voice="piper", sample_rate=RATE)
+    pcm = spoken(WORDS, rate=RATE)
     return pcm + bytes(-len(pcm) % FRAME)
 
 

@@ -9,7 +9,6 @@ speaks, and the in-memory transport confirms playout when the test says so.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +18,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
+from tests.support.waiting import until_activity
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool, ToolContext, tool
@@ -36,7 +37,6 @@ from voicehub.voice.providers.offline import (
     PiperTTS,
     PocketSphinxSTT,
     load_vad,
-    synthesize,
 )
 from voicehub.voice.providers.offline.silero_batch import BatchedSileroVAD
 from voicehub_dev.fakes.voice_providers import pipeline_session
@@ -55,7 +55,7 @@ LONG = (
 
 @pytest.fixture(scope="module")
 def caller_speech() -> bytes:
-    return synthesize("please research solar panels", voice="piper", sample_rate=RATE)
+    return spoken("please research solar panels", rate=RATE)
 
 
 @pytest.fixture(scope="module")
@@ -220,18 +220,6 @@ async def speak(session: PipelineVoiceSession, pcm16: bytes, silence: float = 0.
         await session.push_audio(audio[start : start + FRAME])
 
 
-async def until(
-    activity: VoiceActivity, predicate: Callable[[ActivitySnapshot], bool], timeout: float = 30
-) -> ActivitySnapshot:
-    async def wait() -> ActivitySnapshot:
-        snapshot = activity.snapshot()
-        while not predicate(snapshot):
-            snapshot = await activity.wait_for_change(snapshot.version)
-        return snapshot
-
-    return await asyncio.wait_for(wait(), timeout)
-
-
 async def said(transport: MemoryTransport, text: str) -> None:
     """Wait for the agent's transcript (sent to the client after the room got it)."""
     await transport.wait_for(lambda: any(text in e.text for e in transport.events_of(Transcript)))
@@ -261,7 +249,7 @@ async def test_caller_asks_agent_calls_tool_and_answers(
     await transport.wait_for(lambda: len(transport.marks) >= 2)  # the answer after the tool
     assert not activity.snapshot().is_idle
     transport.ack()
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
     await said(transport, "Here is what I found")  # the room has the transcript too by then
 
     [(topic, ctx)] = call.calls.research

@@ -3,8 +3,8 @@ quiet audio in 120 ms, pauses in a turn at once."""
 
 from __future__ import annotations
 
+from tests.support.speech import spoken
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime.audio_batch import AudioBatcher
 from voicehub.voice.speech_evidence import SpeechEvidence
 
@@ -29,7 +29,7 @@ def test_quiet_audio_goes_in_120_ms_batches_at_24_khz() -> None:
 
 
 def test_the_start_of_speech_goes_at_once_then_speech_in_60_ms_batches() -> None:
-    speech = frames(synthesize("hello there, how are you", voice="piper", sample_rate=RATE))
+    speech = frames(spoken("hello there, how are you", rate=RATE))
     evidence = SpeechEvidence(RATE)
     voiced = [evidence.voiced_frames(frame) > 0 for frame in speech]
     first = voiced.index(True)
@@ -72,7 +72,7 @@ def test_a_phone_lines_batches_are_its_mulaw() -> None:
     from voicehub.voice.audio import lin2ulaw
 
     batcher = AudioBatcher(8000, mulaw=True)
-    speech = synthesize("hello there", voice="piper", sample_rate=8000)
+    speech = spoken("hello there", rate=8000)
     pushed = [speech[i : i + 320] for i in range(0, len(speech) // 320 * 320, 320)]
     sent = b"".join(b for b in (batcher.push(frame, True) for frame in pushed) if b is not None)
     assert sent + batcher.flush() == lin2ulaw(b"".join(pushed))

@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
+from tests.support.speech import spoken
 from tests.voice.realtime.test_session import FRAME, RATE, ROOM, Harness, brain
 from voicehub.core.clock import VirtualClock
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.hub import Hub
-from voicehub.voice.providers.offline import synthesize
 from voicehub_dev.fakes.openai_realtime import FakeRealtimeServer
 
 RESULT = "The heat pump research is done: the air source models came out best."
@@ -29,7 +29,7 @@ RESULT = "The heat pump research is done: the air source models came out best."
 @pytest.fixture(scope="module")
 def caller_frames() -> list[bytes]:
     """The caller's words as 20 ms frames, from the first loud one."""
-    pcm = synthesize("wait, one more question about my order", voice="piper", sample_rate=RATE)
+    pcm = spoken("wait, one more question about my order", rate=RATE)
     frames = [pcm[i : i + FRAME] for i in range(0, len(pcm) // FRAME * FRAME, FRAME)]
     level = [np.sqrt(np.mean(np.frombuffer(f, "<i2").astype(np.float64) ** 2)) for f in frames]
     first = next(i for i, rms in enumerate(level) if rms > 1000)

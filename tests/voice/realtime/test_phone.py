@@ -21,11 +21,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from openai import AsyncOpenAI
 
+from tests.support.speech import spoken
 from voicehub.agents.agent import Agent
 from voicehub.hub import Hub
 from voicehub.transports.twilio import TwilioMediaTransport
 from voicehub.voice.audio import lin2ulaw, resample_pcm16
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import RealtimeVoiceSession
 from voicehub.voice.transport import plays_mulaw
@@ -81,7 +81,7 @@ async def test_a_phone_call_is_relayed_as_mulaw_both_ways(server: FakeRealtimeSe
         assert audio["input"]["format"] == {"type": "audio/pcmu"}
         assert audio["output"]["format"] == {"type": "audio/pcmu"}
 
-        caller = lin2ulaw(synthesize("could you help me please", "piper", 8000) + bytes(16000))
+        caller = lin2ulaw(spoken("could you help me please", rate=8000) + bytes(16000))
         caller = caller[: len(caller) // 160 * 160]
         for at in range(0, len(caller), 160):  # as Twilio's media frames arrive
             await session.push_audio(transport.caller_audio(caller[at : at + 160]))
@@ -95,8 +95,8 @@ async def test_a_phone_call_is_relayed_as_mulaw_both_ways(server: FakeRealtimeSe
         payloads = [base64.b64decode(f["media"]["payload"]) for f in media]  # type: ignore[index]
         sent = b"".join(payloads)
         reply = await server.speech("Hello, how can I help?")
-        spoken = lin2ulaw(resample_pcm16(reply, 24000, 8000))  # what the fake model sent
-        assert spoken.startswith(sent)  # the model's mu-law, byte for byte
+        agent_ulaw = lin2ulaw(resample_pcm16(reply, 24000, 8000))  # what the fake model sent
+        assert agent_ulaw.startswith(sent)  # the model's mu-law, byte for byte
         assert {len(payload) for payload in payloads[:-1]} == {160}  # Twilio's 20 ms frames
         await session.aclose()
     transport.close()
@@ -132,7 +132,7 @@ async def test_a_24_khz_browser_call_is_relayed_without_resampling(
         session = await browser_session(hub, server, transport, "call-2")
         [update] = server.of_type("session.update")
         assert update["session"]["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}
-        caller = synthesize("could you help me please", "piper", 24000) + bytes(48000)
+        caller = spoken("could you help me please", rate=24000) + bytes(48000)
         caller = caller[: len(caller) // 960 * 960]
         for at in range(0, len(caller), 960):
             await session.push_audio(caller[at : at + 960])
@@ -161,7 +161,7 @@ async def test_a_16_khz_browser_call_is_resampled_by_one_stream_each_way(
     transport = MemoryTransport(16000, ack="immediate")
     async with Hub() as hub:
         session = await browser_session(hub, server, transport, "call-3")
-        caller = synthesize("could you help me please", "piper", 16000) + bytes(32000)
+        caller = spoken("could you help me please", rate=16000) + bytes(32000)
         caller = caller[: len(caller) // 640 * 640]
         for at in range(0, len(caller), 640):
             await session.push_audio(caller[at : at + 640])

@@ -15,6 +15,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
+from tests.support.waiting import until_activity
 from tests.voice.realtime.test_session import (
     FRAME,
     LONG,
@@ -24,7 +26,6 @@ from tests.voice.realtime.test_session import (
     events,
     finals,
     speak,
-    until,
 )
 from voicehub.agents.agent import Agent
 from voicehub.core.clock import VirtualClock, settle
@@ -33,7 +34,6 @@ from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import WaitForIdle
 from voicehub.voice.events import ProviderError
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime.link import Backoff
 from voicehub.voice.realtime.recap import RECAP_HEADER
 
@@ -59,13 +59,13 @@ def outcomes_of(harness: Harness) -> asyncio.Queue[tuple[str, str]]:
 
 async def test_a_drop_reconnects_and_restores_the_session_with_a_recap(call: Harness) -> None:
     session, transport, activity = await call.start(ack="immediate")
-    await speak(session, synthesize("hello there", voice="piper", sample_rate=RATE))
+    await speak(session, spoken("hello there", rate=RATE))
     await transport.wait_for(lambda: ("assistant", "Hello, how can I help?") in finals(transport))
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
 
     await call.server.drop()
     await call.server.wait_for(lambda: len(call.server.of_type("session.update")) == 2)
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
     assert len(call.server.sessions) == 2 and session.running
     first, restored = (e["session"] for e in call.server.of_type("session.update"))
     # the whole configuration again, the same voice and tools, and the call so far
@@ -80,9 +80,7 @@ async def test_a_drop_reconnects_and_restores_the_session_with_a_recap(call: Har
     assert any("restored" in e.text for e in events(history, EventKind.SYSTEM))
 
     # the call goes on over the new connection
-    await speak(
-        session, synthesize("please research solar panels", voice="piper", sample_rate=RATE)
-    )
+    await speak(session, spoken("please research solar panels", rate=RATE))
     await transport.wait_for(
         lambda: ("assistant", "Here is what I found: panels got cheaper.") in finals(transport)
     )
@@ -104,7 +102,7 @@ async def test_a_delivery_in_flight_at_the_drop_is_offered_again_once(call: Harn
     assert outcome == "interrupted"  # not lost: back in the queue
     await call.server.wait_for(lambda: len(call.server.of_type("session.update")) == 2)
     call.server.hold.set()
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
     await clock.advance(1.0)  # idle again for the buffer: offered on the new connection
     assert await asyncio.wait_for(seen.get(), 20) == (delivery_id, "delivered")
     said = [
@@ -136,7 +134,7 @@ async def test_refused_reconnects_back_off_on_the_clock_and_are_reported(call: H
     await transport.wait_for(lambda: any("attempt 2" in m for m in reports(transport)))
     await clock.advance(1.0)  # attempt 3 goes through
     await call.server.wait_for(lambda: len(call.server.sessions) == 2)
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
     messages = reports(transport)
     assert messages[0].startswith("server_error: The server had an error")
     assert any(m.startswith("model_disconnected") for m in messages)
@@ -160,7 +158,7 @@ async def test_when_reconnecting_fails_the_call_ends_and_results_are_held(call: 
     assert await asyncio.wait_for(talking, 10) is InjectOutcome.INTERRUPTED
     await transport.wait_for(lambda: any("attempt 1" in m for m in reports(transport)))
     await clock.advance(1.0)
-    await until(activity, lambda s: not s.session_live)
+    await until_activity(activity, lambda s: not s.session_live)
     assert (await asyncio.wait_for(seen.get(), 10))[1] == "held"
     await transport.wait_for(lambda: any("model_unreachable" in m for m in reports(transport)))
     assert call.server.refused == 2 and len(call.server.sessions) == 1
@@ -173,7 +171,7 @@ async def test_a_restored_session_the_model_refuses_ends_the_call(call: Harness)
     session, transport, activity = await call.start(ack="immediate")
     call.server.refuse_updates = "instructions too long"
     await call.server.drop()
-    await until(activity, lambda s: not s.session_live)
+    await until_activity(activity, lambda s: not s.session_live)
     await asyncio.wait_for(session.closed.wait(), 10)
     messages = reports(transport)
     assert any(m.startswith("model_unreachable") and "refused" in m for m in messages)
@@ -195,4 +193,4 @@ async def test_a_handoff_while_reconnecting_is_applied_by_the_restore(call: Harn
     restored = call.server.of_type("session.update")[-1]["session"]
     assert restored["instructions"].startswith("You are the booking desk.")
     assert restored["audio"]["output"]["voice"] == "cedar"  # nothing spoken yet: it may change
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)

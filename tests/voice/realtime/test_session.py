@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,6 +23,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from openai import AsyncOpenAI
 
+from tests.support.speech import spoken
+from tests.support.waiting import until_activity
 from tests.voice.engine.test_pipeline_session import RecordingActivity
 from voicehub.agents.agent import Agent
 from voicehub.agents.tools import Tool, ToolContext, tool
@@ -33,10 +35,8 @@ from voicehub.delivery.injector import InjectOutcome
 from voicehub.delivery.policy import WaitForIdle
 from voicehub.hub import Hub
 from voicehub.testing import AckMode, MemoryTransport
-from voicehub.voice.activity import ActivitySnapshot, VoiceActivity
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.events import AgentState, ProviderError, ToolCall, Transcript
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import (
     SAY_INSTRUCTIONS,
@@ -131,7 +131,7 @@ class Harness:
 
 @pytest.fixture(scope="module")
 def caller_speech() -> bytes:
-    return synthesize("please research solar panels", voice="piper", sample_rate=RATE)
+    return spoken("please research solar panels", rate=RATE)
 
 
 @pytest.fixture
@@ -148,18 +148,6 @@ async def speak(session: RealtimeVoiceSession, pcm16: bytes, silence: float = 0.
     audio = pcm16 + bytes(2 * int(RATE * silence))
     for start in range(0, len(audio), FRAME):
         await session.push_audio(audio[start : start + FRAME])
-
-
-async def until(
-    activity: VoiceActivity, predicate: Callable[[ActivitySnapshot], bool], timeout: float = 30
-) -> ActivitySnapshot:
-    async def wait() -> ActivitySnapshot:
-        snapshot = activity.snapshot()
-        while not predicate(snapshot):
-            snapshot = await activity.wait_for_change(snapshot.version)
-        return snapshot
-
-    return await asyncio.wait_for(wait(), timeout)
 
 
 def finals(transport: MemoryTransport) -> list[tuple[str, str]]:
@@ -184,16 +172,16 @@ async def test_a_turn_end_to_end(call: Harness, caller_speech: bytes) -> None:
     assert call.server.requests == ["/v1/realtime?model=gpt-realtime"]
     assert activity.snapshot().session_live and activity.is_idle
 
-    await speak(session, synthesize("hello there", voice="piper", sample_rate=RATE))
+    await speak(session, spoken("hello there", rate=RATE))
     # the model answered; its audio is handed over but not yet heard: not idle
     await transport.wait_for(lambda: any(":" not in m and "@" not in m for m in transport.marks))
-    snapshot = await until(activity, lambda s: not s.agent_speaking)
+    snapshot = await until_activity(activity, lambda s: not s.agent_speaking)
     assert snapshot.playout_pending and not snapshot.is_idle
     assert transport.seconds_of_audio > 0.5
     progress = [m for m in transport.marks if "@" in m]
     assert len(progress) >= 3  # one every 100 ms of audio, then the final mark
     transport.ack()
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
     await transport.wait_for(lambda: ("assistant", "Hello, how can I help?") in finals(transport))
 
     appended = sum(len(e["audio"]) for e in call.server.of_type("input_audio_buffer.append"))
@@ -227,7 +215,7 @@ async def test_a_tool_call_is_run_and_answered(call: Harness, caller_speech: byt
     await transport.wait_for(
         lambda: ("assistant", "Here is what I found: panels got cheaper.") in finals(transport)
     )
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
 
     [(topic, ctx)] = call.research.calls
     assert topic == "solar panels"
@@ -278,12 +266,12 @@ async def test_delivery_waits_for_the_model_and_the_caller(call: Harness, mode: 
     await clock.advance(5.0)  # long past the buffer: still busy, nothing may be injected
     assert len(call.server.of_type("response.create")) == 1
     call.server.hold.set()
-    await until(activity, lambda s: s.playout_pending and not s.agent_speaking)
+    await until_activity(activity, lambda s: s.playout_pending and not s.agent_speaking)
     await clock.advance(5.0)
     assert len(call.server.of_type("response.create")) == 1  # not heard yet: still busy
     transport.ack()
     assert await talking is InjectOutcome.FINISHED
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
     await clock.advance(1.0)  # the idle buffer
     await call.server.wait_for(lambda: len(call.server.of_type("response.create")) == 2)
     injected = call.server.of_type("response.create")[-1]
@@ -296,7 +284,7 @@ async def test_delivery_waits_for_the_model_and_the_caller(call: Harness, mode: 
         item = call.server.of_type("conversation.item.create")[-1]["item"]
         assert item["role"] == "system"
         assert item["content"][0]["text"] == "Background result: the solar report is ready"
-    await until(
+    await until_activity(
         activity, lambda s: s.playout_pending and not (s.agent_speaking or s.agent_thinking)
     )
     assert outcomes.empty()  # delivered only once playout is confirmed
@@ -355,7 +343,7 @@ async def test_interrupt_cancels_a_running_response(call: Harness) -> None:
     # nothing was heard: truncated at 0 ms, so the model's memory holds none of it
     [truncate] = call.server.of_type("conversation.item.truncate")
     assert truncate["audio_end_ms"] == 0
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
 
 
 async def test_update_agent_switches_instructions_tools_and_voice(call: Harness) -> None:

@@ -4,10 +4,11 @@ handed to the transport, on the hub's clock (the fake Realtime server, the real 
 
 from __future__ import annotations
 
-from tests.voice.realtime.test_session import Harness, call, speak, until
+from tests.support.speech import spoken
+from tests.support.waiting import until_activity
+from tests.voice.realtime.test_session import Harness, call, speak
 from voicehub.core.clock import VirtualClock
 from voicehub.voice.engine.latency import TurnLatency
-from voicehub.voice.providers.offline import synthesize
 
 __all__ = ["call"]
 
@@ -26,10 +27,10 @@ async def test_each_answered_turn_reports_its_voice_to_voice(call: Harness) -> N
     turns = Turns()
     session, _, activity = await call.start(ack="immediate", turn_observer=turns)
     assert isinstance(call.hub.clock, VirtualClock)
-    await speak(session, synthesize("hello there", voice="piper", sample_rate=RATE))
-    await until(activity, lambda s: s.agent_speaking)
+    await speak(session, spoken("hello there", rate=RATE))
+    await until_activity(activity, lambda s: s.agent_speaking)
     [turn] = turns.measured  # at the answer's first audio
-    await until(activity, lambda s: s.is_idle)
+    await until_activity(activity, lambda s: s.is_idle)
     assert turns.measured == [turn]  # once per turn
     assert (turn.room_id, turn.turn) == ("call-1", 1)
     assert turn.speech_ended_at is not None and turn.voice_to_voice is not None

@@ -262,3 +262,16 @@ async def test_through_the_speech_player_the_answer_follows_the_sound_with_nothi
     assert frames[first_answer:] == [answer]
     player.confirm(speech.mark_id)
     await player.aclose()
+
+
+@pytest.mark.parametrize("call", [HOLD], indirect=True)
+async def test_hold_music_ends_when_the_work_does(call: Call) -> None:
+    call.host.work = True
+    await call.clock.advance(4.5)
+    assert call.sounds.playing == "hold"
+    call.host.work = False  # cancelled: no result will come to stop it
+    await call.clock.advance(6.0)
+    assert call.sounds.playing is None
+    sent = len(call.line.sent)
+    await call.clock.advance(20.0)
+    assert len(call.line.sent) == sent

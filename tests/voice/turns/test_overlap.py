@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicehub.voice.providers.offline import synthesize
+from tests.support.speech import spoken
 from voicehub.voice.turns.noise import MAX_NOISE_SECONDS, is_noise_burst, listen_to_burst
 from voicehub.voice.turns.overlap import BACKCHANNELS, classify_overlap
 
@@ -70,7 +70,7 @@ def test_short_words_are_speech() -> None:
     # the same worker check that it says a sentence the same way twice
     voice = "piper"
     for word in ("uh-huh", "yeah", "okay", "stop", "no", "wait", "hold on", "mm-hm"):
-        samples = np.frombuffer(synthesize(word, voice=voice, sample_rate=RATE), dtype="<i2")
+        samples = np.frombuffer(spoken(word, voice, rate=RATE), dtype="<i2")
         assert not is_noise_burst(samples, RATE), (voice, word, listen_to_burst(samples, RATE))
 
 

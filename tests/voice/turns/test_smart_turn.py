@@ -1,5 +1,6 @@
-"""Smart Turn v3.2 run locally: hash-checked, batched, and telling complete from cut-off
-speech on synthesized utterances."""
+"""Smart Turn v3.2 run locally: hash-checked, batched, and the turn policy's decision on its
+answer for complete and cut-off requests (committed speech; the model's quality is the
+`turns.model` bench's figures)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,17 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from voicehub.voice.providers.offline import synthesize
+from tests.support.speech import floats, spoken
 from voicehub.voice.turns import setup
 from voicehub.voice.turns.log_mel import WINDOW_SAMPLES, fit_window, log_mel_batch
+from voicehub.voice.turns.policy import (
+    Commit,
+    TurnDecision,
+    TurnEvidence,
+    TurnSettings,
+    WakeAt,
+    decide,
+)
 from voicehub.voice.turns.smart_turn import (
     SmartTurnModel,
     TurnModelError,
@@ -24,27 +33,6 @@ from voicehub.voice.turns.smart_turn import (
 )
 
 RATE = 16000
-
-
-def floats(pcm16: bytes) -> np.ndarray:
-    return np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
-
-
-def cut_at_comma(audio: np.ndarray) -> np.ndarray:
-    """The words before the longest quiet stretch inside `audio` (where the comma was)."""
-    hop = RATE // 100
-    frames = audio[: len(audio) // hop * hop].reshape(-1, hop)
-    levels = np.sqrt((frames * frames).mean(axis=1))
-    quiet = levels < levels.max() / 31.6
-    loud = np.flatnonzero(~quiet)
-    best, start = (0, 0), None
-    for index in range(int(loud[0]), int(loud[-1]) + 1):
-        if quiet[index] and start is None:
-            start = index
-        elif not quiet[index] and start is not None:
-            best = max(best, (index - start, start))
-            start = None
-    return audio[: best[1] * hop]
 
 
 def then_silence(audio: np.ndarray, seconds: float = 0.2) -> np.ndarray:
@@ -60,24 +48,40 @@ def model() -> SmartTurnModel:
 # request (with the voice's continuing intonation), the whole is a complete one.
 HESITATIONS = (
     "I would like you to, um, research electric cars",
-    "please find out about, wind turbines",
-    "what is, a smart meter",
+    "I want to know more about, heat pumps",
+    "so what I really want is, a report on heat pumps",
 )
 
 
 @pytest.fixture(scope="module")
 def utterances() -> list[tuple[np.ndarray, np.ndarray]]:
-    spoken = [floats(synthesize(text, voice="piper", sample_rate=RATE)) for text in HESITATIONS]
-    return [(then_silence(cut_at_comma(a)), then_silence(a)) for a in spoken]
+    """(the words before the comma, the whole request) of each hesitation, each then 0.2 s
+    of silence (the policy's `model_silence`)."""
+    return [
+        (
+            then_silence(floats(spoken(text, form="before_comma"))),
+            then_silence(floats(spoken(text))),
+        )
+        for text in HESITATIONS
+    ]
 
 
-def test_complete_and_cut_off_speech_get_clearly_different_probabilities(
+def turn_after(probability: float) -> TurnDecision:
+    """What the turn policy decides with the model's answer in, the words not open."""
+    evidence = TurnEvidence(
+        speech_ended_at=0.0, words_open=False, asked=True, probability=probability
+    )
+    return decide(evidence, TurnSettings(), now=TurnSettings().model_silence)
+
+
+def test_a_cut_off_request_waits_and_a_complete_one_ends_the_turn(
     model: SmartTurnModel, utterances: list[tuple[np.ndarray, np.ndarray]]
 ) -> None:
     cut = model.probabilities([c for c, _ in utterances])
     whole = model.probabilities([w for _, w in utterances])
     for text, p_cut, p_whole in zip(HESITATIONS, cut, whole, strict=True):
-        assert p_cut < 0.4 < 0.9 < p_whole, (text, p_cut, p_whole)
+        assert isinstance(turn_after(p_cut), WakeAt), (text, p_cut)
+        assert turn_after(p_whole) == Commit("model"), (text, p_whole)
 
 
 async def test_requests_of_many_calls_share_one_batch_off_the_loop(
@@ -90,7 +94,7 @@ async def test_requests_of_many_calls_share_one_batch_off_the_loop(
     # runs: they wait and go through together
     answers = await asyncio.gather(*(model.completion_probability(a) for a in audio))
     batches = model.stats.batches - before
-    assert batches == 2  # the first alone, the other five in one run
+    assert batches == 2  # the first alone, the others in one run
     assert model.stats.sizes[-2:] == [1, len(audio) - 1]
     expected = model.probabilities(audio)
     assert np.allclose(answers, expected, atol=1e-4)
@@ -135,7 +139,7 @@ def test_features_match_faster_whispers_extractor() -> None:
     from faster_whisper.feature_extractor import FeatureExtractor
 
     extractor = FeatureExtractor(feature_size=80)
-    short = floats(synthesize("could you research heat pumps", voice="piper", sample_rate=RATE))
+    short = floats(spoken("could you research heat pumps"))
     noise = np.random.default_rng(1).standard_normal(9 * RATE).astype(np.float32) * 0.1
     windows = np.stack([fit_window(short), fit_window(noise)])
     ours = log_mel_batch(windows)

@@ -292,6 +292,8 @@ class CallSounds:
         sent = 0
         try:
             while not self._halt and self._still_wanted(playing):
+                if playing.kind == "hold" and not await self._work_running(self._clock.now()):
+                    break  # the work ended (a result, if any, comes as speech)
                 offset = (sent * frame) % len(pcm)
                 if not playing.loop and sent * frame >= len(pcm):
                     break

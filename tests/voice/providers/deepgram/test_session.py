@@ -16,6 +16,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from tests.voice.engine.test_pipeline_session import LONG, Calls, desk_agent, said, speak
 from voicehub.core.events import EventKind
 from voicehub.delivery.injector import InjectOutcome
@@ -83,7 +84,7 @@ async def call(fake: FakeDeepgram, vad: Any) -> AsyncIterator[DeepgramCall]:
 async def test_research_by_voice_with_deepgram(call: DeepgramCall, fake: FakeDeepgram) -> None:
     fake.transcripts.append(WORDS)
     session, transport = await call.start()
-    await speak(session, piper_speech(WORDS, RATE))
+    await speak(session, spoken(WORDS, rate=RATE))
     await said(transport, "Here is what I found")
 
     [(topic, _)] = call.calls.research
@@ -95,9 +96,9 @@ async def test_research_by_voice_with_deepgram(call: DeepgramCall, fake: FakeDee
     [listen] = fake.listens
     assert "Finalize" in listen.controls and listen.params.keyterms == ("solar",)
     # and spoke both replies over one speak socket, a Flush per sentence
-    spoken = [m["text"] for s in fake.speaks for m in s.messages if m["type"] == "Speak"]
-    assert "Let me look into that." in spoken
-    assert any(text.startswith("Here is what I found") for text in spoken)
+    speak_texts = [m["text"] for s in fake.speaks for m in s.messages if m["type"] == "Speak"]
+    assert "Let me look into that." in speak_texts
+    assert any(text.startswith("Here is what I found") for text in speak_texts)
     assert len(fake.speaks) == 1
     assert transport.seconds_of_audio > 2.0
 
@@ -108,9 +109,10 @@ async def test_barge_in_clears_the_deepgram_voice(call: DeepgramCall, fake: Fake
     session, transport = await call.start(ack="manual")
     speaking = asyncio.create_task(session.say(LONG))
     await transport.wait_for(lambda: transport.chunks >= 1)  # its first audio is out
-    await speak(session, piper_speech(WORDS, RATE))
+    await speak(session, spoken(WORDS, rate=RATE))
     assert await asyncio.wait_for(speaking, 20) is InjectOutcome.INTERRUPTED
     first, second = LONG.split(". ", 1)
+    # the length of the whole reply as the fake speaks it (its own Piper)
     whole = len(piper_speech(first + ".", RATE)) + len(piper_speech(second, RATE))
     assert fake.speaks[0].audio_bytes < whole  # cut while the reply was still streaming
     await fake.wait_for(lambda: any({"type": "Clear"} in s.messages for s in fake.speaks))
@@ -128,7 +130,7 @@ async def test_a_dropped_socket_mid_utterance_loses_nothing(
     fake.transcripts.append(WORDS)
     fake.drop_listen_after = 0.9  # seconds into the audio: mid-utterance
     session, transport = await call.start()
-    await speak(session, piper_speech(WORDS, RATE))
+    await speak(session, spoken(WORDS, rate=RATE))
     await said(transport, "Here is what I found")
     [(topic, _)] = call.calls.research
     assert topic == WORDS

@@ -17,10 +17,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from livekit import rtc
 from livekit.agents import stt
 
+from tests.support.speech import spoken
 from voicehub.core.clock import VirtualClock
 from voicehub.voice.audio import frame_bytes
-from voicehub.voice.providers.deepgram import DeepgramEndpoint, DeepgramSTT, RetryPolicy
-from voicehub_dev.fakes.deepgram import FakeDeepgram, piper_speech
+from voicehub.voice.providers.deepgram import (
+    DeepgramEndpoint,
+    DeepgramLink,
+    DeepgramSTT,
+    RetryPolicy,
+)
+from voicehub_dev.fakes.deepgram import FakeDeepgram
 
 WORDS = "please research solar panels"
 Kind = stt.SpeechEventType
@@ -70,7 +76,7 @@ def errors_of(plugin: DeepgramSTT) -> list[stt.STTError]:
 async def test_interim_final_endpointing_and_utterance_end(fake: FakeDeepgram) -> None:
     fake.transcripts.append(WORDS)
     plugin = DeepgramSTT(endpoint=endpoint(fake), keyterms=("solar", "research"))
-    events = await recognize(plugin, piper_speech(WORDS, 16000))
+    events = await recognize(plugin, spoken(WORDS, rate=16000))
 
     kinds = [e.type for e in events]
     assert kinds[0] is Kind.START_OF_SPEECH
@@ -94,7 +100,7 @@ async def test_interim_final_endpointing_and_utterance_end(fake: FakeDeepgram) -
 async def test_phone_audio_goes_as_mulaw_at_8khz_without_resampling(fake: FakeDeepgram) -> None:
     fake.transcripts.append(WORDS)
     plugin = DeepgramSTT(endpoint=endpoint(fake), encoding="mulaw", sample_rate=8000)
-    speech = piper_speech(WORDS, 8000)
+    speech = spoken(WORDS, rate=8000)
     events = await recognize(plugin, speech, 8000, silence=1.0)
     assert finals(events) == [WORDS]
     [session] = fake.listens
@@ -107,7 +113,7 @@ async def test_flush_sends_finalize_and_the_turn_comes_back_final(fake: FakeDeep
     fake.transcripts.append(WORDS)
     plugin = DeepgramSTT(endpoint=endpoint(fake), endpointing_ms=None)
     stream = plugin.stream()
-    for frame in frames(piper_speech(WORDS, 16000), 16000):  # no trailing silence
+    for frame in frames(spoken(WORDS, rate=16000), 16000):  # no trailing silence
         stream.push_frame(frame)
     stream.flush()
     seen: list[stt.SpeechEvent] = []
@@ -129,7 +135,7 @@ async def test_a_dropped_socket_reconnects_and_the_utterance_is_still_heard(
     fake.drop_listen_after = 0.8  # seconds of audio, mid-utterance
     plugin = DeepgramSTT(endpoint=endpoint(fake))
     errors = errors_of(plugin)
-    speech = piper_speech(WORDS, 16000)
+    speech = spoken(WORDS, rate=16000)
     events = await recognize(plugin, speech)
 
     assert finals(events) == [WORDS]
@@ -148,9 +154,12 @@ async def test_429_and_5xx_are_retried_with_backoff_and_reported(fake: FakeDeepg
     async def sleep(seconds: float) -> None:
         delays.append(seconds)
 
-    plugin = DeepgramSTT(endpoint=endpoint(fake), retry=RetryPolicy(initial_delay=0.5), sleep=sleep)
+    plugin = DeepgramSTT(
+        endpoint=endpoint(fake),
+        link=DeepgramLink(retry=RetryPolicy(initial_delay=0.5), sleep=sleep),
+    )
     errors = errors_of(plugin)
-    events = await recognize(plugin, piper_speech(WORDS, 16000))
+    events = await recognize(plugin, spoken(WORDS, rate=16000))
     assert finals(events) == [WORDS]
     assert delays == [0.5, 1.0]
     assert [s for _, s in fake.handshakes] == [429, 503, 200]
@@ -162,7 +171,7 @@ async def test_a_refused_key_fails_clearly_without_retrying(fake: FakeDeepgram) 
     plugin = DeepgramSTT(endpoint=endpoint(fake, key="wrong"))
     errors = errors_of(plugin)
     with pytest.raises(Exception, match="refused the API key in DEEPGRAM_API_KEY"):
-        await recognize(plugin, piper_speech(WORDS, 16000))
+        await recognize(plugin, spoken(WORDS, rate=16000))
     assert [s for _, s in fake.handshakes] == [401]
     assert [e.recoverable for e in errors] == [False]
 
@@ -179,12 +188,10 @@ async def test_falls_back_to_the_offline_recognizer_when_deepgram_stays_down(
 
     plugin = DeepgramSTT(
         endpoint=endpoint(fake),
-        retry=RetryPolicy(attempts=2),
-        sleep=no_wait,
-        fallback=PocketSphinxSTT(),
+        link=DeepgramLink(retry=RetryPolicy(attempts=2), sleep=no_wait, fallback=PocketSphinxSTT()),
     )
     errors = errors_of(plugin)
-    events = await recognize(plugin, piper_speech(WORDS, 16000))
+    events = await recognize(plugin, spoken(WORDS, rate=16000))
     heard = " ".join(finals(events))
     assert "solar" in heard, heard
     assert len(fake.handshakes) == 3 and not fake.listens
@@ -193,7 +200,9 @@ async def test_falls_back_to_the_offline_recognizer_when_deepgram_stays_down(
 
 async def test_keepalive_while_no_audio_flows(fake: FakeDeepgram) -> None:
     clock = VirtualClock()
-    plugin = DeepgramSTT(endpoint=endpoint(fake), clock=clock, keepalive_interval=4.0)
+    plugin = DeepgramSTT(
+        endpoint=endpoint(fake), link=DeepgramLink(clock=clock, keepalive_interval=4.0)
+    )
     stream = plugin.stream()
     await fake.wait_for(lambda: bool(fake.listens))
     await clock.advance(3.9)
@@ -213,7 +222,7 @@ def test_query_uses_keywords_on_older_models() -> None:
 async def test_one_shot_recognize_uses_the_live_socket(fake: FakeDeepgram) -> None:
     fake.transcripts.append(WORDS)
     plugin = DeepgramSTT(endpoint=endpoint(fake))
-    event = await plugin.recognize(frames(piper_speech(WORDS, 16000) + bytes(16000), 16000))
+    event = await plugin.recognize(frames(spoken(WORDS, rate=16000) + bytes(16000), 16000))
     assert event.type is Kind.FINAL_TRANSCRIPT and event.alternatives[0].text == WORDS
     assert fake.listens[0].controls == ["Finalize", "CloseStream"]
 
@@ -227,7 +236,7 @@ async def test_audio_goes_in_chunks_byte_for_byte_and_a_flush_sends_what_waits(
     fake.transcripts.append(WORDS)
     plugin = DeepgramSTT(endpoint=endpoint(fake), endpointing_ms=None)
     stream = plugin.stream()
-    speech = piper_speech(WORDS, 16000)
+    speech = spoken(WORDS, rate=16000)
     speech = speech[: len(speech) // 640 * 640 - 640 * 2]  # ends 2 frames into a chunk
     for frame in frames(speech, 16000):
         stream.push_frame(frame)
@@ -250,7 +259,7 @@ async def test_mulaw_chunks_are_the_g711_of_the_callers_audio(fake: FakeDeepgram
     fake.keep_audio = True
     fake.transcripts.append(WORDS)
     plugin = DeepgramSTT(endpoint=endpoint(fake), encoding="mulaw", sample_rate=8000)
-    speech = piper_speech(WORDS, 8000)
+    speech = spoken(WORDS, rate=8000)
     events = await recognize(plugin, speech, 8000, silence=1.0)
     assert finals(events) == [WORDS]
     [session] = fake.listens
@@ -263,9 +272,9 @@ async def test_direct_events_hear_the_same_as_the_iterator(fake: FakeDeepgram) -
     from voicehub.voice.engine.direct_events import DirectEvents
 
     fake.transcripts.extend([WORDS, WORDS])
-    speech = piper_speech(WORDS, 16000) + bytes(2 * int(16000 * 1.5))
+    speech = spoken(WORDS, rate=16000) + bytes(2 * int(16000 * 1.5))
 
-    iterated = await recognize(DeepgramSTT(endpoint=endpoint(fake)), piper_speech(WORDS, 16000))
+    iterated = await recognize(DeepgramSTT(endpoint=endpoint(fake)), spoken(WORDS, rate=16000))
 
     plugin = DeepgramSTT(endpoint=endpoint(fake))
     metrics: list[Any] = []
@@ -302,7 +311,7 @@ async def test_unknown_and_malformed_messages_are_skipped(
         "[1, 2, 3]",
         "this is not json",
     ]
-    events = await recognize(DeepgramSTT(endpoint=endpoint(fake)), piper_speech(WORDS, 16000))
+    events = await recognize(DeepgramSTT(endpoint=endpoint(fake)), spoken(WORDS, rate=16000))
     assert finals(events) == [WORDS]
     assert [e.type for e in events].count(Kind.START_OF_SPEECH) == 1
     assert "not JSON: 'this is not json'" in caplog.text
@@ -310,4 +319,4 @@ async def test_unknown_and_malformed_messages_are_skipped(
 
 def test_send_ms_is_held_to_deepgrams_range() -> None:
     with pytest.raises(ValueError, match="20 to 250"):
-        DeepgramSTT(send_ms=500)
+        DeepgramSTT(link=DeepgramLink(send_ms=500))

@@ -18,9 +18,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from tests.voice.providers.offline.test_vad import boundaries, vad_events
 from voicehub.voice.audio import lin2ulaw, resample_pcm16, ulaw2lin
-from voicehub.voice.providers.offline import synthesize
 
 RATE = 16000
 WINDOW = 512  # samples the model decides at a time (32 ms)
@@ -35,10 +35,7 @@ PAUSES = (0.2, 0.5, 1.0, 4.5, 0.7)  # s of silence after each utterance
 
 @cache
 def utterances() -> tuple[np.ndarray, ...]:
-    return tuple(
-        np.frombuffer(synthesize(text, voice="piper", sample_rate=RATE), np.int16)
-        for text in PHRASES
-    )
+    return tuple(np.frombuffer(spoken(text, rate=RATE), np.int16) for text in PHRASES)
 
 
 def silence(seconds: float) -> np.ndarray:

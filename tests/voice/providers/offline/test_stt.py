@@ -12,9 +12,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.errors import ProtocolError
 from voicehub.voice import audio
-from voicehub.voice.providers.offline import synthesize, transcribe
+from voicehub.voice.providers.offline import transcribe
 from voicehub.voice.providers.offline.stt_engine import (
     DecoderPool,
     Final,
@@ -34,7 +35,7 @@ def silence(seconds: float, rate: int = 16000) -> bytes:
 
 @cache
 def speech(text: str, rate: int = 16000) -> bytes:
-    return synthesize(text, voice="piper", sample_rate=rate)
+    return spoken(text, rate=rate)
 
 
 def words(text: str) -> set[str]:

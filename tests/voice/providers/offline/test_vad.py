@@ -14,9 +14,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.errors import MissingExtraError
 from voicehub.voice import audio
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.providers.offline.vad_segmenter import (
     SpeechSegmenter,
     Transition,
@@ -89,7 +89,7 @@ def test_segmenter_reset_forgets_the_segment() -> None:
 @cache
 def padded_speech(rate: int) -> tuple[bytes, float]:
     """Speech with PAD seconds of silence each side, and the speech's duration."""
-    voiced = synthesize("please research solar panels", voice="piper", sample_rate=rate)
+    voiced = spoken("please research solar panels", rate=rate)
     pad = bytes(2 * int(PAD * rate))
     return pad + voiced + pad, len(voiced) / 2 / rate
 

@@ -15,8 +15,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.voice import audio
-from voicehub.voice.providers.offline import synthesize, whisper_engine
+from voicehub.voice.providers.offline import whisper_engine
 from voicehub.voice.providers.offline.whisper_engine import (
     WhisperModelError,
     WhisperRecognizer,
@@ -31,7 +32,7 @@ WEATHER = "what is the weather tomorrow"
 
 @cache
 def speech(text: str, rate: int = 16000) -> bytes:
-    return synthesize(text, voice="piper", sample_rate=rate)
+    return spoken(text, rate=rate)
 
 
 def words(text: str) -> set[str]:

@@ -1,12 +1,12 @@
 """Whisper listens to audio a second time, slowed, when its first hearing asked the research
 desk for nothing; the second hearing is kept only when it is a request naming one of the
-desk's topics. Real speech (eSpeak NG and Piper), through the phone path and wideband."""
+desk's topics. Committed speech (eSpeak NG and Piper, tests/data), through the phone path
+and wideband; each test checks the desk's decision on what was heard (a request or not, the
+topic it names), on utterances heard the same way with AVX2 and AVX-512 arithmetic."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tomllib
 from collections.abc import Callable
 from functools import cache
@@ -16,8 +16,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.agents.scripted import ScriptedLLM, example_requests, rule_vocabulary
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.providers.offline.whisper_engine import (
     WhisperRecognizer,
     WhisperTranscript,
@@ -26,7 +26,6 @@ from voicehub.voice.providers.offline.whisper_engine import (
     vocabulary_prompt,
 )
 from voicehub.voice.providers.offline.whisper_relisten import SLOWER, Relisten, names_topic
-from voicehub_dev.bench.phone import phone_band
 
 CHANNELS = Path(__file__).resolve().parents[4] / "channels"
 
@@ -57,26 +56,14 @@ def research_prompt() -> str:
     return vocabulary_prompt(topics + rule_vocabulary(research_front().rules, tools_only=True))
 
 
-@cache
 def speech(text: str, voice: str) -> bytes:
-    """`text` spoken by `voice` at 16 kHz. eSpeak NG says a sentence differently after it
-    has said others, so each is synthesized as the first thing a fresh process says: the
-    same audio whatever ran before."""
-    if voice != "espeak":
-        return synthesize(text, voice="piper", sample_rate=16000)
-    code = (
-        "import sys; from voicehub.voice.providers.offline import synthesize; "
-        "sys.stdout.buffer.write(synthesize(sys.argv[1], voice='espeak', sample_rate=16000))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, text], capture_output=True, check=True, timeout=120
-    )
-    return done.stdout
+    """`text` said by `voice` at 16 kHz (a committed fixture)."""
+    return spoken(text, voice)
 
 
 def phone_speech(text: str, voice: str) -> bytes:
-    """`text` spoken by `voice` as a phone line carries it (8 kHz, 300-3400 Hz, mu-law)."""
-    return phone_band(speech(text, voice))
+    """`text` said by `voice` as a phone line carries it (8 kHz, 300-3400 Hz, mu-law)."""
+    return spoken(text, voice, rate=8000, form="phone")
 
 
 @pytest.fixture
@@ -134,9 +121,9 @@ def test_the_second_listening_is_primed_with_the_desks_requests_as_sentences(
 def test_an_unrelated_utterance_listened_to_again_is_still_no_request(
     decodings: list[tuple[int, str]],
 ) -> None:
-    # On a phone line "what if" and "what is" sound alike; the slowed hearing's question is
-    # about nothing the desk knows.
-    audio = phone_speech("what if it rains tomorrow", "espeak")
+    # No request the first time, so it is heard again; the second hearing asks for nothing
+    # either, and the first is kept.
+    audio = phone_speech("my neighbour has a new dog", "espeak")
     heard = hear(audio, 8000, research_relisten())
     assert rates(decodings) == [8000, round(8000 * SLOWER)]
     assert not research_front().calls_tool(heard.text), heard.text

@@ -12,8 +12,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from tests.support.speech import spoken
 from voicehub.voice.audio import pcm16_to_int16
-from voicehub.voice.providers.offline import synthesize
 from voicehub.voice.providers.offline.whisper_engine import shared_recognizer
 from voicehub.voice.providers.offline.whisper_window import (
     FULL_WINDOW,
@@ -33,7 +33,7 @@ PROMPT = "heat pumps, wind turbines, solar panels."
 
 @cache
 def samples(text: str, voice: str) -> Any:
-    pcm = synthesize(text, voice=voice, sample_rate=16000)
+    pcm = spoken(text, voice, rate=16000)
     return pcm16_to_int16(pcm).astype(np.float32) / 32768.0
 
 

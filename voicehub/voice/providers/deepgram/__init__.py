@@ -19,15 +19,23 @@ if TYPE_CHECKING:
         DeepgramEndpoint,
         RetryPolicy,
     )
-    from voicehub.voice.providers.deepgram.stt import DeepgramSTT
+    from voicehub.voice.providers.deepgram.stt import DeepgramLink, DeepgramSTT
     from voicehub.voice.providers.deepgram.tts import DeepgramTTS
 
-__all__ = ["DeepgramAuthError", "DeepgramEndpoint", "DeepgramSTT", "DeepgramTTS", "RetryPolicy"]
+__all__ = [
+    "DeepgramAuthError",
+    "DeepgramEndpoint",
+    "DeepgramLink",
+    "DeepgramSTT",
+    "DeepgramTTS",
+    "RetryPolicy",
+]
 
 _HOMES = {
     "DeepgramAuthError": "connection",
     "DeepgramEndpoint": "connection",
     "RetryPolicy": "connection",
+    "DeepgramLink": "stt",
     "DeepgramSTT": "stt",
     "DeepgramTTS": "tts",
 }

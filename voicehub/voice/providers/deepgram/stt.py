@@ -30,6 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Never
 
 from voicehub.core.clock import Clock, SystemClock
@@ -60,7 +61,7 @@ with vendor_import("livekit-agents"):
         NotGivenOr,
     )
 
-__all__ = ["DeepgramSTT", "DeepgramSTTStream"]
+__all__ = ["DeepgramLink", "DeepgramSTT", "DeepgramSTTStream"]
 
 log = logging.getLogger("voicehub.voice.deepgram")
 
@@ -68,13 +69,30 @@ Encoding = Literal["linear16", "mulaw"]
 SpeechSink = Callable[[stt.SpeechEvent], None]
 
 
+@dataclass(frozen=True, slots=True)
+class DeepgramLink:
+    """How a DeepgramSTT keeps its socket: `send_ms` of audio per message (20-250 ms, as
+    Deepgram asks; a flush sends at once), a KeepAlive every `keepalive_interval` seconds
+    without audio (timed on `clock`), at most `max_buffer_seconds` of audio held while the
+    socket is down, reconnections by `retry` (backing off with `sleep`), and `fallback`, the
+    recognizer used once the retries are spent."""
+
+    keepalive_interval: float = 4.0
+    send_ms: int = 100
+    max_buffer_seconds: float = 20.0
+    retry: RetryPolicy | None = None
+    fallback: stt.STT[Any] | None = None
+    clock: Clock | None = None
+    sleep: Sleep | None = None
+
+
 class DeepgramSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
     """Streaming Deepgram recognition (Nova) behind livekit's `stt.STT`.
 
     `encoding="mulaw"` with `sample_rate=8000` sends phone audio as G.711 without
     resampling. `keyterms` prompt the recognizer with the desk's vocabulary (`keyterm` on
-    nova-3, `keywords` on older models). `send_ms` is the audio per message (20-250 ms, as
-    Deepgram asks; a flush sends at once). `clock` times KeepAlive, `sleep` the backoff.
+    nova-3, `keywords` on older models). `link` says how the socket is kept
+    (`DeepgramLink`: message size, KeepAlive, buffer, retries, fallback, clock).
     """
 
     def __init__(
@@ -89,32 +107,30 @@ class DeepgramSTT(stt.STT[Never]):  # Never: no events beyond livekit's own
         utterance_end_ms: int | None = 1000,
         keyterms: Sequence[str] = (),
         smart_format: bool = True,
-        keepalive_interval: float = 4.0,
-        send_ms: int = 100,
-        max_buffer_seconds: float = 20.0,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        sleep: Sleep | None = None,
-        fallback: stt.STT[Any] | None = None,
+        link: DeepgramLink | None = None,
     ) -> None:
         super().__init__(
             capabilities=stt.STTCapabilities(
                 streaming=True, interim_results=True, manual_flush=True
             )
         )
+        link = link or DeepgramLink()
         self.endpoint = endpoint or DeepgramEndpoint()
         self._model, self.language = model, LanguageCode(language)
         self.sample_rate, self.encoding = sample_rate, encoding
         self.endpointing_ms, self.utterance_end_ms = endpointing_ms, utterance_end_ms
         self.keyterms, self.smart_format = tuple(keyterms), smart_format
-        self.keepalive_interval, self.max_buffer_seconds = keepalive_interval, max_buffer_seconds
-        if not 20 <= send_ms <= 250:
-            raise ValueError(f"send_ms must be from 20 to 250 (Deepgram's range), got {send_ms}")
-        self.send_ms = send_ms
-        self.retry = retry or RetryPolicy()
-        self.clock: Clock = clock or SystemClock()
-        self.sleep: Sleep = sleep or self.clock.sleep
-        self.fallback = fallback
+        self.keepalive_interval = link.keepalive_interval
+        self.max_buffer_seconds = link.max_buffer_seconds
+        if not 20 <= link.send_ms <= 250:
+            raise ValueError(
+                f"send_ms must be from 20 to 250 (Deepgram's range), got {link.send_ms}"
+            )
+        self.send_ms = link.send_ms
+        self.retry = link.retry or RetryPolicy()
+        self.clock: Clock = link.clock or SystemClock()
+        self.sleep: Sleep = link.sleep or self.clock.sleep
+        self.fallback = link.fallback
 
     @property
     def model(self) -> str:

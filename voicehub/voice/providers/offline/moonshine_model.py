@@ -275,3 +275,19 @@ def moonshine_unavailable() -> str | None:
     except VoicehubError as exc:
         return str(exc)
     return None
+
+
+def main() -> None:
+    """`python -m voicehub.voice.providers.offline.moonshine_model`: convert the model into the
+    cache now (what `make test` and `make run` do first, so no test or first call waits for
+    it); where Moonshine cannot run, say why and succeed (`auto` keeps Whisper there)."""
+    problem = moonshine_unavailable()
+    if problem is not None:
+        print(f"Moonshine is not used here: {problem}")
+        return
+    files = converted_files()
+    print(f"Moonshine's converted model is in {files.encoder.parent}")
+
+
+if __name__ == "__main__":
+    main()
