@@ -107,7 +107,12 @@ async def test_health_console_page_and_static_files(
     health = await server.get("/health")
     body = health.json()
     loop_lag, rss = body.pop("loop_lag_ms"), body.pop("rss_mb")
-    assert body == {"status": "ok", "desks": ["drafting", "research"], "calls": 0}
+    assert body == {
+        "status": "ok",
+        "desks": ["drafting", "research"],
+        "calls": 0,
+        "broken_desks": {},  # every desk file built (voicehub.desks.folder_scan)
+    }
     assert loop_lag >= 0 and rss > 10  # the server's own figures, for `voicehub soak`
     page = await server.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
