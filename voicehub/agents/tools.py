@@ -132,15 +132,9 @@ class Tool:
         self, arguments: str | Mapping[str, Any], context: ToolContext | None
     ) -> ToolResult:
         call_id = context.call_id if context else ""
-        try:
-            raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
-        except json.JSONDecodeError as exc:
-            return self._error(
-                call_id,
-                f"arguments are not valid JSON ({exc.msg}); send a JSON object matching the schema",
-            )
-        if not isinstance(raw, dict):
-            return self._error(call_id, "arguments must be a JSON object")
+        raw = self._json_object(arguments, call_id)
+        if isinstance(raw, ToolResult):
+            return raw
         try:
             parsed = self.arguments_model.model_validate(raw)
         except ValidationError as exc:
@@ -159,6 +153,21 @@ class Tool:
             log.exception("tool %s failed", self.name)
             return self._error(call_id, f"{type(exc).__name__}: {exc}")
         return ToolResult(call_id, self.name, _to_text(value), data=value)
+
+    def _json_object(
+        self, arguments: str | Mapping[str, Any], call_id: str
+    ) -> dict[str, Any] | ToolResult:
+        """The call's arguments as a JSON object, or the error that says why they are not one."""
+        try:
+            raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
+        except json.JSONDecodeError as exc:
+            return self._error(
+                call_id,
+                f"arguments are not valid JSON ({exc.msg}); send a JSON object matching the schema",
+            )
+        if not isinstance(raw, dict):
+            return self._error(call_id, "arguments must be a JSON object")
+        return raw
 
     def _error(self, call_id: str, message: str) -> ToolResult:
         return ToolResult(

@@ -68,15 +68,9 @@ class McpTool(Tool):
         self, arguments: str | Mapping[str, Any], context: ToolContext | None
     ) -> ToolResult:
         call_id = context.call_id if context else ""
-        try:
-            raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
-        except json.JSONDecodeError as exc:
-            return self._error(
-                call_id,
-                f"arguments are not valid JSON ({exc.msg}); send a JSON object matching the schema",
-            )
-        if not isinstance(raw, dict):
-            return self._error(call_id, "arguments must be a JSON object")
+        raw = self._json_object(arguments, call_id)
+        if isinstance(raw, ToolResult):
+            return raw
         clock = _clock_of(context, self.toolset.clock)
         try:
             connection = await self.toolset.connected(self.qualified.server, clock)
