@@ -25,6 +25,9 @@ from voicehub.desks.call_lifecycle import HANDOVER_REASON
 from voicehub.errors import VoicehubError
 from voicehub.voice.events import CallError, DeliveryOutcome, TaskStarted
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 REPO = Path(__file__).resolve().parents[2]
 RESEARCH = "could you research heat pumps for me please"
 

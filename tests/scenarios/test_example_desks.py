@@ -13,10 +13,15 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from voicehub.cli import main
 from voicehub.desks.desk import load_desks
 from voicehub.scenarios.loading import find_scenario_files, load_scenarios
 from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, Reply
+
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 # On the pipeline engine (issue 22) a call whose agent handed over or asked with ask_user

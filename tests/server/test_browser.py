@@ -31,6 +31,9 @@ from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.audio import write_wav
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 CHROMIUM = "/usr/bin/chromium"
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"

@@ -22,6 +22,9 @@ from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 from voicehub_dev.fakes.server_session import ScriptedStack
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 pytest.importorskip("aiortc")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"

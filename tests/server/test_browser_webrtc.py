@@ -26,6 +26,9 @@ from tests.webrtc_helpers import loopback_ice
 from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 pytest.importorskip("aiortc")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"

@@ -36,7 +36,7 @@ from voicehub_dev.fakes.telnyx import FakeTelnyx
 from voicehub_dev.fakes.vonage import FakeVonage
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.realtime]
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"

@@ -43,7 +43,7 @@ from voicehub.voice.events import (
 from voicehub.voice.providers.offline import transcribe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.realtime]
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RESEARCH = "could you research heat pumps for me please"

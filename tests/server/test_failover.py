@@ -49,6 +49,9 @@ from voicehub_dev.fakes.balancer import Balancer
 from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
 from voicehub_dev.fakes.redis_server import RedisServer, running_redis
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 AUTH_TOKEN = "twilio-auth-token-for-tests"
 PUBLIC_URL = "https://voicehub.test"
 DESK = "research-slow"  # analyst-b asks the fake model

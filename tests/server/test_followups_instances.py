@@ -35,6 +35,9 @@ from voicehub_dev.fakes.twilio import FakeTwilio
 from voicehub_dev.fakes.twilio_rest import FakeTwilioRest
 from voicehub_dev.fakes.webhook_receiver import WebhookReceiver
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 __all__ = ["redis_server"]
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.realtime]
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 CALLS = 4

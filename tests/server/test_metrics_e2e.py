@@ -22,7 +22,7 @@ from voicehub.server.settings import ServerSettings
 from voicehub.voice.events import AgentState, DeliveryOutcome, TaskFinished, Transcript
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.realtime]
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RESEARCH = "could you research heat pumps for me please"

@@ -48,6 +48,9 @@ from voicehub.voice.realtime.recap import RECAP_HEADER
 from voicehub.voice.realtime_session import SAY_INSTRUCTIONS
 from voicehub_dev.fakes.openai_realtime import Call, FakeRealtimeServer, Say, Turn
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 DESK = "research-realtime"
 STORY = (

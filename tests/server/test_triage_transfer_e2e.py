@@ -23,6 +23,9 @@ from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
@@ -20,6 +21,9 @@ from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub_dev.fakes.twilio import FakeTwilio
+
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"

@@ -37,6 +37,9 @@ from voicehub.voice.events import DeliveryAttempt, DeliveryOutcome, TaskFinished
 from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Reply, Stall, Step
 from voicehub_dev.fakes.redis_server import RedisServer, running_redis
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 MODEL_ANSWER = "Heat pumps cut heating bills, the model says."
 
 

@@ -47,7 +47,7 @@ from voicehub.voice.events import (
 
 pytest.importorskip("aiortc")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.realtime]
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 SILENCE_TIMEOUT = 3.0

@@ -34,6 +34,9 @@ from voicehub.voice.events import DeliveryOutcome
 from voicehub_dev.fakes.otlp_collector import Blackhole, OtlpGrpcCollector, OtlpHttpCollector
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 RESEARCH = "could you research heat pumps for me please"
 

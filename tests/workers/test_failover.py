@@ -43,6 +43,9 @@ from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, RecordedRequest, Re
 from voicehub_dev.fakes.redis_server import RedisServer, running_redis
 from voicehub_dev.fakes.server_session import ScriptedStack
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 MODEL_ANSWER = "Heat pumps cut heating bills, the model says."
 ROOM_NAME = "lk-room-failover"
 CONVERSATION_ROOM = "research-slow:alice"

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from voicehub_dev.bench.two_instances import CROSS_EVERY, _deliverer, _owner, per_second
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server
+
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
 
 __all__ = ["redis_server"]
 

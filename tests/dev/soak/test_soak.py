@@ -25,7 +25,7 @@ from voicehub_dev.soak.run import SoakResult, stored_deliveries
 from voicehub_dev.soak.server_process import HealthSampler
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.realtime]
 
 CHANNELS = Path(__file__).resolve().parents[3] / "channels"
 

@@ -21,6 +21,9 @@ from voicehub_dev.fakes.deepgram_listen import ListenParams, ListenState, line_k
 from voicehub_dev.soak import SoakOptions, run_soak, soak_json
 from voicehub_dev.soak.caller import CallerLines
 
+# real-time end to end: `make test` runs it, `make check` does not
+pytestmark = pytest.mark.realtime
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("deepgram")
 
