@@ -72,6 +72,7 @@ FIXTURES: list[Speech] = [
         "I have a question about my invoice",
         "my internet is broken",
         "my internet is down",
+        "internet",
         "it still does not work",
         "that fixed it",
         "from paris",
