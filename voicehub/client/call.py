@@ -318,7 +318,8 @@ class CallClient:
                 self._change.clear()
                 await self._change.wait()
 
-        await asyncio.wait_for(until(), timeout)
+        async with asyncio.timeout(timeout):
+            await until()
 
     async def wait_for_event(
         self,
@@ -352,7 +353,8 @@ class CallClient:
         """Wait `seconds`, or less if a message arrives."""
         self._change.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._change.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._change.wait()
 
     def _agent_spoke_after(self, moment: float | None) -> bool:
         if moment is None:  # before the first utterance: the greeting, if the desk has one

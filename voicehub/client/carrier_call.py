@@ -93,12 +93,10 @@ async def place_carrier_call(
             await _agent_turn(line, options, frames)
         if conversation:
             try:
-                await asyncio.wait_for(
-                    conversation_settled(
+                async with asyncio.timeout(settle_timeout):
+                    await conversation_settled(
                         options.server, options.api_token, report.room_id, line, options.quiet
-                    ),
-                    settle_timeout,
-                )
+                    )
                 report.settled = True
             except TimeoutError:
                 report.settled = False

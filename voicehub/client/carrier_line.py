@@ -184,7 +184,8 @@ class CarrierLine:
                     return
                 await self.clock.sleep(max(left, 0.05))
 
-        await asyncio.wait_for(until(), timeout)
+        async with asyncio.timeout(timeout):
+            await until()
 
     async def release_marks(self) -> None:
         """Answer the marks held back since `hold_marks` was set, and stop holding."""

@@ -148,9 +148,11 @@ async def _place(
             await call.say(audio)
             await _agent_turn(call.line, options, frames)
         try:
-            await asyncio.wait_for(_settle(options, report.room_id, call), settle_timeout)
+            async with asyncio.timeout(settle_timeout):
+                await _settle(options, report.room_id, call)
             if transfers:
-                await asyncio.wait_for(_transfer_done(account, call.call, options), settle_timeout)
+                async with asyncio.timeout(settle_timeout):
+                    await _transfer_done(account, call.call, options)
             report.settled = True
         except TimeoutError:
             report.settled = False

@@ -286,7 +286,8 @@ class PhoneLineClient:
                     return
                 await self.clock.sleep(max(left, 0.05))
 
-        await asyncio.wait_for(until(), timeout)
+        async with asyncio.timeout(timeout):
+            await until()
 
     def media_frames(self) -> int:
         return sum(1 for f in self.received if f.get("event") == "media")

@@ -156,4 +156,5 @@ class TwilioSide:
                 await self.changed.wait()
             return value
 
-        return await asyncio.wait_for(until(), timeout)
+        async with asyncio.timeout(timeout):
+            return await until()

@@ -425,7 +425,8 @@ class CallLifecycle:
             await self.hand_over(call)
         for call in calls:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(call.finished.wait(), CLOSE_WAIT + 3.0)
+                async with asyncio.timeout(CLOSE_WAIT + 3.0):
+                    await call.finished.wait()
         self._speaking.cancel()
 
     def taken_elsewhere(self, room_id: str) -> None:
@@ -445,7 +446,8 @@ class CallLifecycle:
         if not pending:
             return True
         try:
-            await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*pending, return_exceptions=True)
         except TimeoutError:
             return False
         return True

@@ -79,7 +79,8 @@ class CallTelemetry:
 
         threading.Thread(target=shut_down, name="voicehub-trace-shutdown", daemon=True).start()
         try:
-            await asyncio.wait_for(done, _SHUTDOWN_WAIT)
+            async with asyncio.timeout(_SHUTDOWN_WAIT):
+                await done
         except TimeoutError:
             log.warning("tracing: the collector did not take the last spans in time")
 

@@ -178,7 +178,8 @@ class Switchboard:
                     lifecycle.fail(call, fault)
             call.end(CloseCode.NORMAL, "call ended")  # the outcome stays as set
             with contextlib.suppress(Exception):  # the client may be gone already
-                await asyncio.wait_for(asyncio.shield(pump), CLOSE_WAIT)
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await asyncio.shield(pump)
         finally:
             for task in (reader, pump):
                 if task is None:

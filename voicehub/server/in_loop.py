@@ -53,4 +53,5 @@ async def serving_in_loop(app: Starlette, settings: ServerSettings) -> AsyncIter
         yield server.servers[0].sockets[0].getsockname()[1]
     finally:
         server.should_exit = True
-        await asyncio.wait_for(serving, 30)
+        async with asyncio.timeout(30):
+            await serving

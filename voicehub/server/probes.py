@@ -61,7 +61,8 @@ async def ready(request: Request) -> JSONResponse:
             checks["busy"] = busy
         store = parts.runtime.hub.store
         try:
-            await asyncio.wait_for(store.get_room("voicehub:ready"), STORE_PROBE_SECONDS)
+            async with asyncio.timeout(STORE_PROBE_SECONDS):
+                await store.get_room("voicehub:ready")
             checks["store"] = "ok"
         except Exception as exc:
             reason = reason or "store unreachable"

@@ -194,7 +194,8 @@ class WebRTCDesk:
         transport, connection = peer.transport, peer.connection
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(peer.connected.wait(), self.settings.webrtc_silence_timeout)
+                async with asyncio.timeout(self.settings.webrtc_silence_timeout):
+                    await peer.connected.wait()
             if connection.connectionState != "connected" or transport.ended.is_set():
                 log.info("room %s: peer %s never connected", call.room_id, peer.id)
                 return

@@ -69,7 +69,8 @@ async def run_media_stream(
     """Run one media stream from accept to cleanup (see the module)."""
     await websocket.accept()
     with contextlib.suppress(TimeoutError, _Gone):
-        await asyncio.wait_for(_until_start(websocket, codec), START_TIMEOUT)
+        async with asyncio.timeout(START_TIMEOUT):
+            await _until_start(websocket, codec)
     started = codec.started
     if started is None:
         log.warning("%s media stream closed: no valid start frame", codec.carrier)

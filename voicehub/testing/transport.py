@@ -106,7 +106,8 @@ class MemoryTransport:
             async with self._changed:
                 await self._changed.wait_for(predicate)
 
-        await asyncio.wait_for(until(), timeout)
+        async with asyncio.timeout(timeout):
+            await until()
 
     def events_of(self, kind: type[E]) -> list[E]:
         """The client events of type `kind` sent so far, in order."""

@@ -60,7 +60,8 @@ class EventOutbox:
         if self._worker is None or self._worker is asyncio.current_task():
             return self._queue.empty()
         try:
-            await asyncio.wait_for(self._queue.join(), timeout=timeout)
+            async with asyncio.timeout(timeout):
+                await self._queue.join()
         except TimeoutError:
             return False
         return True

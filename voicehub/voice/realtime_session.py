@@ -145,8 +145,10 @@ class RealtimeVoiceSession:
         if self._started or self._closed:
             return
         self.recorder.outbox.start()
-        await asyncio.wait_for(self._link.open(), timeout)
-        await asyncio.wait_for(self._configure(), timeout)
+        async with asyncio.timeout(timeout):
+            await self._link.open()
+        async with asyncio.timeout(timeout):
+            await self._configure()
         self._started = True
         self.activity.session_attached()
         if self.greeting:

@@ -112,9 +112,8 @@ class ModelLink:
                 await connection.aclose()
 
     async def _connect(self) -> ModelConnection:
-        connection = await asyncio.wait_for(
-            ModelConnection.open(self.client, self.model), self.connect_timeout
-        )
+        async with asyncio.timeout(self.connect_timeout):
+            connection = await ModelConnection.open(self.client, self.model)
         self.connection = connection
         self.generation += 1
         return connection

@@ -14,8 +14,8 @@ import sys, time
 from voicehub.voice.providers.offline.sphinx_workers import SphinxWorkers
 workers = SphinxWorkers(processes=1, max_decoders=1)
 workers.prewarm(1)
-print(*workers.pids, flush=True)
-try:
+try:  # before the print: the test's Ctrl-C may come as soon as the line is read
+    print(*workers.pids, flush=True)
     while True:
         time.sleep(60)
 except KeyboardInterrupt:

@@ -369,7 +369,8 @@ class DeepgramSTTStream(stt.RecognizeStream):
             if item == "end":
                 await socket.send_close_stream()
                 ledger.sent()
-                await asyncio.wait_for(receiver, timeout=10.0)  # the last results, then close
+                async with asyncio.timeout(10.0):  # the last results, then close
+                    await receiver
                 return
             if item == "finalize":
                 await socket.send_finalize()
