@@ -31,6 +31,11 @@ class StoreError(VoicehubError):
     """The store could not read or write (corrupt file, schema mismatch)."""
 
 
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached for now (Redis down or restarting, a SQLite file locked by
+    another process): the same call may succeed once it is back."""
+
+
 class MissingExtraError(VoicehubError):
     """An optional dependency is missing; the message names the pip extra to install."""
 

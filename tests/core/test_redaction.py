@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicehub.core.redaction import Redactor
+from voicehub.core.redaction import Redactor, without_credentials
 
 
 @pytest.mark.parametrize(
@@ -47,3 +47,26 @@ def test_a_desks_patterns_and_span_attributes() -> None:
         '{"to": "[number]"}'
     )
     assert redactor.attribute("voicehub.turn", 12345678) == 12345678
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:s3cret@db.internal:6379/0", "redis://:[redacted]@db.internal:6379/0"),
+        ("rediss://app:s3:cr@t@db.internal/1", "rediss://app:[redacted]@db.internal/1"),
+        (
+            "redis://db.internal/0?password=s3cret&db=2",
+            "redis://db.internal/0?password=[redacted]&db=2",
+        ),
+        ("unix:///run/redis.sock?password=s3cret", "unix:///run/redis.sock?password=[redacted]"),
+    ],
+)
+def test_a_url_loses_its_password_but_says_where(url: str, shown: str) -> None:
+    assert without_credentials(url) == shown
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:6379/0", "rediss://app@db.internal/0", "var/voicehub.db", "x"]
+)
+def test_a_url_without_a_password_is_left_as_it_is(url: str) -> None:
+    assert without_credentials(url) == url

@@ -14,7 +14,7 @@ import pytest
 from voicehub.core.events import Event
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, RoomRecord
 from voicehub.core.store.redis import RedisStore
-from voicehub.errors import StoreError
+from voicehub.errors import StoreError, StoreUnavailableError
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 
 __all__ = ["redis_server"]
@@ -72,6 +72,23 @@ async def test_an_unreachable_redis_raises_store_error_naming_it() -> None:
     await store.close()
 
 
+async def test_an_unreachable_redis_is_unavailable_and_its_password_never_shown() -> None:
+    store = RedisStore("redis://default:s3cret-pw@127.0.0.1:9/0?password=s3cret-q")
+    with pytest.raises(StoreUnavailableError) as raised:  # a passing outage: worth a retry
+        await store.append_event(Event(room_id="main", seq=1))
+    message = str(raised.value)
+    assert "127.0.0.1:9" in message and "[redacted]" in message
+    assert "s3cret" not in message
+    await store.close()
+
+
+async def test_a_redis_error_answer_is_not_a_passing_outage(store: RedisStore) -> None:
+    await store.redis.set(store._key("events", "main"), "not a sorted set")
+    with pytest.raises(StoreError) as raised:
+        await store.append_event(Event(room_id="main", seq=1))
+    assert not isinstance(raised.value, StoreUnavailableError)
+
+
 async def test_a_closed_store_refuses_calls(store: RedisStore) -> None:
     await store.close()
     with pytest.raises(StoreError, match="closed"):
@@ -80,7 +97,7 @@ async def test_a_closed_store_refuses_calls(store: RedisStore) -> None:
 
 async def test_a_second_event_with_the_same_seq_is_refused(store: RedisStore) -> None:
     await store.append_event(Event(room_id="main", seq=1, text="first"))
-    with pytest.raises(StoreError, match="already holds event seq 1"):
+    with pytest.raises(StoreError, match="already holds another event at seq 1"):
         await store.append_event(Event(room_id="main", seq=1, text="again"))
     assert [e.text for e in await store.list_events("main")] == ["first"]
 

@@ -21,8 +21,8 @@ from voicehub.core.store.base import (
     TaskRecord,
     TaskStatus,
 )
-from voicehub.core.store.sqlite import SCHEMA_VERSION, SQLiteStore
-from voicehub.errors import StoreError
+from voicehub.core.store.sqlite import SCHEMA_VERSION, SQLiteStore, schema
+from voicehub.errors import StoreError, StoreUnavailableError
 
 
 async def test_everything_survives_closing_and_reopening_the_file(tmp_path: Path) -> None:
@@ -201,6 +201,24 @@ async def test_using_a_closed_store_raises_store_error(tmp_path: Path) -> None:
     assert str(path) in str(raised.value)
     with pytest.raises(StoreError, match="closed"):
         await store.append_event(Event(room_id="main", seq=1))
+
+
+async def test_a_file_locked_by_another_process_is_unavailable_until_it_lets_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(schema, "BUSY_TIMEOUT_SECONDS", 0.01)  # do not wait 5 s for the lock
+    path = tmp_path / "hub.db"
+    store = SQLiteStore(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writing: holds the write lock
+    event = Event(room_id="main", seq=1, text="first")
+    with pytest.raises(StoreUnavailableError, match="locked"):
+        await store.append_event(event)
+    other.execute("ROLLBACK")
+    other.close()
+    await store.append_event(event)  # the same write again, once the lock is free
+    assert await store.list_events("main") == [event]
+    await store.close()
 
 
 async def test_appending_a_seq_twice_raises_store_error(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from voicehub.core.store.base import (
 from voicehub.core.store.memory import MemoryStore
 from voicehub.core.store.redis import RedisStore
 from voicehub.core.store.sqlite import SQLiteStore
+from voicehub.errors import StoreError
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
@@ -179,6 +180,34 @@ async def test_last_seq_is_the_highest_appended_or_zero(store: Store) -> None:
     await store.append_event(event("other", 9))
     assert await store.last_seq("main") == 3
     assert await store.last_seq("other") == 9
+
+
+async def test_the_same_event_appended_again_is_stored_once(store: Store) -> None:
+    # A write that landed but whose answer was lost (a Redis restart) is retried as it was.
+    first, second = event("main", 1, "hello"), event("main", 2)
+    await store.append_event(first)
+    await store.append_event(first)
+    await store.append_event(second)
+    await store.append_event(first)  # even after a later one
+    assert await store.list_events("main") == [first, second]
+    assert await store.last_seq("main") == 2
+
+
+async def test_another_event_at_a_stored_seq_is_refused(store: Store) -> None:
+    first = event("main", 1, "first")
+    await store.append_event(first)
+    with pytest.raises(StoreError, match="already holds another event at seq 1 of room 'main'"):
+        await store.append_event(event("main", 1, "second"))
+    assert await store.list_events("main") == [first]
+
+
+async def test_events_list_in_seq_order_whatever_order_they_landed_in(store: Store) -> None:
+    # A retried write of seq 2 may land after seq 3 of the same room.
+    for seq in (1, 3, 2):
+        await store.append_event(event("main", seq))
+    assert [e.seq for e in await store.list_events("main")] == [1, 2, 3]
+    assert [e.seq for e in await store.recent_events("main", 2)] == [2, 3]
+    assert await store.last_seq("main") == 3
 
 
 # Tasks

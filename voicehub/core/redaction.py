@@ -23,6 +23,9 @@ makes (voicehub's, uvicorn's, a library's) carries its message already scrubbed,
 handler writes it; it returns the function that takes the wrapper out again. Records are
 only made for enabled levels, so a debug line that is filtered out costs nothing more.
 Tracebacks are not scrubbed.
+
+`without_credentials(url)` is a store or service URL fit for a message: its password (in
+`user:password@` or a `password=` query) replaced by `[redacted]`.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from voicehub.core.tracing import AttributeValue
 
-__all__ = ["DIGITS", "NUMBER", "REDACTED", "Redactor", "redact_logs"]
+__all__ = ["DIGITS", "NUMBER", "REDACTED", "Redactor", "redact_logs", "without_credentials"]
 
 NUMBER = "[number]"
 DIGITS = "[digits]"
@@ -47,6 +51,7 @@ _KEYPAD = re.compile(
 )
 _KEYPAD_KEYS = ("digits", "dtmf", "keys", "pressed")
 _KEYPAD_ATTRIBUTE = re.compile(r"digits|dtmf", re.IGNORECASE)
+_SECRET_QUERY_KEYS = frozenset({"password", "pass", "secret", "token"})
 
 
 class Redactor:
@@ -99,3 +104,30 @@ def redact_logs(redactor: Redactor) -> Callable[[], None]:
             logging.setLogRecordFactory(previous)
 
     return undo
+
+
+def without_credentials(url: str) -> str:
+    """`url` with its password replaced by `[redacted]`, wherever the URL carries it
+    (`redis://user:secret@host`, `redis://:secret@host`, `?password=secret`); the user name,
+    host and path stay, so a message still says where. Text that is not a URL is returned as
+    it is."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL at all (a bad IPv6 literal): nothing to find in it
+        return url
+    shown = url
+    user, at, host = parts.netloc.rpartition("@")
+    if at and ":" in user:
+        netloc = f"{user.partition(':')[0]}:{REDACTED}@{host}"
+        shown = shown.replace(parts.netloc, netloc, 1)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key.lower() in _SECRET_QUERY_KEYS for key, _ in pairs):
+        query = urlencode(
+            [(k, REDACTED if k.lower() in _SECRET_QUERY_KEYS else v) for k, v in pairs],
+            safe="[]",
+        )
+        # String surgery, not urlunsplit: that would turn "unix:///path" into "unix:/path".
+        before = shown.partition("?")[0]
+        fragment = f"#{parts.fragment}" if parts.fragment else ""
+        shown = f"{before}?{query}{fragment}"
+    return shown

@@ -2,7 +2,8 @@
 heartbeats and the calls in progress.
 
 Records are pydantic models so they cross the store boundary validated and serialisable.
-Every implementation must keep `put_delivery` idempotent by delivery id.
+Every implementation must keep `put_delivery` idempotent by delivery id, and `append_event`
+by (room, seq, event id): a write retried after its answer was lost is stored once.
 """
 
 from __future__ import annotations
@@ -203,7 +204,13 @@ class Store(Protocol):
         self, *, parent_id: str | None = None, status: RoomStatus | None = None
     ) -> list[RoomRecord]: ...
 
-    async def append_event(self, event: Event) -> None: ...
+    async def append_event(self, event: Event) -> None:
+        """Store `event` under its room and seq. The same event (same id) at that seq again
+        is already stored: nothing changes and nothing is raised, so a write that landed but
+        whose answer was lost can be retried. Another event at a seq already stored raises
+        `StoreError`; an unreachable store raises `StoreUnavailableError`."""
+        ...
+
     async def list_events(
         self, room_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[Event]: ...

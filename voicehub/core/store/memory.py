@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -21,6 +22,7 @@ from voicehub.core.store.base import (
     TaskStatus,
 )
 from voicehub.core.trusted import replace
+from voicehub.errors import StoreError
 
 _Record = TypeVar("_Record", bound=BaseModel)
 
@@ -43,6 +45,10 @@ def _copy(record: _Record) -> _Record:
         if (value := getattr(record, name, None))
     }
     return replace(record, **update)
+
+
+def _seq(event: Event) -> int:
+    return event.seq
 
 
 class MemoryStore:
@@ -79,7 +85,17 @@ class MemoryStore:
         ]
 
     async def append_event(self, event: Event) -> None:
-        self._events.setdefault(event.room_id, []).append(event)  # events are frozen
+        events = self._events.setdefault(event.room_id, [])
+        # Kept in seq order: a retried write may land after a later one of the same room.
+        at = bisect.bisect_left(events, event.seq, key=_seq)
+        if at < len(events) and events[at].seq == event.seq:
+            if events[at].id == event.id:  # the same event again: already stored
+                return
+            raise StoreError(
+                f"the memory store already holds another event at seq {event.seq} of room "
+                f"{event.room_id!r}: each seq of a room is stored once"
+            )
+        events.insert(at, event)  # events are frozen
 
     async def list_events(
         self, room_id: str, *, after_seq: int = 0, limit: int | None = None

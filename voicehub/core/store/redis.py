@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from voicehub.core.events import Event
+from voicehub.core.redaction import without_credentials
 from voicehub.core.store.base import (
     AccessTokenRecord,
     CallRecord,
@@ -40,7 +41,7 @@ from voicehub.core.store.base import (
     TaskStatus,
 )
 from voicehub.core.store.redis_scripts import APPEND_EVENT, ERASE, SWAP_CALL, WRITE_RECORD
-from voicehub.errors import MissingExtraError, StoreError
+from voicehub.errors import MissingExtraError, StoreError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -55,7 +56,9 @@ _Record = TypeVar("_Record", bound=BaseModel)
 class RedisStore:
     """The `Store` protocol on one Redis database, under the key prefix `prefix`.
 
-    Raises `StoreError` naming the URL when Redis cannot be reached or answers with an error.
+    Raises `StoreError` naming the URL (its password redacted) when Redis answers with an
+    error, and `StoreUnavailableError` when it cannot be reached (down, restarting, still
+    loading its data): that call may succeed once Redis is back.
     """
 
     def __init__(self, url: str, *, prefix: str = "voicehub", max_connections: int = 32) -> None:
@@ -64,6 +67,7 @@ class RedisStore:
         except ImportError as exc:
             raise MissingExtraError("redis", "redis") from exc
         self.url = url
+        self.shown_url = without_credentials(url)  # what messages and logs say
         self.prefix = prefix
         self.channel = f"{prefix}:deliveries"
         self.calls_channel = f"{prefix}:calls"
@@ -82,18 +86,30 @@ class RedisStore:
     @property
     def redis(self) -> Redis:
         if self._redis is None:
-            raise StoreError(f"Redis store {self.url} is closed: create a new RedisStore")
+            raise StoreError(f"Redis store {self.shown_url} is closed: create a new RedisStore")
         return self._redis
 
     async def _call(self, operation: Awaitable[Any]) -> Any:
-        from redis.exceptions import RedisError
+        from redis.exceptions import (
+            AuthenticationError,
+            AuthorizationError,
+            RedisError,
+            TimeoutError,
+        )
+        from redis.exceptions import ConnectionError as RedisConnectionError
 
         try:
             return await operation
         except RedisError as exc:
-            raise StoreError(
-                f"Redis store {self.url} failed: {type(exc).__name__}: {exc}; check that Redis "
-                "is running and reachable"
+            # A refused or lost connection, a timeout, a Redis still loading its data: gone
+            # for now. Wrong credentials are a connection error too, but they stay wrong.
+            passing = isinstance(exc, RedisConnectionError | TimeoutError) and not isinstance(
+                exc, AuthenticationError | AuthorizationError
+            )
+            error = StoreUnavailableError if passing else StoreError
+            raise error(
+                f"Redis store {self.shown_url} failed: {type(exc).__name__}: {exc}; check that "
+                "Redis is running and reachable"
             ) from exc
 
     def _key(self, *parts: str) -> str:
@@ -189,17 +205,17 @@ class RedisStore:
         warnings: list[str] = []
         if not config:
             warnings.append(
-                f"cannot read the persistence settings of {self.url} (CONFIG is disabled): "
+                f"cannot read the persistence settings of {self.shown_url} (CONFIG is disabled): "
                 "make sure it runs with appendonly yes and appendfsync everysec"
             )
         elif config.get("appendonly") != "yes":
             warnings.append(
-                f"Redis at {self.url} runs without AOF persistence: a Redis restart loses "
+                f"Redis at {self.shown_url} runs without AOF persistence: a Redis restart loses "
                 "results not yet spoken. Set appendonly yes (and appendfsync everysec)"
             )
         elif config.get("appendfsync") == "no":
             warnings.append(
-                f"Redis at {self.url} has appendfsync no: a machine crash can lose many "
+                f"Redis at {self.shown_url} has appendfsync no: a machine crash can lose many "
                 "seconds of results. Set appendfsync everysec"
             )
         for warning in warnings:
@@ -235,11 +251,11 @@ class RedisStore:
 
     async def append_event(self, event: Event) -> None:
         key = self._key("events", event.room_id)
-        args: list[str | int] = [event.seq, event.model_dump_json()]
+        args: list[str | int] = [event.seq, event.model_dump_json(), event.id]
         if not await self._call(self._append_script(keys=[key], args=args)):
             raise StoreError(
-                f"Redis store {self.url} already holds event seq {event.seq} of room "
-                f"{event.room_id!r}: each seq of a room is stored once"
+                f"Redis store {self.shown_url} already holds another event at seq {event.seq} "
+                f"of room {event.room_id!r}: each seq of a room is stored once"
             )
 
     async def list_events(

@@ -64,9 +64,15 @@ if ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[8]) end
 return 1
 """
 
-# KEYS: the room's event zset. ARGV: seq, event JSON. Returns 0 if the seq is taken.
+# KEYS: the room's event zset. ARGV: seq, event JSON, event id. Returns 1 when the event
+# is stored (now, or already: a retried write whose answer was lost), 0 if another event
+# holds the seq.
 APPEND_EVENT = """
-if redis.call('ZCOUNT', KEYS[1], ARGV[1], ARGV[1]) > 0 then return 0 end
+local held = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
+if #held > 0 then
+  if cjson.decode(held[1])['id'] == ARGV[3] then return 1 end
+  return 0
+end
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """

@@ -16,19 +16,25 @@ class EventTable:
         self.database = database
 
     def append(self, event: Event) -> None:
-        """Store an event under its (room_id, seq); a seq already stored raises StoreError."""
+        """Store an event under its (room_id, seq). The same event again (by id: a retried
+        write) is already stored; another event at a stored seq raises StoreError."""
         try:
             self.database.write(
                 _INSERT,
                 (event.room_id, event.seq, event.id, event.kind.value, event.model_dump_json()),
             )
         except StoreError as exc:
-            if isinstance(exc.__cause__, sqlite3.IntegrityError):
-                raise StoreError(
-                    f"SQLite store {self.database.path} already holds event seq {event.seq} "
-                    f"of room {event.room_id!r}: each seq of a room is stored once"
-                ) from exc.__cause__
-            raise
+            if not isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise
+            held = self.database.fetch_one(
+                "SELECT id FROM events WHERE room_id = ? AND seq = ?", (event.room_id, event.seq)
+            )
+            if held is not None and held[0] == event.id:
+                return
+            raise StoreError(
+                f"SQLite store {self.database.path} already holds another event at seq "
+                f"{event.seq} of room {event.room_id!r}: each seq of a room is stored once"
+            ) from exc.__cause__
 
     def after(self, room_id: str, after_seq: int, limit: int | None) -> list[Event]:
         rows = self.database.fetch_all(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from voicehub.errors import StoreError
+from voicehub.errors import StoreError, StoreUnavailableError
 
 SCHEMA_VERSION = 4
 """The schema this module writes, kept in the file's `user_version` pragma (2 added the
@@ -112,11 +112,19 @@ def open_file(path: Path) -> sqlite3.Connection:
 
 
 def failure(path: Path, exc: sqlite3.Error) -> StoreError:
-    """The `StoreError` for a failed statement on the file at `path`."""
-    if getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
+    """The `StoreError` for a failed statement on the file at `path`: a
+    `StoreUnavailableError` when another connection holds the lock past the busy timeout
+    (it will let go)."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
         return StoreError(
             f"{path} is not a SQLite database or is corrupt ({exc}): move the file "
             "aside (or restore it from a backup) and open the store again to start afresh"
+        )
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StoreUnavailableError(
+            f"SQLite store {path} is locked by another connection ({exc}): check what else "
+            "holds the file open"
         )
     return StoreError(
         f"SQLite store {path} failed: {exc}; check that the file is writable and not "

@@ -87,7 +87,7 @@ class SQLiteStore:
     # Events
 
     async def append_event(self, event: Event) -> None:
-        """Store an event under its (room_id, seq); a seq already stored raises StoreError."""
+        """Store an event under its (room_id, seq); see `Store.append_event`."""
         self._events.append(event)
 
     async def list_events(
