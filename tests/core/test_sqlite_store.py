@@ -214,7 +214,11 @@ async def test_a_file_locked_by_another_process_is_unavailable_until_it_lets_go(
     event = Event(room_id="main", seq=1, text="first")
     with pytest.raises(StoreUnavailableError, match="locked"):
         await store.append_event(event)
-    other.execute("ROLLBACK")
+    assert await store.list_events("main") == []  # a read meanwhile, on the store's connection
+    # The other one writes and lets go: the refused write must not have left a transaction
+    # whose snapshot predates that commit (every retry would fail, SQLITE_BUSY_SNAPSHOT).
+    other.execute("INSERT INTO tokens (id, data) VALUES ('t', '{}')")
+    other.execute("COMMIT")
     other.close()
     await store.append_event(event)  # the same write again, once the lock is free
     assert await store.list_events("main") == [event]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from voicehub.core.store.sqlite.schema import BUSY_TIMEOUT_SECONDS, failure, open_file
-from voicehub.errors import StoreError
+from voicehub.errors import StoreError, StoreUnavailableError
 
 CHECKPOINT_PAGES = 1000
 """Writes (roughly WAL pages) between two background checkpoints."""
@@ -72,9 +72,19 @@ class Database:
         """Run a write inside the open transaction; commit now if `durable`, else with the
         group commit. Returns how many rows it changed."""
         connection = self._connection
-        if connection is not None and not connection.in_transaction:
+        began = connection is not None and not connection.in_transaction
+        if began:
             self.execute("BEGIN")
-        changed = self.execute(sql, params).rowcount
+        try:
+            changed = self.execute(sql, params).rowcount
+        except StoreUnavailableError:
+            # Locked out: end the transaction, or the reads made on this connection before
+            # the retry would pin a snapshot older than the other writer's commit, and every
+            # retry would then fail (SQLITE_BUSY_SNAPSHOT). Locked out means this connection
+            # holds no uncommitted write, so nothing is lost.
+            if began:
+                self._rollback()
+            raise
         self._writes_since_checkpoint += 1
         if durable:
             self.commit()
@@ -93,6 +103,14 @@ class Database:
     def _scheduled_commit(self) -> None:
         self._commit_scheduled = False
         self.commit()
+
+    def _rollback(self) -> None:
+        connection = self._connection
+        if connection is not None and connection.in_transaction:
+            try:
+                connection.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                raise failure(self.path, exc) from exc
 
     def commit(self) -> None:
         """Commit the open transaction, if any."""
