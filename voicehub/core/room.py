@@ -11,8 +11,9 @@ from voicehub.core.channels import Channel
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.core.store.base import RoomRecord, RoomStatus
+from voicehub.core.store.outage import STORE_OUTAGE_SECONDS, retry_unavailable
 from voicehub.core.trusted import replace
-from voicehub.errors import RoomClosedError
+from voicehub.errors import RoomClosedError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from voicehub.core.runtime import Runtime
@@ -68,7 +69,9 @@ class Room:
 
     async def post(self, event: Event) -> Event | None:
         """Append `event` and broadcast it. Returns the stored event, or None if a
-        BEFORE_BROADCAST hook blocked it."""
+        BEFORE_BROADCAST hook blocked it. A store unavailable for a while (a Redis restart,
+        a locked file) is waited for, up to `STORE_OUTAGE_SECONDS`: a passing outage must
+        not fail a worker's task."""
         if self.status is not RoomStatus.OPEN:
             raise RoomClosedError(closed_message(self.id))
         hooks = self.hub.hooks
@@ -93,7 +96,17 @@ class Room:
         # Number the event before any await so concurrent posts keep their order.
         self._seq += 1
         event = replace(event, seq=self._seq, room_id=self.id)
-        await self.hub.store.append_event(event)
+        store = self.hub.store
+        try:
+            await store.append_event(event)
+        except StoreUnavailableError as exc:  # retried as it is: stored once (same id, seq)
+            await retry_unavailable(
+                self.hub.clock,
+                lambda: store.append_event(event),
+                exc,
+                what=f"event {event.seq} of room {self.id}",
+                limit=STORE_OUTAGE_SECONDS,
+            )
         for channel in list(self.channels.values()):
             if channel.channel_id == event.source:
                 continue
