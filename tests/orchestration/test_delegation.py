@@ -19,7 +19,7 @@ from voicehub.core.store.base import RoomStatus, TaskStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.errors import RoomNotFoundError, VoicehubError
 from voicehub.hub import Hub
-from voicehub.orchestration.delegation import TaskHandle, TaskResult
+from voicehub.orchestration.delegation import INTERNAL_REASON, TaskHandle, TaskResult
 
 # A safety net so a regression fails instead of hanging; behaviour never waits on it.
 GUARD = 5.0
@@ -152,9 +152,11 @@ async def test_a_worker_whose_llm_raises_fails_with_a_reason() -> None:
     result = await result_of(handle)
     assert result.status is TaskStatus.FAILED
     assert not result.ok
-    assert result.reason == "RuntimeError: model endpoint is down"
-    assert "Traceback" not in result.reason
-    assert result.describe() == "w failed: RuntimeError: model endpoint is down"
+    # The caller hears that it failed, not the exception (written for operators).
+    assert result.reason == INTERNAL_REASON
+    assert result.describe() == f"w failed: {INTERNAL_REASON}"
+    assert result.detail == "RuntimeError: model endpoint is down"
+    assert "Traceback" not in result.detail
     record = await hub.store.get_task(handle.task_id)
     assert record is not None
     assert (record.status, record.reason) == (TaskStatus.FAILED, result.reason)
@@ -169,7 +171,8 @@ async def test_a_worker_without_llm_fails_with_a_clear_reason() -> None:
     await hub.create_room("call")
     result = await result_of(await hub.delegate(Agent(id="w"), "anything", "call"))
     assert result.status is TaskStatus.FAILED
-    assert "has no llm" in result.reason
+    assert "has no llm" in result.detail
+    assert "has no llm" not in result.describe()
 
 
 async def test_timeout_on_the_hub_clock() -> None:

@@ -18,6 +18,7 @@ from voicehub.core.clock import VirtualClock
 from voicehub.core.events import EventKind
 from voicehub.core.room import Room
 from voicehub.hub import Hub
+from voicehub.orchestration.delegation import INTERNAL_REASON
 from voicehub.orchestration.directory import Directory, Workflow, WorkflowStep, WorkflowSummary
 from voicehub.orchestration.manager_tools import (
     PRE_RUN_HEADER,
@@ -257,5 +258,4 @@ async def test_listed_agents_without_a_model_run_as_the_hub_registered_agent(hub
     room, text = await manager_room(hub, manager(), listed)
     assert await say(room, text, "ask researcher about tides") == ["Hub researcher on tides"]
     (reply,) = await say(room, text, "ask ghost about tides")
-    assert reply.startswith("error in tool delegate: ghost failed: ConfigError")
-    assert "has no llm" in reply
+    assert reply == f"error in tool delegate: ghost failed: {INTERNAL_REASON}"

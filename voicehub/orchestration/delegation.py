@@ -3,9 +3,13 @@
 `hub.delegate(...)` returns a `TaskHandle` at once. The work waits for a slot (a hub-wide and
 a per-room limit, queued in order), runs in child room `<parent>::task-<n>` with an optional
 timeout on the hub clock, and ends with a structured `TaskResult`: ok, failed (with a reason),
-timed_out or cancelled. A worker's exception is logged and becomes a failed result; it never
-reaches the caller as a traceback. The finished child room is archived in the store and
-dropped from memory, and so is the handle, so memory stays bounded.
+timed_out or cancelled. A worker's exception is logged in full and becomes a failed result
+whose reason is written for the caller (`caller_reason`): a result is spoken, and an exception's
+text names hosts, ports, files and class names a caller must never hear; `detail` keeps the
+exception for code and spans. A store unavailable for a while (a Redis restart) does not
+fail the work: the child room's events (`Room.post`) and the task record are retried. The
+finished child room is archived in the store and dropped from memory, and so is the handle,
+so memory stays bounded.
 
 Each task record names its `owner` (this instance) and every write after the first is a
 compare-and-set on its fence: when a surviving instance has taken the task over (this one's
@@ -31,9 +35,10 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookTrigger
 from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import TaskRecord, TaskStatus
+from voicehub.core.store.outage import STORE_OUTAGE_SECONDS, retry_unavailable
 from voicehub.core.tracing import TRACE_KEY, Span
 from voicehub.core.trusted import replace
-from voicehub.errors import VoicehubError
+from voicehub.errors import StoreError, StoreUnavailableError, VoicehubError
 from voicehub.orchestration.admission import Admission
 
 if TYPE_CHECKING:
@@ -41,12 +46,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("voicehub.delegation")
 
+STORE_REASON = "the conversation store could not be reached"
+INTERNAL_REASON = "something went wrong on our side"
+
 
 @dataclass(frozen=True)
 class TaskResult:
     """How delegated work ended. `output` is the worker's answer when `status` is ok.
     `taken_over`: another instance took the task over meanwhile; this result was not stored
-    and must not be delivered (the other instance reports the task)."""
+    and must not be delivered (the other instance reports the task). `reason` may be spoken
+    to the caller; `detail` (the exception a failure came from) is for code and operators,
+    never spoken."""
 
     task_id: str
     agent_id: str
@@ -56,6 +66,7 @@ class TaskResult:
     reason: str = ""
     tool_calls: tuple[tuple[ToolCall, ToolResult], ...] = ()
     taken_over: bool = False
+    detail: str = ""
 
     @property
     def ok(self) -> bool:
@@ -272,7 +283,8 @@ class Delegation:
                 agent.id,
                 handle.parent_room_id,
                 TaskStatus.FAILED,
-                reason=f"{type(exc).__name__}: {exc}",
+                reason=caller_reason(exc),
+                detail=f"{type(exc).__name__}: {exc}",
             )
         await self._finish(handle, record, result)
 
@@ -355,13 +367,21 @@ class Delegation:
             self._holding.discard(handle.task_id)
             self._admission.release(handle.parent_room_id)
         try:
-            final = await self._swap(
-                record,
-                status=result.status,
-                output=result.output,
-                reason=result.reason,
-                finished_at=time.time(),
-            )
+            try:
+                final = await self._swap(
+                    record,
+                    status=result.status,
+                    output=result.output,
+                    reason=result.reason,
+                    finished_at=time.time(),
+                )
+            except StoreError:  # the result is still worth delivering (that is retried too)
+                log.exception(
+                    "task %s: its %s result could not be stored",
+                    handle.task_id,
+                    result.status.value,
+                )
+                final = record
             if final is None:
                 result = dataclasses.replace(result, taken_over=True)
             # the event is built only when a hook will see it (none for a task taken over:
@@ -376,15 +396,30 @@ class Delegation:
         finally:
             if handle.span is not None:
                 handle.span.set_attribute("voicehub.task.status", result.status.value)
-                handle.span.end(None if result.ok else result.describe())
+                handle.span.end(None if result.ok else result.detail or result.describe())
             if not handle._future.done():
                 handle._future.set_result(result)
 
     async def _swap(self, record: TaskRecord, **changes: Any) -> TaskRecord | None:
         """Write `record` with `changes` if nobody changed it since; None (logged) when
-        another instance took the task over."""
+        another instance took the task over. A store away for a while is waited for."""
         written = replace(record, fence=record.fence + 1, **changes)
-        if await self.hub.store.swap_task(written, expected_fence=record.fence):
+        store = self.hub.store
+        try:
+            swapped = await store.swap_task(written, expected_fence=record.fence)
+        except StoreUnavailableError as exc:
+
+            async def again() -> bool:
+                if await store.swap_task(written, expected_fence=record.fence):
+                    return True
+                # Refused: by a takeover, or by our own earlier try that landed but whose
+                # answer was lost (then the stored record is ours, fence and all).
+                return await store.get_task(written.id) == written
+
+            swapped = await retry_unavailable(
+                self.hub.clock, again, exc, what=f"task {record.id}", limit=STORE_OUTAGE_SECONDS
+            )
+        if swapped:
             return written
         log.warning(
             "task %s was taken over by another instance; its result here is dropped", record.id
@@ -419,6 +454,14 @@ class Delegation:
             handle.cancel()
         if handles:
             await asyncio.gather(*(h.result() for h in handles), return_exceptions=True)
+
+
+def caller_reason(exc: Exception) -> str:
+    """Why a task failed on `exc`, in words a caller may hear: never the exception's text,
+    which is written for operators (a store URL, a host and port, a file, a class name)."""
+    if isinstance(exc, StoreError):
+        return STORE_REASON
+    return INTERNAL_REASON
 
 
 def _task_event(room_id: str, handle: TaskHandle, text: str, **metadata: Any) -> Event:
