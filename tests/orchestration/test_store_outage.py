@@ -26,7 +26,14 @@ from voicehub.core.store.redis import RedisStore
 from voicehub.core.store.sqlite import SQLiteStore, schema
 from voicehub.errors import StoreError, StoreUnavailableError
 from voicehub.hub import Hub
-from voicehub.orchestration.delegation import STORE_REASON, TaskHandle, TaskResult
+from voicehub.orchestration.delegation import (
+    INTERNAL_REASON,
+    STORE_REASON,
+    TaskHandle,
+    TaskResult,
+)
+from voicehub.orchestration.recovery import LOST_REASON
+from voicehub.orchestration.recovery import _result as recovered
 from voicehub.orchestration.supervisor import combine
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, running_redis, unique_prefix
 
@@ -245,3 +252,27 @@ async def test_a_task_record_written_but_whose_answer_was_lost_counts_as_written
     record = await store.get_task(handle.task_id)
     assert record is not None
     assert (record.status, record.output) == (TaskStatus.OK, "the tide turns at six")
+
+
+@pytest.mark.parametrize(
+    ("stored", "spoken"),
+    [
+        (f"StoreError: Redis store {SECRET_URL} failed: ConnectionError: refused", STORE_REASON),
+        ("RuntimeError: model endpoint http://10.0.0.5:8000 is down", INTERNAL_REASON),
+        (LOST_REASON, LOST_REASON),
+        (STORE_REASON, STORE_REASON),
+    ],
+)
+def test_recovery_never_speaks_an_exception_an_older_version_stored(
+    stored: str, spoken: str
+) -> None:
+    record = TaskRecord(
+        id="call::task-1",
+        parent_room_id="call",
+        child_room_id="call::task-1",
+        agent_id="researcher",
+        input="tides?",
+        status=TaskStatus.FAILED,
+        reason=stored,
+    )
+    assert recovered(record).describe() == f"researcher failed: {spoken}"

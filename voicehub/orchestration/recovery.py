@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
@@ -32,7 +33,12 @@ from voicehub.core.jobs import cancel_and_wait
 from voicehub.core.store.base import TaskRecord, TaskStatus
 from voicehub.core.trusted import replace
 from voicehub.delivery.policy import DeliveryStrategy, strategy_from_json
-from voicehub.orchestration.delegation import TaskHandle, TaskResult
+from voicehub.orchestration.delegation import (
+    INTERNAL_REASON,
+    STORE_REASON,
+    TaskHandle,
+    TaskResult,
+)
 from voicehub.orchestration.runtime import OrchestrationRuntime
 from voicehub.orchestration.supervisor import combine
 
@@ -286,8 +292,19 @@ class TaskRecovery:
 
 def _result(task: TaskRecord) -> TaskResult:
     return TaskResult(
-        task.id, task.agent_id, task.parent_room_id, task.status, task.output, task.reason
+        task.id, task.agent_id, task.parent_room_id, task.status, task.output, _spoken(task)
     )
+
+
+_EXCEPTION_TEXT = re.compile(r"^[A-Z]\w*(?:Error|Exception)\b")
+
+
+def _spoken(task: TaskRecord) -> str:
+    """The record's reason, to be spoken: a record stored by an older voicehub may hold an
+    exception's text (a store URL, a class name) where a caller-safe reason now is."""
+    if _EXCEPTION_TEXT.match(task.reason):
+        return STORE_REASON if "StoreError" in task.reason else INTERNAL_REASON
+    return task.reason
 
 
 def _sequence_step(task: str, previous: TaskResult | None) -> str:
