@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from voicehub.agents.tools import Tool, ToolContext, ToolResult, tool
-from voicehub.errors import ConfigError, ToolError
+from voicehub.agents.tools import STORE_FAILED, Tool, ToolContext, ToolResult, tool
+from voicehub.errors import ConfigError, StoreUnavailableError, ToolError
 from voicehub.hub import Hub
 
 
@@ -237,3 +237,13 @@ def test_an_unresolvable_annotation_is_a_clear_config_error() -> None:
 
     with pytest.raises(ConfigError, match=r"tool 'uses_local'.*module level"):
         Tool(uses_local)
+
+
+async def test_a_store_failure_reaches_the_model_without_the_stores_address() -> None:
+    @tool
+    def save(note: str) -> str:
+        raise StoreUnavailableError("Redis store redis://10.0.0.7:6379/0 unreachable: refused")
+
+    result = await save.invoke('{"note": "x"}')
+    assert result.is_error and STORE_FAILED in result.content
+    assert "redis" not in result.content.lower() and "6379" not in result.content

@@ -18,13 +18,17 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 
 from voicehub.agents.llm import ToolSpec
 from voicehub.core.validation import describe_errors
-from voicehub.errors import ConfigError, ToolError
+from voicehub.errors import ConfigError, StoreError, ToolError
 
 if TYPE_CHECKING:
     from voicehub.core.runtime import Runtime
 
 log = logging.getLogger("voicehub.tools")
 _TRACED_TEXT = 1000  # characters of a tool's arguments and result kept on its span
+
+
+# What a model hears when a tool met a store failure (a caller may hear it next).
+STORE_FAILED = "the conversation store could not be reached; try again in a moment"
 
 
 @dataclass
@@ -149,6 +153,9 @@ class Tool:
                 value = await value
         except ToolError as exc:
             return self._error(call_id, str(exc))
+        except StoreError:  # a model may say it aloud: the address and error stay in the log
+            log.exception("tool %s: the store failed", self.name)
+            return self._error(call_id, STORE_FAILED)
         except Exception as exc:  # a tool's bug is reported to the model, not raised
             log.exception("tool %s failed", self.name)
             return self._error(call_id, f"{type(exc).__name__}: {exc}")
