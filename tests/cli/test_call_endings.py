@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
+from tests.support.signals import signal_masks, terminal_ctrl_c
 from voicehub.cli import main
 from voicehub.server.settings import ServerSettings
 from voicehub.voice.audio import write_wav
@@ -246,11 +247,16 @@ def test_ctrl_c_hangs_up_and_exits_130(
     server = stand_in(holds).url
     command = [sys.executable, "-m", "voicehub.cli", "call", "research", "--server", server]
     command += ["--wav", str(recording), "--out", str(tmp_path / "agent.wav")]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=_env())
+    process = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, env=_env(), preexec_fn=terminal_ctrl_c
+    )
     try:
         assert connected.wait(60), "the caller never connected"
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)  # bounded: it never hangs (loaded CI: slow)
+        try:
+            _, err = process.communicate(timeout=60)  # bounded: it never hangs (loaded CI: slow)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"Ctrl-C unheard: {signal_masks(process.pid)}") from None
     finally:
         if process.poll() is None:
             process.kill()

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 
+from tests.support.signals import signal_masks, terminal_ctrl_c
+
 _SERVER = """
 import sys, time
 from voicehub.voice.providers.offline.sphinx_workers import SphinxWorkers
@@ -33,12 +35,17 @@ def test_ctrl_c_to_the_process_group_stops_the_workers_without_a_traceback() -> 
         text=True,
         env=env,
         start_new_session=True,  # its own process group, as a server run from a terminal
+        preexec_fn=terminal_ctrl_c,
     )
     try:
         assert process.stdout is not None
         worker = int(process.stdout.readline())  # the workers are up and waiting
         os.killpg(process.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
-        out, err = process.communicate(timeout=60)
+        try:
+            out, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            masks = f"{signal_masks(process.pid)}; worker {signal_masks(worker)}"
+            raise AssertionError(f"Ctrl-C unheard: {masks}") from None
     finally:
         if process.poll() is None:
             process.kill()
