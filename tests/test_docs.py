@@ -61,3 +61,18 @@ def test_the_python_example_runs() -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "On it." and "tidal power" in lines[-1]
+
+
+def test_every_command_is_in_the_command_lines_table() -> None:
+    from voicehub.cli import _commands
+
+    table = (DOCS / "cli.md").read_text().split("## ", 1)[0]
+    listed = set(re.findall(r"^\| `voicehub ([a-z]+)", table, re.M))
+    listed |= set(re.findall(r"`voicehub ([a-z]+)`", table))
+    assert set(_commands()) <= listed
+
+
+def test_every_page_is_in_the_site_menu() -> None:
+    nav = (REPO / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    listed = set(re.findall(r"([\w-]+\.md)\s*$", nav, re.M))
+    assert {page.name for page in PAGES} <= listed
