@@ -94,3 +94,32 @@ def test_serve_names_its_broken_desk_files_and_hints_at_a_desk_it_serves(
     assert "1 desk file(s) not served" in broken and str(folder / "typo.toml") in broken, broken
     assert f"call hello --server {url.group(1)} --say hello" in hint, hint
     assert f"desk file not served: {folder / 'typo.toml'}:5: agents[0].say" in err, err
+
+
+def test_a_normal_reload_is_one_info_line(tmp_path: Path) -> None:
+    # a saved desk file is news, not a problem: shown at INFO (still shown with --reload)
+    folder = tmp_path / "desks"
+    folder.mkdir()
+    hello = folder / "hello.toml"
+    hello.write_text('name = "hello"\ntitle = "Hello"\n\n[[agents]]\nid = "desk"\n')
+    command = [sys.executable, "-m", "voicehub.cli", "serve", "--port", "0", "--reload"]
+    command += ["--channels", str(folder), "--db", str(tmp_path / "v.db"), "--no-prewarm"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VOICEHUB_TOKEN": "", "VOICEHUB_URL": ""}
+    process = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        served = process.stdout.readline()
+        assert served.startswith("voicehub: serving at"), served + process.stderr.read()
+        hello.write_text(hello.read_text().replace('"Hello"', '"Hello again"'))
+        line = ""
+        while "desk hello reloaded" not in line:
+            line = process.stderr.readline()
+            assert line, "the server stopped before reporting the reload"
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert line.startswith("INFO voicehub.reload: desk hello reloaded"), line

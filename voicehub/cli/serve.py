@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.log_level:
         logging.getLogger("voicehub").setLevel(args.log_level.upper())
+    elif args.reload:  # what --reload did is shown, though voicehub logs warnings only
+        logging.getLogger("voicehub.reload").setLevel(logging.INFO)
 
     def ready(url: str, desks: DeskScan) -> None:
         print(f"voicehub: serving at {url} (Ctrl-C to stop, SIGTERM to drain)", flush=True)

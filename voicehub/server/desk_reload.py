@@ -142,10 +142,11 @@ class DeskReloader:
 
     @staticmethod
     def _log(report: ReloadReport) -> None:
+        # a reload that worked is news, not a problem: INFO (serve --reload shows it)
         for name in report.updated:
-            log.warning("desk %s reloaded: new calls use it; live calls keep theirs", name)
+            log.info("desk %s reloaded: new calls use it; live calls keep theirs", name)
         for name in report.added:
-            log.warning("desk %s added: served from the next call", name)
+            log.info("desk %s added: served from the next call", name)
         for name in report.gone:
             log.warning("desk %s: its file is gone; it serves until the restart", name)
         for error in report.broken.values():
