@@ -11,6 +11,7 @@ read from a store seeded with what a research call leaves there.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,10 @@ async def test_the_live_timeline_reads_well(tmp_path: Path, settings: ServerSett
             await browser.close()
     print(bars, named, sep="\n")
     assert problems == []
+    # every lane is named as docs/console.md names it
+    documented = [re.compile(p) for p in documented_lanes()]
+    assert all(any(p.fullmatch(label) for p in documented) for label in named.values()), named
+    assert all(any(p.fullmatch(label) for label in named.values()) for p in documented)
     # tasks and the result are named by their topic, not by ids
     assert named["task:t1"] == "analyst-a: heat pumps"
     assert named["delivery:dlv-1"] == "result: heat pumps"
@@ -142,6 +147,14 @@ async def test_the_live_timeline_reads_well(tmp_path: Path, settings: ServerSett
     # the result waited from the tasks' end until the caller was quiet, then was spoken
     delivery = [(b["state"], b["start"]) for b in bars if b["lane"] == "delivery:dlv-1"]
     assert delivery == [("waiting", pytest.approx(4.33)), ("delivered", pytest.approx(9.0))]
+
+
+def documented_lanes() -> list[str]:
+    """The lane names of docs/console.md's timeline table, as patterns (*topic*: any)."""
+    page = (CHANNELS.parent / "docs" / "console.md").read_text()
+    table = page.split("## The timeline", 1)[1].split("\n## ", 1)[0]
+    names = re.findall(r"^\| ([^|]+?) \| ", table, re.M)[1:]  # less the heading
+    return [re.sub(r"\\\*[a-z]+\\\*", ".+", re.escape(name)) for name in names if name != "---"]
 
 
 async def seed_past_call(server: RunningServer, room_id: str) -> None:
@@ -241,3 +254,53 @@ async def test_a_past_conversation_is_as_complete_as_the_live_view_and_calls_end
     [latency] = [b for b in bars if b["lane"] == "latency"]
     assert "(estimated)" in latency["title"] and latency["label"].endswith(" s")
     assert next(b["state"] for b in bars if b["lane"] == "agent") == "interrupted"
+
+
+STATE_LABELS = """async () => {
+  const { agentState, callerState } = await import("/static/states.js");
+  return [callerState("speaking"), callerState("listening"), agentState("listening"),
+          agentState("thinking"), agentState("speaking")];
+}"""
+
+
+async def test_a_newcomers_call_reads_as_the_quickstart_says(
+    tmp_path: Path, settings: ServerSettings
+) -> None:
+    """The page opens on the Research desk, says "connected" during the call, names the
+    caller's and the agent's states in words a caller uses, gives every legend entry its
+    own colour, and after the hang-up offers that call's timeline (not an older one's)."""
+    require_chromium()
+    from playwright import async_api as playwright
+
+    expect = playwright.expect
+    wav = caller_wav(tmp_path / "caller.wav", before=0.5, after=30)
+    async with (
+        running_server(settings, voice=ScriptedStack(), desks=load_desks(CHANNELS)) as server,
+        playwright.async_playwright() as p,
+    ):
+        await seed_past_call(server, "research:older")  # what the menu showed before
+        browser, page, problems = await open_page(p, server, wav)
+        try:
+            await expect(page.locator("#desk")).to_have_value("research")
+            await expect(page.locator('#past option[value="research:older"]')).to_have_count(1)
+            await page.select_option("#transport", "websocket")
+            await page.click("#call")
+            await expect(page.locator("#transcript li.agent")).to_have_count(1)  # greeting
+            await expect(page.locator("#status")).to_contain_text(
+                re.compile("^Connected to Research desk: new conversation")
+            )
+            labels = await page.evaluate(STATE_LABELS)
+            conversation = await page.input_value("#conversation")
+            await page.click("#hangup")
+            await expect(page.locator("#status")).to_have_text("Call ended: you hung up.")
+            await expect(page.locator("#past")).to_have_value(f"research:{conversation}")
+            swatches = await page.eval_on_selector_all(
+                "#legend .swatch", "els => els.map(e => getComputedStyle(e).backgroundImage"
+                " + getComputedStyle(e).backgroundColor + getComputedStyle(e).borderStyle)",
+            )  # fmt: skip
+        finally:
+            await browser.close()
+    assert problems == []
+    # livekit's "listening" for a silent caller reads as "quiet"; the agent's stay as they are
+    assert labels == ["speaking", "quiet", "listening", "thinking", "speaking"]
+    assert len(set(swatches)) == len(swatches)  # every colour of the legend tells one thing

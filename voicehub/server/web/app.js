@@ -6,6 +6,7 @@
 import { Reconnect, announcedClose } from "./reconnect.js";
 import { LiveTimeline, Timeline, storedTimeline, topicOf } from "./timeline.js";
 import { showRecordings } from "./recordings.js";
+import { agentState, callerState } from "./states.js";
 import { startWebRTC, webrtcSupported } from "./webrtc.js";
 
 const RATE = 16000;
@@ -47,8 +48,9 @@ async function loadDesks() {
     option.title = desk.description;
     return option;
   }));
-  const wanted = params.get("desk") || localStorage.getItem("voicehub.desk");
-  if (wanted && desks.some((desk) => desk.name === wanted)) ui.desk.value = wanted;
+  // the quickstart starts with the Research desk: the page does too, unless told otherwise
+  const wanted = params.get("desk") || localStorage.getItem("voicehub.desk") || "research";
+  if (desks.some((desk) => desk.name === wanted)) ui.desk.value = wanted;
 }
 
 ui.conversation.value = params.get("conversation")
@@ -199,7 +201,7 @@ function endCall(by, detail = "") {
     lost: "Call ended: the connection was lost.",
   };
   setStatus(why[call.hungUp ? "caller" : by] ?? "Call ended.");
-  const { socket, rtc, context, stream, player, live } = call;
+  const { socket, rtc, context, stream, player, live, roomId } = call;
   call = null;
   player?.clear();
   rtc?.close("hung up");
@@ -207,7 +209,7 @@ function endCall(by, detail = "") {
   stream.getTracks().forEach((track) => track.stop());
   if (socket && socket.readyState <= WebSocket.OPEN) socket.close(1000, "hangup");
   context.close();
-  loadPast();
+  loadPast(roomId); // the call just ended is the one to look back at
   ui.call.disabled = false;
   ui.hangup.disabled = true;
   ui.userState.textContent = ui.agentState.textContent = "-";
@@ -268,12 +270,13 @@ function onEvent(event) {
   switch (event.type) {
     case "session":
       call?.reconnect.reset();
-      setStatus(`${event.title}: ${event.resumed ? "conversation resumed" : "new conversation"} (${event.room_id}).`);
+      if (call) call.roomId = event.room_id;
+      setStatus(`Connected to ${event.title}: ${event.resumed ? "conversation resumed" : "new conversation"} (${event.room_id}); speak when you are ready.`);
       break;
     case "speech_mark": (call?.rtc ?? call?.player)?.mark(event.id); break;
     case "clear": call?.rtc ? call.rtc.clearAudio() : call?.player.clear(); break;
-    case "user_state": ui.userState.textContent = event.state; break;
-    case "agent_state": ui.agentState.textContent = event.state; break;
+    case "user_state": ui.userState.textContent = callerState(event.state); break;
+    case "agent_state": ui.agentState.textContent = agentState(event.state); break;
     case "transcript":
       if (event.role === "user" && !event.final) ui.interim.textContent = event.text;
       else {
@@ -348,11 +351,11 @@ function setStatus(text) {
 
 // -- past conversations: their timeline, from the store ------------------------------------
 
-async function loadPast() {
+async function loadPast(select = null) {
   const response = await fetch("/api/rooms?limit=30", { headers: apiHeaders() });
   if (!response.ok) return;
   const { rooms } = await response.json();
-  const chosen = ui.past.value;
+  const chosen = select ?? ui.past.value;
   ui.past.replaceChildren(...rooms.map((room) => {
     const when = new Date(room.created_at * 1000).toLocaleString();
     return new Option(`${room.id} (${when}${room.live ? ", live" : ""})`, room.id);
