@@ -76,3 +76,17 @@ def test_every_page_is_in_the_site_menu() -> None:
     nav = (REPO / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
     listed = set(re.findall(r"([\w-]+\.md)\s*$", nav, re.M))
     assert {page.name for page in PAGES} <= listed
+
+
+def test_the_desk_file_reference_is_committed_and_current() -> None:
+    # the page reads whole in the repository, not only on the built site
+    sys.path.insert(0, str(REPO))
+    try:
+        from mkdocs_hooks import with_desk_file_reference
+    finally:
+        sys.path.remove(str(REPO))
+    text = (DOCS / "desk-file.md").read_text()
+    assert "| key |" in text or "`name`" in text
+    assert text == with_desk_file_reference(text), (
+        "docs/desk-file.md's reference is stale: run .venv/bin/python mkdocs_hooks.py"
+    )
