@@ -57,7 +57,9 @@ async def test_the_console_calls_over_webrtc_and_draws_the_timeline(tmp_path: Pa
     from playwright import async_api as playwright
 
     expect = playwright.expect
-    wav = caller_wav(tmp_path / "caller.wav")
+    # the caller waits for the greeting to end (it starts a few seconds in, over WebRTC): the
+    # screenshot the README shows is a call as it should go, not one cut off
+    wav = caller_wav(tmp_path / "caller.wav", before=12.0)
     desks = {"research": brief_research_desk()}
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db")
     problems: list[str] = []
@@ -116,6 +118,7 @@ async def test_the_console_calls_over_webrtc_and_draws_the_timeline(tmp_path: Pa
             assert sorted(b["state"] for b in tasks_drawn) == ["ok", "ok"]
             assert any(re.fullmatch(r"\d+\.\d\d s", b["label"]) for b in latency)
             assert len(agent) >= 3  # greeting, acknowledgement, the result
+            assert agent[0]["state"] == "speaking"  # the greeting, whole
 
             await page.click("#hangup")
             await expect(page.locator("#status")).to_contain_text("Call ended")
