@@ -96,9 +96,10 @@ TEST_WORKERS ?= 2
 test: lint docs browser redis libopus moonshine
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
-# The quick loop: everything but the real-time end-to-end calls (`make test` runs them too).
+# The quick loop: everything but the real-time end-to-end calls and the slow tests (`make test`
+# runs them too).
 check: lint redis libopus moonshine
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not realtime"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not realtime and not slow"
 
 # The phone and turns benches speak in Debian's flite voices too (slt, awb, rms) when it is
 # installed; without it they use Piper and eSpeak NG only, and say so by the voices listed.

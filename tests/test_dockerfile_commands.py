@@ -166,6 +166,7 @@ def built(dockerfile: Dockerfile, image: Image) -> list[Ran]:
     return ran
 
 
+@pytest.mark.slow
 def test_every_run_line_runs(built: list[Ran], image: Image) -> None:
     for step in built:
         assert step.code == 0, f"RUN {step.command}\n{step.output[-3000:]}"
@@ -182,6 +183,7 @@ def test_every_run_line_runs(built: list[Ran], image: Image) -> None:
     assert installed.stdout.startswith(str(image.venv))  # the image's own copy, not the repo's
 
 
+@pytest.mark.slow
 def test_the_default_command_serves_passes_its_health_check_and_drains_on_sigterm(
     dockerfile: Dockerfile,
     image: Image,

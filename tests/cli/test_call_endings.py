@@ -127,6 +127,7 @@ async def never_settles(socket: ServerConnection) -> None:
             await socket.close(1000, "hangup")
 
 
+@pytest.mark.slow
 def test_a_drain_refusal_names_the_drain_and_exits_5(
     stand_in: Callable[[Script], StandIn],
     recording: Path,
@@ -179,6 +180,7 @@ def test_a_call_ended_by_the_drain_says_so_and_how_to_call_back(
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_call_that_does_not_settle_in_time_says_what_it_waited_for_and_exits_1(
     stand_in: Callable[[Script], StandIn],
     recording: Path,
@@ -192,6 +194,7 @@ def test_a_call_that_does_not_settle_in_time_says_what_it_waited_for_and_exits_1
     assert "cannot reach" not in err
 
 
+@pytest.mark.slow
 def test_the_call_back_hint_calls_the_same_server(
     stand_in: Callable[[Script], StandIn],
     recording: Path,
@@ -233,6 +236,7 @@ async def test_a_desk_missing_its_keys_is_refused_on_the_real_server(
     assert len(refused) == 1 and "refused" in refused[0] and "DEEPGRAM_API_KEY" in refused[0]
 
 
+@pytest.mark.slow
 def test_ctrl_c_hangs_up_and_exits_130(
     stand_in: Callable[[Script], StandIn], recording: Path, tmp_path: Path
 ) -> None:

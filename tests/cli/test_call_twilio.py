@@ -43,6 +43,7 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
         yield running
 
 
+@pytest.mark.slow
 async def test_a_phone_call_from_the_cli(
     server: RunningServer,
     tmp_path: Path,

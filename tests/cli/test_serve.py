@@ -28,6 +28,7 @@ def test_an_open_address_without_a_token_is_one_clear_line(
     assert err.startswith("voicehub serve: refusing to listen on 0.0.0.0")
 
 
+@pytest.mark.slow
 def test_serve_prints_its_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "voicehub.cli", "serve", "--port", "0"]
     command += ["--db", str(tmp_path / "v.db"), "--no-prewarm", "--log-level", "warning"]
@@ -66,6 +67,7 @@ def test_the_try_hint_calls_a_desk_served_at_the_address_served(
     assert "--server" not in try_command("http://127.0.0.1:8091/", ["hello"])
 
 
+@pytest.mark.slow
 def test_serve_names_its_broken_desk_files_and_hints_at_a_desk_it_serves(
     tmp_path: Path,
 ) -> None:

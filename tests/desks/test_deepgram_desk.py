@@ -128,6 +128,7 @@ async def test_phone_calls_use_mulaw_at_8khz(
                 await session.aclose()
 
 
+@pytest.mark.slow
 async def test_research_by_voice_on_the_cloud_desk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, deepgram: FakeDeepgram
 ) -> None:

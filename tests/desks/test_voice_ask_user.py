@@ -34,6 +34,7 @@ async def answer(call: DeskCallHarness, words: str, next_line: str) -> bytes:
     return bytes(call.transport.audio[start:])
 
 
+@pytest.mark.slow
 async def test_questions_are_spoken_and_answers_heard_with_a_reask() -> None:
     desk = example_desks()["triage"]
     async with Hub() as hub:

@@ -49,6 +49,7 @@ class DeliveryWatch:
         return await asyncio.wait_for(first(), timeout)
 
 
+@pytest.mark.slow
 async def test_the_front_desk_routes_research_by_voice_and_the_result_is_spoken() -> None:
     desk = example_desks()["frontdesk"]
     async with Hub() as hub:
@@ -82,6 +83,7 @@ async def test_the_front_desk_routes_research_by_voice_and_the_result_is_spoken(
         await call.session.aclose()
 
 
+@pytest.mark.slow
 async def test_a_report_is_written_on_the_blackboard_and_read_to_the_caller() -> None:
     desk = example_desks()["report"]
     async with Hub() as hub:

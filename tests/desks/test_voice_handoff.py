@@ -30,6 +30,7 @@ def voice_of(session: Any) -> Any:
     return None if session.voice is session.tts else session.voice
 
 
+@pytest.mark.slow
 async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
     desk = example_desks()["triage"]
     espeak = offline_models()["espeak"]

@@ -19,6 +19,7 @@ from voicehub.core.clock import VirtualClock
 LABEL = f"MCP server 'fake' of desk {DESK!r}"
 
 
+@pytest.mark.slow
 async def test_tools_are_discovered_checked_and_answer_through_the_tool_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

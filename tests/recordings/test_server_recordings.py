@@ -95,6 +95,7 @@ async def hang_up(server: RunningServer, ws: ClientConnection, room_id: str) -> 
     await server.app.state.parts.recordings.aclose()  # the files are written
 
 
+@pytest.mark.slow
 async def test_a_recorded_call_and_its_call_back(server: RunningServer) -> None:
     url = f"{server.ws_url}/desks/research/call?conversation=rec&token={TOKEN}"
     async with connect(url) as ws:
@@ -166,6 +167,7 @@ async def test_a_desk_without_record_keeps_nothing(server: RunningServer) -> Non
     assert not server.app.state.parts.recordings.folder.root.exists()
 
 
+@pytest.mark.slow
 async def test_the_console_plays_a_past_conversation_along_its_timeline(
     server: RunningServer,
 ) -> None:

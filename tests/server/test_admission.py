@@ -50,6 +50,7 @@ def options(server: RunningServer, conversation: str) -> CallOptions:
     )
 
 
+@pytest.mark.slow
 async def test_a_server_at_its_call_limit_refuses_new_calls_busy_on_every_transport(
     server: RunningServer,
 ) -> None:

@@ -129,6 +129,7 @@ async def test_desks_are_listed_with_their_call_urls(server: RunningServer) -> N
     assert research["delivery"]["strategy"] == "wait_for_idle"
 
 
+@pytest.mark.slow
 async def test_rest_view_of_rooms_tasks_and_deliveries(
     server: RunningServer, desks: dict[str, Desk]
 ) -> None:
@@ -384,6 +385,7 @@ async def test_a_call_that_fails_mid_call_is_logged_closed_1011_and_the_server_g
 # -- results that outlive a call ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_result_for_a_caller_who_hung_up_is_spoken_when_they_call_back(
     server: RunningServer,
 ) -> None:
@@ -410,6 +412,7 @@ async def test_a_result_for_a_caller_who_hung_up_is_spoken_when_they_call_back(
     assert spoken == ["Your report on wind is ready."]
 
 
+@pytest.mark.slow
 async def test_shutdown_keeps_undelivered_results_for_the_next_server(
     settings: ServerSettings, desks: dict[str, Desk]
 ) -> None:

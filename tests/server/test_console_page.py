@@ -201,6 +201,7 @@ async def seed_past_call(server: RunningServer, room_id: str) -> None:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 async def test_a_past_conversation_is_as_complete_as_the_live_view_and_calls_end_in_one_wording(
     tmp_path: Path, settings: ServerSettings
 ) -> None:

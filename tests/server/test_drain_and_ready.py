@@ -100,6 +100,7 @@ async def test_ready_when_started_with_the_models_loaded_and_the_store_answering
     assert all(0 <= share < 1 for share in load.values())
 
 
+@pytest.mark.slow
 async def test_a_drain_refuses_new_calls_and_holds_the_results_of_calls_left_at_the_deadline(
     server: RunningServer, settings: ServerSettings
 ) -> None:
@@ -172,6 +173,7 @@ async def another_instance_alive(server: RunningServer) -> None:
     await server.switchboard.hub.store.beat_instance(peer)
 
 
+@pytest.mark.slow
 async def test_a_drain_with_another_instance_alive_hands_the_call_over_and_starts_no_result(
     server: RunningServer,
 ) -> None:
@@ -191,6 +193,7 @@ async def test_a_drain_with_another_instance_alive_hands_the_call_over_and_start
     assert call.report.close_code == 1012 and drain.handed_over == 1
 
 
+@pytest.mark.slow
 async def test_a_hand_over_carries_what_the_agent_just_said_to_the_caller_before_closing(
     server: RunningServer,
 ) -> None:
@@ -208,6 +211,7 @@ async def test_a_hand_over_carries_what_the_agent_just_said_to_the_caller_before
     assert APOLOGY in [e.text for e in call.report.events_of(Transcript)]
 
 
+@pytest.mark.slow
 async def test_a_drain_ends_as_soon_as_the_last_call_hangs_up(server: RunningServer) -> None:
     async with CallClient(fast(server, "drafting", "drain-short")) as call:
         await call.wait_for_turn()

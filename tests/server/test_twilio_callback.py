@@ -159,6 +159,7 @@ async def test_no_answer_then_a_person_hears_the_result_once(line: Line) -> None
     assert len(line.rest.created) == 2 and line.rest.problems == [] and line.rest.refused == 0
 
 
+@pytest.mark.slow
 async def test_a_machine_gets_one_voicemail_and_the_results_stay_held(line: Line) -> None:
     await line.call_and_hang_up()
     first = await line.held_result("Heat pumps move heat rather than make it.", task="heat pumps")

@@ -131,6 +131,7 @@ async def test_an_offer_aiortc_cannot_parse_gets_400_with_its_reason(server: Run
     assert (await server.get("/health")).status_code == 200  # the server goes on
 
 
+@pytest.mark.slow
 async def test_a_call_acks_playout_on_the_data_channel_and_the_limit_holds(
     server: RunningServer, factory: ScriptedStack
 ) -> None:
@@ -171,6 +172,7 @@ async def test_a_call_acks_playout_on_the_data_channel_and_the_limit_holds(
     assert again.status_code == 200
 
 
+@pytest.mark.slow
 async def test_voicehub_call_webrtc_places_the_call_over_aiortc(
     server: RunningServer, factory: ScriptedStack, tmp_path: Path
 ) -> None:

@@ -230,6 +230,7 @@ async def line(
             yield Line(server, rest, clock, carrier)
 
 
+@pytest.mark.slow
 async def test_a_missed_call_back_then_an_answered_one_speaks_the_result_once(line: Line) -> None:
     room = await line.call_and_hang_up()
     delivery = line.server.switchboard.hub.delivery

@@ -53,6 +53,7 @@ def calls_of(carrier: str, rest: CarrierRest) -> CarrierCalls:
     return VonageCalls("app-1", PRIVATE_PEM, public, api_url=rest.url)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("carrier", ["telnyx", "plivo", "vonage"])
 async def test_keypad_tones_then_a_transfer_then_the_call_is_over(
     rest: CarrierRest, carrier: str

@@ -28,6 +28,7 @@ def job_process(turns: int) -> None:
         )
 
 
+@pytest.mark.slow
 def test_job_processes_turns_are_summed_in_one_scrape(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ pytest.importorskip("deepgram")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+@pytest.mark.slow
 async def test_the_cloud_pipeline_section_reports_cpu_and_latency() -> None:
     figures = (await cloud_pipeline.run(quick=True))["cloud_pipeline"]
     for value in (

@@ -9,6 +9,7 @@ import pytest
 from voicehub_dev.bench.noise_mix import active_rms, mix, noise
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["car", "street"])
 def test_a_seed_makes_the_same_noise_at_about_minus_20_dbfs(kind: str) -> None:
     first = noise(kind, 1.0, 8000, seed=3)  # type: ignore[arg-type]

@@ -62,6 +62,7 @@ def test_the_words_before_most_pauses_are_open_to_the_desk() -> None:
     assert not any(desk_words_open(desks[d])(w) for d, w, *_ in COMPLETE_REQUESTS)
 
 
+@pytest.mark.slow
 def test_a_pause_replaces_the_comma_with_silence_of_its_length(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,7 @@ def said(transport: object, text: str) -> bool:
     return any(e.role == "assistant" and e.final and text in e.text for e in events)
 
 
+@pytest.mark.slow
 async def test_a_request_runs_the_tool_and_is_answered_aloud(engine: Harness) -> None:
     session, transport = await engine.start(ack="immediate")
     assert session.activity.snapshot().session_live and session.activity.is_idle

@@ -181,6 +181,7 @@ async def loaded(factory: OfflineStack) -> AsyncIterator[None]:
         await asyncio.gather(*(stream.aclose() for stream in streams))
 
 
+@pytest.mark.slow
 async def test_burst_input_is_heard_like_paced_input(
     hub: Hub, factory: OfflineStack, desk: Desk, speech: dict[str, bytes]
 ) -> None:

@@ -57,6 +57,7 @@ def outcomes_of(harness: Harness) -> asyncio.Queue[tuple[str, str]]:
     return seen
 
 
+@pytest.mark.slow
 async def test_a_drop_reconnects_and_restores_the_session_with_a_recap(call: Harness) -> None:
     session, transport, activity = await call.start(ack="immediate")
     await speak(session, spoken("hello there", rate=RATE))

@@ -39,6 +39,7 @@ def segments(events: list[Any]) -> list[tuple[str, int]]:
     return [*marks, ("flags", hash(flags))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("calls", [1, 7, 64])
 async def test_batched_segments_equal_per_call_segments(calls: int) -> None:
     from livekit.agents.vad import VADEventType
@@ -114,6 +115,7 @@ async def test_a_flush_is_a_boundary_in_audio_order() -> None:
     assert sum(e.samples_index == 512 for e in alone) == 2  # the flush restarted the count
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("calls", [1, 7, 64])
 async def test_server_calls_get_batched_vads_deciding_as_per_call_vads(calls: int) -> None:
     """Through the server's path (`PipelineResources.call_vad`): batched by default,

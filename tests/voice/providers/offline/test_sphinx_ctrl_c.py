@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.signals import signal_masks, terminal_ctrl_c
 
 _SERVER = """
@@ -26,6 +28,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_to_the_process_group_stops_the_workers_without_a_traceback() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(

@@ -93,6 +93,7 @@ def hear(audio: bytes, rate: int, relisten: Relisten | None = None) -> WhisperTr
     return recognizer.recognize(audio, rate, prompt=research_prompt(), relisten=relisten)
 
 
+@pytest.mark.slow
 def test_a_request_lost_on_the_phone_line_is_caught_by_the_slowed_listening(
     decodings: list[tuple[int, str]],
 ) -> None:
@@ -136,6 +137,7 @@ def test_a_request_heard_the_first_time_is_decoded_once(decodings: list[tuple[in
     assert research_front().calls_tool(heard.text)
 
 
+@pytest.mark.slow
 def test_wideband_audio_is_listened_to_again_the_same_way(decodings: list[tuple[int, str]]) -> None:
     audio = speech("my neighbour has a new dog", "piper")
     heard = hear(audio, 16000, research_relisten())
@@ -144,6 +146,7 @@ def test_wideband_audio_is_listened_to_again_the_same_way(decodings: list[tuple[
     assert hear(audio, 16000) == heard  # the first hearing kept
 
 
+@pytest.mark.slow
 def test_a_wideband_request_misheard_is_caught_by_the_slowed_listening(
     decodings: list[tuple[int, str]],
 ) -> None:

@@ -59,6 +59,7 @@ def test_the_window_holds_the_utterance_and_a_second_of_silence(
     assert window_frames(round(utterance * 16000), seconds=window) == frames
 
 
+@pytest.mark.slow
 def test_the_full_window_decodes_as_transcribe_does() -> None:
     whisper = model()
     decoder = WindowedDecoder(whisper, window=30)
