@@ -90,3 +90,11 @@ def test_the_desk_file_reference_is_committed_and_current() -> None:
     assert text == with_desk_file_reference(text), (
         "docs/desk-file.md's reference is stale: run .venv/bin/python mkdocs_hooks.py"
     )
+
+
+def test_the_workers_desk_of_writing_a_desk_is_a_whole_file_with_its_knowledge_found() -> None:
+    page = (DOCS / "writing-a-desk.md").read_text()
+    [workers] = [block for block in _toml_blocks(page) if "[supervisor]" in block]
+    assert re.search(r'^name = "', workers, re.M)  # saved as it is, it is a desk
+    # the knowledge path is the file's own: the page says where it is looked up
+    assert "relative to the desk file" in page and "cp -r channels/knowledge" in page
