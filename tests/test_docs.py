@@ -98,3 +98,16 @@ def test_the_workers_desk_of_writing_a_desk_is_a_whole_file_with_its_knowledge_f
     assert re.search(r'^name = "', workers, re.M)  # saved as it is, it is a desk
     # the knowledge path is the file's own: the page says where it is looked up
     assert "relative to the desk file" in page and "cp -r channels/knowledge" in page
+
+
+@pytest.mark.parametrize("page", [README, DOCS / "quickstart.md"], ids=lambda p: p.name)
+def test_the_sample_call_shows_what_voicehub_call_prints(page: Path) -> None:
+    # the lines of voicehub/client/report.py and voicehub/cli/call.py, as a call prints them
+    [sample] = [b for b in re.findall(r"```text\n(.*?)```", page.read_text(), re.S) if "who" in b]
+    for line in ("caller    stopped speaking", "agent     audio ", "caller: 1 utterance(s)"):
+        assert line in sample, line
+    for line in ("voice-to-voice (end of caller speech -> first agent audio): ", "tasks: "):
+        assert line in sample, line
+    assert "\nsettled\nagent audio: call-" in sample and "\ncall back: " in sample
+    stderr = "voicehub call: the conversation settled; hung up"
+    assert stderr in page.read_text()
