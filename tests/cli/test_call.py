@@ -30,3 +30,25 @@ def test_user_errors_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["call", "research", "--server", "http://127.0.0.1:9", "--wav", str(recording)])
     err = capsys.readouterr().err
     assert "cannot reach http://127.0.0.1:9" in err and "voicehub serve" in err
+
+
+def test_a_pause_joins_the_lines_around_it_into_one_hesitant_utterance() -> None:
+    parser = argparse.ArgumentParser(prog="voicehub")
+    call.add_parser(parser.add_subparsers(dest="command", required=True))
+    typed = ["call", "research", "--say", "could you research", "--pause", "0.8"]
+    typed += ["--say", "heat pumps", "--say", "thanks"]
+    args = parser.parse_args(typed)
+    spoken = {"could you research": b"\x01\x00" * 10, "heat pumps": b"\x02\x00" * 5}
+    spoken["thanks"] = b"\x03\x00"
+    lines = call.caller_lines(args.lines, say=spoken.__getitem__, wav=lambda _: b"")
+    silence = bytes(2 * int(0.8 * 16000))
+    hesitant = spoken["could you research"] + silence + spoken["heat pumps"]
+    assert lines == [
+        ("could you research (0.8 s pause) heat pumps", hesitant),
+        ("thanks", spoken["thanks"]),
+    ]
+
+
+def test_a_pause_needs_words_on_both_sides(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["call", "research", "--pause", "1", "--say", "hello"]) == 2
+    assert "--pause goes between two lines" in capsys.readouterr().err

@@ -9,6 +9,7 @@ import os
 import shlex
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class _Line(argparse.Action):
-    """--say and --wav append to one ordered list of caller lines."""
+    """--say, --wav and --pause append to one ordered list of caller lines."""
 
     def __call__(
         self, parser: Any, namespace: argparse.Namespace, value: Any, option: Any = None
@@ -30,6 +31,40 @@ class _Line(argparse.Action):
         lines = list(getattr(namespace, "lines", None) or [])
         lines.append((self.dest, value))
         namespace.lines = lines
+
+
+def caller_lines(
+    entries: list[tuple[str, Any]],
+    *,
+    say: Callable[[str], bytes],
+    wav: Callable[[str], bytes],
+) -> list[tuple[str, bytes]]:
+    """The caller's lines as `(label, pcm16)`: each --say or --wav one line, except that a
+    --pause joins the lines on either side into one utterance with that much silence inside
+    (a caller hesitating; "a ... b" in --say is spoken without a pause)."""
+    from voicehub.voice.events import SAMPLE_RATE
+
+    lines: list[tuple[str, bytes]] = []
+    joining: float | None = None
+    for kind, value in entries:
+        if kind == "pause":
+            if not lines or joining is not None:
+                raise VoicehubError(
+                    "--pause goes between two lines: --say 'a' --pause 0.8 --say 'b'"
+                )
+            joining = float(value)
+            continue
+        line = (value, say(value)) if kind == "say" else (f"[{value}]", wav(value))
+        if joining is None:
+            lines.append(line)
+            continue
+        label, pcm = lines.pop()
+        silence = bytes(2 * int(joining * SAMPLE_RATE))
+        lines.append((f"{label} ({joining:g} s pause) {line[0]}", pcm + silence + line[1]))
+        joining = None
+    if joining is not None:
+        raise VoicehubError("--pause goes between two lines: --say 'a' --pause 0.8 --say 'b'")
+    return lines
 
 
 def default_server() -> str:
@@ -63,6 +98,15 @@ def add_parser(commands: Subcommands) -> None:
     )
     call.add_argument("desk", help="desk name, as listed by `voicehub channels`")
     call.add_argument("--say", action=_Line, metavar="TEXT", help="words to say (repeatable)")
+    call.add_argument(
+        "--pause",
+        action=_Line,
+        type=float,
+        metavar="SECONDS",
+        help="a hesitation: joins the --say/--wav lines before and after it into one "
+        "utterance with this much silence inside (--say 'research' --pause 0.8 --say "
+        "'heat pumps')",
+    )
     call.add_argument("--wav", action=_Line, metavar="FILE", help="a recording to play")
     call.add_argument(
         "--server",
@@ -150,12 +194,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     if not args.lines:
         raise VoicehubError("say something: add --say 'your words' or --wav recording.wav")
-    lines = [
-        (value, caller_audio(text=value))
-        if kind == "say"
-        else (f"[{value}]", caller_audio(wav=value))
-        for kind, value in args.lines
-    ]
+    lines = caller_lines(
+        args.lines,
+        say=lambda text: caller_audio(text=text),
+        wav=lambda path: caller_audio(wav=path),
+    )
     if args.twilio or args.carrier == "twilio":
         return _run_twilio(args, lines, out)
     if args.carrier is not None:
