@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = re.compile(r"(?<![\w/.-])voicehub(?:_dev)?(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 
@@ -72,6 +74,7 @@ def unresolved(name: str) -> str | None:
     return f"no module {parts[0]}"
 
 
+@pytest.mark.slow
 def test_every_voicehub_name_in_the_docs_and_docstrings_resolves() -> None:
     found: dict[str, set[str]] = {}
     for where, text in _texts():

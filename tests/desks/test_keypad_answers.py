@@ -25,6 +25,7 @@ def loaded() -> None:
     offline_models()
 
 
+@pytest.mark.slow
 async def test_pressing_2_picks_the_second_option_and_a_bare_digit_is_a_turn() -> None:
     desk = example_desks()["triage"]
     async with Hub() as hub:

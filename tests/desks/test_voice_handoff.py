@@ -98,6 +98,7 @@ async def test_a_handoff_keeps_the_call_and_changes_the_agent() -> None:
         await session.aclose()
 
 
+@pytest.mark.slow
 async def test_a_caller_who_calls_back_gets_the_agent_they_left(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from voicehub.core.channels import TextChannel
@@ -71,6 +72,7 @@ async def conversation(desk: Desk, *lines: str) -> tuple[list[str], InMemorySpan
     return answers, exporter
 
 
+@pytest.mark.slow
 async def test_the_agent_calls_the_server_tool_and_its_span_is_in_the_room_trace(
     tmp_path: Path,
 ) -> None:

@@ -93,6 +93,7 @@ async def test_a_slow_tool_gets_its_timeout_and_a_hung_one_is_cut_off_on_the_clo
         await tools.aclose()
 
 
+@pytest.mark.slow
 async def test_a_server_killed_mid_call_names_itself_and_the_next_call_starts_it_again(
     tmp_path: Path,
 ) -> None:

@@ -68,6 +68,7 @@ async def delete(server: RunningServer, room_id: str, **options: Any) -> httpx.R
         return await client.delete(f"/api/rooms/{room_id}", **options)
 
 
+@pytest.mark.slow
 async def test_a_conversation_is_deleted_with_everything_keyed_to_it(
     server: RunningServer,
 ) -> None:

@@ -101,6 +101,7 @@ def settings(tmp_path: Path) -> ServerSettings:
     return ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "voicehub.db", prewarm=False)
 
 
+@pytest.mark.slow
 async def test_the_live_timeline_reads_well(tmp_path: Path, settings: ServerSettings) -> None:
     require_chromium()
     from playwright import async_api as playwright

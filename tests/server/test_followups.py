@@ -162,6 +162,7 @@ async def test_an_uncollected_result_goes_by_sms_once(
     assert line.server.switchboard.hub.delivery.pending(ROOM) == []
 
 
+@pytest.mark.slow
 async def test_a_caller_who_rings_back_in_time_hears_it_and_gets_no_sms(line: Line) -> None:
     await line.call_and_hang_up()
     delivery_id = await line.held(ROOM, "Solar pays back in ten years.", "solar panels")

@@ -117,6 +117,7 @@ async def line(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
             yield Line(server, rest, clock)
 
 
+@pytest.mark.slow
 async def test_no_answer_then_a_person_hears_the_result_once(line: Line) -> None:
     await line.call_and_hang_up()
     delivery_id = await line.held_result("Solar panels pay back in about ten years.")
@@ -193,6 +194,7 @@ async def test_a_machine_gets_one_voicemail_and_the_results_stay_held(line: Line
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", [2], indirect=True)
 async def test_after_the_last_attempt_the_result_stays_held_for_a_call_in(line: Line) -> None:
     await line.call_and_hang_up()
@@ -216,6 +218,7 @@ async def test_after_the_last_attempt_the_result_stays_held_for_a_call_in(line: 
     assert session.said == ["Heat pumps work down to minus twenty."]
 
 
+@pytest.mark.slow
 async def test_a_caller_who_rings_back_during_the_delay_is_not_called(line: Line) -> None:
     await line.call_and_hang_up()
     await line.held_result("Insulation first, then the heat pump.")

@@ -50,6 +50,7 @@ async def test_the_model_answers_or_fails_as_its_mode_says() -> None:
             assert (await client.post("/chat/completions", json=body)).status_code == status
 
 
+@pytest.mark.slow
 async def test_the_sqlite_lock_holds_writers_off_until_it_ends(tmp_path: Path) -> None:
     path = tmp_path / "voicehub.db"
     SQLiteStore(path)  # creates the file with its schema

@@ -76,6 +76,7 @@ async def test_speech_ends_only_once_the_transport_confirmed_playout(engine: Har
     await engine.until(lambda: said(transport, "Your report is ready."))
 
 
+@pytest.mark.slow
 async def test_the_caller_cuts_the_agent_off(engine: Harness) -> None:
     session, transport = await engine.start()
     speaking = asyncio.create_task(session.say(LONG))

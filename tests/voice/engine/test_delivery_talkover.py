@@ -305,6 +305,7 @@ async def _offer_asked(test: Harness) -> None:
     await until(lambda: speaker.offer_waiting is not None, timeout=20)
 
 
+@pytest.mark.slow
 async def test_a_result_cut_off_twice_is_offered_and_a_yes_reads_it(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:
@@ -356,6 +357,7 @@ async def test_the_agents_own_speech_still_yields_to_a_final_transcript(harness:
     assert await asyncio.wait_for(talking, 20) is InjectOutcome.INTERRUPTED
 
 
+@pytest.mark.slow
 async def test_a_spoken_turn_of_earlier_audio_does_not_answer_the_offer(
     harness: Harness, caller_frames: list[bytes]
 ) -> None:

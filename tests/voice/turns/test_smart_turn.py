@@ -84,6 +84,7 @@ def test_a_cut_off_request_waits_and_a_complete_one_ends_the_turn(
         assert turn_after(p_whole) == Commit("model"), (text, p_whole)
 
 
+@pytest.mark.slow
 async def test_requests_of_many_calls_share_one_batch_off_the_loop(
     model: SmartTurnModel, utterances: list[tuple[np.ndarray, np.ndarray]]
 ) -> None:

@@ -103,6 +103,7 @@ async def test_research_by_voice_with_deepgram(call: DeepgramCall, fake: FakeDee
     assert transport.seconds_of_audio > 2.0
 
 
+@pytest.mark.slow
 async def test_barge_in_clears_the_deepgram_voice(call: DeepgramCall, fake: FakeDeepgram) -> None:
     fake.speak_pace = 0.5  # the reply streams at twice real time: still going when cut
     fake.transcripts.append(WORDS)

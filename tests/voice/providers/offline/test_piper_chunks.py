@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import cache
 
 import numpy as np
+import pytest
 
 from voicehub.voice.providers.offline.piper_chunks import (
     FIRST_FRAMES,
@@ -33,6 +34,7 @@ def test_the_first_chunk_is_short_and_the_rest_long_and_they_cover_the_sentence(
     assert spans[-1][1] == 200
 
 
+@pytest.mark.slow
 def test_a_reply_starts_with_a_short_piece_of_its_first_sentence() -> None:
     pieces = list(engine().pieces(REPLY))
     assert pieces[0].size == FIRST_FRAMES * 256  # about 0.19 s, decoded alone

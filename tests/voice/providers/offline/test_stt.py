@@ -157,6 +157,7 @@ async def _drain(stream: Any) -> list[Any]:
     return [event async for event in stream]
 
 
+@pytest.mark.slow
 async def test_stream_yields_partials_before_the_final() -> None:
     from livekit.agents.stt import SpeechEventType as T
 
@@ -247,6 +248,7 @@ async def test_recognize_a_whole_buffer() -> None:
     assert {"weather", "tomorrow"} <= words(event.alternatives[0].text)
 
 
+@pytest.mark.slow
 def test_a_released_decoder_recognizes_as_a_fresh_one_after_a_phone_call() -> None:
     # Regression: the pool reset only the cepstral mean, and a decoder that had served a
     # live phone call recognized the next phone recording as noise.
@@ -311,6 +313,7 @@ def final_texts(events: list[Any]) -> list[str]:
     return [e.alternatives[0].text for e in events if e.type == T.FINAL_TRANSCRIPT]
 
 
+@pytest.mark.slow
 async def test_two_calls_decoding_at_once_each_get_their_own_words(two_decoders: Any) -> None:
     from voicehub.voice.providers.offline import PocketSphinxSTT
 
@@ -326,6 +329,7 @@ async def test_two_calls_decoding_at_once_each_get_their_own_words(two_decoders:
     assert two_decoders.stats().busy == 0  # every decoder back once the finals were out
 
 
+@pytest.mark.slow
 async def test_a_call_waits_for_a_busy_decoder_and_loses_nothing(one_decoder: Any) -> None:
     from voicehub.voice.providers.offline import PocketSphinxSTT
 
@@ -386,6 +390,7 @@ async def test_no_decoder_runs_in_the_servers_process(two_decoders: Any) -> None
     assert (stream.taken_inline, stream.taken_queued) == (len(pushed) + 2, 0)
 
 
+@pytest.mark.slow
 async def test_a_worker_that_dies_fails_its_streams_and_the_next_gets_a_new_one() -> None:
     import signal
 

@@ -50,6 +50,7 @@ def test_wideband_speech_is_recognized() -> None:
     assert 0.0 < heard.confidence <= 1.0 and heard.end_time > heard.start_time
 
 
+@pytest.mark.slow
 def test_phone_speech_is_recognized() -> None:
     heard = shared_recognizer().recognize(phone(speech(RESEARCH, 8000)), 8000)
     assert {"dig", "heat", "pumps"} <= words(heard.text)
@@ -57,6 +58,7 @@ def test_phone_speech_is_recognized() -> None:
     assert {"weather", "tomorrow"} <= words(weather.text)
 
 
+@pytest.mark.slow
 def test_recognition_is_deterministic_and_prompts_do_not_invent_words() -> None:
     prompt = vocabulary_prompt(["solar panels", "wind turbines", "research", "dig into"])
     once = shared_recognizer().recognize(speech(WEATHER), 16000, prompt=prompt)
@@ -157,6 +159,7 @@ async def events_until(stream: Any, kind: Any) -> list[Any]:
     return await asyncio.wait_for(read(), timeout=60)
 
 
+@pytest.mark.slow
 async def test_each_flush_gets_one_final_in_order() -> None:
     from livekit.agents.stt import SpeechEventType as T
 
@@ -212,6 +215,7 @@ async def test_the_decoding_at_the_pause_is_the_final_and_none_runs_on_the_loop(
     await stream.aclose()
 
 
+@pytest.mark.slow
 async def test_speech_after_the_pause_is_decoded_with_the_rest() -> None:
     from livekit.agents.stt import SpeechEventType as T
 
@@ -230,6 +234,7 @@ async def test_speech_after_the_pause_is_decoded_with_the_rest() -> None:
     await stream.aclose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("late", [True, False])
 async def test_a_flush_the_vad_decided_in_a_pause_keeps_the_words_after_it_whole(
     late: bool,

@@ -107,6 +107,7 @@ def test_a_request_lost_on_the_phone_line_is_caught_by_the_slowed_listening(
     assert 0.0 <= twice.start_time < twice.end_time <= len(audio) / 2 / 8000 + 0.1
 
 
+@pytest.mark.slow
 def test_the_second_listening_is_primed_with_the_desks_requests_as_sentences(
     decodings: list[tuple[int, str]],
 ) -> None:
@@ -119,6 +120,7 @@ def test_the_second_listening_is_primed_with_the_desks_requests_as_sentences(
     assert names_topic(heard.text, ["wind turbines"]), heard.text
 
 
+@pytest.mark.slow
 def test_an_unrelated_utterance_listened_to_again_is_still_no_request(
     decodings: list[tuple[int, str]],
 ) -> None:
