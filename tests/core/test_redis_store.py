@@ -154,3 +154,16 @@ async def test_records_survive_a_redis_restart_with_aof(redis_server: RedisServe
     assert await store.last_seq("main") == 1
     assert await store.list_deliveries(statuses=[DeliveryStatus.HELD]) == [held]
     await store.close()
+
+
+async def test_the_first_call_after_a_redis_restart_succeeds(redis_server: RedisServer) -> None:
+    store = RedisStore(redis_server.url, prefix=unique_prefix())
+    await store.create_room(RoomRecord(id="main"))
+    await asyncio.gather(*(store.get_room("main") for _ in range(4)))  # pooled connections
+    redis_server.restart()  # which closes every one of them
+    try:
+        # each pooled connection the restart closed is replaced, not reported as an outage
+        for _ in range(4):
+            assert await store.get_room("main") is not None
+    finally:
+        await store.close()

@@ -64,6 +64,8 @@ class RedisStore:
     def __init__(self, url: str, *, prefix: str = "voicehub", max_connections: int = 32) -> None:
         try:
             from redis.asyncio import BlockingConnectionPool, Redis
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
         except ImportError as exc:
             raise MissingExtraError("redis", "redis") from exc
         self.url = url
@@ -71,9 +73,15 @@ class RedisStore:
         self.prefix = prefix
         self.channel = f"{prefix}:deliveries"
         self.calls_channel = f"{prefix}:calls"
-        # A blocking pool: many rooms at once wait for a connection instead of failing.
+        # A blocking pool: many rooms at once wait for a connection instead of failing. A
+        # command on a pooled connection that Redis closed (it restarted since) is sent once
+        # more on a new one, so the first call after a restart does not fail.
         pool = BlockingConnectionPool.from_url(
-            url, max_connections=max_connections, timeout=30, decode_responses=True
+            url,
+            max_connections=max_connections,
+            timeout=30,
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 1),
         )
         self._redis: Redis | None = Redis(connection_pool=pool)
         self._write_script = self._redis.register_script(WRITE_RECORD)
