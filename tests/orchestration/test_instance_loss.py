@@ -136,11 +136,12 @@ async def deliveries(store: Store) -> list[DeliveryRecord]:
 
 
 async def lose(cluster: Cluster, *alive: Instance) -> None:
-    """Time passes until every heartbeat has expired; the `alive` instances beat again (the
-    others stopped beating: frozen or killed)."""
-    await cluster.clock.advance(TIMEOUT + 0.5)
-    for instance in alive:
-        await instance.heartbeat.beat()
+    """Time passes until every other heartbeat has expired; the `alive` instances beat on
+    meanwhile (the others stopped beating: frozen or killed)."""
+    for _ in range(int(TIMEOUT / INTERVAL) + 1):
+        await cluster.clock.advance(INTERVAL)
+        for instance in alive:
+            await instance.heartbeat.beat()
 
 
 async def sweep(instance: Instance) -> list[str]:
@@ -327,3 +328,34 @@ async def test_a_sweep_cut_by_a_store_error_reports_what_it_claimed_and_finishes
         assert await running_tasks(store) == []
     finally:
         await cluster.close()
+
+
+async def test_after_a_store_outage_that_stopped_every_beat_nobody_is_lost(
+    cluster: Cluster,
+) -> None:
+    a = await cluster.add("a", [gated_worker(cluster.gate, "analyst")])
+    b = await cluster.add("b", [quick_worker("analyst")])
+    await delegate_on(a)
+    await until(lambda: _equals(_count(running_tasks(b.hub.store)), 1), poll=0.001)
+    await cluster.clock.advance(TIMEOUT + 2)  # the store paused: neither could beat
+    await b.heartbeat.beat()  # b's first beat after it: a's record has expired meanwhile
+    assert await b.heartbeat.sweep() == []  # the outage's expiry, not a's loss
+    for _ in range(int(TIMEOUT / INTERVAL) + 1):  # both beat on, steadily
+        await cluster.clock.advance(INTERVAL)
+        await asyncio.gather(a.heartbeat.beat(), b.heartbeat.beat())
+        assert await b.heartbeat.sweep() == [] and await a.heartbeat.sweep() == []
+    assert len(await running_tasks(b.hub.store)) == 1  # the work was never restarted
+
+
+async def test_a_loss_during_an_outage_is_found_once_the_survivor_beats_steadily(
+    cluster: Cluster,
+) -> None:
+    a = await cluster.add("a", [gated_worker(cluster.gate, "analyst")])
+    b = await cluster.add("b", [quick_worker("analyst")])
+    await delegate_on(a)
+    await until(lambda: _equals(_count(running_tasks(b.hub.store)), 1), poll=0.001)
+    await cluster.clock.advance(TIMEOUT + 2)  # the store paused, and a died meanwhile
+    await b.heartbeat.beat()
+    assert await b.heartbeat.sweep() == []
+    await lose(cluster, b)  # b beats on for a whole timeout; a never again
+    assert await sweep(b) == ["a"]

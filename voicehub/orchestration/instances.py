@@ -15,12 +15,18 @@ instance first (the composition side takes up its calls there).
 `timeout` must leave room for a few missed beats: an instance that stalls longer than that
 (a long pause of the machine) is taken for lost, and its late results are dropped
 (`TaskResult.taken_over`) in favour of the survivor's.
+
+An instance whose own beats stopped for half the timeout or more (the store unreachable or
+paused, this process stalled) judges no other instance until it has beaten again without a gap for a
+whole `timeout`: every instance missed its beats alike meanwhile, so an expiry seen then is
+the outage's, not a loss (a paused Redis otherwise had each instance restart the other's work).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -61,6 +67,8 @@ class InstanceHeartbeat:
         self.started_at = self.wall()
         self.on_lost: list[Callable[[str], Awaitable[None]]] = []
         self._running: asyncio.Task[None] | None = None
+        self._last_beat: float | None = None
+        self._steady_since = -math.inf  # beating without a gap since then (at start: trusted)
 
     async def beat(self) -> None:
         """Write this instance's heartbeat now."""
@@ -73,11 +81,26 @@ class InstanceHeartbeat:
             metadata={"host": socket.gethostname(), "pid": os.getpid()},
         )
         await self.hub.store.beat_instance(record)
+        written = self.wall()
+        # a gap of half the timeout makes every other expiry suspect; shorter ones are a
+        # busy loop's, which must not hold off finding a real loss
+        if self._last_beat is not None and written - self._last_beat > self.timeout / 2:
+            log.warning(
+                "instance %s: no heartbeat for %.1f s; judging no other instance for %g s",
+                self.instance_id,
+                written - self._last_beat,
+                self.timeout,
+            )
+            self._steady_since = written
+        self._last_beat = written
 
     async def sweep(self) -> list[str]:
         """Take over the tasks of every other instance whose heartbeat expired; returns the
-        ids of the instances found lost."""
+        ids of the instances found lost (none while this instance's own beats are not yet
+        steady again after a gap)."""
         now = self.wall()
+        if now - self._steady_since < self.timeout:
+            return []
         lost = [
             instance.id
             for instance in await self.hub.store.list_instances()
