@@ -330,16 +330,23 @@ async def test_a_sweep_cut_by_a_store_error_reports_what_it_claimed_and_finishes
         await cluster.close()
 
 
-async def test_after_a_store_outage_that_stopped_every_beat_nobody_is_lost(
-    cluster: Cluster,
-) -> None:
+async def outage_while_a_works(cluster: Cluster) -> tuple[Instance, Instance]:
+    """a runs a task; then the store pauses long enough that every heartbeat expires, and b
+    beats first after it: a's expired record is the outage's, not a's loss."""
     a = await cluster.add("a", [gated_worker(cluster.gate, "analyst")])
     b = await cluster.add("b", [quick_worker("analyst")])
     await delegate_on(a)
     await until(lambda: _equals(_count(running_tasks(b.hub.store)), 1), poll=0.001)
     await cluster.clock.advance(TIMEOUT + 2)  # the store paused: neither could beat
-    await b.heartbeat.beat()  # b's first beat after it: a's record has expired meanwhile
-    assert await b.heartbeat.sweep() == []  # the outage's expiry, not a's loss
+    await b.heartbeat.beat()
+    assert await b.heartbeat.sweep() == []
+    return a, b
+
+
+async def test_after_a_store_outage_that_stopped_every_beat_nobody_is_lost(
+    cluster: Cluster,
+) -> None:
+    a, b = await outage_while_a_works(cluster)
     for _ in range(int(TIMEOUT / INTERVAL) + 1):  # both beat on, steadily
         await cluster.clock.advance(INTERVAL)
         await asyncio.gather(a.heartbeat.beat(), b.heartbeat.beat())
@@ -350,12 +357,6 @@ async def test_after_a_store_outage_that_stopped_every_beat_nobody_is_lost(
 async def test_a_loss_during_an_outage_is_found_once_the_survivor_beats_steadily(
     cluster: Cluster,
 ) -> None:
-    a = await cluster.add("a", [gated_worker(cluster.gate, "analyst")])
-    b = await cluster.add("b", [quick_worker("analyst")])
-    await delegate_on(a)
-    await until(lambda: _equals(_count(running_tasks(b.hub.store)), 1), poll=0.001)
-    await cluster.clock.advance(TIMEOUT + 2)  # the store paused, and a died meanwhile
-    await b.heartbeat.beat()
-    assert await b.heartbeat.sweep() == []
+    _, b = await outage_while_a_works(cluster)  # and a died meanwhile
     await lose(cluster, b)  # b beats on for a whole timeout; a never again
     assert await sweep(b) == ["a"]
