@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
+from tests.core.test_store_contract import store
 from tests.support.waiting import until
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
@@ -35,26 +36,12 @@ from voicehub.orchestration.delegation import (
 from voicehub.orchestration.recovery import LOST_REASON
 from voicehub.orchestration.recovery import _result as recovered
 from voicehub.orchestration.supervisor import combine
-from voicehub_dev.fakes.redis_server import RedisServer, redis_server, running_redis, unique_prefix
+from voicehub_dev.fakes.redis_server import redis_server, running_redis, unique_prefix
 
-__all__ = ["redis_server"]  # the fixture, imported for pytest
+__all__ = ["redis_server", "store"]  # the fixtures, imported for pytest
 
 SECRET_URL = "redis://default:s3cret@10.0.0.5:6380/0"
 UNSPEAKABLE = ("redis", "10.0.0.5", "6380", "s3cret", "Error", "hub.db", "127.0.0.1")
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    implementation: Store
-    if request.param == "memory":
-        implementation = MemoryStore()
-    elif request.param == "sqlite":
-        implementation = SQLiteStore(tmp_path / "hub.db")
-    else:
-        server: RedisServer = request.getfixturevalue("redis_server")
-        implementation = RedisStore(server.url, prefix=unique_prefix())
-    yield implementation
-    await implementation.close()
 
 
 def away_for(
