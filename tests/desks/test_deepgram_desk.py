@@ -82,6 +82,23 @@ async def test_a_call_without_keys_is_refused_and_the_other_desks_serve(
         assert "r1" not in hub.rooms  # nothing was opened
 
 
+async def test_a_missing_deepgram_key_is_named_once_at_startup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # serve logs one warning per problem: the missing key once, not again as "refused"
+    monkeypatch.delenv("DEEPGRAM_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    desk = cloud_desk(tmp_path)
+    factory = default_voice_stacks()
+    await factory.prepare([desk])
+    problems = factory.check(desk)
+    assert [p for p in problems if "DEEPGRAM_API_KEY" in p] == [
+        f"{desk.config.source}: voice: Deepgram needs an API key: set DEEPGRAM_API_KEY"
+        " (keys never go in desk files)"
+    ], problems
+    assert any("OPENAI_API_KEY" in p for p in problems)
+
+
 async def test_a_refused_key_is_found_at_startup_and_calls_are_refused(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

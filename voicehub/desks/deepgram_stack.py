@@ -85,11 +85,16 @@ def desk_keyterms(desk: Desk) -> tuple[str, ...]:
 
 
 async def check_desk(desk: Desk) -> str | None:
-    """Why calls to `desk` cannot use Deepgram (missing or refused key), or None.
+    """Why Deepgram refuses `desk`'s key (401/403), or None.
 
-    Other failures (Deepgram unreachable at startup) do not block the desk: calls retry.
+    A missing key is `missing_keys`' to name (once); other failures (Deepgram unreachable at
+    startup) do not block the desk: calls retry.
     """
     where = desk.config.source or f"desk {desk.name!r}"
+    try:
+        endpoint(desk).key()
+    except DeepgramAuthError:
+        return None  # nothing to ask Deepgram with
     try:
         client = endpoint(desk).client()
         await client.manage.v1.projects.list()
