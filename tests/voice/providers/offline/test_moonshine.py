@@ -261,3 +261,25 @@ def test_words_that_ask_for_nothing_are_heard_again_and_a_request_about_a_topic_
     # An interim is never heard again.
     stt.hear(fixture("long_turn.wav")[: 2 * 5 * RATE], RATE, final=False)
     assert whisper.heard == 1
+
+
+@pytest.mark.slow
+def test_the_end_of_a_request_cut_off_by_a_pause_names_its_topic() -> None:
+    # `voicehub call --say "could you research" --pause 0.8 --say "heat pumps for me
+    # please"`: the pause ends the first utterance, so the second is heard alone. Moonshine
+    # hears it "He pumps for me, please." (sure of it); the desk's Whisper, asked since the
+    # words ask for nothing, hears "heat pumps", and that hearing is the one the turn joins.
+    from tests.support.speech import spoken
+    from voicehub.desks.desk import build_desk
+    from voicehub.desks.loading import load_desk_file
+    from voicehub.desks.offline_stack import speech_to_text_for
+    from voicehub.voice.providers.offline.whisper_engine import whisper_unavailable
+
+    if whisper_unavailable() is not None:
+        pytest.skip(whisper_unavailable() or "")
+    stt = speech_to_text_for(build_desk(load_desk_file(CHANNELS / "research.toml")))
+    assert stt.second_opinion is not None  # "auto": Moonshine, Whisper its second opinion
+    heard = stt.hear(spoken("heat pumps for me please"), RATE)
+    assert "heat pumps" in heard.text.lower(), heard.text
+    turn = " ".join([stt.hear(spoken("could you research"), RATE).text, heard.text])
+    assert research_tool(turn) == ("delegate_workers", '{"task": "heat pumps"}'), turn

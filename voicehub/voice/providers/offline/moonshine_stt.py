@@ -29,7 +29,7 @@ from voicehub.voice.providers.offline.inline_stt import mono_pcm16
 from voicehub.voice.providers.offline.moonshine_engine import MoonshineRecognizer
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
 from voicehub.voice.providers.offline.whisper_engine import WhisperTranscript
-from voicehub.voice.providers.offline.whisper_relisten import Relisten
+from voicehub.voice.providers.offline.whisper_relisten import Relisten, names_topic
 from voicehub.voice.providers.offline.whisper_stream import WhisperStream, final_event
 from voicehub.voice.providers.offline.whisper_stt import WhisperSTT, WindowSettings, settle_in
 
@@ -69,14 +69,24 @@ class SecondOpinion:
     def choose(self, first: WhisperTranscript, second: WhisperTranscript) -> WhisperTranscript:
         """Which of Moonshine's `first` hearing and Whisper's `second` is kept: Whisper's when
         it is a request and Moonshine's is none, or a request about one of the desk's topics
-        where Moonshine's names none of them; Whisper's when Moonshine was unsure; else
-        Moonshine's. (Whisper's own hearing is believed as a desk on Whisper alone believes
-        it, its false triggers included.)"""
+        where Moonshine's names none of them, or when it names a topic where Moonshine's
+        words, no request, name none (the end of a request cut off by a pause); Whisper's
+        when Moonshine was unsure; else Moonshine's. (Whisper's own hearing is believed as
+        a desk on Whisper alone believes it, its false triggers included.)"""
         relisten = self.relisten
         if relisten is not None and second.text:
             if relisten.is_request(second.text) and not relisten.is_request(first.text):
                 return second
             if relisten.believes(second.text) and relisten.listens_again(first.text):
+                return second
+            if (
+                not relisten.is_request(first.text)
+                and names_topic(second.text, relisten.topics)
+                and not names_topic(first.text, relisten.topics)
+            ):
+                # a request's end that a pause cut off asks for nothing alone ("heat pumps
+                # for me please", after "could you research"): the turn joins it, so the
+                # hearing that names the desk's topic is the one to join
                 return second
         if first.confidence < self.below and second.text:
             return second
