@@ -84,3 +84,46 @@ async def test_a_served_process_scrubs_its_logs(
             log.warning("caller %s", "+15550100123")
     assert caplog.records[-1].getMessage() == "caller [number]"
     assert logging.getLogRecordFactory() is before
+
+
+def test_uvicorns_access_log_still_formats_and_is_scrubbed() -> None:
+    # its formatter unpacks the record's five arguments: a record frozen into its message
+    # (arguments None) printed "--- Logging error ---" and a traceback for every GET
+    from uvicorn.logging import AccessFormatter
+
+    formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s')
+    access = logging.getLogger("uvicorn.access.test")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    access.addHandler(handler)
+    undo = redact_logs(Redactor())
+    try:
+        form = '%s - "%s %s HTTP/%s" %d'
+        access.warning(form, "127.0.0.1:5000", "GET", "/", "1.1", 200)
+        access.warning(form, "127.0.0.1:5000", "GET", "/calls?to=+447700900123", "1.1", 200)
+    finally:
+        undo()
+        access.removeHandler(handler)
+    assert [formatter.format(r) for r in records] == [
+        '127.0.0.1:5000 - "GET / HTTP/1.1" 200 OK',
+        '127.0.0.1:5000 - "GET /calls?to=[number] HTTP/1.1" 200 OK',
+    ]
+
+
+def test_a_number_the_arguments_do_not_hold_whole_is_scrubbed_from_the_message() -> None:
+    log = logging.getLogger("voicehub.test.split")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    log.addHandler(handler)
+    undo = redact_logs(Redactor())
+    try:
+        log.warning("to %s%s", "+44770", "0900123")  # split over two arguments
+        log.warning("to %d", 447700900123)  # an int
+        log.warning("to %s", {"to": "+447700900123"})  # an object
+    finally:
+        undo()
+        log.removeHandler(handler)
+    messages = [r.getMessage() for r in records]
+    assert messages == ["to [number]", "to [number]", "to {'to': '[number]'}"]

@@ -93,7 +93,11 @@ def redact_logs(redactor: Redactor) -> Callable[[], None]:
         except (TypeError, ValueError):  # a malformed call: logging reports it as it would
             return record
         scrubbed = redactor.text(message)
-        if scrubbed != message or record.args:
+        arguments = record.args
+        if isinstance(arguments, tuple) and all(isinstance(a, _PLAIN) for a in arguments):
+            if scrubbed != message:  # kept as arguments: formatters may read them
+                _scrub_arguments(record, arguments, redactor, scrubbed)
+        elif arguments or scrubbed != message:  # frozen: an object could say more later
             record.msg, record.args = scrubbed, None
         return record
 
@@ -104,6 +108,24 @@ def redact_logs(redactor: Redactor) -> Callable[[], None]:
             logging.setLogRecordFactory(previous)
 
     return undo
+
+
+_PLAIN = (str, int, float, type(None))
+
+
+def _scrub_arguments(
+    record: logging.LogRecord, arguments: tuple[Any, ...], redactor: Redactor, scrubbed: str
+) -> None:
+    """Scrub a record's plain `arguments` one by one, so that formatters which read them
+    (uvicorn's access log unpacks its five) still can; frozen into `scrubbed` when that
+    does not give the same message (a number split over two arguments, or an int)."""
+    record.args = tuple(redactor.text(a) if isinstance(a, str) else a for a in arguments)
+    try:
+        if record.getMessage() == scrubbed:
+            return
+    except (TypeError, ValueError):
+        pass
+    record.msg, record.args = scrubbed, None
 
 
 def without_credentials(url: str) -> str:
