@@ -22,6 +22,17 @@ PAGES = sorted(DOCS.glob("*.md"))
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
+def quickstart_commands() -> list[str]:
+    """The commands of the quickstart's bash blocks, in order, without their comments (the
+    newcomer's script: tests/test_quickstart_live.py runs it)."""
+    return [
+        line.split(" #", 1)[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", (DOCS / "quickstart.md").read_text(), re.S)
+        for line in block.splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+
 def test_the_readme_is_a_page_with_the_two_commands() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 220
@@ -121,12 +132,7 @@ def test_every_command_of_the_quickstart_is_one_the_program_takes() -> None:
 
     parser = _parser()
     makefile = (REPO / "Makefile").read_text()
-    commands = [
-        line.split(" #", 1)[0].strip()
-        for block in re.findall(r"```bash\n(.*?)```", (DOCS / "quickstart.md").read_text(), re.S)
-        for line in block.splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
+    commands = quickstart_commands()
     assert len(commands) >= 8
     for command in commands:
         words = shlex.split(command)
