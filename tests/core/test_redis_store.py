@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from redis.asyncio import Redis
 
 from voicehub.core.events import Event
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus, RoomRecord
 from voicehub.core.store.redis import RedisStore
 from voicehub.errors import StoreError, StoreUnavailableError
+from voicehub_dev.fakes.redis_proxy import RedisProxy
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 
 __all__ = ["redis_server"]
@@ -167,3 +169,70 @@ async def test_the_first_call_after_a_redis_restart_succeeds(redis_server: Redis
             assert await store.get_room("main") is not None
     finally:
         await store.close()
+
+
+async def test_a_demoted_primary_is_a_passing_outage_and_its_connections_renewed(
+    tmp_path: Path,
+) -> None:
+    # A server of its own: it is made a replica (READONLY to writes), as a fail-over does
+    # to the old primary, and made primary again.
+    server = RedisServer(tmp_path)
+    server.start()
+    admin = Redis.from_url(server.url)
+    store = RedisStore(server.url, prefix=unique_prefix())
+    try:
+        await store.create_room(RoomRecord(id="main"))
+        await admin.execute_command("REPLICAOF", "127.0.0.1", "9")  # nothing there
+        with pytest.raises(StoreUnavailableError, match="ReadOnlyError"):  # worth a retry
+            await store.append_event(Event(room_id="main", seq=1))
+        clients = await admin.client_list()
+        assert len(clients) == 1  # the store's pooled connections were let go
+        await admin.execute_command("REPLICAOF", "NO", "ONE")
+        await store.append_event(Event(room_id="main", seq=1))
+        assert await store.last_seq("main") == 1
+    finally:
+        await store.close()
+        await admin.aclose()
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "CLUSTERDOWN The cluster is down",
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+    ],
+)
+async def test_fail_over_answers_are_a_passing_outage(
+    redis_server: RedisServer, answer: str
+) -> None:
+    async with RedisProxy(redis_server.port) as proxy:
+        store = RedisStore(proxy.url, prefix=unique_prefix())
+        try:
+            await store.create_room(RoomRecord(id="main"))
+            proxy.set_mode("error")
+            proxy.error = answer
+            with pytest.raises(StoreUnavailableError, match=answer.split()[1]):
+                await store.get_room("main")
+            proxy.set_mode("forward")
+            assert await store.get_room("main") is not None  # over a new connection
+        finally:
+            await store.close()
+
+
+async def test_redis_behind_a_dropping_proxy_is_unavailable_then_back(
+    redis_server: RedisServer,
+) -> None:
+    async with RedisProxy(redis_server.port) as proxy:
+        store = RedisStore(proxy.url, prefix=unique_prefix())
+        try:
+            await store.create_room(RoomRecord(id="main"))
+            proxy.set_mode("drop")
+            with pytest.raises(StoreUnavailableError):
+                await store.get_room("main")
+            assert proxy.dropped >= 2  # the pooled connection, then the one retried
+            proxy.set_mode("forward")
+            assert await store.get_room("main") is not None
+        finally:
+            await store.close()

@@ -1,8 +1,8 @@
-"""Riding out a passing store outage (Redis restarting, a SQLite file locked by another
-process): a write that met `StoreUnavailableError` is tried again on the hub clock, the
-delay doubling from `FIRST_DELAY` up to `MAX_DELAY`, until it lands or `limit` seconds
-(`STORE_OUTAGE_SECONDS` for the hub's writes) have passed; then the last error is raised.
-Any other error is raised at once.
+"""Riding out a passing store outage (Redis restarting, unreachable or failing over, a
+SQLite file locked by another process): a write that met `StoreUnavailableError` is tried
+again on the hub clock, the delay doubling from `FIRST_DELAY` up to `MAX_DELAY`, until it
+lands or `limit` seconds (`STORE_OUTAGE_SECONDS` for the hub's writes) have passed; then
+the last error is raised. Any other error is raised at once.
 
 Only writes that are idempotent may be retried this way: one that landed but whose answer
 was lost is sent again (`Store.append_event` is idempotent by room, seq and event id).

@@ -58,7 +58,8 @@ class RedisStore:
 
     Raises `StoreError` naming the URL (its password redacted) when Redis answers with an
     error, and `StoreUnavailableError` when it cannot be reached (down, restarting, still
-    loading its data): that call may succeed once Redis is back.
+    loading its data) or is failing over (READONLY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN):
+    that call may succeed once Redis is back.
     """
 
     def __init__(self, url: str, *, prefix: str = "voicehub", max_connections: int = 32) -> None:
@@ -101,8 +102,11 @@ class RedisStore:
         from redis.exceptions import (
             AuthenticationError,
             AuthorizationError,
+            ClusterDownError,
+            ReadOnlyError,
             RedisError,
             TimeoutError,
+            TryAgainError,
         )
         from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -110,10 +114,18 @@ class RedisStore:
             return await operation
         except RedisError as exc:
             # A refused or lost connection, a timeout, a Redis still loading its data: gone
-            # for now. Wrong credentials are a connection error too, but they stay wrong.
-            passing = isinstance(exc, RedisConnectionError | TimeoutError) and not isinstance(
-                exc, AuthenticationError | AuthorizationError
+            # for now. So is a fail-over: a demoted primary answers READONLY, a cluster
+            # moving slots TRYAGAIN, one without a primary for a slot CLUSTERDOWN. Wrong
+            # credentials are a connection error too, but they stay wrong.
+            failing_over = isinstance(exc, ReadOnlyError | TryAgainError | ClusterDownError)
+            passing = failing_over or (
+                isinstance(exc, RedisConnectionError | TimeoutError)
+                and not isinstance(exc, AuthenticationError | AuthorizationError)
             )
+            if isinstance(exc, ReadOnlyError):
+                # The pooled connections lead to the demoted primary: new ones reach the new
+                # one (behind a fail-over address, a proxy or a Sentinel-managed name).
+                await self.redis.connection_pool.disconnect()
             error = StoreUnavailableError if passing else StoreError
             raise error(
                 f"Redis store {self.shown_url} failed: {type(exc).__name__}: {exc}; check that "
