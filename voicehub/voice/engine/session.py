@@ -48,6 +48,7 @@ from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.recovering_stream import RecoveringRecognizeStream
 from voicehub.voice.providers.streams import recognizer_abilities, vad_abilities
 from voicehub.voice.transport import HangsUp
 
@@ -217,7 +218,10 @@ class PipelineVoiceSession:
         await self.history.load(self.hub.store, self.room_id)
         self.records.start()
         vad_stream = self._vad.stream()
-        stt_stream = recognizer_stream(self._stt)
+        # a failed provider stream is replaced, so the caller is heard again
+        stt_stream = RecoveringRecognizeStream(
+            functools.partial(recognizer_stream, self._stt), self.hub.clock
+        )
         self._streams = [vad_stream, stt_stream]
         self.caller.feed(vad_stream, stt_stream)
         self.turns.listen(recognizer_abilities(stt_stream), vad_abilities(vad_stream))
