@@ -45,6 +45,7 @@ TIMINGS = {
 AUTH_TOKEN = "bench-twilio-auth-token"
 PUBLIC_URL = "https://voicehub_dev.bench"
 MODEL_KEY_ENV = "VOICEHUB_BENCH_MODEL_KEY"
+COMMAND = "voicehub.cli"
 _READY = re.compile(r"serving at (\S+)")
 
 
@@ -77,14 +78,17 @@ def desk_files(folder: Path, model_url: str) -> Path:
 class Instance:
     """One `voicehub serve` process of the fleet."""
 
-    def __init__(self, name: str, redis_url: str, channels: Path, logs: Path) -> None:
+    def __init__(
+        self, name: str, redis_url: str, channels: Path, logs: Path, *, module: str = COMMAND
+    ) -> None:
         self.name, self.redis_url, self.channels, self.logs = name, redis_url, channels, logs
+        self.module = module  # what runs `serve`: voicehub's command, or a wrapper of it
         self.url = ""
         self.process: Process | None = None
         self.retiring = False  # killed or draining: not counted as serving
 
     async def start(self, timeout: float = 180.0) -> None:
-        command = ["-m", "voicehub.cli", "serve", "--port", "0", "--channels", str(self.channels)]
+        command = ["-m", self.module, "serve", "--port", "0", "--channels", str(self.channels)]
         command += ["--store", self.redis_url, "--public-url", PUBLIC_URL, "--log-level", "warning"]
         environment = {
             **os.environ,
@@ -137,8 +141,11 @@ class Instance:
 class Fleet:
     """`size` instances on one Redis behind a `Balancer`; `replace` keeps the size up."""
 
-    def __init__(self, folder: Path, channels: Path, redis_url: str, size: int) -> None:
+    def __init__(
+        self, folder: Path, channels: Path, redis_url: str, size: int, *, module: str = COMMAND
+    ) -> None:
         self.folder, self.channels, self.redis_url, self.size = folder, channels, redis_url, size
+        self.module = module
         self.instances: list[Instance] = []
         self.balancer = Balancer([], interval=0.05)
         self.store = RedisStore(redis_url, prefix="voicehub")
@@ -157,8 +164,9 @@ class Fleet:
 
     async def _add(self) -> None:
         instance = Instance(
-            f"fo-{uuid.uuid4().hex[:8]}", self.redis_url, self.channels, self.folder
-        )
+            f"fo-{uuid.uuid4().hex[:8]}", self.redis_url, self.channels, self.folder,
+            module=self.module,
+        )  # fmt: skip
         self.instances.append(instance)
         await instance.start()
         self.balancer.add(instance.url)

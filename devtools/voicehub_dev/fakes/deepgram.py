@@ -15,8 +15,9 @@ Speech audio is real: Piper renders the text (at the asked rate; mu-law when ask
 Auth is `Authorization: Token <api_key>`; a bad key is a 401 at the handshake or on the POST.
 Faults switch per test: `reject` (statuses for the next handshakes or requests: 429, 503),
 `drop_listen_after` (abort the next listen socket after that many seconds of audio, with
-no close frame, as a network drop), `idle_timeout` (close a listen socket that got neither
-audio nor KeepAlive for that long, as Deepgram's NET-0001 after 10 s); `speak_pace` paces
+no close frame, as a network drop), `drop_listens()` (abort every listen socket open
+now), `idle_timeout` (close a listen socket that got neither audio nor KeepAlive for that
+long, as Deepgram's NET-0001 after 10 s); `speak_pace` paces
 the speak socket's audio (0: as fast as Piper renders; 1: real time), so a barge-in can
 arrive while a reply is still streaming. Provider delays (the `cloud_pipeline` bench):
 `listen_delay` holds every listen message back that many seconds (the recognizer's latency
@@ -98,6 +99,7 @@ class FakeDeepgram:
         self.listen_delay = 0.0  # seconds each listen message is held back
         self.speak_delay = 0.0  # seconds to the first audio of a flush or REST request
         self.listens: list[ListenSession] = []
+        self._open_listens: dict[int, tuple[ListenSession, ServerConnection]] = {}
         self.speaks: list[SpeakSession] = []
         self.rest_requests: list[dict[str, Any]] = []
         self._notifying = TaskSet("fake Deepgram: waiters' wake-ups")
@@ -188,11 +190,20 @@ class FakeDeepgram:
         else:
             await self._speak(connection, query)
 
+    def drop_listens(self) -> int:
+        """Abort every listen socket open now, with no close frame (a network drop, mid
+        utterance when the caller is speaking); returns how many."""
+        for session, connection in list(self._open_listens.values()):
+            session.dropped = True
+            connection.transport.abort()
+        return len(self._open_listens)
+
     async def _listen(self, connection: ServerConnection, query: dict[str, list[str]]) -> None:
         session = ListenSession(ListenParams.from_query(query))
         if self.keep_audio:
             session.audio = bytearray()
         self.listens.append(session)
+        self._open_listens[id(session)] = (session, connection)
         await self._notify()
         state = ListenState(session.params, self.transcripts, self.lines)
         drop_after, self.drop_listen_after = self.drop_listen_after, None
@@ -251,6 +262,7 @@ class FakeDeepgram:
         except ConnectionClosed:
             pass
         finally:
+            self._open_listens.pop(id(session), None)
             if delivering is not None:
                 delivering.cancel()
             await self._notify()

@@ -10,6 +10,9 @@
 the Redis itself keeps its data and keeps running). `error` answers as a fail-over does,
 without Redis: `READONLY` (a demoted primary), `TRYAGAIN` (slots moving), `CLUSTERDOWN`.
 Connections opened while forwarding stay forwarded until the mode changes.
+
+`ProxyThread` runs one on an event loop of its own thread: a caller whose loop blocks (a
+bench synthesizing its caller's speech) does not stall the Redis traffic of others.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import asyncio
 import contextlib
 import socket
 import struct
+import threading
 from types import TracebackType
 from typing import Literal, Self
 
-__all__ = ["ProxyMode", "RedisProxy", "command_count"]
+__all__ = ["ProxyMode", "ProxyThread", "RedisProxy", "command_count"]
 
 ProxyMode = Literal["forward", "drop", "error"]
 
@@ -55,10 +59,9 @@ class RedisProxy:
         assert self._server is not None
         self._server.close()
         for writer in list(self._writers):
-            _reset(writer)
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+            _reset(writer)  # which ends each connection's task
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=5)
         await self._server.wait_closed()
 
     def set_mode(self, mode: ProxyMode) -> None:
@@ -157,3 +160,51 @@ def _reset(writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     writer.transport.abort()
+
+
+class ProxyThread:
+    """A `RedisProxy` on a thread of its own (see the module); `set_mode` from any thread.
+
+    with ProxyThread(redis_port) as proxy:
+        proxy.url
+        proxy.set_mode("drop", error="...")
+    """
+
+    def __init__(self, redis_port: int) -> None:
+        self.proxy = RedisProxy(redis_port)
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._run, name="redis-proxy", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self.proxy.url
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def set_mode(self, mode: ProxyMode, *, error: str | None = None) -> None:
+        def switch() -> None:
+            if error is not None:
+                self.proxy.error = error
+            self.proxy.set_mode(mode)
+
+        self._loop.call_soon_threadsafe(switch)
+
+    def _run(self) -> None:
+        async def serve() -> None:
+            self._stop = asyncio.Event()
+            async with self.proxy:
+                self._ready.set()
+                await self._stop.wait()
+
+        self._loop.run_until_complete(serve())
+        self._loop.close()
