@@ -218,10 +218,12 @@ class VoiceConfig(StrictModel):
     """Seconds without a word from the caller after which the agent says goodbye and ends the
     call (results not spoken yet stay held for the next call); 0: never."""
     denoise: Literal["rnnoise", "off"] | None = None
-    """Noise suppression of the caller's audio before the VAD and the recognizer hear it
-    (docs/noise.md): `rnnoise` (RNNoise, run on the server) or `off`; unset: the default for
-    the call's line (`PHONE_DENOISE` on 8 kHz phone lines, `off` elsewhere). Pipeline calls
-    only: a speech-to-speech model hears the caller as sent."""
+    """Noise suppression of the caller's audio for turn-taking (docs/noise.md): the VAD and
+    the speech evidence hear it denoised, so noise neither cuts the agent off nor holds a
+    result back; the recognizer hears the caller as sent. `rnnoise` (RNNoise, run on the
+    server) or `off`; unset: the default for the call's line (`PHONE_DENOISE` on 8 kHz phone
+    lines, `off` elsewhere). Pipeline calls only: a speech-to-speech model hears the caller
+    as sent."""
     sounds: SoundsConfig = Field(default_factory=SoundsConfig)
     """What the caller hears while the agent works (docs/sounds.md): `[voice.sounds]`."""
     deepgram: DeepgramConfig | None = None

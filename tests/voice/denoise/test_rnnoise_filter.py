@@ -127,19 +127,40 @@ class Inverter:
         self.closed = True
 
 
-def test_the_intake_filter_runs_before_the_vad_and_the_recognizer() -> None:
+def test_the_vad_hears_the_filtered_frame_and_the_recognizer_the_frame_as_sent() -> None:
     voiced: list[int] = []
     inverter = Inverter()
     caller = CallerAudio(8000, lambda: voiced.append(1), intake=inverter)
     vad, stt = Recorder(), Recorder()
-    caller.streams = [vad, stt]
+    caller.feed(vad, stt)
     frame = int16_to_pcm16(np.arange(160, dtype=np.int16))
     caller.push(frame[:100])
     caller.push(frame[100:])
-    expected = int16_to_pcm16(~np.arange(160, dtype=np.int16))
-    assert vad.frames == stt.frames == [expected]
+    assert vad.frames == [int16_to_pcm16(~np.arange(160, dtype=np.int16))]
+    assert stt.frames == [frame]
     caller.close()
     assert inverter.closed
+
+
+def test_on_a_car_call_turn_taking_hears_rnnoise_and_the_recognizer_the_line() -> None:
+    """The product's split on the committed request in car noise at 0 dB: the VAD gets
+    exactly RNNoise's output, the recognizer exactly the caller's samples, and the speech
+    evidence (a result's hold, the agent's pause) judges the denoised audio."""
+    frames, rate = frames_of(DATA / "request_car_0db_8k.wav")
+    noise, _ = frames_of(DATA / "car_8k.wav")
+    voiced_at: list[int] = []  # the frame count at each speech-like frame
+    caller = CallerAudio(rate, lambda: voiced_at.append(caller.frames), intake=RNNoiseFilter(rate))
+    vad, stt = Recorder(), Recorder()
+    caller.feed(vad, stt)
+    for frame in noise + frames:
+        caller.push(frame)
+    caller.close()
+    assert stt.frames == noise + frames
+    assert vad.frames == denoised(noise + frames, rate)
+    assert vad.frames != stt.frames
+    # two seconds of car alone voiced nothing (heard as sent, most of its frames count as
+    # the caller: test_car_noise_is_suppressed...); the words did
+    assert voiced_at and min(voiced_at) > len(noise)
 
 
 def test_the_desk_setting_and_the_line_default() -> None:

@@ -1,4 +1,5 @@
-"""Noise suppression of the caller's audio, before the VAD and the recognizer hear it.
+"""Noise suppression of the caller's audio for turn-taking: the VAD and the speech evidence
+hear the filtered audio, the recognizer the audio as sent (`CallerAudio`).
 
 A desk chooses it with `[voice] denoise` (`"rnnoise"` or `"off"`); `caller_filter` makes one
 call's filter for the call's audio rate. `RNNoiseFilter` (`stream`) runs RNNoise from the

@@ -44,8 +44,9 @@ class CallAgent:
 class CallSpeech:
     """The call's speech providers: livekit plugins (or ours) used through their public
     interfaces. `voices` maps an agent's `voice` name to a TTS; `tts` is the default.
-    `caller_filter` filters the caller's audio before the VAD and the recognizer hear it
-    (noise suppression, `voicehub.voice.denoise`; the call's own, closed with it)."""
+    `caller_filter` filters the caller's audio the VAD and the speech evidence hear, not the
+    recognizer's (noise suppression, `voicehub.voice.denoise`; the call's own, closed with
+    it)."""
 
     stt: Any
     tts: Any

@@ -1,10 +1,16 @@
 """The caller's audio into the VAD and the recognizer, and their events back out.
 
-`CallerAudio` cuts caller PCM16 into 20 ms frames, passes each through the call's intake
-filter when it has one (noise suppression, `voicehub.voice.denoise`), and hands each, as one
-`rtc.AudioFrame`, to the VAD stream and the recognizer stream (livekit's public
-`push_frame`), after measuring its speech evidence (`SpeechEvidence`, for the delivery's
-per-frame yield). It keeps the last seconds of the caller's audio for the end-of-turn model.
+`CallerAudio` cuts caller PCM16 into 20 ms frames and hands each, as an `rtc.AudioFrame`, to
+the VAD stream and the recognizer stream (livekit's public `push_frame`), after measuring its
+speech evidence (`SpeechEvidence`, for the delivery's per-frame yield and the agent's pause
+for the caller). It keeps the last seconds of the caller's audio for the end-of-turn model.
+
+A call's intake filter (noise suppression, `voicehub.voice.denoise`) feeds turn-taking only:
+the evidence, the kept audio and the VAD hear the filtered frame, the recognizer the frame as
+sent. Noise then neither takes the floor nor holds a result back, and the words are
+recognized from the audio the recognizer was trained on (RNNoise trims the talker on 8 kHz
+lines and cost the words accuracy in noise: docs/noise.md). The filter's delay (about 12 ms)
+puts the VAD that much behind the recognizer, well inside the recognizer's pre-roll.
 
 `follow_events` reads a provider stream's events: through `DirectEvents.deliver_to` when the
 stream offers it (our providers: no task wake-up per event), else with a task iterating the
@@ -46,8 +52,8 @@ class CallerAudio:
     """One call's caller audio (see the module docstring).
 
     `on_voiced` is called for every speech-like frame; `keep_seconds` of audio are kept for
-    `recent_audio` (0 keeps none). `intake`, when given, filters every frame before anything
-    else hears it (the evidence, the kept audio, the VAD and the recognizer).
+    `recent_audio` (0 keeps none). `intake`, when given, filters every frame the evidence, the
+    kept audio and the VAD hear; the recognizer hears the caller's frames unfiltered.
     """
 
     def __init__(
@@ -65,16 +71,18 @@ class CallerAudio:
         self._splitter = FrameSplitter(sample_rate)
         self._evidence = SpeechEvidence(sample_rate)
         self._on_voiced = on_voiced
-        self.streams: tuple[Any, ...] = ()  # livekit VAD and STT streams, fed in this order
+        self._vad: Any = None  # the livekit VAD stream, fed the intake's frames
+        self._recognizer: Any = None  # the livekit STT stream, fed the frames as sent
         self.frames = 0
         keep = int(keep_seconds * 1000 / 20)
         self._recent: collections.deque[bytes] | None = (
             collections.deque(maxlen=keep) if keep else None
         )
 
-    def feed(self, *streams: Any) -> None:
-        """From now on, every frame goes to `streams` (livekit's `push_frame`), in order."""
-        self.streams = streams
+    def feed(self, vad: Any, recognizer: Any) -> None:
+        """From now on, every frame goes to the `vad` stream (filtered by the intake) and
+        then to the `recognizer` stream (as sent), through livekit's `push_frame`."""
+        self._vad, self._recognizer = vad, recognizer
 
     @property
     def seconds(self) -> float:
@@ -105,18 +113,25 @@ class CallerAudio:
 
     def _push_frame(self, pcm16: bytes) -> None:
         self.frames += 1
-        if self.intake is not None:
-            pcm16 = self.intake.process(pcm16)
-        if self._evidence.voiced_frames(pcm16):
+        heard = pcm16 if self.intake is None else self.intake.process(pcm16)
+        if self._evidence.voiced_frames(heard):
             self._on_voiced()
         if self._recent is not None:
-            self._recent.append(pcm16)
-        frame = rtc.AudioFrame(pcm16, self.sample_rate, 1, self._samples)
-        for stream in self.streams:
-            try:
-                stream.push_frame(frame)
-            except RuntimeError:  # the stream ended (closing, or failed): nothing to feed
-                log.debug("caller frame after %s ended", type(stream).__name__)
+            self._recent.append(heard)
+        frame = rtc.AudioFrame(heard, self.sample_rate, 1, self._samples)
+        self._push_to(self._vad, frame)
+        if heard is not pcm16:
+            frame = rtc.AudioFrame(pcm16, self.sample_rate, 1, self._samples)
+        self._push_to(self._recognizer, frame)
+
+    @staticmethod
+    def _push_to(stream: Any, frame: rtc.AudioFrame) -> None:
+        if stream is None:
+            return
+        try:
+            stream.push_frame(frame)
+        except RuntimeError:  # the stream ended (closing, or failed): nothing to feed
+            log.debug("caller frame after %s ended", type(stream).__name__)
 
 
 def follow_events(
