@@ -648,6 +648,37 @@ async def test_an_injector_that_always_raises_fails_after_max_attempts(
     assert (await record_of(hub, good)).status is DeliveryStatus.DELIVERED
 
 
+class DownForAWhile(FakeSession):
+    """A session whose voice raises on every injection until `up_at`."""
+
+    def __init__(self, clock: VirtualClock, up_at: float) -> None:
+        super().__init__(clock)
+        self.up_at = up_at
+        self.failed_at: list[float] = []
+
+    async def inject(
+        self, text: str, *, allow_interrupt: bool, metadata: dict[str, Any]
+    ) -> InjectOutcome:
+        if self.clock.now() < self.up_at:
+            self.failed_at.append(self.clock.now())
+            raise RuntimeError("voice fault: the TTS is down")
+        return await super().inject(text, allow_interrupt=allow_interrupt, metadata=metadata)
+
+
+async def test_a_result_outlives_a_voice_outage_of_twenty_seconds_by_default(
+    clock: VirtualClock, make_hub: HubFactory
+) -> None:
+    hub = await make_hub(WaitForIdle(buffer=1.0))  # the hub's own service: its defaults
+    session = DownForAWhile(clock, up_at=20.0)
+    await attach(hub, "r", session)
+    delivery_id = await hub.deliver("r", "heat pumps cut heating bills")
+    await advance_to(clock, 60.0)
+    record = await record_of(hub, delivery_id)
+    assert (record.status, record.attempts) == (DeliveryStatus.DELIVERED, 6)
+    assert session.failed_at == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert session.texts == ["heat pumps cut heating bills"]  # once
+
+
 class ConfusedSession(FakeSession):
     """An injector that returns something other than an `InjectOutcome`."""
 

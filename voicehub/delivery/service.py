@@ -56,7 +56,9 @@ class DeliveryService:
     """Speaks results into rooms at the right moment, exactly once, and never loses one.
 
     `retry_delay` spaces the attempts of an item whose injection raised (doubling each
-    time), so a short outage of the voice stack does not use up `max_attempts` at once.
+    time), so an outage of the voice stack does not use up `max_attempts` at once: by
+    default the attempts span 31 s (1 + 2 + 4 + 8 + 16), as long as a store outage is
+    ridden out.
     `owner` and `lease` name this instance in delivery leases and say how long one lasts
     without renewal (see `Outbox`). `lease_breaker`, when given, is asked about a record
     another instance holds a lease on: True takes it over now instead of waiting it out.
@@ -68,7 +70,7 @@ class DeliveryService:
         *,
         default_strategy: StrategyLike = "wait_for_idle",
         ttl: float | None = 24 * 3600.0,
-        max_attempts: int = 3,
+        max_attempts: int = 6,
         retry_delay: float = 1.0,
         wall: Callable[[], float] = time.time,
         owner: str | None = None,
