@@ -7,13 +7,20 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.waiting import until
 from voicehub.cli import main
-from voicehub.client.phone_call import PhoneCallReport, format_phone_report, room_timeline
+from voicehub.client.phone_call import (
+    PhoneCallReport,
+    format_phone_report,
+    room_record,
+    voice_to_voice,
+)
 from voicehub.core.events import Event, EventKind
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
@@ -89,37 +96,49 @@ async def test_a_wrong_auth_token_is_a_clear_error(
 async def test_the_phone_report_has_what_the_server_heard_said_ran_and_delivered(
     server: RunningServer,
 ) -> None:
-    """The phone timeline takes the room's record, so it has the lines the WebSocket and
-    WebRTC report has (heard, agent, tool, task, delivery), not only the marks echoed."""
+    """The phone timeline takes the room's record and its tasks and deliveries, so it has
+    the lines and totals the WebSocket and WebRTC report has (heard, agent, tool, task,
+    delivery; voice-to-voice, tasks), not only the marks echoed. The room's events hold no
+    task or delivery: the REST views of tasks and deliveries do."""
     since = time.time()
     hub = server.switchboard.hub
     room = await hub.create_room("research:phone-report", orchestration=None)
-    for event in (
-        Event(kind=EventKind.TRANSCRIPT, text="research solar panels", role="user"),
+    await room.post(Event(kind=EventKind.TRANSCRIPT, text="research solar panels", role="user"))
+    await room.post(
         Event(
             kind=EventKind.TOOL_CALL,
             text='{"task": "solar panels"}',
             role="assistant",
             source="desk",
             metadata={"tool": "delegate_workers"},
-        ),
-        Event(
-            kind=EventKind.TRANSCRIPT,
-            text="Sure, I'll look into solar panels.",
-            role="assistant",
-            source="desk",
-        ),
-        Event(kind=EventKind.DELIVERY, text="Here is what I found.", role="assistant"),
-    ):
-        await room.post(event)
-    entries = await room_timeline(server.url, None, room.id, since)
-    assert [(who, what) for _, who, what in entries] == [
+        )
+    )
+    analyst = load_desks(CHANNELS)["research"].agents["analyst-a"]
+    task = await hub.delegate(analyst, "solar panels", room)
+    assert (await task.result()).status == "ok"
+    await hub.deliver(room.id, "Here is what I found.", "immediate")  # no call: held
+    await until(lambda: _held(hub, room.id))
+    record = await room_record(server.url, None, room.id, since)
+    assert [(who, what) for _, who, what in record.entries] == [
         ("heard", '"research solar panels"'),
         ("tool", 'delegate_workers {"task": "solar panels"}'),
-        ("agent", '"Sure, I\'ll look into solar panels."'),
-        ("delivery", '"Here is what I found."'),
+        ("task", f"analyst-a started in {task.child_room_id}: solar panels"),
+        ("task", "analyst-a finished (ok)"),
+        ("delivery", "held (immediate, attempt 0)"),
     ]
-    report = PhoneCallReport(room_id=room.id, events=entries, settled=True)
-    printed = format_phone_report(report)
-    assert 'heard     "research solar panels"' in printed
-    assert "tool      delegate_workers" in printed
+    report = PhoneCallReport(room_id=room.id, settled=True, latencies=[0.84])
+    record.fill(report)
+    printed = format_phone_report(report).splitlines()
+    assert "voice-to-voice (end of caller speech -> first agent audio): 0.84 s" in printed
+    assert "tasks: 1 started, 1 finished (ok); deliveries: held" in printed
+
+
+async def _held(hub: Any, room_id: str) -> bool:
+    held = await hub.store.list_deliveries(room_id=room_id)
+    return bool(held) and all(d.status == "held" for d in held)
+
+
+def test_voice_to_voice_is_from_each_end_of_speech_to_the_next_agent_audio() -> None:
+    arrivals = [1.0, 1.02, 5.3, 5.32, 9.9]
+    first = lambda moment: next((at for at in arrivals if at > moment), None)  # noqa: E731
+    assert voice_to_voice([4.5, 9.0, 12.0], first) == pytest.approx([0.8, 0.9])

@@ -568,6 +568,13 @@ def _close_code(report: CallReport) -> int | None:
     return report.close_code
 
 
+def voiced_seconds(pcm16: bytes) -> float:
+    """How long `pcm16` (16 kHz) speaks before its trailing silence: where the caller
+    stops speaking, for voice-to-voice."""
+    padded = pcm16 + bytes(-len(pcm16) % FRAME_BYTES)
+    return _voiced(padded) * FRAME_BYTES / 2 / SAMPLE_RATE
+
+
 def _voiced(pcm16: bytes) -> int:
     """Frames up to the last one louder than -40 dBFS (speech, not trailing silence)."""
     samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float64).reshape(-1, FRAME_BYTES // 2)

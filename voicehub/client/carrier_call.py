@@ -21,8 +21,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from voicehub.client.call import voiced_seconds
 from voicehub.client.carrier_line import CarrierLine
-from voicehub.client.phone_call import PhoneCallReport, conversation_settled, room_timeline
+from voicehub.client.phone_call import (
+    PhoneCallReport,
+    conversation_settled,
+    room_record,
+    voice_to_voice,
+)
 from voicehub.client.plivo import FakePlivo
 from voicehub.client.telnyx import FakeTelnyx
 from voicehub.client.vonage import FakeVonage
@@ -84,12 +90,14 @@ async def place_carrier_call(
     answer = await carrier.incoming_call(options.desk, options.caller)
     conversation = answer.parameters.get("conversation", "")
     report = PhoneCallReport(room_id=f"{options.desk}:{conversation or '?'}")
+    ends: list[float] = []  # when the caller stopped speaking, on the line's clock
     async with carrier.stream(answer, playout_speed=options.playout_speed) as line:
         await _agent_turn(line, options, 0)
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
             frames = line.media_received
             await line.say(audio)
+            ends.append(line.clock.now() - (len(audio) / 32000 - voiced_seconds(audio)))
             await _agent_turn(line, options, frames)
         if conversation:
             try:
@@ -105,10 +113,12 @@ async def place_carrier_call(
     report.agent_audio = bytes(line.played.pcm16)
     report.sample_rate = line.dialect.rate
     report.calls = []
+    report.latencies = voice_to_voice(ends, line.played.first_audio_after)
     if conversation:  # the same timeline as the WebSocket's: heard, tools, tasks, deliveries
-        report.events = await room_timeline(
+        record = await room_record(
             options.server, options.api_token, report.room_id, report.wall_started
         )
+        record.fill(report)
     return report
 
 

@@ -81,6 +81,11 @@ class Played:
 
     pcm16: bytearray = field(default_factory=bytearray)
     marks: list[tuple[str, float]] = field(default_factory=list)  # name, clock time
+    arrivals: list[float] = field(default_factory=list)  # clock time of each audio frame
+
+    def first_audio_after(self, moment: float) -> float | None:
+        """When the first agent audio after `moment` arrived (None: none yet)."""
+        return next((at for at in self.arrivals if at > moment), None)
 
 
 class CarrierLine:
@@ -226,6 +231,7 @@ class CarrierLine:
             self.problems.append(item[1])
         elif item[0] == "audio":
             self.media_received += 1
+            self.played.arrivals.append(self.clock.now())
             self.last_audio_at = self.clock.now()
             limit = self.dialect.buffer_frames
             if limit is not None and self._audio_buffered >= limit:

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from voicehub.client.call import voiced_seconds
 from voicehub.client.twilio import PhoneLineClient, TwilioCaller
 from voicehub.client.twilio_call import TwilioCall
 from voicehub.client.twilio_side import TwilioSide
@@ -45,6 +46,8 @@ __all__ = [
     "conversation_settled",
     "format_phone_report",
     "place_phone_call",
+    "room_record",
+    "voice_to_voice",
 ]
 
 _UNSETTLED = ("pending", "delivering", "interrupted")
@@ -82,6 +85,28 @@ class PhoneCallReport:
     wall_started: float = field(default_factory=time.time)  # `started` on the epoch clock
     # (t, who, what): what the server heard, said, ran and delivered, from the room's record
     events: list[tuple[float, str, str]] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)  # voice-to-voice, per line
+    tasks_started: int = 0
+    tasks_finished: list[str] = field(default_factory=list)  # their statuses
+    deliveries: list[str] = field(default_factory=list)  # their outcomes
+
+
+@dataclass(frozen=True)
+class RoomRecord:
+    """What the server's record says of a call: its timeline entries `(t, who, what)`, and
+    the room's tasks and deliveries."""
+
+    entries: list[tuple[float, str, str]]
+    tasks_started: int = 0
+    tasks_finished: tuple[str, ...] = ()
+    deliveries: tuple[str, ...] = ()
+
+    def fill(self, report: PhoneCallReport) -> None:
+        """Put this record into `report`."""
+        report.events = self.entries
+        report.tasks_started = self.tasks_started
+        report.tasks_finished = list(self.tasks_finished)
+        report.deliveries = list(self.deliveries)
 
 
 async def place_phone_call(
@@ -140,12 +165,14 @@ async def _place(
     await call.dial(options.desk, options.caller)
     conversation = call.line.answer.parameters.get("conversation")
     report = PhoneCallReport(room_id=f"{options.desk}:{conversation}")
+    ends: list[float] = []  # when the caller stopped speaking, on the phone's clock
     try:
         await _agent_turn(call.line, options, 0)  # the greeting (none when resuming)
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
             frames = call.line.media_frames()
             await call.say(audio)
+            ends.append(time.monotonic() - (len(audio) / 32000 - voiced_seconds(audio)))
             await _agent_turn(call.line, options, frames)
         try:
             async with asyncio.timeout(settle_timeout):
@@ -166,31 +193,79 @@ async def _place(
     report.marks = [(at - report.started, name) for name, at in phone.played.marks]
     report.clears, report.problems = phone.clears, list(phone.problems)
     report.agent_audio = bytes(phone.played.pcm16)
-    report.events = await room_timeline(
+    report.latencies = voice_to_voice(ends, phone.played.first_audio_after)
+    record = await room_record(
         options.server, options.api_token, report.room_id, report.wall_started
     )
+    record.fill(report)
     return report
+
+
+def voice_to_voice(
+    ends: Sequence[float], first_audio_after: Callable[[float], float | None]
+) -> list[float]:
+    """For each moment the caller stopped speaking, how long until the agent's audio came
+    (the WebSocket report's voice-to-voice, on the phone's side of the line)."""
+    found = []
+    for end in ends:
+        heard = first_audio_after(end)
+        if heard is not None:
+            found.append(heard - end)
+    return found
 
 
 async def room_timeline(
     server: str, api_token: str | None, room_id: str, since: float
 ) -> list[tuple[float, str, str]]:
     """The room's record since `since` (epoch seconds) as timeline entries `(t, who,
-    what)`: the words the server heard, what the agents said, tool calls, tasks and
-    deliveries, the same kinds of line the WebSocket and WebRTC report has."""
+    what)` (see `room_record`)."""
+    return (await room_record(server, api_token, room_id, since)).entries
+
+
+async def room_record(server: str, api_token: str | None, room_id: str, since: float) -> RoomRecord:
+    """The room's record since `since` (epoch seconds): the words the server heard, what
+    the agents said and tool calls (its events), its tasks started and finished and its
+    deliveries' outcomes (the REST view of tasks and deliveries: the room's events do not
+    hold them), as the same lines the WebSocket and WebRTC report has."""
     headers = {"Authorization": f"Bearer {api_token}"} if api_token else {}
     async with httpx.AsyncClient(base_url=server, headers=headers, timeout=10) as api:
         response = await api.get(f"/api/rooms/{room_id}/events", params={"limit": 1000})
-    if response.status_code == 401:
-        raise VoicehubError("the server wants its access token: pass --token or VOICEHUB_TOKEN")
-    response.raise_for_status()
+        if response.status_code == 401:
+            raise VoicehubError("the server wants its access token: pass --token or VOICEHUB_TOKEN")
+        response.raise_for_status()
+        tasks = await _get(api, "/api/tasks", room_id, "tasks")
+        deliveries = await _get(api, "/api/deliveries", room_id, "deliveries")
     entries = []
     for event in response.json()["events"]:
         entry = _describe(event)
         at = float(event.get("created_at", 0.0)) - since
         if entry is not None and at >= 0:
             entries.append((at, *entry))
-    return entries
+    tasks = [t for t in tasks if float(t.get("created_at") or 0.0) >= since]
+    finished = []
+    for task in tasks:
+        agent = task.get("agent_id", "?")
+        where, asked = task.get("child_room_id", "?"), _cut(str(task.get("input", "")))
+        entries.append(
+            (float(task["created_at"]) - since, "task", f"{agent} started in {where}: {asked}")
+        )
+        if task.get("finished_at"):
+            finished.append(str(task.get("status", "?")))
+            done = f"{agent} finished ({task.get('status', '?')})"
+            entries.append((float(task["finished_at"]) - since, "task", done))
+    outcomes = []
+    for delivery in deliveries:
+        at = float(delivery.get("updated_at") or 0.0) - since
+        if at < 0:
+            continue
+        strategy = (delivery.get("strategy") or {}).get("kind", "?")
+        status = str(delivery.get("status", "?"))
+        outcomes.append(status)
+        detail = f"{status} ({strategy}, attempt {delivery.get('attempts', 0)})"
+        error = delivery.get("error")
+        entries.append((at, "delivery", detail + (f": {error}" if error else "")))
+    entries.sort(key=lambda entry: entry[0])
+    return RoomRecord(entries, len(tasks), tuple(finished), tuple(outcomes))
 
 
 def _describe(event: dict[str, Any]) -> tuple[str, str] | None:
@@ -278,12 +353,12 @@ async def conversation_settled(
             await SystemClock().sleep(0.25)  # polling the server's REST view
 
 
-async def _get(api: httpx.AsyncClient, path: str, room_id: str, key: str) -> list[dict[str, str]]:
+async def _get(api: httpx.AsyncClient, path: str, room_id: str, key: str) -> list[dict[str, Any]]:
     response = await api.get(path, params={"room": room_id})
     if response.status_code == 401:
         raise VoicehubError("the server wants its access token: pass --token or VOICEHUB_TOKEN")
     response.raise_for_status()
-    found: list[dict[str, str]] = response.json()[key]
+    found: list[dict[str, Any]] = response.json()[key]
     return found
 
 
@@ -296,6 +371,15 @@ def format_phone_report(report: PhoneCallReport) -> str:
     out += [f"{t:7.2f}  {who:<9} {text}" for t, who, text in sorted(events)]
     seconds = len(report.agent_audio) / 2 / report.sample_rate
     out.append(f"agent audio: {seconds:.1f} s in {len(report.marks)} speeches")
+    if report.latencies:
+        shown = ", ".join(f"{value:.2f} s" for value in report.latencies)
+        out.append(f"voice-to-voice (end of caller speech -> first agent audio): {shown}")
+    finished = report.tasks_finished
+    out.append(
+        f"tasks: {report.tasks_started} started, {len(finished)} finished"
+        f"{' (' + ', '.join(finished) + ')' if finished else ''}; "
+        f"deliveries: {', '.join(report.deliveries) or 'none'}"
+    )
     if report.clears:
         out.append(f"barge-in: the server sent clear {report.clears} time(s)")
     out += [f"PROTOCOL PROBLEM: {problem}" for problem in report.problems]
