@@ -6,11 +6,15 @@ wait for its own reply to play runs on a virtual clock."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from twilio.rest import Client
@@ -96,8 +100,14 @@ class Line:
 
 @pytest_asyncio.fixture
 async def line(tmp_path: Path) -> AsyncIterator[Line]:
+    async with serving(tmp_path, CHANNELS) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path, channels: Path) -> AsyncIterator[Line]:
     settings = ServerSettings(
-        channels_dir=CHANNELS,
+        channels_dir=channels,
         db_path=tmp_path / "voicehub.db",
         public_url=PUBLIC,
         twilio_auth_token=AUTH_TOKEN,
@@ -108,7 +118,7 @@ async def line(tmp_path: Path) -> AsyncIterator[Line]:
     async with FakeTwilioRest(twilio) as rest:
         settings = settings.model_copy(update={"twilio_api_url": rest.url})
         clock = VirtualClock()
-        loaded = load_desks(CHANNELS)
+        loaded = load_desks(channels)
         desks = {name: loaded[name] for name in ("triage", "swarm")}
         async with running_server(
             settings, voice=ScriptedStack(), desks=desks, phone_clock=clock
@@ -175,6 +185,44 @@ async def test_a_warm_transfer_briefs_the_person_and_joins_the_two(line: Line) -
     )
     assert "Transfer to billing (warm): connected" in [e["text"] for e in room["events"]]
     assert ROOM not in line.server.switchboard.calls and line.rest.problems == []
+
+
+async def test_a_caller_on_hold_hears_the_desks_hold_sound(tmp_path: Path) -> None:
+    from voicehub.voice.audio import read_wav
+    from voicehub.voice.sounds.clips import sound_pcm
+
+    channels = tmp_path / "channels"
+    shutil.copytree(CHANNELS, channels)
+    with (channels / "triage.toml").open("a") as desk_file:
+        desk_file.write('\n[voice.sounds]\nhold = "hold-music"\nvolume_db = -6.0\n')
+    async with serving(tmp_path, channels) as line:
+        caller, _, session = await line.call_in()
+        line.rest.callees.append("human")
+        await line.use("transfer_call", session, target="billing", summary="Double charge")
+        assert await line.outcome() == (ROOM, "connected")
+        (_, hold), *_ = line.rest.updates
+        conference = twiml(hold).find("./Dial/Conference")
+        assert conference is not None
+        wait = conference.get("waitUrl") or ""
+        assert (wait, conference.get("waitMethod")) == (f"{PUBLIC}/twilio/triage/hold", "POST")
+        assert caller.played == [wait]  # what the caller heard while billing rang
+
+        # Twilio fetches the wait URL (signed), and loops the sound it names
+        assert (
+            await line.twilio.post_to(wait, {"CallSid": caller.sid}, signature="x")
+        ).status_code == 403
+        answer = await line.twilio.post_to(wait, {"CallSid": caller.sid})
+        play = ET.fromstring(answer.text).find("./Play")
+        assert play is not None and play.get("loop") == "0"
+        assert play.text == f"{PUBLIC}/twilio/triage/hold.wav"
+        async with httpx.AsyncClient() as client:
+            sound = await client.get(line.twilio.local(play.text))
+            missing = await client.get(line.twilio.local(f"{PUBLIC}/twilio/swarm/hold.wav"))
+        assert sound.headers["content-type"] == "audio/wav"
+        audio = read_wav(io.BytesIO(sound.content))
+        assert audio.sample_rate == 8000
+        assert audio.pcm16 == sound_pcm("hold-music", 8000, -6.0)
+        assert missing.status_code == 404  # a desk with no hold sound: Twilio's own music
 
 
 @pytest.mark.parametrize("callee", ["no-answer", "busy", "machine"])

@@ -169,8 +169,9 @@ class SoundsConfig(StrictModel):
     thinking_after: float = Field(default=1.0, ge=0.2, le=10.0, allow_inf_nan=False)
     """Seconds the reply must be late before the thinking sound starts (0.2 to 10)."""
     hold: Literal["off", "hold-music"] = "off"
-    """Played while the desk's workers run for the caller and the call is otherwise quiet:
-    `hold-music` (a soft chord loop) or `off`."""
+    """Played while the desk's workers run for the caller and the call is otherwise quiet,
+    and to a Twilio caller on hold while a warm transfer rings (unless the transfer names
+    its own `hold_audio`): `hold-music` (a soft chord loop) or `off`."""
     hold_after: float = Field(default=4.0, ge=1.0, le=60.0, allow_inf_nan=False)
     """Seconds of quiet, with work running, before the hold music starts (1 to 60)."""
     filler: tuple[Annotated[str, Field(min_length=1, max_length=80)], ...] = ()

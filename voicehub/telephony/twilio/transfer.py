@@ -8,7 +8,8 @@ has played; then:
   `<Dial action>` what next: the caller comes back to the agent (a fresh stream), who says
   so and offers to take a message.
 - warm: the caller is redirected into a conference of their own, where they hear hold audio
-  (`hold_audio`, else Twilio's music), and the person is called (`ring_timeout`, machine
+  (`hold_audio`, else the desk's `[voice.sounds] hold` sound: `hold_sound`, else Twilio's
+  music), and the person is called (`ring_timeout`, machine
   detection). A person who answers hears the briefing (`<Say>`: the summary, what the caller
   asked, the results held for them) and joins the conference, which then starts: caller and
   person are connected and the agent has left. Nobody answering (no answer, busy, a failed
@@ -37,6 +38,7 @@ from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
 from voicehub.desks.room_notes import record_transfer
 from voicehub.desks.transfer_words import briefing, nobody_line
+from voicehub.telephony.twilio.hold_sound import hold_wait
 from voicehub.telephony.twilio.rest import TwilioApiError, TwilioRest
 from voicehub.telephony.twilio.webhooks import PhoneLine, stream_twiml
 from voicehub.tools.call_control import CallControlError, TransferRequest
@@ -197,8 +199,8 @@ class TwilioTransfers:
         self._resolve(transfer, "no_report")
 
     def _hold(self, transfer: _Transfer) -> str:
-        hold = transfer.request.hold_audio
-        wait = f' waitUrl={quoteattr(hold)} waitMethod="GET"' if hold else ""
+        found = hold_wait(self.line, transfer.call.desk, transfer.request.hold_audio)
+        wait = f" waitUrl={quoteattr(found[0])} waitMethod={quoteattr(found[1])}" if found else ""
         return (
             '<Dial><Conference startConferenceOnEnter="false" endConferenceOnExit="true" '
             f'beep="false"{wait} statusCallback={quoteattr(self._path(transfer, "conference"))} '

@@ -5,6 +5,8 @@ POST /twilio/{desk}/transfer/{transfer}/person          the person's phone answe
 POST /twilio/{desk}/transfer/{transfer}/person/status   how the person's call ended
 POST /twilio/{desk}/transfer/{transfer}/conference      the conference's events
 POST /twilio/{desk}/transfer/{transfer}/dialed          a cold transfer's <Dial action>
+
+and the desk's hold sound a caller on hold hears (`voicehub.telephony.twilio.hold_sound`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from voicehub.telephony.twilio.hold_sound import hold_routes
 from voicehub.telephony.twilio.transfer import HANG_UP, TwilioTransfers
 from voicehub.telephony.twilio.webhooks import signed_form
 
@@ -76,4 +79,5 @@ def transfer_routes() -> list[BaseRoute]:
         Route(f"{base}/person/status", _person_status, methods=["POST"]),
         Route(f"{base}/conference", _conference, methods=["POST"]),
         Route(f"{base}/dialed", _dialed, methods=["POST"]),
+        *hold_routes(),
     ]
