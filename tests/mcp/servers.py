@@ -4,13 +4,11 @@ Each test ends only the process it started, by its pid."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,20 +86,6 @@ def closed_port_url() -> str:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}/mcp"
-
-
-async def until(condition: Callable[[], bool | Awaitable[bool]], what: str) -> None:
-    """Wait (real time, bounded by IO_WAIT) until `condition` holds: a server process doing
-    its part, never a stand-in for a time the behaviour depends on."""
-    deadline = time.monotonic() + IO_WAIT
-    while True:
-        value = condition()
-        if not isinstance(value, bool):
-            value = await value
-        if value:
-            return
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        await asyncio.sleep(0.005)
 
 
 def read_pid(marker: Path) -> int:

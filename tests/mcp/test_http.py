@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp.servers import DESK, closed_port_url, http_fake, http_spec, read_pid, toolset, until
+from tests.mcp.servers import (
+    DESK,
+    IO_WAIT,
+    closed_port_url,
+    http_fake,
+    http_spec,
+    read_pid,
+    toolset,
+)
+from tests.support.waiting import until
 from voicehub.core.clock import VirtualClock
 
 LABEL = f"MCP server 'crm' of desk {DESK!r}"
@@ -70,7 +79,9 @@ async def test_a_server_killed_mid_call_names_itself_and_later_calls_say_it_is_d
         try:
             assert await tools.open(VirtualClock()) == []
             call = asyncio.ensure_future(tools.tools["crm.hang"].invoke({"marker": str(marker)}))
-            await until(marker.exists, "the server to receive the call")
+            await until(
+                marker.exists, what="the server to receive the call", timeout=IO_WAIT, poll=0.005
+            )
             assert read_pid(marker) == fake.process.pid
             fake.kill()
             lost = await call

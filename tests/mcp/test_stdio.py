@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp.servers import DESK, read_pid, stdio_spec, toolset, until
+from tests.mcp.servers import DESK, IO_WAIT, read_pid, stdio_spec, toolset
+from tests.support.waiting import until
 from voicehub.agents.tools import ToolContext
 from voicehub.core.clock import VirtualClock
 
@@ -71,7 +72,12 @@ async def test_a_slow_tool_gets_its_timeout_and_a_hung_one_is_cut_off_on_the_clo
     try:
         assert await tools.open(clock) == []
         slow = asyncio.ensure_future(tools.tools["fake.slow"].invoke({"key": "a"}, context))
-        await until(lambda: clock.next_deadline() is not None, "the call's time limit")
+        await until(
+            lambda: clock.next_deadline() is not None,
+            what="the call's time limit",
+            timeout=IO_WAIT,
+            poll=0.005,
+        )
         await clock.advance(4.9)  # within its 5 s: still waiting for the server
         assert not slow.done()
         released = await tools.tools["fake.release"].invoke({"key": "a"})
@@ -80,7 +86,12 @@ async def test_a_slow_tool_gets_its_timeout_and_a_hung_one_is_cut_off_on_the_clo
         assert (answer.is_error, answer.content) == (False, "released a")
 
         hung = asyncio.ensure_future(tools.tools["fake.hang"].invoke({}))
-        await until(lambda: clock.next_deadline() is not None, "the call's time limit")
+        await until(
+            lambda: clock.next_deadline() is not None,
+            what="the call's time limit",
+            timeout=IO_WAIT,
+            poll=0.005,
+        )
         await clock.advance(5.0)
         cut = await hung
         assert cut.is_error
@@ -102,7 +113,9 @@ async def test_a_server_killed_mid_call_names_itself_and_the_next_call_starts_it
     try:
         assert await tools.open(VirtualClock()) == []
         call = asyncio.ensure_future(tools.tools["fake.hang"].invoke({"marker": str(marker)}))
-        await until(marker.exists, "the server to receive the call")
+        await until(
+            marker.exists, what="the server to receive the call", timeout=IO_WAIT, poll=0.005
+        )
         pid = read_pid(marker)
         os.kill(pid, signal.SIGKILL)  # the server this test's toolset started
         lost = await call
