@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from voicehub.core.clock import settle
 from voicehub.core.events import Event
 from voicehub.core.store.base import (
     AccessTokenRecord,
@@ -22,6 +23,7 @@ from voicehub.core.store.base import (
     TaskStatus,
 )
 from voicehub.core.store.sqlite import SCHEMA_VERSION, SQLiteStore, schema
+from voicehub.core.store.sqlite.database import Database
 from voicehub.errors import StoreError, StoreUnavailableError
 
 
@@ -377,3 +379,57 @@ async def test_a_longer_group_commit_window_carries_the_writes_of_later_turns(
         assert store.commits == commits + 1 and _events_on_disk(path) == 3
     finally:
         await store.close()
+
+
+# -- a full disk ---------------------------------------------------------------------------
+
+
+def _full_after(database: Database, pages: int) -> None:
+    """SQLite's own limit: past `pages` more pages, writes fail with SQLITE_FULL."""
+    count = database.fetch_one("PRAGMA page_count")[0]
+    database.execute(f"PRAGMA max_page_count = {count + pages}")
+
+
+def _committed(path: Path) -> set[str]:
+    with sqlite3.connect(path) as other:  # another connection sees committed rows only
+        return {row[0] for row in other.execute("SELECT id FROM tokens")}
+
+
+async def test_writes_a_full_disk_rolled_back_are_kept_and_committed_once_there_is_room(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "voicehub.db"
+    database = Database(path)
+    try:
+        database.write("INSERT INTO tokens VALUES ('before', '{}')")  # group-committed
+        await settle()  # the group commit's timer runs
+        assert _committed(path) == {"before"}
+        _full_after(database, 2)
+        database.write("INSERT INTO tokens VALUES ('kept', '{}')")  # told it is written
+        with pytest.raises(StoreUnavailableError, match="disk is full"):
+            database.write("INSERT INTO tokens VALUES ('big', ?)", ("x" * 200_000,))
+        # SQLite rolled the whole transaction back, 'kept' with it: it is written again
+        # (at the next commit, or the group commit tried again), not lost
+        assert _committed(path) == {"before"}
+        _full_after(database, 1000)
+        database.commit()
+        assert _committed(path) == {"before", "kept"}
+        database.write("INSERT INTO tokens VALUES ('after', '{}')")
+        database.commit()
+        assert _committed(path) == {"before", "kept", "after"}  # 'kept' once, no error
+    finally:
+        database.close()
+
+
+async def test_a_durable_write_a_full_disk_refused_is_reported_not_kept(tmp_path: Path) -> None:
+    path = tmp_path / "voicehub.db"
+    database = Database(path)
+    try:
+        _full_after(database, 0)
+        with pytest.raises(StoreUnavailableError, match="disk is full"):
+            database.write("INSERT INTO tokens VALUES ('big', ?)", ("x" * 200_000,), durable=True)
+        _full_after(database, 1000)
+        database.commit()
+        assert _committed(path) == set()  # its caller was told: it retries, or gives up
+    finally:
+        database.close()

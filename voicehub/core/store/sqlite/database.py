@@ -18,6 +18,13 @@ another connection's write waits for the lock meanwhile, blocking its event loop
 SQLite's busy handler (a second store on the same file in the same process waits for the
 full busy timeout, as the timer cannot run): hence 0 by default.
 
+A full disk (SQLITE_FULL) rolls back the whole open transaction, group-committed writes
+whose callers were told they were done included. So the writes of the open transaction are
+kept until it commits: after a rollback they are written again at the start of the next
+transaction, and a group commit that fails is tried again every `COMMIT_RETRY_SECONDS`
+until it lands (a disk filled by something else gets room again). A `durable` write whose
+commit failed is not kept: its caller is told, and retries it.
+
 Checkpoints: SQLite's automatic WAL checkpoint runs inside a commit and stalls the event loop
 while it syncs the file. It is turned off; instead a PASSIVE checkpoint runs on a worker thread
 with its own connection every `CHECKPOINT_PAGES` pages, without blocking writers.
@@ -26,6 +33,7 @@ with its own connection every `CHECKPOINT_PAGES` pages, without blocking writers
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -34,6 +42,11 @@ from typing import Any
 
 from voicehub.core.store.sqlite.schema import BUSY_TIMEOUT_SECONDS, failure, open_file
 from voicehub.errors import StoreError, StoreUnavailableError
+
+log = logging.getLogger("voicehub.store")
+
+COMMIT_RETRY_SECONDS = 0.5
+"""How soon a group commit that failed (a full disk) is tried again."""
 
 CHECKPOINT_PAGES = 1000
 """Writes (roughly WAL pages) between two background checkpoints."""
@@ -51,6 +64,9 @@ class Database:
         self.group_commit_seconds = group_commit_seconds
         self._connection: sqlite3.Connection | None = open_file(path)
         self._commit_scheduled = False
+        self._commit_failing = False
+        # the open transaction's writes, written again if a failure rolls it back
+        self._uncommitted: list[tuple[str, Sequence[Any]]] = []
         self._writes_since_checkpoint = 0
         self._checkpointing = threading.Lock()
         self.statements = 0  # run since opening, commits included (benchmarks count them)
@@ -73,36 +89,68 @@ class Database:
         group commit. Returns how many rows it changed."""
         connection = self._connection
         began = connection is not None and not connection.in_transaction
-        if began:
-            self.execute("BEGIN")
         try:
+            if began:
+                self._begin()
             changed = self.execute(sql, params).rowcount
         except StoreUnavailableError:
-            # Locked out: end the transaction, or the reads made on this connection before
-            # the retry would pin a snapshot older than the other writer's commit, and every
-            # retry would then fail (SQLITE_BUSY_SNAPSHOT). Locked out means this connection
-            # holds no uncommitted write, so nothing is lost.
+            # Locked out (or the disk full): end the transaction, or the reads made on this
+            # connection before the retry would pin a snapshot older than the other
+            # writer's commit, and every retry would then fail (SQLITE_BUSY_SNAPSHOT). The
+            # writes it held are kept, and written again in the next one.
             if began:
                 self._rollback()
+            self._schedule_commit(COMMIT_RETRY_SECONDS)
             raise
+        self._uncommitted.append((sql, params))
         self._writes_since_checkpoint += 1
         if durable:
-            self.commit()
-        elif not self._commit_scheduled:
             try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop: plain synchronous use
                 self.commit()
-            else:
-                # A timer runs after the callbacks this turn made ready, even at 0 s: the
-                # tasks it woke (a delegation's workers) write into the same commit.
-                loop.call_later(self.group_commit_seconds, self._scheduled_commit)
-                self._commit_scheduled = True
+            except StoreError:
+                self._uncommitted.remove((sql, params))  # its caller is told, and retries
+                self._schedule_commit(COMMIT_RETRY_SECONDS)
+                raise
+        else:
+            self._schedule_commit(self.group_commit_seconds)
         return changed
+
+    def _begin(self) -> None:
+        """Open a transaction, with the writes a failure rolled back written again first."""
+        self.execute("BEGIN")
+        for sql, params in self._uncommitted:
+            self.execute(sql, params)
+
+    def _schedule_commit(self, delay: float) -> None:
+        if self._commit_scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: plain synchronous use
+            self.commit()
+            return
+        # A timer runs after the callbacks this turn made ready, even at 0 s: the tasks it
+        # woke (a delegation's workers) write into the same commit.
+        loop.call_later(delay, self._scheduled_commit)
+        self._commit_scheduled = True
 
     def _scheduled_commit(self) -> None:
         self._commit_scheduled = False
-        self.commit()
+        try:
+            self.commit()
+        except StoreError as exc:
+            if not self._commit_failing:
+                log.warning(
+                    "SQLite store %s: a commit failed (%s); its %d writes are kept and "
+                    "committed again every %g s",
+                    self.path, exc, len(self._uncommitted), COMMIT_RETRY_SECONDS,
+                )  # fmt: skip
+            self._commit_failing = True
+            self._schedule_commit(COMMIT_RETRY_SECONDS)
+            return
+        if self._commit_failing:
+            log.info("SQLite store %s: the kept writes are committed", self.path)
+            self._commit_failing = False
 
     def _rollback(self) -> None:
         connection = self._connection
@@ -113,16 +161,28 @@ class Database:
                 raise failure(self.path, exc) from exc
 
     def commit(self) -> None:
-        """Commit the open transaction, if any."""
+        """Commit the open transaction (or the writes a failure rolled back), if any."""
         connection = self._connection
-        if connection is None or not connection.in_transaction:
+        if connection is None:
             return
+        if not connection.in_transaction:
+            if not self._uncommitted:
+                return
+            try:
+                self._begin()
+            except StoreError:
+                if connection.in_transaction:
+                    self._rollback()
+                raise
         self.statements += 1
         self.commits += 1
         try:
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
+            if connection.in_transaction:  # not rolled back: end it, keep its writes
+                self._rollback()
             raise failure(self.path, exc) from exc
+        self._uncommitted.clear()
         if self._writes_since_checkpoint >= CHECKPOINT_PAGES:
             self._writes_since_checkpoint = 0
             self._start_checkpoint()

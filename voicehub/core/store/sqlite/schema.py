@@ -114,12 +114,17 @@ def open_file(path: Path) -> sqlite3.Connection:
 def failure(path: Path, exc: sqlite3.Error) -> StoreError:
     """The `StoreError` for a failed statement on the file at `path`: a
     `StoreUnavailableError` when another connection holds the lock past the busy timeout
-    (it will let go)."""
+    (it will let go) or the disk is full (space may be freed)."""
     name = getattr(exc, "sqlite_errorname", "")
     if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT")):
         return StoreError(
             f"{path} is not a SQLite database or is corrupt ({exc}): move the file "
             "aside (or restore it from a backup) and open the store again to start afresh"
+        )
+    if name.startswith("SQLITE_FULL"):
+        return StoreUnavailableError(
+            f"SQLite store {path}: the disk is full ({exc}): free space on it; writes are "
+            "kept and tried again meanwhile"
         )
     if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         return StoreUnavailableError(
