@@ -184,9 +184,12 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
                         rows[fault.name] = await fault_call(url, rig.fleet.store, fault)
                     except (VoicehubError, TimeoutError) as exc:
                         rows[fault.name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                    print(f"faults: {fault.name}: {rows[fault.name]}", file=sys.stderr)
+            Controls(folder / "faults.json").set()  # none of the fleet's faults
             for name, row in (("sqlite_locked_10s", _locked), ("sqlite_disk_full_10s", _full)):
                 if not only or name in only.split(","):
                     rows[name] = await _sqlite_row(folder, name, row)
+                    print(f"faults: {name}: {rows[name]}", file=sys.stderr)
         finally:
             _restore(CONTROL_ENV, previous[0])
             _restore(DEEPGRAM_KEY_ENV, previous[1])
