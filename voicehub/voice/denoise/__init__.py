@@ -18,8 +18,10 @@ __all__ = ["PHONE_DENOISE", "DenoiseKind", "FrameFilter", "caller_filter", "line
 DenoiseKind = Literal["rnnoise", "off"]
 
 PHONE_DENOISE: DenoiseKind = "off"
-"""What a desk that does not say gets on an 8 kHz phone line: RNNoise did not win there on the
-noise bench (`voicehub bench --only noise`, docs/noise.md), so phone lines stay as heard."""
+"""What a desk that does not say gets on an 8 kHz phone line. RNNoise does not win there on
+the noise bench (`voicehub bench --only noise`, docs/noise.md): it takes noise alone for
+nobody, but it also suppresses many callers' own words on narrowband audio, so the VAD
+misses their turns; phone lines stay as heard."""
 
 
 class FrameFilter(Protocol):
