@@ -20,7 +20,7 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.agents.tools import Tool
 from voicehub.core.clock import VirtualClock
 from voicehub.core.events import Event
-from voicehub.core.store.base import Store, TaskRecord, TaskStatus
+from voicehub.core.store.base import RoomRecord, Store, TaskRecord, TaskStatus
 from voicehub.core.store.memory import MemoryStore
 from voicehub.core.store.outage import STORE_OUTAGE_SECONDS
 from voicehub.core.store.redis import RedisStore
@@ -114,6 +114,34 @@ async def test_a_worker_rides_out_a_store_away_for_a_few_writes(
     assert clock.now() < 5  # a few short waits, not the whole allowance
     record = await store.get_task(handle.task_id)
     assert record is not None and record.status is TaskStatus.OK
+
+
+@pytest.mark.parametrize("landing", [False, True], ids=["refused", "answer-lost"])
+async def test_a_worker_whose_room_opens_while_the_store_is_away_waits_for_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch, landing: bool
+) -> None:
+    clock = VirtualClock()
+    hub = Hub(store=store, clock=clock)
+    await hub.create_room("call")
+    create = store.create_room
+    refused: list[str] = []
+
+    async def create_room(record: RoomRecord) -> None:
+        if "::task-" in record.id and len(refused) < 3:
+            refused.append(record.id)
+            if landing:
+                await create(record)
+            raise StoreUnavailableError(f"Redis store {SECRET_URL} failed: Connection reset")
+        await create(record)
+
+    monkeypatch.setattr(store, "create_room", create_room)
+    handle = await hub.delegate(looking_up(Tool(found)), "when does the tide turn?", "call")
+    result = await finished(handle, clock)
+
+    assert (result.status, result.output) == (TaskStatus.OK, "the tide turns at six")
+    assert refused == [handle.child_room_id] * 3
+    assert await store.get_room(handle.child_room_id) is not None
+    await assert_stored_once(store, handle.child_room_id)
 
 
 async def test_past_the_allowance_the_task_fails_with_a_reason_a_caller_may_hear(

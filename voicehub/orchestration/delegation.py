@@ -7,9 +7,9 @@ timed_out or cancelled. A worker's exception is logged in full and becomes a fai
 whose reason is written for the caller (`caller_reason`): a result is spoken, and an exception's
 text names hosts, ports, files and class names a caller must never hear; `detail` keeps the
 exception for code and spans. A store unavailable for a while (a Redis restart) does not
-fail the work: the child room's events (`Room.post`) and the task record are retried. The
-finished child room is archived in the store and dropped from memory, and so is the handle,
-so memory stays bounded.
+fail the work: the child room's opening, its events (`Room.post`) and the task record are
+retried. The finished child room is archived in the store and dropped from memory, and so is
+the handle, so memory stays bounded.
 
 Each task record names its `owner` (this instance) and every write after the first is a
 compare-and-set on its fence: when a surviving instance has taken the task over (this one's
@@ -42,6 +42,7 @@ from voicehub.errors import StoreError, StoreUnavailableError, VoicehubError
 from voicehub.orchestration.admission import Admission
 
 if TYPE_CHECKING:
+    from voicehub.core.room import Room
     from voicehub.orchestration.runtime import OrchestrationRuntime
 
 log = logging.getLogger("voicehub.delegation")
@@ -321,11 +322,21 @@ class Delegation:
         self, handle: TaskHandle, agent: Agent, shared: list[Any], stop_tools: tuple[str, ...]
     ) -> TaskResult:
         hub = self.hub
-        child = await hub.create_child_room(
-            handle.parent_room_id,
-            handle.task_id,
-            metadata={"task_id": handle.task_id, "agent_id": agent.id},
-        )
+
+        async def open_child() -> Room:
+            return await hub.create_child_room(
+                handle.parent_room_id,
+                handle.task_id,
+                metadata={"task_id": handle.task_id, "agent_id": agent.id},
+            )
+
+        try:
+            child = await open_child()
+        except StoreUnavailableError as exc:  # a passing outage: the room is an upsert
+            child = await retry_unavailable(
+                hub.clock, open_child, exc, what=f"task {handle.task_id}: its room",
+                limit=STORE_OUTAGE_SECONDS,
+            )  # fmt: skip
         try:
             for channel in shared:
                 await child.attach(channel)
