@@ -125,7 +125,7 @@ class RedisStore:
             if isinstance(exc, ReadOnlyError):
                 # The pooled connections lead to the demoted primary: new ones reach the new
                 # one (behind a fail-over address, a proxy or a Sentinel-managed name).
-                await self.redis.connection_pool.disconnect()
+                await self.redis.connection_pool.disconnect(inuse_connections=False)
             error = StoreUnavailableError if passing else StoreError
             raise error(
                 f"Redis store {self.shown_url} failed: {type(exc).__name__}: {exc}; check that "

@@ -121,7 +121,7 @@ async def fault_call(url: str, store: Store, fault: Fault) -> dict[str, Any]:
         "spoken_twice": sum(heard.count(i) > 1 for i in set(heard)),
         "asks": asks,
         "heard": lines,
-        "results": [e.text[:160] for e in outcomes if e.outcome == "delivered"],
+        "results": [e.text for e in outcomes if e.outcome == "delivered"],
         "recover_s": round(recovered, 2) if recovered is not None else None,
         # how each task and each stored result ended, for a row that lost one
         "tasks": [f"{t.agent_id}: {t.status.value} {t.reason}"[:80] for t in tasks],
