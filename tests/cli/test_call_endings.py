@@ -208,28 +208,36 @@ def test_the_call_back_hint_calls_the_same_server(
     assert f"call research --server {server} --conversation c7 --say ..." in out, out
 
 
+@pytest.mark.parametrize("transport", [[], ["--webrtc"]], ids=["websocket", "webrtc"])
 async def test_a_desk_missing_its_keys_is_refused_on_the_real_server(
+    transport: list[str],
     recording: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The caller is told why, and the server logs the refusal, an expected event, as one
-    warning line naming the key (no ERROR, no traceback)."""
+    """The caller is told why (the refusal only: no summary, no agent audio, no call-back
+    hint), and the server logs the refusal, an expected event, as one warning line naming
+    the key (no ERROR, no traceback). Over WebRTC the reason travels on the data channel,
+    which opens after the peer connects: before, the peer was closed with the reason still
+    waiting for it, and the call read as one the server ended (exit 4, 'call back')."""
     caplog.set_level(logging.INFO, logger="voicehub")
     for key in ("DEEPGRAM_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     settings = ServerSettings(channels_dir=CHANNELS, db_path=tmp_path / "v.db", prewarm=False)
     async with running_server(settings) as server:
-        command = [sys.executable, "-m", "voicehub.cli", "call", "research-cloud"]
+        command = [sys.executable, "-m", "voicehub.cli", "call", "research-cloud", *transport]
         command += ["--server", server.url, "--wav", str(recording), "--fast"]
         command += ["--out", str(tmp_path / "agent.wav")]
         process = await asyncio.create_subprocess_exec(
             *command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
         )
-        _, err = await asyncio.wait_for(process.communicate(), 60)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 3, err.decode()
+    assert err.decode().count("\n") == 1, err.decode()
     assert "refused (1011)" in err.decode() and "DEEPGRAM_API_KEY" in err.decode()
+    assert out.decode() == ""
+    assert not (tmp_path / "agent.wav").exists()
     call_lines = [r for r in caplog.records if r.name == "voicehub.calls"]
     assert not [r.getMessage() for r in call_lines if r.exc_info or r.levelno >= logging.ERROR]
     refused = [r.getMessage() for r in call_lines if r.levelno == logging.WARNING]

@@ -120,7 +120,10 @@ def ending_of(report: CallReport, *, timeout: float) -> CallEnding:
 def _closed(report: CallReport) -> CallEnding:
     code, reason = report.close_code, report.close_reason
     errors = report.events_of(CallError)
-    said = errors[-1].message if errors else reason or "no reason given"
+    # the reason the server gave; a WebRTC close's own event (closed_CODE) only repeats the
+    # close reason, so an earlier, fuller one comes first
+    told = [e for e in errors if not e.code.startswith("closed_")] or errors
+    said = told[-1].message if told else reason or "no reason given"
     held = f"results not yet spoken are held: call back with --conversation {report.conversation}"
     if code == _TRY_AGAIN_LATER or any(e.code == "draining" for e in errors):
         return CallEnding(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import urllib.error
 import urllib.parse
@@ -63,6 +64,7 @@ class WebRTCLink:
         self._ended = False
         self._held: list[str] = []  # a speech mark and the messages after it
         self._hold_timer: asyncio.TimerHandle | None = None
+        self._server_close: tuple[int, str] | None = None  # the server's code and reason
         channel.on("open", self._flush)
         channel.on("message", self._on_message)
         channel.on("close", lambda: self._end(1000, "data channel closed"))
@@ -113,11 +115,15 @@ class WebRTCLink:
     def _end(self, code: int, reason: str) -> None:
         if not self._ended:
             self._ended = True
+            if self._server_close is not None:
+                code, reason = self._server_close
             self.close_code, self.close_reason = code, reason
             self._release()
             self._incoming.put_nowait(_END)
 
     def _on_message(self, message: str | bytes) -> None:
+        if isinstance(message, str) and '"closed_' in message:
+            self._closing(message)
         if isinstance(message, str) and not self._held and '"speech_mark"' not in message:
             self._incoming.put_nowait(message)
             return
@@ -125,6 +131,17 @@ class WebRTCLink:
         if self._hold_timer is None:
             loop = asyncio.get_running_loop()
             self._hold_timer = loop.call_later(_MARK_HOLD, self._release)
+
+    def _closing(self, message: str) -> None:
+        """The server closes the call with a code and reason (`error` event `closed_CODE`,
+        sent before the peer closes): the close the WebSocket would have, so the call's
+        ending reads the same on both (a refusal is 1011, not the channel's plain close)."""
+        try:
+            event = json.loads(message)
+            code = int(str(event.get("code", "")).removeprefix("closed_"))
+        except (ValueError, AttributeError):
+            return
+        self._server_close = (code, str(event.get("message") or ""))
 
     def _release(self) -> None:
         if self._hold_timer is not None:

@@ -59,6 +59,7 @@ log = logging.getLogger("voicehub.webrtc")
 
 MAX_OFFER_BYTES = 64 * 1024  # a real offer is 2-6 KB
 _ENDED_REMEMBERED = 1024  # ended calls whose DELETE still answers 200
+_LAST_EVENTS_TIMEOUT = 2.0  # seconds an ended call's last events may take to leave
 
 
 @dataclass
@@ -204,6 +205,8 @@ class WebRTCDesk:
             log.exception("room %s: WebRTC call failed", call.room_id)
         finally:
             transport.close()
+            with contextlib.suppress(Exception):  # a refusal's reason reaches the caller
+                await transport.events_sent(timeout=_LAST_EVENTS_TIMEOUT)
             await transport.aclose()
             with contextlib.suppress(Exception):
                 await connection.close()

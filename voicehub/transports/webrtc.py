@@ -161,6 +161,21 @@ class WebRTCTransport:
                 return f"no audio from the caller for {silent:.1f} s"
             await self.clock.sleep(check_every)
 
+    async def events_sent(self, timeout: float, check_every: float = 0.02) -> bool:
+        """Wait, at most `timeout` seconds on the clock, until every event sent so far has
+        left on the data channel (it opened, and its buffer drained); True if it did. The
+        last events of a call (why it could not start) must leave before the peer closes:
+        the channel opens only after the peer connects, so a call refused at once has sent
+        them while it was still connecting."""
+        deadline = self.clock.now() + timeout
+        while True:
+            channel = self.channel
+            if not self._waiting and (channel is None or _buffered(channel) == 0):
+                return not self._waiting
+            if self.clock.now() >= deadline or self.peer_state() in ("failed", "closed"):
+                return False
+            await self.clock.sleep(check_every)
+
     async def aclose(self) -> None:
         """Stop reading the caller's audio."""
         self.ended.set()
@@ -198,3 +213,9 @@ class WebRTCTransport:
             for frame in frames.push(decoder.decode(received)):
                 if sink is not None:  # before the session runs, caller audio is dropped
                     await sink(frame)
+
+
+def _buffered(channel: DataChannel) -> int:
+    """Bytes the channel still holds to send (aiortc's `bufferedAmount`; 0 if it has none)."""
+    amount = getattr(channel, "bufferedAmount", 0)
+    return amount if isinstance(amount, int) else 0
