@@ -119,8 +119,7 @@ class RealtimeVoiceSession:
         self.turn_observer = turn_observer
         self.recorder = CallRecorder(hub, room_id, transport, lambda: self.agent.id)
         self.events = ModelEvents(self, mark_every_ms, answer_timeout)
-        self._link = ModelLink(client, self.settings.model, hub.clock, self.events, backoff=backoff)
-        self.events.link = self._link
+        self.link = ModelLink(client, self.settings.model, hub.clock, self.events, backoff=backoff)
         # a phone line: mu-law both ways, never decoded or resampled for the model
         self._wire = transport if plays_mulaw(transport) else None
         self.mulaw = self._wire is not None
@@ -146,7 +145,7 @@ class RealtimeVoiceSession:
             return
         self.recorder.outbox.start()
         async with asyncio.timeout(timeout):
-            await self._link.open()
+            await self.link.open()
         async with asyncio.timeout(timeout):
             await self._configure()
         self._started = True
@@ -175,7 +174,7 @@ class RealtimeVoiceSession:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
-        await self._link.aclose()
+        await self.link.aclose()
 
     @property
     def running(self) -> bool:
@@ -195,7 +194,7 @@ class RealtimeVoiceSession:
             self.activity.caller_voiced()
             if self.events.requests:  # a delivery playing yields at this frame
                 await self.events.caller_voiced()
-        connection = self._link.connection
+        connection = self.link.connection
         if connection is None:
             return
         batch = self._batcher.push(pcm16, voiced)
@@ -354,7 +353,7 @@ class RealtimeVoiceSession:
     async def send(self, event: dict[str, Any]) -> None:
         """Send a control event after the caller audio waiting in the batch (their order
         is the model's order). ModelConnectionLost while the connection is down."""
-        connection = self._link.connection
+        connection = self.link.connection
         if connection is None:
             raise ModelConnectionLost(f"room {self.room_id!r}: the model connection is down")
         pending = self._batcher.flush()

@@ -38,7 +38,6 @@ from voicehub.voice.realtime.tool_runs import ToolRuns
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from voicehub.voice.realtime.link import ModelLink
     from voicehub.voice.realtime_session import RealtimeVoiceSession
 
 __all__ = ["SAY_INSTRUCTIONS", "ModelEvents"]
@@ -57,7 +56,6 @@ class ModelEvents:
         self.activity = session.activity
         self.recorder = session.recorder
         self.answer_timeout = answer_timeout
-        self.link: ModelLink | None = None
         self.playout = Playout(mark_every_ms)
         self.responses: dict[str, ModelResponse] = {}
         self.active: ModelResponse | None = None  # created, not yet done
@@ -121,7 +119,7 @@ class ModelEvents:
         try:
             await self.session.restore(attempts)
         except VoicehubError as exc:
-            if self.link is not None and self.link.connection is None:
+            if self.session.link.connection is None:
                 return  # dropped again: the link reconnects and restores once more
             # the new connection refused our configuration: a call we cannot steer
             await self.gave_up(f"the restored session was refused: {exc}")
@@ -351,9 +349,9 @@ class ModelEvents:
     # -- internals ------------------------------------------------------------------------
 
     async def _answer_tools(self, response: ModelResponse) -> None:
-        generation = self.link.generation if self.link is not None else 0
+        generation = self.session.link.generation
         outputs = await self.tool_runs.outputs(response)
-        if not self.session.running or self.link is None or self.link.generation != generation:
+        if not self.session.running or self.session.link.generation != generation:
             # the connection that asked is gone (the recap holds the results)
             if self.link_up and not self.tool_runs.running and self.active is None:
                 self._free()
