@@ -39,7 +39,7 @@ def test_delete_removes_the_conversation_and_its_recordings(
     db = tmp_path / "voicehub.db"
     asyncio.run(fill(db, "research:gone"))
     asyncio.run(fill(db, "research:live", owner="instance-a"))
-    recordings = RecordingFolder(tmp_path / "recordings")
+    recordings = RecordingFolder(tmp_path / "recordings", b"k" * 32)
     recordings.save("research:gone", 0.0, stereo=None, sample_rate=16000, transcript="{}")
 
     assert main(["conversations", "delete", "research:gone", "--db", str(db)]) == 0

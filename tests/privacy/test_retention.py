@@ -34,7 +34,7 @@ async def conversation(store: MemoryStore, room_id: str, days_ago: float) -> Non
 
 async def test_a_sweep_deletes_only_conversations_past_keep_days(tmp_path: Path) -> None:
     store, wall, clock = MemoryStore(), Wall(), VirtualClock()
-    folder = RecordingFolder(tmp_path)
+    folder = RecordingFolder(tmp_path, b"k" * 32)
     await conversation(store, "research:old", 31)
     folder.save("research:old", NOW, stereo=None, sample_rate=16000, transcript="{}")
     await conversation(store, "research:recent", 29)
@@ -76,7 +76,7 @@ async def test_the_sweeper_runs_at_start_and_every_hour_on_its_clock(tmp_path: P
     await conversation(store, "research:aging", 30 - 1 / 48)  # 30 days old in half an hour
     passes: asyncio.Queue[list[str]] = asyncio.Queue()
     sweeper = RetentionSweeper(
-        ConversationEraser(store, RecordingFolder(tmp_path), wall=wall),
+        ConversationEraser(store, RecordingFolder(tmp_path, b"k" * 32), wall=wall),
         lambda: {"research": 30.0},
         lambda room_id: False,
         clock,

@@ -20,9 +20,11 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.e2e_helpers import RunningServer, running_server
+from tests.support.speech import spoken
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.desks.desk import Desk, build_desk, load_desks
 from voicehub.desks.voice_stack import CallSpec
+from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.settings import ServerSettings
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
 
@@ -119,6 +121,8 @@ async def test_a_recorded_call_and_its_call_back(server: RunningServer) -> None:
         await hang_up(server, ws, "research:rec")
 
     api = "/api/rooms/research%3Arec/recordings"
+    on_disk = server.app.state.parts.recordings.folder.folder("research:rec").iterdir()
+    assert all(path.name.endswith(".sealed") for path in on_disk)  # nothing in the clear
     assert (await server.get(api)).status_code == 401
     listed = (await server.get(api, params={"token": TOKEN})).json()["recordings"]
     assert len(listed) == 2
@@ -155,6 +159,38 @@ async def test_a_recorded_call_and_its_call_back(server: RunningServer) -> None:
         deleted = await client.delete(api, headers={"Authorization": f"Bearer {TOKEN}"})
     assert deleted.json() == {"room_id": "research:rec", "deleted_files": 4}
     assert (await server.get(api, params={"token": TOKEN})).json()["recordings"] == []
+
+
+async def test_the_rest_view_opens_sealed_files_by_range_and_names_a_wrong_key(
+    server: RunningServer,
+) -> None:
+    folder = server.app.state.parts.recordings.folder
+    stereo = np.repeat(np.frombuffer(spoken("hello there"), "<i2"), 2).tobytes()
+    stem = folder.save(
+        "research:seek", 1_700_000_000.0, stereo=stereo, sample_rate=RATE, transcript=None
+    )
+    url = f"/api/rooms/research%3Aseek/recordings/{stem}.wav"
+    whole = await server.get(url, params={"token": TOKEN})
+    assert whole.status_code == 200 and whole.headers["accept-ranges"] == "bytes"
+    assert whole.content == folder.read("research:seek", f"{stem}.wav")
+    assert whole.content[:4] == b"RIFF" and whole.content.endswith(stereo)
+    size = len(whole.content)
+    for asked, first, last in (("bytes=100-199", 100, 199), ("bytes=-10", size - 10, size - 1),
+                               (f"bytes={size - 5}-", size - 5, size - 1)):  # fmt: skip
+        part = await server.get(url, params={"token": TOKEN}, headers={"Range": asked})
+        assert part.status_code == 206, asked
+        assert part.headers["content-range"] == f"bytes {first}-{last}/{size}"
+        assert part.content == whole.content[first : last + 1]
+    # a file another server sealed (another number secret) is an error naming it
+    RecordingFolder(folder.root, b"another server's secret, 32 long").save(
+        "research:elsewhere", 1_700_000_000.0, stereo=None, sample_rate=RATE, transcript="{}"
+    )
+    api = "/api/rooms/research%3Aelsewhere/recordings"
+    [listed] = (await server.get(api, params={"token": TOKEN})).json()["recordings"]
+    failed = await server.get(listed["transcript_url"], params={"token": TOKEN})
+    assert failed.status_code == 500 and failed.json()["error"] == "recording_sealed"
+    assert "'20231114T221320-1.json' of room 'research:elsewhere'" in failed.json()["message"]
+    assert "number secret" in failed.json()["message"]
 
 
 async def test_a_desk_without_record_keeps_nothing(server: RunningServer) -> None:

@@ -4,6 +4,7 @@ as the left and right channels; the recordings folder keeps, lists, prunes and d
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import wave
@@ -91,7 +92,7 @@ async def test_the_transcript_keeps_words_tools_and_background_work_with_times()
 
 
 def test_the_folder_keeps_a_conversation_together_and_prunes_old_calls(tmp_path: Path) -> None:
-    folder = RecordingFolder(tmp_path)
+    folder = RecordingFolder(tmp_path, b"k" * 32)
     first = folder.save(
         "research:a",
         1_700_000_000.0,
@@ -111,11 +112,14 @@ def test_the_folder_keeps_a_conversation_together_and_prunes_old_calls(tmp_path:
         (first, True, True, 1.5),
         (again, True, False, 0.0),
     ]
-    with wave.open(str(folder.file("research:a", f"{first}.wav")), "rb") as audio:
+    wav = folder.read("research:a", f"{first}.wav")
+    assert wav is not None
+    with wave.open(io.BytesIO(wav), "rb") as audio:
         assert (audio.getnchannels(), audio.getframerate(), audio.getnframes()) == (2, RATE, 2)
-    assert folder.file("research:a", "../drafting%3Ab/x.json") is None  # only its own names
+    assert folder.read("research:a", "../drafting%3Ab/x.json") is None  # only its own names
+    assert folder.read("research:a", f"{first}.wav.sealed") is None  # by the plain name
     # a month-old call of research goes; drafting keeps its own days
-    old = folder.folder("research:a") / f"{first}.wav"
+    old = folder.folder("research:a") / f"{first}.wav.sealed"
     os.utime(old, (0, 0))
     assert folder.prune("research", keep_days=30) == 1
     assert folder.prune("drafting", keep_days=0) == 0

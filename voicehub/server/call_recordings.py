@@ -3,7 +3,7 @@
 At a call's start its transport and session are wrapped so the caller's and the agent's
 audio and the call's events go on a `CallTape`; the hub's task and delivery hooks add the
 background work of the conversation to its transcript. At the end the files are written
-in a worker thread (`RecordingFolder`), and the desk's recordings older than `keep_days`
+sealed, in a worker thread (`RecordingFolder`), and the desk's recordings older than `keep_days`
 are pruned (at most hourly per desk).
 """
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.core.jobs import TaskSet
+from voicehub.recordings.seal import RecordingKeyError
 from voicehub.recordings.tape import CallTape
 from voicehub.recordings.taps import RecordedSession, RecordedTransport
 
@@ -101,7 +102,7 @@ class CallRecordings:
             stem = await asyncio.to_thread(self._save, call.room_id, tape, transcript)
             if prune:
                 await asyncio.to_thread(self.folder.prune, desk.name, record.keep_days)
-        except OSError:
+        except (OSError, RecordingKeyError):
             log.exception("room %s: could not write the call's recording", call.room_id)
             return
         log.info("room %s: recorded as %s", call.room_id, stem)

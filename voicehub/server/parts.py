@@ -85,7 +85,7 @@ class ServerParts:
         self.board = board = Switchboard(calls, settings)
         self.access = AccessTokens(hub.store, clock, wall=hub.wall)
         self.telemetry = telemetry = CallTelemetry(hub, metrics, traces)
-        folder = RecordingFolder(settings.recordings_folder)
+        folder = RecordingFolder(settings.recordings_folder, runtime.number_key)
         self.recordings = recordings = CallRecordings(hub, folder)
         self.retention = RetentionSweeper(
             ConversationEraser(hub.store, folder, wall=hub.wall),
