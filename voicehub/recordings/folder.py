@@ -94,12 +94,11 @@ class RecordingFolder:
                 out.setsampwidth(2)
                 out.setframerate(sample_rate)
                 out.writeframes(stereo)
-            _write_whole(
-                folder, f"{stem}.wav", seal.seal(room_id, f"{stem}.wav", buffer.getvalue())
-            )
+            sealed = seal.sealed_parts(room_id, f"{stem}.wav", buffer.getbuffer())
+            _write_whole(folder, f"{stem}.wav", sealed)
         if transcript is not None:
-            sealed = seal.seal(room_id, f"{stem}.json", transcript.encode("utf-8"))
-            _write_whole(folder, f"{stem}.json", sealed)
+            plain = transcript.encode("utf-8")
+            _write_whole(folder, f"{stem}.json", seal.sealed_parts(room_id, f"{stem}.json", plain))
         return stem
 
     def list(self, room_id: str) -> list[StoredRecording]:
@@ -181,13 +180,14 @@ class RecordingFolder:
         return removed
 
 
-def _write_whole(folder: Path, name: str, data: bytes) -> None:
+def _write_whole(folder: Path, name: str, parts: tuple[bytes, ...]) -> None:
     """Write `folder/name.sealed` whole or not at all (a crash mid-write leaves no torn
     file that would never open)."""
     descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}-")
     try:
         with os.fdopen(descriptor, "wb") as file:
-            file.write(data)
+            for part in parts:
+                file.write(part)
         os.chmod(temporary, 0o600)
         os.replace(temporary, folder / f"{name}{_SEALED}")
     except BaseException:

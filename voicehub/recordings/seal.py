@@ -50,10 +50,17 @@ class RecordingSeal:
         key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(number_key)
         self._aead = AESGCM(key)
 
-    def seal(self, room_id: str, name: str, plain: bytes) -> bytes:
+    def seal(self, room_id: str, name: str, plain: bytes | memoryview) -> bytes:
         """The sealed bytes of file `name` of conversation `room_id`."""
+        return b"".join(self.sealed_parts(room_id, name, plain))
+
+    def sealed_parts(
+        self, room_id: str, name: str, plain: bytes | memoryview
+    ) -> tuple[bytes, bytes]:
+        """`seal` as its header and its body, to be written one after the other (a long
+        call's audio is not copied once more to join them)."""
         nonce = os.urandom(_NONCE)
-        return MAGIC + nonce + self._aead.encrypt(nonce, plain, _bound(room_id, name))
+        return MAGIC + nonce, self._aead.encrypt(nonce, plain, _bound(room_id, name))
 
     def open(self, room_id: str, name: str, sealed: bytes) -> bytes:
         """The plain bytes of a sealed file; `RecordingKeyError` naming the file when it does
@@ -65,9 +72,9 @@ class RecordingSeal:
                 f"recording {name!r} of room {room_id!r} is damaged: not a sealed recording "
                 f"({len(sealed)} bytes)"
             )
-        body = sealed[len(MAGIC) :]
+        body = memoryview(sealed)[len(MAGIC) :]  # slices of a long call's audio, not copies
         try:
-            return self._aead.decrypt(body[:_NONCE], body[_NONCE:], _bound(room_id, name))
+            return self._aead.decrypt(bytes(body[:_NONCE]), body[_NONCE:], _bound(room_id, name))
         except InvalidTag:
             raise RecordingKeyError(
                 f"recording {name!r} of room {room_id!r} does not open under this server's "

@@ -15,6 +15,12 @@ cost a call, measured on the code that runs in the server.
   (the caller's frame through the recorded session, the agent's through the recorded
   transport, onto the tape), against the same frames through the bare objects; and
   ``recording_write_us_per_frame``: the stereo interleave at the call's end, per frame.
+- ``recording_seal_us_per_audio_second``: what sealing a call's recording at rest adds to
+  writing it, per second of stereo 16 kHz audio: `RecordingFolder.save` (WAV and
+  transcript, AES-256-GCM, written whole) against writing the same files unsealed as
+  before (`wave` straight to the file), on real files in a temporary folder; and
+  ``recording_open_us_per_audio_second``: what opening one adds to reading it back
+  (`RecordingFolder.read`, as the REST view serves it, against reading the plain file).
 
 Rounds alternate the variants (A, B, A, B ...) so a machine shared with other work drifts
 alike for both; each figure is the median over rounds.
@@ -22,8 +28,12 @@ alike for both; each figure is the median over rounds.
 
 from __future__ import annotations
 
+import os
 import statistics
+import tempfile
 import time
+import wave
+from pathlib import Path
 from typing import Any
 
 from voicehub.agents.tools import ToolContext, tool
@@ -32,6 +42,7 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.core.hooks import HookContext, HookTrigger
 from voicehub.core.tracing import NO_TRACING
 from voicehub.hub import Hub
+from voicehub.recordings.folder import RecordingFolder
 from voicehub.recordings.tape import CallTape
 from voicehub.recordings.taps import RecordedSession, RecordedTransport
 from voicehub.voice.engine.latency import TurnLatency
@@ -166,6 +177,52 @@ async def _recording(quick: bool) -> dict[str, float]:
     }
 
 
+def _plain_save(folder: Path, stem: str, stereo: bytes, transcript: str) -> None:
+    """A call's files as they were written before sealing."""
+    with wave.open(str(folder / f"{stem}.wav"), "wb") as out:
+        out.setnchannels(2)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        out.writeframes(stereo)
+    (folder / f"{stem}.json").write_text(transcript, encoding="utf-8")
+
+
+def _sealing(quick: bool) -> dict[str, float]:
+    seconds = 60 if quick else 600  # one call of a minute / ten minutes
+    rounds = 5 if quick else 9
+    stereo = os.urandom(seconds * 16000 * 4)  # the cipher's cost does not depend on the audio
+    transcript = '{"entries": [' + ", ".join(['{"at": 1.0, "text": "a turn"}'] * 200) + "]}"
+    saved: dict[str, list[float]] = {"plain": [], "sealed": [], "read": [], "opened": []}
+    with tempfile.TemporaryDirectory(prefix="voicehub-seal-bench-") as root:
+        folder = RecordingFolder(Path(root), os.urandom(32))
+        plain = Path(root) / "plain"
+        plain.mkdir()
+        for number in range(rounds):
+            started = time.process_time()
+            _plain_save(plain, f"call-{number}", stereo, transcript)
+            saved["plain"].append(time.process_time() - started)
+            started = time.process_time()
+            stem = folder.save("bench:call", 1_700_000_000.0 + number, stereo=stereo,
+                               sample_rate=16000, transcript=transcript)  # fmt: skip
+            saved["sealed"].append(time.process_time() - started)
+            started = time.process_time()
+            (plain / f"call-{number}.wav").read_bytes()
+            saved["read"].append(time.process_time() - started)
+            started = time.process_time()
+            folder.read("bench:call", f"{stem}.wav")
+            saved["opened"].append(time.process_time() - started)
+    median = {name: statistics.median(times) for name, times in saved.items()}
+    return {
+        "recording_seal_us_per_audio_second": round(
+            max(0.0, median["sealed"] - median["plain"]) / seconds * 1e6, 1
+        ),
+        "recording_unsealed_save_us_per_audio_second": round(median["plain"] / seconds * 1e6, 1),
+        "recording_open_us_per_audio_second": round(
+            max(0.0, median["opened"] - median["read"]) / seconds * 1e6, 1
+        ),
+    }
+
+
 def _off_check_us(hub: Hub, count: int = 1_000_000) -> float:
     """What tracing off costs a traced step: one `tracer.enabled` read (minus the loop)."""
     started = time.perf_counter()
@@ -186,4 +243,4 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
         # per turn: the tool call's check and the delivery's stamp check
         tracing["tracing_us_per_turn_off"] = round(2 * _off_check_us(plain), 4)
     recording = await _recording(quick)
-    return {"observability": {**tracing, **recording}}
+    return {"observability": {**tracing, **recording, **_sealing(quick)}}
