@@ -27,7 +27,7 @@ from voicehub.errors import VoicehubError
 from voicehub.transports.libopus import LibOpusEncoder, load_libopus
 from voicehub.voice.audio import FRAME_MS, int16_to_pcm16
 from voicehub.voice.audio.playout import PlayoutQueue
-from voicehub.voice.realtime.resample import PcmResampler
+from voicehub.voice.realtime.pcm_resampler import PcmResampler
 
 __all__ = [
     "BROWSER_APPLICATION",

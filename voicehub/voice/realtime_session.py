@@ -5,7 +5,7 @@ on a phone line (`realtime.audio_batch`; the model's audio then comes back as mu
 goes to the transport untouched: `voice.transport.plays_mulaw`), and each frame's speech
 evidence to `VoiceActivity`, where a
 delivery's last check before its first audio frame reads it (`realtime.model_events`).
-The model's audio goes to the transport with speech marks (`realtime.playout`). The
+The model's audio goes to the transport with speech marks (`realtime.playout_marks`). The
 model's server or semantic VAD drives turns; its events drive `VoiceActivity`
 (`realtime.model_events`). Tools run in tasks (`realtime.tool_runs`).
 The connection is kept up by `realtime.link`: a drop reconnects with backoff and the
@@ -37,9 +37,9 @@ from voicehub.voice.realtime.config import (
 from voicehub.voice.realtime.connection import ModelConnectionLost
 from voicehub.voice.realtime.link import Backoff, ModelLink
 from voicehub.voice.realtime.model_events import SAY_INSTRUCTIONS, ModelEvents
+from voicehub.voice.realtime.pcm_resampler import PcmResampler
 from voicehub.voice.realtime.recap import conversation_recap, with_recap
 from voicehub.voice.realtime.recorder import CallRecorder
-from voicehub.voice.realtime.resample import PcmResampler
 from voicehub.voice.realtime.responses import SpeakRequest
 from voicehub.voice.realtime.tool_runs import in_tool
 from voicehub.voice.speech_evidence import SpeechEvidence

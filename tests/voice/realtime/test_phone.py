@@ -155,7 +155,7 @@ async def test_a_16_khz_browser_call_is_resampled_by_one_stream_each_way(
     import numpy as np
 
     from voicehub.testing import MemoryTransport
-    from voicehub.voice.realtime.resample import PcmResampler
+    from voicehub.voice.realtime.pcm_resampler import PcmResampler
     from voicehub_dev.fakes.openai_realtime import DELTA_BYTES
 
     transport = MemoryTransport(16000, ack="immediate")

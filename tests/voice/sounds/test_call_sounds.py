@@ -235,8 +235,8 @@ async def test_a_desk_without_sounds_runs_nothing() -> None:
 async def test_through_the_speech_player_the_answer_follows_the_sound_with_nothing_after(
     call: Call,
 ) -> None:
-    from voicehub.voice.engine.playout import SpeechHooks, SpeechPlayer
     from voicehub.voice.engine.speech import Speech
+    from voicehub.voice.engine.speech_player import SpeechHooks, SpeechPlayer
 
     player = SpeechPlayer(call.line, call.activity, call.clock, SpeechHooks())
     player.hooks.wait = call.sounds.wrap_wait(player.hooks.wait)

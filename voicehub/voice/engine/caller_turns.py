@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.voice.audio.framing import FRAME_MS
 from voicehub.voice.engine import decisions as d
-from voicehub.voice.engine.reply import Reply
+from voicehub.voice.engine.reply_run import Reply
 from voicehub.voice.engine.tick_gate import Hearing
 from voicehub.voice.providers import vendor_import
 
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from voicehub.voice.engine.call_parts import CallParts
     from voicehub.voice.engine.floor import CallerFloor
     from voicehub.voice.engine.listening import CallerAudio
-    from voicehub.voice.engine.playout import SpeechPlayer
     from voicehub.voice.engine.replies import CallReplies
     from voicehub.voice.engine.results import ResultSpeaker
+    from voicehub.voice.engine.speech_player import SpeechPlayer
     from voicehub.voice.engine.turn_engine import TurnEngine
     from voicehub.voice.providers.streams import RecognizerAbilities, VadAbilities
     from voicehub.voice.turns.model import EndOfTurnModel

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from voicehub.agents.tools import Tool, ToolContext
 from voicehub.voice.engine.latency import TurnLatency, TurnObserver
-from voicehub.voice.engine.reply import Reply, ReplyRun
+from voicehub.voice.engine.reply_run import Reply, ReplyRun
 from voicehub.voice.engine.speech import Speech, SpeechEnd
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.voice.engine.call_parts import CallParts
     from voicehub.voice.engine.decisions import CallerTurnCommitted
-    from voicehub.voice.engine.playout import SpeechPlayer
+    from voicehub.voice.engine.speech_player import SpeechPlayer
     from voicehub.voice.engine.turn_engine import TurnEngine
 
 __all__ = ["CallReplies"]

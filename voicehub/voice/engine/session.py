@@ -2,7 +2,7 @@
 
 `PipelineVoiceSession` is the asyncio driver around `TurnEngine`: caller audio goes to the
 VAD and the recognizer (`listening`), their events into the engine, the engine's decisions
-into replies (`reply`, through voicehub's agent runner), speech (`playout`) and records
+into replies (`reply_run`, through voicehub's agent runner), speech (`speech_player`) and records
 (`records`). Results are spoken by `ResultSpeaker`. STT, TTS and VAD are livekit plugins,
 used through their public interfaces only, so any livekit plugin and ours plug in.
 
@@ -38,12 +38,12 @@ from voicehub.voice.engine.idle import CallIdle
 from voicehub.voice.engine.latency import TurnObserver
 from voicehub.voice.engine.listening import CallerAudio, follow_events
 from voicehub.voice.engine.options import EngineOptions
-from voicehub.voice.engine.playout import SpeechHooks, SpeechPlayer
 from voicehub.voice.engine.records import CallRecords
 from voicehub.voice.engine.replies import CallReplies
-from voicehub.voice.engine.reply import Reply
+from voicehub.voice.engine.reply_run import Reply
 from voicehub.voice.engine.results import PrerenderBudget, ResultSpeaker, outcome_of
 from voicehub.voice.engine.speech import Speech, SpeechEnd
+from voicehub.voice.engine.speech_player import SpeechHooks, SpeechPlayer
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 from voicehub.voice.engine.turn_engine import TurnEngine
 from voicehub.voice.engine.utterance_stream import finalizes_on_flush, recognizer_stream

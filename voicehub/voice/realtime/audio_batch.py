@@ -31,7 +31,7 @@ from __future__ import annotations
 from voicehub.errors import ConfigError
 from voicehub.voice.audio import lin2ulaw
 from voicehub.voice.realtime.config import MODEL_RATE
-from voicehub.voice.realtime.resample import PcmResampler
+from voicehub.voice.realtime.pcm_resampler import PcmResampler
 
 __all__ = ["BATCH_MS", "QUIET_BATCH_MS", "AudioBatcher"]
 

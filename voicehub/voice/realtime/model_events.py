@@ -30,7 +30,7 @@ from voicehub.errors import VoicehubError
 from voicehub.voice.engine.latency import TurnLatency
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.realtime.connection import ModelConnectionLost
-from voicehub.voice.realtime.playout import Playout, Speech
+from voicehub.voice.realtime.playout_marks import Playout, Speech
 from voicehub.voice.realtime.responses import ModelResponse, SpeakRequest
 from voicehub.voice.realtime.session_updates import SessionUpdates
 from voicehub.voice.realtime.tool_runs import ToolRuns

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import VoicehubError
-from voicehub.voice.realtime.playout import Speech
+from voicehub.voice.realtime.playout_marks import Speech
 
 __all__ = ["ModelResponse", "SpeakRequest"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voicehub.voice.realtime.resample import PcmResampler
+from voicehub.voice.realtime.pcm_resampler import PcmResampler
 
 
 def tone(hz: float, rate: int, seconds: float) -> np.ndarray:
