@@ -282,6 +282,38 @@ async def test_a_cold_transfer_dials_the_target_and_leaves(line: Line) -> None:
     assert await line.outcome() == (ROOM, "connected")
 
 
+@pytest.mark.parametrize("stop", [True, False], ids=["stop_sent", "socket_closed_only"])
+async def test_a_transferred_call_is_not_taken_back_when_its_stream_ends(
+    line: Line, stop: bool
+) -> None:
+    """The transfer's redirect ends the agent's stream (Twilio sends `stop`, or, were that
+    frame lost, only closes the socket) and Twilio reports `stream-stopped`: the take-over
+    must not redirect the caller back to the agent, off the person they were put through to."""
+    caller, phone, session = await line.call_in()
+    if not stop:
+        phone.hang_up = phone.close  # type: ignore[method-assign]
+    line.rest.callees.append("human")
+    await line.use("transfer_call", session, target="billing", mode="cold")
+    await line.rest.wait_for(lambda: f"dial: {BILLING} answered: bridged" in caller.history)
+    live = line.server.switchboard.calls.get(ROOM)
+    if live is not None:
+        await live.finished.wait()
+    conversation = ROOM.split(":", 1)[1]
+    params = {**caller.params(), "StreamSid": phone.stream_sid, "StreamEvent": "stream-stopped"}
+    status = await line.twilio.post(f"/twilio/triage/status?conversation={conversation}", params)
+    assert status.status_code == 204
+    takeover = line.server.app.state.parts.takeover
+    await line.clock.advance(10.0)  # past the take-over's grace
+    await takeover.wait()
+    assert takeover.redirected == []
+    [(sid, form)] = line.rest.updates  # the transfer's own <Dial>, nothing after it
+    assert sid == caller.sid and twiml(form).find("./Dial") is not None
+    record = await line.server.switchboard.hub.store.get_call(ROOM)
+    assert record is not None and not record.state.open
+    assert caller.bridged and caller.status == "in-progress"
+    await caller.end()
+
+
 async def test_a_cold_transfer_nobody_answers_comes_back_to_the_agent(line: Line) -> None:
     caller, _, session = await line.call_in()
     line.rest.callees.append("busy")

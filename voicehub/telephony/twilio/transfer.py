@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
@@ -62,6 +62,25 @@ def _twiml(verbs: str) -> str:
 
 
 HANG_UP = _twiml("<Hangup />")
+
+
+@contextlib.asynccontextmanager
+async def _leaving(call: LiveCall) -> AsyncIterator[None]:
+    """Around the redirect that takes `call` off its stream to a person or to hold: the
+    call ends here on purpose (its record `ENDED`), however the stream then ends: with
+    Twilio's `stop`, or only its socket closing. A record left open would have the
+    take-over (`PhoneTakeover`, after `stream-stopped`) redirect the caller back to the
+    agent, off the person. A caller who comes back (nobody answered) does so on a fresh
+    stream. A refused redirect leaves the call as it was."""
+    marked = call.outcome == "lost" and not call.finished.is_set()
+    if marked:
+        call.outcome = "hung_up"
+    try:
+        yield
+    except BaseException:
+        if marked and not call.finished.is_set():
+            call.outcome = "lost"
+        raise
 
 
 @dataclass
@@ -148,7 +167,8 @@ class TwilioTransfers:
             f"<{noun}>{escape(target.phone or '')}</{noun}></Dial>"
         )
         try:
-            await rest.redirect(transfer.call_sid, _twiml(dial))
+            async with _leaving(transfer.call):
+                await rest.redirect(transfer.call_sid, _twiml(dial))
         except TwilioApiError as exc:
             await self._settle(transfer, "api_error", str(exc))
             await self._tell(transfer, f"Sorry, I could not put you through to {target.name}.")
@@ -163,7 +183,8 @@ class TwilioTransfers:
             transfer.briefing = await briefing(
                 self.line.board.hub.store, transfer.call.desk, transfer.call.room_id, request
             )
-            await rest.redirect(transfer.call_sid, _twiml(self._hold(transfer)))
+            async with _leaving(transfer.call):
+                await rest.redirect(transfer.call_sid, _twiml(self._hold(transfer)))
         except TwilioApiError as exc:
             await self._settle(transfer, "api_error", str(exc))
             await self._tell(transfer, f"Sorry, I could not put you through to {target.name}.")
