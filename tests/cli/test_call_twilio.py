@@ -24,6 +24,7 @@ from voicehub.client.phone_call import (
 from voicehub.core.events import Event, EventKind
 from voicehub.desks.desk import load_desks
 from voicehub.server.settings import ServerSettings
+from voicehub.telephony.settings import CarrierSettings
 from voicehub.telephony.twilio.webhooks import caller_conversation
 from voicehub.voice.audio import read_wav
 from voicehub_dev.fakes.server_session import ScriptedStack
@@ -32,6 +33,7 @@ CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
 AUTH_TOKEN = "e" * 32
 NUMBER_KEY = "k" * 32  # the server's caller-number secret
+PLIVO_TOKEN = "p" * 40
 
 
 @pytest_asyncio.fixture
@@ -142,3 +144,44 @@ def test_voice_to_voice_is_from_each_end_of_speech_to_the_next_agent_audio() -> 
     arrivals = [1.0, 1.02, 5.3, 5.32, 9.9]
     first = lambda moment: next((at for at in arrivals if at > moment), None)  # noqa: E731
     assert voice_to_voice([4.5, 9.0, 12.0], first) == pytest.approx([0.8, 0.9])
+
+
+@pytest.mark.parametrize("carrier", [["--twilio"], ["--carrier", "plivo"]], ids=["twilio", "plivo"])
+async def test_a_phone_call_to_a_desk_missing_its_keys_is_refused(
+    carrier: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The refusal only, at once, exit 3: no timeline of a call that never ran, no WAV.
+    Before, the caller waited out its turn and the settle timeout (over a minute), then read
+    the REST view of a room that was never made and exited 2 with 'the server answered
+    404'."""
+    for key in ("DEEPGRAM_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("TWILIO_AUTH_TOKEN", AUTH_TOKEN)
+    monkeypatch.setenv("PLIVO_AUTH_TOKEN", PLIVO_TOKEN)
+    settings = ServerSettings(
+        channels_dir=CHANNELS,
+        db_path=tmp_path / "voicehub.db",
+        public_url=PUBLIC,
+        twilio_auth_token=AUTH_TOKEN,
+        number_key=NUMBER_KEY,
+        carriers=CarrierSettings(plivo_auth_token=PLIVO_TOKEN),
+        prewarm=False,
+    )
+    desks = {"research-cloud": load_desks(CHANNELS)["research-cloud"]}
+    out = tmp_path / "agent.wav"
+    async with running_server(settings, desks=desks) as running:
+        argv = ["call", "research-cloud", *carrier, "--server", running.url]
+        argv += ["--public-url", PUBLIC, "--from", "+15550100302", "--say", "research heat"]
+        argv += ["--fast", "--out", str(out), "--timeout", "60"]
+        started = time.monotonic()
+        code = await asyncio.to_thread(main, argv)
+        took = time.monotonic() - started
+    captured = capsys.readouterr()
+    assert code == 3, captured.err
+    assert captured.out == ""
+    assert captured.err == "voicehub call: refused (1011): could not start the call\n"
+    assert not out.exists()
+    assert took < 25, took  # not the 30 s wait for a greeting, nor the settle timeout

@@ -249,7 +249,12 @@ def _ended(ending: CallEnding) -> int:
 def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: TextIO) -> int:
     import httpx
 
-    from voicehub.client.phone_call import PhoneCallOptions, format_phone_report, place_phone_call
+    from voicehub.client.phone_call import (
+        PhoneCallOptions,
+        PhoneCallRefused,
+        format_phone_report,
+        place_phone_call,
+    )
     from voicehub.voice.audio import write_wav
 
     auth_token = os.environ.get("TWILIO_AUTH_TOKEN")
@@ -273,6 +278,10 @@ def _run_twilio(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: T
     )
     try:
         report = asyncio.run(place_phone_call(options, lines, settle_timeout=args.timeout))
+    except PhoneCallRefused as exc:  # no call ran: the refusal is the whole story
+        from voicehub.client.endings import CallEnding, Ending
+
+        return _ended(CallEnding(Ending.REFUSED, str(exc), refused=True))
     except (OSError, httpx.TransportError) as exc:
         message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
         raise VoicehubError(message) from None
@@ -294,7 +303,8 @@ def _run_carrier(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: 
         CarrierCallOptions,
         place_carrier_call,
     )
-    from voicehub.client.phone_call import format_phone_report
+    from voicehub.client.endings import CallEnding, Ending
+    from voicehub.client.phone_call import PhoneCallRefused, format_phone_report
     from voicehub.voice.audio import write_wav
 
     variable = CARRIER_SECRETS[args.carrier]
@@ -317,6 +327,8 @@ def _run_carrier(args: argparse.Namespace, lines: list[tuple[str, bytes]], out: 
     )
     try:
         report = asyncio.run(place_carrier_call(options, lines, settle_timeout=args.timeout))
+    except PhoneCallRefused as exc:  # no call ran: the refusal is the whole story
+        return _ended(CallEnding(Ending.REFUSED, str(exc), refused=True))
     except (OSError, httpx.TransportError) as exc:
         message = f"cannot reach {args.server}: {exc}; is `voicehub serve` running?"
         raise VoicehubError(message) from None

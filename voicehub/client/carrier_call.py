@@ -26,6 +26,7 @@ from voicehub.client.carrier_line import CarrierLine
 from voicehub.client.phone_call import (
     PhoneCallReport,
     conversation_settled,
+    first_turn,
     room_record,
     voice_to_voice,
 )
@@ -92,7 +93,7 @@ async def place_carrier_call(
     report = PhoneCallReport(room_id=f"{options.desk}:{conversation or '?'}")
     ends: list[float] = []  # when the caller stopped speaking, on the line's clock
     async with carrier.stream(answer, playout_speed=options.playout_speed) as line:
-        await _agent_turn(line, options, 0)
+        await first_turn(line, options.quiet, options.answer_wait)  # or PhoneCallRefused
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
             frames = line.media_received

@@ -30,6 +30,7 @@ from voicehub.voice.audio import lin2ulaw, resample_pcm16, ulaw2lin
 __all__ = ["CarrierLine", "Dialect", "Heard", "Played"]
 
 FRAME_SECONDS = 0.02
+_INTERNAL_ERROR = 1011  # the server closed the stream: the call could not start (or broke)
 
 Heard = (
     tuple[Literal["audio"], bytes]  # agent audio, PCM16 at the dialect's rate
@@ -109,6 +110,8 @@ class CarrierLine:
         self.media_received = 0
         self.last_audio_at = clock.now()
         self.closed = asyncio.Event()
+        self.close_code: int | None = None  # how the server closed the stream, if it did
+        self.close_reason = ""
         self.hold_marks = False  # a stalled line: audio "plays" but no mark is answered
         self._held_marks: list[str] = []
         self._ws: ClientConnection | None = None
@@ -223,8 +226,16 @@ class CarrierLine:
         except ConnectionClosed:
             pass
         finally:
+            if (code := self._ws.close_code) is not None:
+                self.close_code, self.close_reason = code, self._ws.close_reason or ""
             self.closed.set()
             self._inbox_ready.set()
+
+    def refusal(self) -> str | None:
+        """Why the server refused the call, if it did (see `PhoneLineClient.refusal`)."""
+        if not self.closed.is_set() or self.close_code != _INTERNAL_ERROR or self.media_received:
+            return None
+        return self.close_reason or "the server could not start the call"
 
     async def _take(self, item: Heard) -> None:
         if item[0] == "problem":

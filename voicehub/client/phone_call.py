@@ -42,6 +42,7 @@ from voicehub.errors import VoicehubError
 
 __all__ = [
     "PhoneCallOptions",
+    "PhoneCallRefused",
     "PhoneCallReport",
     "conversation_settled",
     "format_phone_report",
@@ -167,7 +168,7 @@ async def _place(
     report = PhoneCallReport(room_id=f"{options.desk}:{conversation}")
     ends: list[float] = []  # when the caller stopped speaking, on the phone's clock
     try:
-        await _agent_turn(call.line, options, 0)  # the greeting (none when resuming)
+        await _first_turn(call, options)  # the greeting (none when resuming), or a refusal
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
             frames = call.line.media_frames()
@@ -304,6 +305,54 @@ async def _transfer_done(account: TwilioSide, call: Call, options: PhoneCallOpti
 def describe_calls(account: TwilioSide) -> list[str]:
     """What each call of the account did, one line per step."""
     return account.describe()
+
+
+class PhoneCallRefused(VoicehubError):
+    """The server did not start the phone call: it closed the stream before the call ran."""
+
+
+async def _first_turn(call: TwilioCall, options: PhoneCallOptions) -> None:
+    """The agent's first turn (the greeting, if any), or PhoneCallRefused if the server
+    closed the stream because it could not start the call (a desk missing its keys)."""
+    if not await first_turn(call.line, options.quiet, options.answer_wait):
+        await _agent_turn(call.line, options, 0)  # the call moved to another stream
+
+
+class _Line(Protocol):
+    """A caller's end of a media stream (Twilio's or another carrier's)."""
+
+    @property
+    def closed(self) -> asyncio.Event: ...
+
+    @property
+    def close_code(self) -> int | None: ...
+
+    def refusal(self) -> str | None: ...
+
+    async def wait_quiet(self, quiet: float, *, after: int = 0, timeout: float = 60.0) -> None: ...
+
+
+async def first_turn(phone: _Line, quiet: float, answer_wait: float) -> bool:
+    """Until the agent's first turn is over on `phone` (True), or the stream closes
+    (False); raises PhoneCallRefused if the server refused the call
+    (`PhoneLineClient.refusal`)."""
+    turn = asyncio.ensure_future(_wait_quiet(phone, quiet, 0, answer_wait))
+    closed = asyncio.ensure_future(phone.closed.wait())
+    try:
+        await asyncio.wait({turn, closed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for job in (turn, closed):
+            job.cancel()
+        await asyncio.gather(turn, closed, return_exceptions=True)
+    refused = phone.refusal()
+    if refused is not None:
+        raise PhoneCallRefused(f"refused ({phone.close_code}): {refused}")
+    return turn.done() and not turn.cancelled()
+
+
+async def _wait_quiet(phone: _Line, quiet: float, after: int, timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):  # no answer to that line: go on
+        await phone.wait_quiet(quiet, after=after, timeout=timeout)
 
 
 async def _agent_turn(phone: PhoneLineClient, options: PhoneCallOptions, after: int) -> None:

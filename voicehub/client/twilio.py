@@ -44,6 +44,7 @@ from voicehub.voice.audio import lin2ulaw, resample_pcm16, ulaw2lin
 FRAME = 160  # 20 ms of 8 kHz mu-law
 FRAME_SECONDS = 0.02
 SILENCE = b"\xff" * FRAME  # mu-law zero
+_INTERNAL_ERROR = 1011  # the server closed the stream: the call could not start (or broke)
 
 
 def sign(auth_token: str, url: str, params: dict[str, str]) -> str:
@@ -197,6 +198,8 @@ class PhoneLineClient:
         self.played = _Played()
         self.last_audio_at = clock.now()  # when agent audio last arrived or played
         self.closed = asyncio.Event()
+        self.close_code: int | None = None  # how the server closed the stream, if it did
+        self.close_reason = ""
         self._ws: ClientConnection | None = None
         self._sequence = 0
         self._chunk = 0
@@ -289,6 +292,15 @@ class PhoneLineClient:
         async with asyncio.timeout(timeout):
             await until()
 
+    def refusal(self) -> str | None:
+        """Why the server refused the call, if it did: it closed the stream as an internal
+        error (1011: the call could not start, a desk missing its keys) before any agent
+        audio came; None otherwise. A carrier's stream carries no error event, so the close
+        reason is all the caller is told (the server's log names the cause)."""
+        if not self.closed.is_set() or self.close_code != _INTERNAL_ERROR or self.media_frames():
+            return None
+        return self.close_reason or "the server could not start the call"
+
     def media_frames(self) -> int:
         return sum(1 for f in self.received if f.get("event") == "media")
 
@@ -336,6 +348,8 @@ class PhoneLineClient:
         except ConnectionClosed:
             pass
         finally:
+            if (code := self._ws.close_code) is not None:
+                self.close_code, self.close_reason = code, self._ws.close_reason or ""
             self.closed.set()
             self._inbox_ready.set()  # the speaker plays out what arrived, then stops
 
