@@ -20,7 +20,7 @@ from voicehub.errors import ConfigError
 from voicehub.hub import Hub
 from voicehub.testing import MemoryTransport
 from voicehub.voice.engine.session import EngineOptions
-from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
+from voicehub.voice.engine.turn_engine import TurnEngineSettings, TurnPolicy
 from voicehub.voice.providers.deepgram import DeepgramSTT, DeepgramTTS
 from voicehub_dev.fakes.deepgram import FakeDeepgram
 from voicehub_dev.fakes.openai_chat import FakeOpenAIServer, FakeToolCall, Reply
@@ -159,7 +159,7 @@ async def test_research_by_voice_on_the_cloud_desk(
         monkeypatch.setenv("DEEPGRAM_API_KEY", deepgram.api_key)
         deepgram.transcripts.append(WORDS)
         desk = cloud_desk(tmp_path, deepgram.url)
-        tuned = EngineOptions(turn=TurnSettings(policy=TurnPolicy("vad", vad_silence=0.55)))
+        tuned = EngineOptions(turn=TurnEngineSettings(policy=TurnPolicy("vad", vad_silence=0.55)))
         factory = DeepgramStack(PipelineResources(options=tuned))
         await factory.prepare([desk])
         async with Hub() as hub:

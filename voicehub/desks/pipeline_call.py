@@ -26,7 +26,7 @@ from voicehub.voice.engine.session import (
     PipelineVoiceSession,
     TurnJudges,
 )
-from voicehub.voice.engine.turn_engine import TurnSettings
+from voicehub.voice.engine.turn_engine import TurnEngineSettings
 from voicehub.voice.sounds import SoundSettings
 from voicehub.voice.sounds.session_sounds import attach_sounds
 
@@ -44,7 +44,7 @@ def desk_engine_options(desk: Desk) -> EngineOptions:
     voice = desk.config.voice
     return EngineOptions(
         delivery_mode=desk.delivery_mode,
-        turn=TurnSettings(policy=desk_turn_setup(desk).settings),
+        turn=TurnEngineSettings(policy=desk_turn_setup(desk).settings),
         idle_prompt_after=voice.idle_prompt_after,
         idle_hang_up_after=voice.idle_hang_up_after,
     )

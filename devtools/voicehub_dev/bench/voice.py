@@ -172,14 +172,14 @@ def _turn_model() -> dict[str, Any]:
     """Session options for turns ended by the end-of-turn model (Smart Turn), as a desk's
     `turn = "model"` sets them."""
     from voicehub.voice.engine.options import EngineOptions
-    from voicehub.voice.engine.turn_engine import TurnSettings
+    from voicehub.voice.engine.turn_engine import TurnEngineSettings
     from voicehub.voice.turns.setup import turn_setup
 
     setup = turn_setup("model", 2.0, owner="the calls-per-core bench")
     if setup.model is None:
         raise RuntimeError("the end-of-turn model did not load: see the warning above")
     return {
-        "options": EngineOptions(turn=TurnSettings(policy=setup.settings)),
+        "options": EngineOptions(turn=TurnEngineSettings(policy=setup.settings)),
         "end_of_turn": setup.model,
     }
 

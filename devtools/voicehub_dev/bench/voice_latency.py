@@ -24,7 +24,7 @@ from voicehub.agents.scripted import ScriptedLLM
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions
-from voicehub.voice.engine.turn_engine import TurnPolicy, TurnSettings
+from voicehub.voice.engine.turn_engine import TurnEngineSettings, TurnPolicy
 from voicehub.voice.events import AgentState, ServerEvent, Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad, synthesize
 from voicehub.voice.providers.offline.vad import VADKind
@@ -160,7 +160,7 @@ async def v2v_latency(
             stt=stt,
             tts=tts,
             vad=vad,
-            options=EngineOptions(turn=TurnSettings(policy=policy)),
+            options=EngineOptions(turn=TurnEngineSettings(policy=policy)),
             end_of_turn=turns_setup.model if turns_setup is not None else None,
         )
         await call.start()

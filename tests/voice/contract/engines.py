@@ -34,7 +34,7 @@ from voicehub.hub import Hub
 from voicehub.testing import AckMode, MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions
-from voicehub.voice.engine.turn_engine import TurnSettings
+from voicehub.voice.engine.turn_engine import TurnEngineSettings
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
 from voicehub.voice.realtime.config import RealtimeSettings
 from voicehub.voice.realtime_session import (
@@ -177,7 +177,7 @@ class PipelineHarness(Harness):
             # the recognizer answers in real time while this clock runs ahead of it: the
             # turn waits for its final, as it does on a live call (final_timeout is for a
             # recognizer that never finalizes, tested on the turn engine alone)
-            options=EngineOptions(delivery_mode=mode, turn=TurnSettings(final_timeout=60.0)),
+            options=EngineOptions(delivery_mode=mode, turn=TurnEngineSettings(final_timeout=60.0)),
             **options,
         )
         transport.session = session

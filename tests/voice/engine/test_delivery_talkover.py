@@ -35,7 +35,7 @@ from voicehub.hub import Hub
 from voicehub.testing import MemoryTransport
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions, PipelineVoiceSession
-from voicehub.voice.engine.turn_engine import TurnSettings
+from voicehub.voice.engine.turn_engine import TurnEngineSettings
 from voicehub.voice.events import Transcript, UserState
 from voicehub.voice.providers.offline import PiperTTS, PocketSphinxSTT, load_vad
 from voicehub_dev.fakes.injectable_stt import InjectableSTT, final
@@ -109,7 +109,7 @@ async def harness(models: dict[str, Any]) -> AsyncIterator[Harness]:
             reply_gate=lambda: False,  # caller turns get no reply: all agent audio is results
             # the recognizer answers in real time while this clock runs ahead of it: turns
             # wait for its finals, as on a live call (final_timeout is the turn engine's test)
-            options=EngineOptions(turn=TurnSettings(final_timeout=60.0)),
+            options=EngineOptions(turn=TurnEngineSettings(final_timeout=60.0)),
         )
         transport.session = session
         test = Harness(hub, clock, session)

@@ -18,7 +18,7 @@ from voicehub.voice.engine.tick_gate import (
     TickGate,
     gate,
 )
-from voicehub.voice.engine.turn_engine import TurnEngine, TurnPolicy, TurnSettings
+from voicehub.voice.engine.turn_engine import TurnEngine, TurnEngineSettings, TurnPolicy
 
 GATE = GateSettings()  # 0.1 s lag allowed, 5 s stall, 0.02 s poll, 15 s recognizer wait
 
@@ -144,7 +144,7 @@ def test_no_hold_is_empty_and_no_wait_outlasts_its_limit(
 
 # -- the engine's ticks, held by the gate -------------------------------------------------------
 
-VAD = TurnSettings(policy=TurnPolicy("vad", vad_silence=0.65), prepare_replies=False)
+VAD = TurnEngineSettings(policy=TurnPolicy("vad", vad_silence=0.65), prepare_replies=False)
 
 
 def commits(decisions: list[Decision]) -> list[CallerTurnCommitted]:
@@ -179,7 +179,7 @@ def test_a_livekit_vads_event_releases_the_hold_at_once() -> None:
 
 
 def test_a_final_owed_holds_the_timeout_commit_until_it_comes() -> None:
-    engine = TurnEngine(TurnSettings(policy=TurnPolicy("vad", vad_silence=0.65)))
+    engine = TurnEngine(TurnEngineSettings(policy=TurnPolicy("vad", vad_silence=0.65)))
     engine.speech_started(1.0)
     engine.transcript("please research", final=False, now=1.5)
     engine.speech_ended(2.0, ended_at=1.65)
@@ -194,7 +194,7 @@ def test_a_final_owed_holds_the_timeout_commit_until_it_comes() -> None:
 
 
 def test_a_final_never_answered_is_waited_for_at_most_the_limit() -> None:
-    engine = TurnEngine(TurnSettings(policy=TurnPolicy("vad", vad_silence=0.65)))
+    engine = TurnEngine(TurnEngineSettings(policy=TurnPolicy("vad", vad_silence=0.65)))
     engine.speech_started(1.0)
     engine.transcript("please research", final=False, now=1.5)
     engine.speech_ended(2.0, ended_at=1.65)

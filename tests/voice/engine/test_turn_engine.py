@@ -25,13 +25,13 @@ from voicehub.voice.engine.decisions import (
 )
 from voicehub.voice.engine.turn_engine import (
     TurnEngine,
+    TurnEngineSettings,
     TurnPhase,
     TurnPolicy,
-    TurnSettings,
     _Turn,
 )
 
-VAD = TurnSettings(policy=TurnPolicy("vad", vad_silence=0.65), prepare_replies=False)
+VAD = TurnEngineSettings(policy=TurnPolicy("vad", vad_silence=0.65), prepare_replies=False)
 
 
 def commits(decisions: list[Decision]) -> list[CallerTurnCommitted]:
@@ -97,7 +97,7 @@ def test_sound_without_words_is_dropped() -> None:
 
 
 def test_a_recognizer_that_never_finalizes_holds_the_turn_at_most_final_timeout() -> None:
-    engine = TurnEngine(TurnSettings(final_timeout=1.5, prepare_replies=False))
+    engine = TurnEngine(TurnEngineSettings(final_timeout=1.5, prepare_replies=False))
     engine.speech_started(0.0)
     engine.transcript("book a table", final=False, now=0.5)
     engine.speech_ended(1.0)
@@ -283,7 +283,7 @@ def test_a_result_pauses_at_the_first_voiced_frame_and_resumes_after_a_noise() -
 
 
 def test_a_reply_is_prepared_for_a_settled_turn_and_used_if_the_words_hold() -> None:
-    engine = TurnEngine(TurnSettings(policy=TurnPolicy("vad", vad_silence=0.65)))
+    engine = TurnEngine(TurnEngineSettings(policy=TurnPolicy("vad", vad_silence=0.65)))
     engine.speech_started(0.0)
     engine.speech_ended(1.35, ended_at=1.0)
     decisions = engine.transcript("what is the weather", final=True, now=1.4)
@@ -337,7 +337,9 @@ def test_a_turn_committed_before_the_reply_was_heard_continues_that_turn() -> No
 def test_a_final_that_restates_the_interim_a_turn_was_committed_on_is_joined_once() -> None:
     # a recognizer far behind (a burst on a loaded server): the turn commits on its interim
     # after final_timeout, then its final says those words again with the rest
-    engine = TurnEngine(TurnSettings(policy=VAD.policy, final_timeout=1.0, prepare_replies=False))
+    engine = TurnEngine(
+        TurnEngineSettings(policy=VAD.policy, final_timeout=1.0, prepare_replies=False)
+    )
     engine.speech_started(0.0)
     engine.transcript("could you research", final=False, now=0.5)
     engine.speech_ended(1.0)
@@ -355,7 +357,9 @@ def test_an_interim_arriving_after_final_timeout_does_not_end_the_turn_under_its
     # a starved recognizer: nothing for seconds after the flush, then its interims and final
     # all at once. The driver holds ticks while the final is owed; an interim must not
     # commit the turn on the way (its final would then stand as a second turn)
-    engine = TurnEngine(TurnSettings(policy=VAD.policy, final_timeout=1.0, prepare_replies=False))
+    engine = TurnEngine(
+        TurnEngineSettings(policy=VAD.policy, final_timeout=1.0, prepare_replies=False)
+    )
     engine.speech_started(0.0)
     engine.speech_ended(1.0)
     assert not commits(engine.transcript("laser", final=False, now=4.0))
@@ -380,7 +384,7 @@ def test_a_reply_whose_tools_ran_is_never_continued() -> None:
 
 
 def test_model_mode_commits_at_once_when_complete_and_waits_when_not() -> None:
-    engine = TurnEngine(TurnSettings(policy=TurnPolicy("model", max_silence=2.0)))
+    engine = TurnEngine(TurnEngineSettings(policy=TurnPolicy("model", max_silence=2.0)))
     engine.speech_started(0.0)
     quiet = engine.speech_ended(1.35, ended_at=1.0)
     assert AskEndOfTurn(1) in quiet
@@ -412,7 +416,7 @@ def test_settings_are_checked() -> None:
     ]
     for fields in bad:
         try:
-            TurnSettings(**fields)
+            TurnEngineSettings(**fields)
         except ValueError as error:
             assert next(iter(fields)) in str(error)
         else:
@@ -435,7 +439,7 @@ STEPS = st.lists(
 )
 
 
-def run(steps: list[Step], settings_: TurnSettings, offset: float = 0.0) -> list[Decision]:
+def run(steps: list[Step], settings_: TurnEngineSettings, offset: float = 0.0) -> list[Decision]:
     """Feed `steps` (input, time since the previous one, words), then let the caller fall
     silent and time pass until nothing is left to decide."""
     engine = TurnEngine(settings_)
@@ -474,7 +478,7 @@ def run(steps: list[Step], settings_: TurnSettings, offset: float = 0.0) -> list
 @settings(max_examples=300, deadline=None)
 @given(STEPS, st.sampled_from(["vad", "model"]))
 def test_every_word_heard_is_committed_once_in_order(steps: list[Step], mode: str) -> None:
-    settings_ = TurnSettings(policy=TurnPolicy(mode))  # type: ignore[arg-type]
+    settings_ = TurnEngineSettings(policy=TurnPolicy(mode))  # type: ignore[arg-type]
     heard = [w for name, _, w in steps if name in ("final", "typed") and w]
     committed = " ".join(c.text for c in commits(run(steps, settings_)))
     position = 0
@@ -490,8 +494,8 @@ def test_every_word_heard_is_committed_once_in_order(steps: list[Step], mode: st
 def test_decisions_depend_on_the_inputs_not_on_when_they_run(
     steps: list[Step], offset: float
 ) -> None:
-    first = run(steps, TurnSettings())
-    shifted = run(steps, TurnSettings(), offset)
+    first = run(steps, TurnEngineSettings())
+    shifted = run(steps, TurnEngineSettings(), offset)
 
     def unshift(decision: Decision) -> Decision:
         if isinstance(decision, CallerTurnCommitted):
@@ -499,7 +503,7 @@ def test_decisions_depend_on_the_inputs_not_on_when_they_run(
         return decision
 
     assert [unshift(d) for d in first] == [unshift(d) for d in shifted]
-    assert first == run(steps, TurnSettings())  # the same inputs, the same decisions
+    assert first == run(steps, TurnEngineSettings())  # the same inputs, the same decisions
 
 
 def test_the_callers_phase_follows_the_turn() -> None:

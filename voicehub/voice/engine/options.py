@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from voicehub.errors import ConfigError
-from voicehub.voice.engine.turn_engine import TurnSettings
+from voicehub.voice.engine.turn_engine import TurnEngineSettings
 
 __all__ = ["DeliveryMode", "EngineOptions"]
 
@@ -17,7 +17,7 @@ DeliveryMode = Literal["say", "generate"]
 class EngineOptions:
     """How a pipeline call takes turns and speaks.
 
-    `turn`: when turns end and when the caller takes the floor (`TurnSettings`).
+    `turn`: when turns end and when the caller takes the floor (`TurnEngineSettings`).
     `delivery_mode`: results verbatim ("say") or worded by the model ("generate").
     `history_messages`: how much of the conversation the model reads.
     `floor_wait`: the longest the agent's speech waits for a caller who holds the floor.
@@ -26,7 +26,7 @@ class EngineOptions:
     ended (seconds; 0: never; see `engine.idle`).
     """
 
-    turn: TurnSettings = field(default_factory=TurnSettings)
+    turn: TurnEngineSettings = field(default_factory=TurnEngineSettings)
     delivery_mode: DeliveryMode = "say"
     history_messages: int = 60
     floor_wait: float = 3.0

@@ -69,7 +69,14 @@ from voicehub.voice.turns.policy import AskModel, Commit, TurnEvidence, WakeAt, 
 from voicehub.voice.turns.policy import TurnSettings as TurnPolicy
 from voicehub.voice.turns.words import ends_open
 
-__all__ = ["AgentSpeech", "CallerPhase", "TurnEngine", "TurnPhase", "TurnPolicy", "TurnSettings"]
+__all__ = [
+    "AgentSpeech",
+    "CallerPhase",
+    "TurnEngine",
+    "TurnEngineSettings",
+    "TurnPhase",
+    "TurnPolicy",
+]
 
 AgentSpeech = Literal["reply", "say", "delivery"]
 
@@ -96,7 +103,7 @@ def _vad_policy() -> TurnPolicy:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnSettings:
+class TurnEngineSettings:
     """When turns end and when the caller takes the floor.
 
     - `policy`: when a quiet turn is over (`voicehub.voice.turns.policy.TurnSettings`:
@@ -200,13 +207,13 @@ class TurnEngine:
 
     def __init__(
         self,
-        settings: TurnSettings | None = None,
+        settings: TurnEngineSettings | None = None,
         *,
         words_open: Callable[[str], bool] = ends_open,
         gate: GateSettings | None = None,
         started_at: float = 0.0,
     ) -> None:
-        self.settings = settings or TurnSettings()
+        self.settings = settings or TurnEngineSettings()
         self._words_open = words_open
         self._gate_settings = gate or GateSettings()
         self._gate = GateState(vad_seen_at=started_at)
@@ -532,7 +539,7 @@ class TurnEngine:
     ) -> Overlap:
         """What the caller's words over the agent are (`classify_overlap`); a final the
         recognizer is unsure of, in a voice no longer than an acknowledgement's, is taken
-        for a misheard one (see `TurnSettings.sure_overlap`)."""
+        for a misheard one (see `TurnEngineSettings.sure_overlap`)."""
         end = turn.speech_ended_at if turn.speech_ended_at is not None else now
         verdict = classify_overlap(
             turn.text(with_interim=True), voiced_seconds=end - overlap.started_at, final=final
