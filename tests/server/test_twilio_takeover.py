@@ -142,3 +142,56 @@ async def test_a_lost_instances_phone_calls_are_redirected_and_an_ended_one_reco
     assert await store.list_calls(owner="a") == []
     # a second survivor sweeping the same instance finds nothing left to redirect
     assert await takeover(store, api, clock).take_up(record("a", "MZ1")) is False
+
+
+class RacedStore(MemoryStore):
+    """A store where another instance's write lands right after the next `get_call`
+    returned: `racing` is claimed on top of the record just read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.racing: CallRecord | None = None
+
+    async def get_call(self, room_id: str) -> CallRecord | None:
+        seen = await super().get_call(room_id)
+        racing, self.racing = self.racing, None
+        if racing is not None and seen is not None:
+            assert await self.swap_call(racing, expected_fence=seen.fence)
+        return seen
+
+
+async def test_a_new_stream_claiming_the_call_after_the_follow_up_read_it_wins(
+    api: CallUpdates,
+) -> None:
+    """Twilio's own redirect brings the call to a new stream (instance c claims it) between
+    the follow-up reading the record (still the ended stream's) and claiming it: the claim's
+    version check (the fence) loses, and the live stream is not redirected away."""
+    clock, store = VirtualClock(), RacedStore()
+    await store.swap_call(record("a", "MZ1"), expected_fence=0)
+    phone = takeover(store, api, clock)
+    phone.stream_ended("research", "tel-1", "CA1", "MZ1")
+    store.racing = record("c", "MZ2", fence=2)
+    await clock.advance(5.0)
+    await phone.wait()
+    assert store.racing is None  # the race happened, after the read
+    assert api.updates == [] and phone.redirected == []
+    live = await store.get_call(ROOM)
+    assert live is not None and (live.owner, live.fence, live.line["stream_sid"]) == ("c", 2, "MZ2")
+
+
+async def test_the_follow_up_claims_first_and_a_late_stream_then_sees_the_claim(
+    api: CallUpdates,
+) -> None:
+    """The other order: the follow-up claims the record (fence 2) and redirects; a stream
+    that read the record before that claim cannot write over it (its compare-and-set
+    loses), so exactly one of them acts."""
+    clock, store = VirtualClock(), MemoryStore()
+    await store.swap_call(record("a", "MZ1"), expected_fence=0)
+    phone = takeover(store, api, clock)
+    phone.stream_ended("research", "tel-1", "CA1", "MZ1")
+    await clock.advance(5.0)
+    await phone.wait()
+    assert api.updates == [("CA1", {"Url": VOICE, "Method": "POST"})]
+    assert not await store.swap_call(record("c", "MZ2", fence=2), expected_fence=1)
+    taken = await store.get_call(ROOM)
+    assert taken is not None and (taken.owner, taken.line["redirected_by"]) == ("b", "b")
