@@ -15,6 +15,7 @@ from voicehub.core.events import ChannelType, Event, EventKind
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.desks.voice_asker import VoiceAsker
 from voicehub.hub import Hub
+from voicehub.orchestration.ask_user import Question, run_interview
 from voicehub.voice.activity import VoiceActivity
 from voicehub.voice.engine.idle import question_reminder, reminder_due
 
@@ -102,3 +103,36 @@ async def test_without_an_idle_prompt_the_question_is_not_repeated(hub: Hub) -> 
     await clock.advance(60.0)
     assert await asyncio.wait_for(asked, GUARD) is None  # timed out, never repeated
     assert session.said == [QUESTION]
+
+
+async def test_the_reminder_repeats_the_question_not_its_preamble(hub: Hub) -> None:
+    """The interview's first question goes with the tool's preamble ("Technical support
+    here. Let me check a couple of things."); a silent caller hears the question again,
+    not the introduction (live on the triage desk, before: 'Are you still there? Technical
+    support here. Let me check a couple of things. Have you restarted ...')."""
+    clock = hub.clock
+    assert isinstance(clock, VirtualClock)
+    room = await hub.create_room("triage:preamble", orchestration=None)
+    session = Speaking(clock)
+    asker = VoiceAsker(hub, timeout=120.0, remind_after=30.0)
+    asker.attach(session)
+    questions = [Question(question=QUESTION, type="yes-no")]
+    preamble = "Technical support here. Let me check a couple of things."
+    interview = asyncio.create_task(run_interview(asker, room.id, questions, preamble))
+    await settle()
+    [asked] = session.said
+    assert asked.startswith(preamble) and QUESTION in asked
+
+    await clock.advance(30.0)
+    await settle()
+    assert session.said[1:] == [question_reminder(QUESTION)]
+    answer = Event(
+        kind=EventKind.TRANSCRIPT,
+        text="yes",
+        role="user",
+        source="caller",
+        source_type=ChannelType.VOICE,
+    )
+    await room.post(answer)
+    done = await asyncio.wait_for(interview, GUARD)
+    assert [(a.answer, a.status) for a in done.answers] == [("yes", "answered")]

@@ -216,7 +216,7 @@ class ScriptedAsker:
         self.replies = list(replies)
         self.asked: list[str] = []
 
-    async def ask(self, room_id: str, text: str) -> str | None:
+    async def ask(self, room_id: str, text: str, *, again: str = "") -> str | None:
         self.asked.append(text)
         return self.replies.pop(0)
 

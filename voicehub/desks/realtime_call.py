@@ -55,14 +55,14 @@ class RealtimeAsker(VoiceAsker):
         super().attach(session)
         self.realtime = session
 
-    async def ask(self, room_id: str, text: str) -> str | None:
+    async def ask(self, room_id: str, text: str, *, again: str = "") -> str | None:
         """Speak `text` and wait for the caller's answer (None on timeout or a closed call)."""
         session = self.realtime
         if session is None or not session.running:
             return None
         await session.set_auto_reply(False)
         try:
-            return await super().ask(room_id, text)
+            return await super().ask(room_id, text, again=again)
         finally:
             with contextlib.suppress(VoicehubError):  # the call ended under the question
                 if not self.waiting(room_id):

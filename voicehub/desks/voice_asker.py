@@ -66,6 +66,7 @@ class VoiceAsker(TextAsker):
         self.session: SpeakingSession | None = None
         self.remind_after = remind_after
         self._reminders: dict[str, asyncio.Task[None]] = {}
+        self._again: dict[str, str] = {}  # per room: the open question, as a reminder says it
 
     def attach(self, session: SpeakingSession) -> None:
         """Speak the questions through `session`, the call's, once it exists."""
@@ -98,15 +99,19 @@ class VoiceAsker(TextAsker):
             log.info("room %s: question not spoken: %s", room.id, exc)
             return None
         if self.remind_after > 0:
-            self._reminders[room.id] = asyncio.create_task(self._remind(session, text))
+            again = self._again.get(room.id) or text
+            self._reminders[room.id] = asyncio.create_task(self._remind(session, again))
         return question
 
-    async def ask(self, room_id: str, text: str) -> str | None:
+    async def ask(self, room_id: str, text: str, *, again: str = "") -> str | None:
         """Ask `text` and wait for the answer (None on timeout or a closed call); a silent
-        caller hears the question again meanwhile."""
+        caller hears the question again meanwhile (`again`, the question without the
+        interview's preamble; else `text`)."""
+        self._again[room_id] = again
         try:
-            return await super().ask(room_id, text)
+            return await super().ask(room_id, text, again=again)
         finally:
+            self._again.pop(room_id, None)
             reminder = self._reminders.pop(room_id, None)
             if reminder is not None:
                 await cancel_and_wait(reminder)

@@ -49,8 +49,10 @@ class Asker(Protocol):
     """Puts one question to the person in a room and returns the reply, or None when they
     skipped it or did not answer in time."""
 
-    async def ask(self, room_id: str, text: str) -> str | None:
-        """Present `text` in `room_id`; the reply as said or typed, or None."""
+    async def ask(self, room_id: str, text: str, *, again: str = "") -> str | None:
+        """Present `text` in `room_id`; the reply as said or typed, or None. `again` is the
+        question alone (without the interview's preamble), what a reminder repeats ('':
+        `text`)."""
         ...
 
 
@@ -215,8 +217,9 @@ async def _ask_one(
     asker: Asker, room_id: str, question: Question, preamble: str, max_reasks: int
 ) -> tuple[AnswerValue, AnswerStatus]:
     text = render_question(question, preamble=preamble)
+    again = render_question(question)
     for _ in range(max_reasks + 1):
-        reply = await asker.ask(room_id, text)
+        reply = await asker.ask(room_id, text, again=again)
         if reply is None:
             break  # skipped or timed out: the person is not there to ask again
         parsed = parse_answer(question.type, question.labels, reply)
@@ -291,8 +294,9 @@ class TextAsker:
         """Whether a question is open in `room_id`."""
         return room_id in self._rooms
 
-    async def ask(self, room_id: str, text: str) -> str | None:
-        """Post `text` and wait for the next user message (None on timeout or room close)."""
+    async def ask(self, room_id: str, text: str, *, again: str = "") -> str | None:
+        """Post `text` and wait for the next user message (None on timeout or room close).
+        `again` is for askers that remind (a text room does not)."""
         room = self.hub.rooms.get(room_id)
         if room is None or not room.is_open:
             return None  # the conversation ended: nobody is there to answer
