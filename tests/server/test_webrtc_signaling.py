@@ -5,6 +5,7 @@ speech mark is acked on the data channel."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -187,3 +188,25 @@ async def test_voicehub_call_webrtc_places_the_call_over_aiortc(
     assert session.confirmed  # the greeting's mark was acked over the data channel
     assert len(session.caller_audio) > 32000  # the words arrived on the Opus track
     assert out.exists()
+
+
+@pytest.mark.slow
+async def test_voicehub_call_webrtc_fast_times_the_speech_as_the_track_plays_it(
+    server: RunningServer,
+    factory: ScriptedStack,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--fast` cannot send speech faster over WebRTC: the caller's track plays it in real
+    time. The caller stops speaking when the track has played the line, and voice-to-voice
+    counts from there (before, the line was queued at once: 'stopped speaking' came at the
+    same moment as 'speaking', and voice-to-voice held the line's own duration)."""
+    argv = ["call", "research", "--server", server.url, "--token", TOKEN, "--webrtc", "--fast"]
+    argv += ["--say", "hello there", "--conversation", "rtc-fast"]
+    argv += ["--out", str(tmp_path / "agent.wav"), "--timeout", "20"]
+    code = await asyncio.to_thread(cli.main, argv)
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    [(started, seconds)] = re.findall(r"([\d.]+)  caller +speaking .* \(([\d.]+) s\)", printed)
+    [stopped] = re.findall(r"([\d.]+)  caller +stopped speaking", printed)
+    assert float(stopped) - float(started) >= 0.5 * float(seconds) > 0, printed

@@ -208,7 +208,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         server=args.server,
         conversation=args.conversation,
         token=args.token or os.environ.get("VOICEHUB_TOKEN") or None,
-        realtime=not args.fast,
+        # a WebRTC track plays the caller's speech in real time, --fast or not: paced so,
+        # the caller stops speaking when the line has been heard
+        realtime=not args.fast or args.webrtc,
         playout_speed=math.inf if args.fast else 1.0,
         webrtc=args.webrtc,
         reconnect=None if args.no_reconnect else Backoff(),
