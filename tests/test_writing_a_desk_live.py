@@ -1,0 +1,111 @@
+"""writing-a-desk.md as a newcomer follows it: its whole desk files saved in `channels/` as
+the page says (a copy of the example desks beside them), `voicehub channels`, then every
+`voicehub call` the page shows, against a live `voicehub serve` (the embedded offline stack,
+127.0.0.1, a free port). Each call must get what the desk promises for those words: a rule's
+answer, not the fallback; a delegation where the page says the workers do the job. A desk
+that mishears the page's own words fails here (the hello desk's "hello there" was heard "A
+low there" and answered with the fallback).
+
+Calls get `--fast` (the same words, sent faster than real time), as in
+tests/test_quickstart_live.py, whose server helpers this shares.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.test_docs import DOCS, REPO
+from tests.test_quickstart_live import CALL_ENDING, VOICEHUB, free_port, run
+
+pytestmark = pytest.mark.slow
+
+PAGE = DOCS / "writing-a-desk.md"
+
+
+def page_desks(page: str) -> dict[str, str]:
+    """The page's whole desk files (a `name`), by name."""
+    blocks = re.findall(r"```toml\n(.*?)```", page, re.S)
+    return {
+        tomllib.loads(block)["name"]: block
+        for block in blocks
+        if re.search(r'^name = "', block, re.M)
+    }
+
+
+def page_calls(page: str) -> list[list[str]]:
+    """Every `voicehub call` of the page's desks, in bash blocks or inline."""
+    found = re.findall(r"^(\.venv/bin/voicehub call .+)$", page, re.M)
+    found += re.findall(r"`(\.venv/bin/voicehub call [^`]+)`", page)
+    return [shlex.split(command) for command in dict.fromkeys(found)]
+
+
+def desk_rules(block: str) -> tuple[str, list[str]]:
+    """The desk's scripted fallback and its rules' replies."""
+    [agent] = tomllib.loads(block)["agents"][:1]
+    scripted = agent.get("scripted", {})
+    replies = [rule["say"] for rule in scripted.get("rules", []) if "say" in rule]
+    return scripted.get("fallback", ""), replies
+
+
+def test_the_desks_of_writing_a_desk_answer_the_calls_it_shows(tmp_path: Path) -> None:
+    page = PAGE.read_text()
+    desks = page_desks(page)
+    assert {"hello", "helper"} <= set(desks)
+    shutil.copytree(REPO / "channels", tmp_path / "channels")
+    for name, block in desks.items():  # "Save it as channels/hello.toml"
+        (tmp_path / "channels" / f"{name}.toml").write_text(block)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / VOICEHUB).symlink_to(Path(sys.executable).parent / "voicehub")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VOICEHUB_TOKEN": "", "VOICEHUB_URL": url}
+    for key in ("OPENAI_API_KEY", "DEEPGRAM_API_KEY"):
+        env.pop(key, None)
+    listed = run(tmp_path, env, [VOICEHUB, "channels"]).stdout
+    for name in desks:
+        assert re.search(rf"^ok +{name} ", listed, re.M), listed
+    calls = page_calls(page)
+    assert {words[2] for words in calls} == {"hello", "helper"}, calls
+    server = subprocess.Popen(
+        [VOICEHUB, "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        serving = server.stdout.readline()  # once it listens
+        assert "serving at" in serving, serving + server.stderr.read() if server.stderr else ""
+        for words in calls:
+            done = run(tmp_path, env, [*words, "--fast"])
+            assert done.stderr.rstrip().endswith(CALL_ENDING), shlex.join(words) + done.stderr
+            said = re.findall(r'^\s*[\d.]+  agent +"(.*)"$', done.stdout, re.M)
+            fallback, replies = desk_rules(desks[words[2]])
+            answers = said[1:]  # after the greeting
+            assert answers, done.stdout
+            assert fallback not in answers, done.stdout
+            if replies:  # a rule answered the page's words (its words up to a placeholder)
+                heads = [reply.split("{")[0] for reply in replies]
+                assert any(a.startswith(h) for a in answers for h in heads if h), done.stdout
+            if "[supervisor]" in desks[words[2]]:  # the workers did the job, spoken once
+                assert re.search(r"^tasks: [1-9]\d* started", done.stdout, re.M), done.stdout
+                assert re.search(r"deliveries: delivered$", done.stdout, re.M), done.stdout
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
