@@ -1,10 +1,8 @@
 """Streaming PCM16 resampling for the relay (transport rate <-> the model's 24 kHz).
 
 soxr (native) when installed; else voicehub's own polyphase `Resampler` (numpy, about ten
-times slower), so the relay still works without the extra. soxr runs at its high quality:
-its lower ones are hardly cheaper here (min of 7 x 20,000 runs of noise-like audio, "HQ"
-against "MQ": a 20 ms model delta 4.1 against 4.1 us, a 60 ms append 8.5 against 8.1, a
-100 ms delta 12.0 against 11.7; "LQ" saves 0.5-1.5 us more at a wider rolloff).
+times slower), so the relay still works without the extra. soxr runs at its high quality by
+default: at a 20-100 ms chunk its lower qualities cost hardly less, and roll off wider.
 """
 
 from __future__ import annotations
@@ -47,8 +45,7 @@ class PcmResampler:
             if len(pcm16) % 2:
                 raise ProtocolError(f"PCM16 chunk has {len(pcm16)} bytes: expected an even number")
             # a read-only view, not a copy: soxr only reads it (one allocation less per chunk);
-            # as one column, soxr's own shape (its 1-D path adds an axis and squeezes it
-            # away again: about 0.3 us of a 20 ms delta's 4.1)
+            # as one column, soxr's own shape (its 1-D path adds an axis and squeezes it away)
             view = np.frombuffer(pcm16, dtype="<i2").reshape(-1, 1)
             out: bytes = self._soxr.resample_chunk(view).tobytes()
             return out
