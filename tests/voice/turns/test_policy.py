@@ -165,6 +165,8 @@ def test_the_model_is_asked_once_per_silence() -> None:
         ({"threshold": 1.5}, "threshold must be within"),
         ({"model_silence": 3.0}, "model_silence (3.0) must not exceed max_silence"),
         ({"vad_silence": 2.5}, "vad_silence (2.5) must not exceed max_silence"),
+        ({"model_early": 0}, "model_early must be None or a positive number"),
+        ({"model_early": math.nan}, "model_early must be None or a positive number"),
     ],
 )
 def test_settings_are_checked(options: dict[str, object], message: str) -> None:

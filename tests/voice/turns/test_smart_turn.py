@@ -84,6 +84,22 @@ def test_a_cut_off_request_waits_and_a_complete_one_ends_the_turn(
         assert turn_after(p_whole) == Commit("model"), (text, p_whole)
 
 
+def test_asked_early_in_the_silence_the_model_decides_as_at_the_end_of_speech(
+    model: SmartTurnModel,
+) -> None:
+    # `EarlyAsk` starts the model at `model_early` (0.1 s) of silence; the policy asks at
+    # `model_silence` (0.2 s): the early answer stands for the later one
+    early = TurnSettings().model_early
+    assert early is not None and early < TurnSettings().model_silence
+    for text in HESITATIONS:
+        for form in ("before_comma", None):
+            speech = floats(spoken(text, form=form)) if form else floats(spoken(text))
+            at_early, at_end = model.probabilities(
+                [then_silence(speech, early), then_silence(speech)]
+            )
+            assert turn_after(at_early) == turn_after(at_end), (text, form, at_early, at_end)
+
+
 @pytest.mark.slow
 async def test_requests_of_many_calls_share_one_batch_off_the_loop(
     model: SmartTurnModel, utterances: list[tuple[np.ndarray, np.ndarray]]

@@ -24,6 +24,8 @@ from voicehub.voice.engine import decisions as d
 from voicehub.voice.engine.reply_run import Reply
 from voicehub.voice.engine.tick_gate import Hearing
 from voicehub.voice.providers import vendor_import
+from voicehub.voice.providers.streams import PauseWatch
+from voicehub.voice.turns.early import EarlyAsk
 
 with vendor_import("livekit-agents"):
     from livekit.agents import stt as lk_stt
@@ -75,10 +77,22 @@ class CallerTurns:
         self._vad_ended: float | None = None  # audio time of its latest end of speech
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.early: EarlyAsk | None = None  # the model started at a pause (`listen`)
 
     def listen(self, recognizer: RecognizerAbilities, vad: VadAbilities) -> None:
-        """The call started: these are its recognizer and VAD streams."""
+        """The call started: these are its recognizer and VAD streams. A VAD that says when
+        the caller pauses inside their speech starts the end-of-turn model there
+        (`voicehub.voice.turns.early`, at the policy's `model_early`)."""
         self.recognizer, self.vad = recognizer, vad
+        policy, model = self.engine.settings.policy, self._end_of_turn
+        if (
+            model is not None
+            and policy.mode == "model"
+            and policy.model_early is not None
+            and isinstance(vad, PauseWatch)
+        ):
+            self.early = EarlyAsk(model, self.caller.recent_audio)
+            vad.watch_pause(policy.model_early, self.early.paused)
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -91,6 +105,8 @@ class CallerTurns:
                 self._wake.set()
             return
         if event.type == lk_vad.VADEventType.START_OF_SPEECH:
+            if self.early is not None:  # a pause of the speech before is no pause of this
+                self.early.drop()
             if self.recognizer is not None:  # an utterance recognizer keeps audio from here
                 self.recognizer.speech_started()
             self.activity.user_speech_started()
@@ -173,6 +189,8 @@ class CallerTurns:
         )
 
     def aclose(self) -> None:
+        if self.early is not None:
+            self.early.drop()
         for task in list(self._tasks):
             task.cancel()
 
@@ -252,11 +270,16 @@ class CallerTurns:
         model = self._end_of_turn
         if model is None:
             return
-        audio = self.caller.recent_audio()
+        early = self.early.take() if self.early is not None else None
+        audio = self.caller.recent_audio() if early is None else None
 
         async def ask() -> None:
             try:
-                probability = await model.completion_probability(audio)
+                if early is not None:  # started at the pause the caller is still silent in
+                    probability = await early
+                else:
+                    assert audio is not None
+                    probability = await model.completion_probability(audio)
             except Exception:
                 log.exception("room %s: the end-of-turn model failed", self.room_id)
                 probability = 1.0  # the VAD's end stands: a turn is never held for ever

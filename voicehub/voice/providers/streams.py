@@ -21,7 +21,7 @@ nothing owed, a plain flush, and progress known only from the VAD's own inferenc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from voicehub.voice.providers import vendor_import
@@ -32,6 +32,7 @@ with vendor_import("livekit-agents"):
     from livekit.agents import vad as lk_vad
 
 __all__ = [
+    "PauseWatch",
     "PluginRecognizer",
     "PluginVad",
     "Recognizer",
@@ -99,6 +100,16 @@ class VadAbilities(Protocol):
     def analysed_seconds(self) -> float | None:
         """Seconds of the pushed audio the VAD has decided (None: only its inference
         events say, and the engine reads their timestamps)."""
+
+
+@runtime_checkable
+class PauseWatch(Protocol):
+    """A VAD stream that says when the caller pauses inside their speech (ours:
+    `InlineVADStream.watch_pause`): the engine starts the end-of-turn model on it."""
+
+    def watch_pause(self, after: float, callback: Callable[[bool], None]) -> None:
+        """`callback(True)` after `after` seconds of silence while the VAD holds the caller
+        speaking (once per pause), `callback(False)` when speech came back after one."""
 
 
 class VadStream(VadAbilities, Protocol):

@@ -58,6 +58,10 @@ class TurnSettings:
     - `model_silence`: mode "model": the silence before the model is asked.
     - `threshold`: the model's probability from which an utterance counts as complete.
     - `max_silence`: the ceiling: this much silence ends any turn.
+    - `model_early`: mode "model": the silence inside the caller's speech (the VAD still
+      holds them speaking) at which the model starts ahead of the VAD's end of speech; its
+      answer is the one asked for at `model_silence` when the caller stays silent into the
+      end (`voicehub.voice.turns.early`). None: the model starts only when asked.
     """
 
     mode: TurnMode = "model"
@@ -65,6 +69,7 @@ class TurnSettings:
     model_silence: float = 0.2
     threshold: float = 0.5
     max_silence: float = 2.0
+    model_early: float | None = 0.1
 
     def __post_init__(self) -> None:
         if self.mode not in ("model", "vad"):
@@ -73,6 +78,13 @@ class TurnSettings:
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        early = self.model_early
+        if early is not None and not (
+            isinstance(early, int | float) and math.isfinite(early) and early > 0
+        ):
+            raise ValueError(
+                f"model_early must be None or a positive number of seconds, got {early!r}"
+            )
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be within [0, 1], got {self.threshold!r}")
         if self.model_silence > self.max_silence:

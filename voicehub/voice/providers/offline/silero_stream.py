@@ -307,9 +307,12 @@ class SileroDetector:
                 self._silence_duration = 0.0
                 self._speech_duration = self._speech_run
                 self._boundary(vad.VADEventType.START_OF_SPEECH, self._speech_duration)
+            stream.silence_run(self._speaking, 0.0)
             return
         self._silence_run += duration
         self._speech_run = 0.0
+        if speaking:
+            stream.silence_run(True, self._silence_run)
         if not speaking:
             speech.keep_last(self._prefix_padding)  # the pre-roll of the next speech
         elif self._silence_run >= options.min_silence_duration:

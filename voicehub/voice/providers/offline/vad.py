@@ -220,6 +220,7 @@ class WebRtcVADStream(InlineVADStream):
         speech = bool(self.detector.is_speech(frame, rate))
         inference_duration = time.perf_counter() - started
         transition = segmenter.process(frame, speech)
+        self.silence_run(segmenter.speaking, segmenter.raw_silence)
         if self.speech_inferences and (
             self.quiet_inferences
             or segmenter.speaking

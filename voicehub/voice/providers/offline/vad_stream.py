@@ -17,7 +17,11 @@ hands each event on at once:
   none accumulating) or "none" (START_OF_SPEECH and END_OF_SPEECH only).
 
 `analysed_seconds` says how much of the pushed audio is decided, so a consumer that takes
-no INFERENCE_DONE still knows how far the VAD got. Either way the iterator ends when the
+no INFERENCE_DONE still knows how far the VAD got. `watch_pause(after, callback)` tells such
+a consumer when the caller, still speaking by the VAD's rules, has been silent `after`
+seconds (`callback(True)`, once per pause) and when speech came back after such a pause
+(`callback(False)`): the engine starts the end-of-turn model on it before the VAD's end of
+speech. Either way the iterator ends when the
 stream does (after `end_input`, once every window
 is decided, or at `aclose`) and raises the error that ended it, if one did. livekit's
 metrics (`metrics_collected`, about one a second) are emitted in both modes.
@@ -39,12 +43,13 @@ with vendor_import("livekit-agents"):
     from livekit.agents.metrics import VADMetrics
     from livekit.agents.metrics.base import Metadata
 
-__all__ = ["InferenceEvents", "InlineVADStream", "VADEventSink"]
+__all__ = ["InferenceEvents", "InlineVADStream", "PauseCallback", "VADEventSink"]
 
 log = logging.getLogger("voicehub.voice")
 
 VADEventSink = Callable[[vad.VADEvent], None]
 InferenceEvents = Literal["all", "speech", "none"]
+PauseCallback = Callable[[bool], None]
 
 
 class InlineVADStream(vad.VADStream):
@@ -68,6 +73,9 @@ class InlineVADStream(vad.VADStream):
         self.inference_time = 0.0
         self.last_activity = time.perf_counter()
         self.metrics_label = f"{type(owner).__module__}.{type(owner).__name__}"
+        self._pause_after = 0.0  # `watch_pause`: the silence that makes a pause
+        self._pause_callback: PauseCallback | None = None
+        self._paused = False  # a pause of the current speech was reported
         super().__init__(owner)
 
     # -- livekit's stream interface -----------------------------------------------------------
@@ -115,6 +123,33 @@ class InlineVADStream(vad.VADStream):
         self.sink = sink
         self.speech_inferences = inferences != "none"
         self.quiet_inferences = inferences == "all"
+
+    def watch_pause(self, after: float, callback: PauseCallback) -> None:
+        """From now on, call `callback(True)` when the caller has been silent `after`
+        seconds while the VAD still holds them speaking (once per pause: before its end of
+        speech when `after` is shorter than the VAD's silence), and `callback(False)` when
+        speech comes back after a pause reported (then the VAD goes on with the same
+        speech). Synchronously, on the event loop, as the events."""
+        if not (isinstance(after, int | float) and after > 0):
+            raise ValueError(
+                f"watch_pause: after must be a positive number of seconds, got {after!r}"
+            )
+        self._pause_after, self._pause_callback = float(after), callback
+
+    def silence_run(self, speaking: bool, silence: float) -> None:
+        """For subclasses, after each decision: whether the VAD holds the caller speaking
+        now, and the current run of silence in seconds (0 while speech is heard)."""
+        callback = self._pause_callback
+        if callback is None:
+            return
+        paused = speaking and silence >= self._pause_after
+        if paused == self._paused or (not paused and silence > 0):
+            return  # no news; or the pause went on into the VAD's end of speech
+        self._paused = paused
+        try:
+            callback(paused)
+        except Exception:
+            log.exception("a VAD pause callback failed")
 
     @property
     def analysed_seconds(self) -> float:
