@@ -11,13 +11,18 @@ stacks in turns, pass after pass, so both see the same load:
 
 `v2v_ms`: median, p95 and max over every turn of every pass (8 turns a pass; 5 passes: 40
 turns each, 2 with `--quick`), from the caller's last voiced frame to the agent's first
-audio frame; `understood`: turns whose final held the turn's keyword.
+audio frame; `understood`: turns whose final held the turn's keyword; `stages_ms`: where a
+turn's time goes, the median over passes of each pass's median time from the last voiced
+frame to the client's events (the VAD's end of speech, the recognizer's final, the reply
+starting); `eot_inferences_per_turn`: end-of-turn model runs per caller turn (the early
+start at pauses inside speech included).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -54,6 +59,8 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     passes = 1 if quick else 5
     turns = 2 if quick else len(TURNS)
     latencies: dict[str, list[float]] = {name: [] for name in stacks}
+    stages: dict[str, list[dict[str, float]]] = {name: [] for name in stacks}
+    inferences = dict.fromkeys(stacks, 0)
     counts: dict[str, dict[str, int]] = {
         name: {"understood": 0, "unanswered": 0, "turns": 0} for name in stacks
     }
@@ -62,6 +69,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
         for _ in range(passes):
             for name, (stt, tts, silence) in stacks.items():
                 tuning = {"vad_min_silence_s": silence, "min_endpointing_delay_s": 0.0}
+                asked = _inferences(setup.model)
                 figures = await v2v_latency(
                     store,
                     Path(tmp),
@@ -71,14 +79,40 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
                     providers=(stt, tts),
                     turns_setup=setup,
                 )
+                inferences[name] += _inferences(setup.model) - asked
+                stages[name].append(figures["stages_median_ms"])
                 latencies[name] += [ms / 1000 for ms in figures["latencies_ms"]]
                 for key in counts[name]:
                     counts[name][key] += int(figures[key])
     return {
         "v2v": {
-            **{name: {"v2v_ms": summary_ms(latencies[name]), **counts[name]} for name in stacks},
+            **{
+                name: {
+                    "v2v_ms": summary_ms(latencies[name]),
+                    **counts[name],
+                    "stages_ms": _median_stages(stages[name]),
+                    # per caller turn said, each pass's warm-up turn included
+                    "eot_inferences_per_turn": round(inferences[name] / (passes * (turns + 1)), 2),
+                }
+                for name in stacks
+            },
             "passes": passes,
             "load_before": round(load, 2),
             "load_after": round(os.getloadavg()[0], 2),
         }
+    }
+
+
+def _inferences(model: Any) -> int:
+    """End-of-turn inferences run so far (Smart Turn's counter; 0 for a model without one)."""
+    stats = getattr(model, "stats", None)
+    return int(stats.utterances) if stats is not None else 0
+
+
+def _median_stages(passes: list[dict[str, float]]) -> dict[str, float]:
+    """Each stage's median over the passes' medians (stages a pass did not see left out)."""
+    names = {name for figures in passes for name in figures}
+    return {
+        name: round(statistics.median([f[name] for f in passes if name in f]), 1)
+        for name in sorted(names)
     }

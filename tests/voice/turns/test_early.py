@@ -93,3 +93,31 @@ async def test_no_pause_no_inference_and_a_failure_reaches_the_asker() -> None:
     early.drop()  # a new utterance started
     await settle()
     assert early.take() is None and model.answers[1].cancelled()
+
+
+async def test_an_early_complete_answers_the_ask_an_early_unfinished_asks_again() -> None:
+    from voicehub.voice.turns.early import completion_probability
+
+    model, audio = Model(), Audio()
+    early = EarlyAsk(model, audio)
+    early.paused(True)
+    await settle()
+    model.answers[0].set_result(0.9)
+    at_end = np.zeros(17600, dtype=np.float32)  # the audio up to the engine's ask
+    assert await completion_probability(early.take(), model, at_end, 0.5) == 0.9
+    assert model.asked == [16000]  # no second inference
+
+    early.paused(False)
+    early.paused(True)
+    await settle()
+    model.answers[1].set_result(0.3)  # heard 0.1 s into the silence: sounds unfinished
+    asked = asyncio.ensure_future(completion_probability(early.take(), model, at_end, 0.5))
+    await settle()
+    assert model.asked == [16000, 16000, 17600]  # asked again, on the audio of the ask
+    model.answers[2].set_result(0.8)
+    assert await asked == 0.8
+
+    asked = asyncio.ensure_future(completion_probability(None, model, at_end, 0.5))
+    await settle()
+    model.answers[3].set_result(0.1)
+    assert await asked == 0.1  # without an early start: the model's answer, whatever it is

@@ -26,6 +26,7 @@ from voicehub.voice.engine.tick_gate import Hearing
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.streams import PauseWatch
 from voicehub.voice.turns.early import EarlyAsk
+from voicehub.voice.turns.early import completion_probability as early_answer
 
 with vendor_import("livekit-agents"):
     from livekit.agents import stt as lk_stt
@@ -271,15 +272,12 @@ class CallerTurns:
         if model is None:
             return
         early = self.early.take() if self.early is not None else None
-        audio = self.caller.recent_audio() if early is None else None
+        audio = self.caller.recent_audio()  # up to the end of speech, for an ask now
+        threshold = self.engine.settings.policy.threshold
 
         async def ask() -> None:
-            try:
-                if early is not None:  # started at the pause the caller is still silent in
-                    probability = await early
-                else:
-                    assert audio is not None
-                    probability = await model.completion_probability(audio)
+            try:  # the early inference when it says complete, else the model asked now
+                probability = await early_answer(early, model, audio, threshold)
             except Exception:
                 log.exception("room %s: the end-of-turn model failed", self.room_id)
                 probability = 1.0  # the VAD's end stands: a turn is never held for ever

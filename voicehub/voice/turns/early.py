@@ -7,7 +7,10 @@ speaking by its rules, has gone silent (`PauseWatch`, at `TurnSettings.model_ear
 model starts then, on the audio up to that moment, and its answer is the one the policy asks
 for if the caller stays silent into the end of speech. Speech that comes back first drops
 it (the next pause starts another). The answer is the model's on the same stretch of speech,
-with less of the silence after it: the decision is the model's, only sooner.
+with less of the silence after it. It is taken when it says complete; when it says
+unfinished the engine asks again at the end of speech (heard 0.1 s into the silence, a
+finished request sometimes sounds unfinished, and that answer alone would hold the turn
+to the ceiling): the early start saves the wait on every turn the model lets end.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy.typing as npt
 
 from voicehub.voice.turns.model import EndOfTurnModel
 
-__all__ = ["EarlyAsk"]
+__all__ = ["EarlyAsk", "completion_probability"]
 
 log = logging.getLogger("voicehub.voice")
 
@@ -64,6 +67,22 @@ class EarlyAsk:
             return None
         self.used += 1
         return pending
+
+
+async def completion_probability(
+    early: asyncio.Future[float] | None,
+    model: EndOfTurnModel,
+    audio: npt.NDArray[np.float32],
+    threshold: float,
+) -> float:
+    """The answer to the engine's ask at the end of speech: the early inference's (`early`,
+    from `EarlyAsk.take`) when it says complete (`threshold` or more), else the model's on
+    `audio`, the caller's audio up to the ask."""
+    if early is not None:
+        probability = await early
+        if probability >= threshold:
+            return probability
+    return await model.completion_probability(audio)
 
 
 def _retrieve(done: asyncio.Future[float]) -> None:
