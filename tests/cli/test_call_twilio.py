@@ -4,6 +4,7 @@ server side): the signed webhook, the media stream with mu-law and marks, a time
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -185,3 +186,28 @@ async def test_a_phone_call_to_a_desk_missing_its_keys_is_refused(
     assert captured.err == "voicehub call: refused (1011): could not start the call\n"
     assert not out.exists()
     assert took < 25, took  # not the 30 s wait for a greeting, nor the settle timeout
+
+
+@pytest.mark.slow
+async def test_a_returning_caller_is_not_left_waiting_for_a_greeting(
+    server: RunningServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same number calls again: the conversation goes on and the server does not greet
+    it, so the caller speaks after a moment, not after the wait for a greeting that never
+    comes (live, the second phone call of phone.md and carriers.md from the default number
+    spoke at 34.8 s, after the idle prompt 'Are you still there?')."""
+    monkeypatch.setenv("TWILIO_AUTH_TOKEN", AUTH_TOKEN)
+    argv = ["call", "research", "--twilio", "--server", server.url, "--public-url", PUBLIC]
+    argv += ["--from", "+15550100303", "--say", "hello", "--fast", "--timeout", "40"]
+    spoke_at = []
+    for attempt in range(2):
+        code = await asyncio.to_thread(main, [*argv, "--out", str(tmp_path / f"{attempt}.wav")])
+        printed = capsys.readouterr().out
+        assert code == 0, printed
+        [at] = re.findall(r"^\s*([\d.]+)  caller +speaking", printed, re.M)
+        spoke_at.append(float(at))
+    # the wait for a greeting is 20 s here (--timeout 40): the returning caller waits 3 s
+    assert spoke_at[1] < 10, spoke_at

@@ -27,6 +27,8 @@ from voicehub.client.phone_call import (
     PhoneCallReport,
     conversation_settled,
     first_turn,
+    greeting_wait,
+    returning_caller,
     room_record,
     voice_to_voice,
 )
@@ -88,12 +90,15 @@ async def place_carrier_call(
     """Ring the desk through the carrier, say `lines` ((label, PCM16 at 16 kHz)) one after
     another, wait for the conversation to settle, hang up."""
     carrier = carrier_for(options)
+    dialled_at = time.time()
     answer = await carrier.incoming_call(options.desk, options.caller)
     conversation = answer.parameters.get("conversation", "")
     report = PhoneCallReport(room_id=f"{options.desk}:{conversation or '?'}")
+    returning = bool(conversation) and await returning_caller(options, report.room_id, dialled_at)
     ends: list[float] = []  # when the caller stopped speaking, on the line's clock
     async with carrier.stream(answer, playout_speed=options.playout_speed) as line:
-        await first_turn(line, options.quiet, options.answer_wait)  # or PhoneCallRefused
+        wait = greeting_wait(options.answer_wait, returning)  # a returning caller is not greeted
+        await first_turn(line, options.quiet, wait)  # or PhoneCallRefused
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
             frames = line.media_received

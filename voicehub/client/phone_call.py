@@ -45,8 +45,11 @@ __all__ = [
     "PhoneCallRefused",
     "PhoneCallReport",
     "conversation_settled",
+    "first_turn",
     "format_phone_report",
+    "greeting_wait",
     "place_phone_call",
+    "returning_caller",
     "room_record",
     "voice_to_voice",
 ]
@@ -163,12 +166,14 @@ async def _place(
     # Twilio's side of the call: it follows the TwiML's redirect when a stream's instance
     # goes away, so the call goes on on another (`voicehub.client.twilio_call`).
     call = TwilioCall(account.twilio, account=account)
+    dialled_at = time.time()
     await call.dial(options.desk, options.caller)
     conversation = call.line.answer.parameters.get("conversation")
     report = PhoneCallReport(room_id=f"{options.desk}:{conversation}")
+    returning = await returning_caller(options, report.room_id, dialled_at)
     ends: list[float] = []  # when the caller stopped speaking, on the phone's clock
     try:
-        await _first_turn(call, options)  # the greeting (none when resuming), or a refusal
+        await _first_turn(call, options, returning)  # the greeting, or a refusal
         for label, audio in lines:
             report.lines.append((time.monotonic() - report.started, label))
             frames = call.line.media_frames()
@@ -311,10 +316,46 @@ class PhoneCallRefused(VoicehubError):
     """The server did not start the phone call: it closed the stream before the call ran."""
 
 
-async def _first_turn(call: TwilioCall, options: PhoneCallOptions) -> None:
-    """The agent's first turn (the greeting, if any), or PhoneCallRefused if the server
-    closed the stream because it could not start the call (a desk missing its keys)."""
-    if not await first_turn(call.line, options.quiet, options.answer_wait):
+class _Api(Protocol):
+    """Where the server's REST view is, and its token."""
+
+    @property
+    def server(self) -> str: ...
+
+    @property
+    def api_token(self) -> str | None: ...
+
+
+_RETURNING_WAIT = 3.0  # seconds a returning caller, not greeted, waits before speaking
+_CLOCK_MARGIN = 1.0  # seconds the server's clock may be behind the caller's
+
+
+async def returning_caller(options: _Api, room_id: str, since: float) -> bool:
+    """Whether the conversation was there before this call (epoch `since`): a returning
+    caller (the number's conversation goes on), whom the server does not greet."""
+    headers = {"Authorization": f"Bearer {options.api_token}"} if options.api_token else {}
+    async with httpx.AsyncClient(base_url=options.server, headers=headers, timeout=10) as api:
+        response = await api.get(f"/api/rooms/{room_id}")
+    if response.status_code != 200:
+        return False  # not made yet (a refusal shows at the first turn) or not for us to see
+    room = response.json().get("room") or {}
+    # a margin for a server whose clock is behind ours: this call's room is never "older"
+    return float(room.get("created_at", since)) < since - _CLOCK_MARGIN
+
+
+def greeting_wait(answer_wait: float, returning: bool) -> float:
+    """How long the caller waits for the agent's first words before speaking: a returning
+    caller is not greeted, so only a moment (for anything the agent says first)."""
+    return min(answer_wait, _RETURNING_WAIT) if returning else answer_wait
+
+
+async def _first_turn(call: TwilioCall, options: PhoneCallOptions, returning: bool) -> None:
+    """The agent's first turn (the greeting; a returning caller is not greeted, so waits
+    only a moment for anything said first), or PhoneCallRefused if the server closed the
+    stream because it could not start the call (a desk missing its keys)."""
+    if not await first_turn(
+        call.line, options.quiet, greeting_wait(options.answer_wait, returning)
+    ):
         await _agent_turn(call.line, options, 0)  # the call moved to another stream
 
 
