@@ -497,6 +497,10 @@ class CallClient:
         with contextlib.suppress(ConnectionClosed):
             await self._send(Playout(id=segment.mark_id))
             segment.acked_at = self.now()
+        # out of `_acks` before the wake-up: a waiter woken while this task was still in it
+        # saw an ack owed, and no message might come to wake it again
+        if (task := asyncio.current_task()) is not None:
+            self._acks.discard(task)
         self._notify()
 
     async def _mic(self) -> None:
