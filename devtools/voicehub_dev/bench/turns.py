@@ -137,11 +137,11 @@ async def measure(voice: Any, *, store: str = "sqlite", quick: bool = False) -> 
             info = {"voice": c.voice, "desk": c.desk, "tool": c.tool, "needle": c.needle}
             jobs.append(keep("complete", info, call(c.desk, False, _request_of(c))))
         for kind, listed in clips.items():
-            for voice, words, pcm16 in listed:
-                info = {"voice": voice, "words": words, "kind": kind}
+            for speaker, words, pcm16 in listed:
+                info = {"voice": speaker, "words": words, "kind": kind}
                 reply = _over_reply(question, pcm16)
                 jobs.append(keep(f"{kind}_reply", info, call(QUESTION[0], True, reply)))
-                if kind != "stop" and (kind == "noise" or voice in ("piper", "flite-slt")):
+                if kind != "stop" and (kind == "noise" or speaker in ("piper", "flite-slt")):
                     over = _over_delivery(research, pcm16, deliveries)
                     jobs.append(keep(f"{kind}_delivery", info, call(RESEARCH[0], True, over)))
         await asyncio.gather(*jobs)
