@@ -37,15 +37,21 @@ NUMBER_KEY = "k" * 32  # the server's caller-number secret
 PLIVO_TOKEN = "p" * 40
 
 
-@pytest_asyncio.fixture
-async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
-    settings = ServerSettings(
+def phone_settings(tmp_path: Path, **extra: Any) -> ServerSettings:
+    """A server that takes Twilio calls on its own SQLite file in `tmp_path`."""
+    return ServerSettings(
         channels_dir=CHANNELS,
         db_path=tmp_path / "voicehub.db",
         public_url=PUBLIC,
         twilio_auth_token=AUTH_TOKEN,
         number_key=NUMBER_KEY,
+        **extra,
     )
+
+
+@pytest_asyncio.fixture
+async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
+    settings = phone_settings(tmp_path)
     desks = {"research": load_desks(CHANNELS)["research"]}
     # The session answers the caller's words, so the client's turn ends without a 20 s wait.
     factory = ScriptedStack(answer="Hello! Ask me to research a topic.")
@@ -154,22 +160,14 @@ async def test_a_phone_call_to_a_desk_missing_its_keys_is_refused(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The refusal only, at once, exit 3: no timeline of a call that never ran, no WAV.
-    Before, the caller waited out its turn and the settle timeout (over a minute), then read
-    the REST view of a room that was never made and exited 2 with 'the server answered
-    404'."""
+    """The refusal only, at once, exit 3: no timeline of a call that never ran, no WAV,
+    no wait for a turn or a settle timeout."""
     for key in ("DEEPGRAM_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("TWILIO_AUTH_TOKEN", AUTH_TOKEN)
     monkeypatch.setenv("PLIVO_AUTH_TOKEN", PLIVO_TOKEN)
-    settings = ServerSettings(
-        channels_dir=CHANNELS,
-        db_path=tmp_path / "voicehub.db",
-        public_url=PUBLIC,
-        twilio_auth_token=AUTH_TOKEN,
-        number_key=NUMBER_KEY,
-        carriers=CarrierSettings(plivo_auth_token=PLIVO_TOKEN),
-        prewarm=False,
+    settings = phone_settings(
+        tmp_path, carriers=CarrierSettings(plivo_auth_token=PLIVO_TOKEN), prewarm=False
     )
     desks = {"research-cloud": load_desks(CHANNELS)["research-cloud"]}
     out = tmp_path / "agent.wav"
