@@ -14,30 +14,22 @@ import base64
 import json
 import os
 
-from voicehub.errors import MissingExtraError
+from voicehub.core.sealing import NONCE_BYTES, sealing_cipher
 
 __all__ = ["NumberVault"]
 
 _INFO = b"voicehub sealed caller numbers v1"
-_NONCE = 12
 
 
 class NumberVault:
     """Seals and opens `(caller, line)` number pairs for one record id."""
 
     def __init__(self, number_key: bytes) -> None:
-        try:
-            from cryptography.hazmat.primitives import hashes
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-        except ImportError:
-            raise MissingExtraError("cryptography", "server") from None
-        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(number_key)
-        self._aead = AESGCM(key)
+        self._aead = sealing_cipher(number_key, _INFO)
 
     def seal(self, record_id: str, caller: str, line: str) -> str:
         """An opaque token holding both numbers, bound to `record_id`."""
-        nonce = os.urandom(_NONCE)
+        nonce = os.urandom(NONCE_BYTES)
         plain = json.dumps({"caller": caller, "line": line}).encode()
         sealed = self._aead.encrypt(nonce, plain, record_id.encode())
         return "v1." + base64.urlsafe_b64encode(nonce + sealed).decode()
@@ -51,7 +43,7 @@ class NumberVault:
             return None
         try:
             raw = base64.urlsafe_b64decode(token[3:].encode())
-            plain = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], record_id.encode())
+            plain = self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], record_id.encode())
             numbers = json.loads(plain)
         except (InvalidTag, ValueError):
             return None

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 
-from voicehub.errors import MissingExtraError, VoicehubError
+from voicehub.core.sealing import NONCE_BYTES, sealing_cipher
+from voicehub.errors import VoicehubError
 
 __all__ = ["MAGIC", "RecordingKeyError", "RecordingSeal"]
 
 MAGIC = b"VHREC1\x00\x00"
 _INFO = b"voicehub sealed call recordings v1"
-_NONCE = 12
 _MIN_SECRET = 16  # as `StoreChoice.number_key` asks
 _SECRET_SOURCES = (
     "VOICEHUB_NUMBER_KEY, or the store's number secret: <db>.number-key, Redis <prefix>:number-key"
@@ -41,14 +41,7 @@ class RecordingSeal:
                 f"the number secret given to the recordings folder is {len(number_key)} bytes; "
                 f"at least {_MIN_SECRET} are needed ({_SECRET_SOURCES})"
             )
-        try:
-            from cryptography.hazmat.primitives import hashes
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-        except ImportError:
-            raise MissingExtraError("cryptography", "server") from None
-        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(number_key)
-        self._aead = AESGCM(key)
+        self._aead = sealing_cipher(number_key, _INFO)
 
     def seal(self, room_id: str, name: str, plain: bytes | memoryview) -> bytes:
         """The sealed bytes of file `name` of conversation `room_id`."""
@@ -59,7 +52,7 @@ class RecordingSeal:
     ) -> tuple[bytes, bytes]:
         """`seal` as its header and its body, to be written one after the other (a long
         call's audio is not copied once more to join them)."""
-        nonce = os.urandom(_NONCE)
+        nonce = os.urandom(NONCE_BYTES)
         return MAGIC + nonce, self._aead.encrypt(nonce, plain, _bound(room_id, name))
 
     def open(self, room_id: str, name: str, sealed: bytes) -> bytes:
@@ -67,14 +60,16 @@ class RecordingSeal:
         not open under this key."""
         from cryptography.exceptions import InvalidTag
 
-        if not sealed.startswith(MAGIC) or len(sealed) < len(MAGIC) + _NONCE + 16:
+        if not sealed.startswith(MAGIC) or len(sealed) < len(MAGIC) + NONCE_BYTES + 16:
             raise RecordingKeyError(
                 f"recording {name!r} of room {room_id!r} is damaged: not a sealed recording "
                 f"({len(sealed)} bytes)"
             )
         body = memoryview(sealed)[len(MAGIC) :]  # slices of a long call's audio, not copies
         try:
-            return self._aead.decrypt(bytes(body[:_NONCE]), body[_NONCE:], _bound(room_id, name))
+            return self._aead.decrypt(
+                bytes(body[:NONCE_BYTES]), body[NONCE_BYTES:], _bound(room_id, name)
+            )
         except InvalidTag:
             raise RecordingKeyError(
                 f"recording {name!r} of room {room_id!r} does not open under this server's "
