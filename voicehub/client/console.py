@@ -32,6 +32,7 @@ from websockets.exceptions import ConnectionClosed
 from voicehub.client.call import CallOptions
 from voicehub.client.endings import CallRefused
 from voicehub.client.report import CallReport, ReceivedEvent, describe_event
+from voicehub.core.jobs import TaskSet
 from voicehub.errors import MissingExtraError, ProtocolError, VoicehubError
 from voicehub.transports.call_events import Hangup, Playout, parse_server_event
 from voicehub.voice.events import (
@@ -134,7 +135,7 @@ class ConsoleCall:
         self._socket: ClientConnection | None = None
         self._mic: asyncio.Queue[bytes] = asyncio.Queue()
         self._hanging_up = False
-        self._acks: set[asyncio.Future[None]] = set()
+        self._acks = TaskSet("the console's playout acks")
         self._t0 = 0.0
 
     async def run(self) -> CallReport:
@@ -218,9 +219,7 @@ class ConsoleCall:
         if socket is None:
             return
         for mark_id in mark_ids:
-            task = asyncio.ensure_future(_send_quietly(socket, Playout(id=mark_id).to_wire()))
-            self._acks.add(task)
-            task.add_done_callback(self._acks.discard)
+            self._acks.start(_send_quietly(socket, Playout(id=mark_id).to_wire()), name="ack")
 
     async def _send_microphone(self) -> None:
         """Whole 20 ms frames, as the microphone delivers them."""

@@ -24,6 +24,7 @@ from typing import Any
 from voicehub.client.twilio import PhoneLineClient, StreamAnswer, TwilioCaller
 from voicehub.client.twiml_call import Call
 from voicehub.core.clock import Clock, SystemClock
+from voicehub.core.jobs import TaskSet
 
 __all__ = ["TwilioSide"]
 
@@ -47,15 +48,13 @@ class TwilioSide:
         self.calls: dict[str, Call] = {}
         self.changed = asyncio.Event()  # set on every change of a call
         self.on_call: Callable[[Call], None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = TaskSet("the Twilio side")
 
     async def end_calls(self) -> None:
         """Hang up every call and stop what runs for them."""
         for call in list(self.calls.values()):
             await call.end()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.aclose()
 
     async def redirect(self, call: Call, url: str) -> None:
         """The call update with `Url`: the call runs the TwiML fetched from `url`."""
@@ -143,9 +142,7 @@ class TwilioSide:
 
     def spawn(self, job: Any) -> None:
         """Run `job` in the background until it ends or the side closes."""
-        task = asyncio.create_task(job)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.start(job)
 
     async def wait_for(self, predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
         """Until `predicate()` is truthy (checked on every change); returns its value."""

@@ -34,7 +34,11 @@ class TaskSet:
         self, coroutine: Coroutine[Any, Any, T], *, name: str | None = None
     ) -> asyncio.Task[T]:
         """Run `coroutine` as a task held until it is done."""
-        task = asyncio.get_running_loop().create_task(coroutine, name=name)
+        return self.hold(asyncio.get_running_loop().create_task(coroutine, name=name))
+
+    def hold(self, task: asyncio.Task[T]) -> asyncio.Task[T]:
+        """Hold `task`, one already made (by a function that returns its task), until it
+        is done, as `start` does."""
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task

@@ -11,12 +11,12 @@ this call ends (close 1000); `voicehub call` follows it, and any client may.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.events import ChannelType, Event, EventKind
+from voicehub.core.jobs import TaskSet
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
@@ -44,7 +44,7 @@ class DeskTransferControl:
 
     def __init__(self, board: Switchboard, call: LiveCall, clock: Clock) -> None:
         self.board, self.call, self.clock = board, call, clock
-        self._jobs: set[asyncio.Task[None]] = set()
+        self._jobs = TaskSet("a desk transfer")
 
     async def transfer(self, request: TransferRequest) -> str:
         target = request.target
@@ -64,9 +64,7 @@ class DeskTransferControl:
         raise CallControlError("this call is not on a phone line, so it has no keypad tones.")
 
     def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(job)
-        self._jobs.add(task)
-        task.add_done_callback(self._jobs.discard)
+        self._jobs.start(job, name="desk transfer")
 
     async def _hand_over(self, desk: Desk, request: TransferRequest) -> None:
         call, board = self.call, self.board

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from voicehub.core.clock import Clock
 from voicehub.core.events import Event
 from voicehub.core.hooks import HookContext, HookTrigger
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import DeliveryStatus
 from voicehub.desks.held_results import held_for_caller, topics_of, topics_phrase
 
@@ -156,7 +157,7 @@ class CallBacks:
         self._tries: defaultdict[str, int] = defaultdict(int)  # delivery id -> calls placed
         self._jobs: dict[str, asyncio.Task[None]] = {}
         self._attempts: dict[str, _Attempt] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = TaskSet("call-back webhooks")
         line.board.hub.hooks.add(HookTrigger.AFTER_DELIVER, self._on_delivery, name="callbacks")
         wanted = [d.name for d in line.board.desks.values() if d.config.phone.callback]
         if wanted and not self.dialers:
@@ -184,14 +185,14 @@ class CallBacks:
 
     def background(self, job: Coroutine[Any, Any, None]) -> None:
         """Run `job` (a webhook's follow-up the carrier must not wait for) until `aclose`."""
-        task = asyncio.create_task(job)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.start(job, name="webhook follow-up")
 
     async def aclose(self) -> None:
-        for job in [*self._jobs.values(), *self._background]:
+        jobs = list(self._jobs.values())
+        for job in jobs:
             job.cancel()
-        await asyncio.gather(*self._jobs.values(), *self._background, return_exceptions=True)
+        await asyncio.gather(*jobs, return_exceptions=True)
+        await self._background.aclose()
 
     # -- the carrier's webhooks ------------------------------------------------------------
 

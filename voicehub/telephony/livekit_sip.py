@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from voicehub.core.jobs import TaskSet
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
@@ -108,7 +109,7 @@ class SipCallControl:
         self.publish_dtmf, self.clock = publish_dtmf, clock
         self.handed_over = asyncio.Event()  # the agent is off the call: stop serving it
         self.outcomes: list[str] = []
-        self._jobs: set[asyncio.Task[None]] = set()
+        self._jobs = TaskSet("a LiveKit SIP call's control")
 
     async def transfer(self, request: TransferRequest) -> str:
         target = request.target
@@ -142,14 +143,10 @@ class SipCallControl:
         return f"Pressing {' '.join(d for d in digits if d != 'w')}."
 
     async def aclose(self) -> None:
-        for job in list(self._jobs):
-            job.cancel()
-        await asyncio.gather(*self._jobs, return_exceptions=True)
+        await self._jobs.aclose()
 
     def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(job)
-        self._jobs.add(task)
-        task.add_done_callback(self._jobs.discard)
+        self._jobs.start(job, name="call control")
 
     async def _after_reply(self) -> None:
         session = self.session()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from voicehub.core.events import EventKind
+from voicehub.core.jobs import TaskSet
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
 from voicehub.voice.activity import VoiceActivity
@@ -134,7 +135,7 @@ class RealtimeVoiceSession:
         self._recap = ""  # the call so far, for a restored model session
         self._auto_reply = True
         self._started = self._closed = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("the realtime session")
         self.closed = asyncio.Event()  # set once the call's processing ended
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -419,9 +420,7 @@ class RealtimeVoiceSession:
             except Exception:
                 log.exception("room %s: a realtime session task failed", self.room_id)
 
-        task = asyncio.create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.start(run())
 
     def agent_state(self, state: Literal["thinking", "speaking", "listening"]) -> None:
         """Tell the caller's client what the agent does now."""

@@ -20,11 +20,11 @@ Of several instances acting at once, one redirects: the call record is claimed f
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import CallRecord, CallState
 from voicehub.core.trusted import replace
 
@@ -77,13 +77,11 @@ class PhoneTakeover:
         self.wall = wall
         self.grace = grace
         self.redirected: list[str] = []  # call sids, in order
-        self._jobs: set[asyncio.Task[None]] = set()
+        self._jobs = TaskSet("phone take-over")
 
     def stream_ended(self, desk: str, conversation: str, call_sid: str, stream_sid: str) -> None:
         """A stream of the call ended (its status callback): follow it up in `grace` s."""
-        job = asyncio.create_task(self._follow_up(f"{desk}:{conversation}", stream_sid))
-        self._jobs.add(job)
-        job.add_done_callback(self._jobs.discard)
+        self._jobs.start(self._follow_up(f"{desk}:{conversation}", stream_sid), name="follow-up")
 
     async def instance_lost(self, instance_id: str) -> None:
         """`instance_id` was lost (heartbeat sweep): take up its phone calls on carriers
@@ -122,13 +120,10 @@ class PhoneTakeover:
 
     async def wait(self) -> None:
         """Until the follow-ups started so far are done (tests)."""
-        while self._jobs:
-            await asyncio.gather(*list(self._jobs), return_exceptions=True)
+        await self._jobs.wait()
 
     async def aclose(self) -> None:
-        for job in list(self._jobs):
-            job.cancel()
-        await asyncio.gather(*self._jobs, return_exceptions=True)
+        await self._jobs.aclose()
 
     async def _follow_up(self, room_id: str, stream_sid: str) -> None:
         try:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
+from voicehub.core.jobs import TaskSet
 from voicehub.delivery.policy import Immediate
 from voicehub.desks.agent_quiet import until_agent_quiet
 from voicehub.desks.held_results import NOTICE_KIND
@@ -112,21 +113,17 @@ class TwilioTransfers:
         self.history: list[tuple[str, str]] = []
         self.changed = asyncio.Event()  # set after each outcome (tests wait on it)
         self._transfers: dict[str, _Transfer] = {}
-        self._jobs: set[asyncio.Task[None]] = set()
+        self._jobs = TaskSet("Twilio transfers")
 
     def control(self, call: LiveCall, call_sid: str) -> TwilioCallControl:
         """The `CallControl` of one live Twilio call."""
         return TwilioCallControl(self, call, call_sid)
 
     async def aclose(self) -> None:
-        for job in list(self._jobs):
-            job.cancel()
-        await asyncio.gather(*self._jobs, return_exceptions=True)
+        await self._jobs.aclose()
 
     def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(job)
-        self._jobs.add(task)
-        task.add_done_callback(self._jobs.discard)
+        self._jobs.start(job, name="transfer")
 
     # -- starting ----------------------------------------------------------------------------
 

@@ -17,8 +17,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from voicehub.core.jobs import TaskSet
 from voicehub.voice.audio.framing import FRAME_MS
 from voicehub.voice.engine import decisions as d
 from voicehub.voice.engine.reply_run import Reply
@@ -77,7 +78,7 @@ class CallerTurns:
         self._vad_heard = 0.0  # audio time of a livekit VAD's latest inference event
         self._vad_ended: float | None = None  # audio time of its latest end of speech
         self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("the caller's turns")
         self.early: EarlyAsk | None = None  # the model started at a pause (`listen`)
 
     def listen(self, recognizer: RecognizerAbilities, vad: VadAbilities) -> None:
@@ -192,8 +193,7 @@ class CallerTurns:
     def aclose(self) -> None:
         if self.early is not None:
             self.early.drop()
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
 
     # -- decisions ----------------------------------------------------------------------
 
@@ -283,6 +283,4 @@ class CallerTurns:
                 probability = 1.0  # the VAD's end stands: a turn is never held for ever
             self.apply(self.engine.end_of_turn(turn, probability, self.clock.now()))
 
-        task = asyncio.get_running_loop().create_task(ask())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.start(ask(), name="end-of-turn ask")

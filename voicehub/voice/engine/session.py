@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from voicehub.agents.llm import ChatMessage
 from voicehub.agents.tools import Tool
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import TaskStatus
 from voicehub.delivery.injector import InjectOutcome
 from voicehub.errors import ConfigError, VoicehubError
@@ -177,7 +178,7 @@ class PipelineVoiceSession:
             reply_gate=agent.reply_gate,
             end_of_turn=judges.end_of_turn,
         )
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskSet("the pipeline voice session")
         self._streams: list[Any] = []
         self._started = self._closed = False
         self.closed = asyncio.Event()
@@ -233,18 +234,18 @@ class PipelineVoiceSession:
                 stream, sink, self._stream_failed(name), name, boundaries_only=name == "vad"
             )
             if task is not None:
-                self._keep(task)
+                self._tasks.hold(task)
         for plugin in {id(p): p for p in (self._stt, self._tts, *self._voices.values())}.values():
             if isinstance(plugin, ReportsErrors):  # livekit plugins: their faults as events
                 plugin.on("error", self._provider_error)
                 self._on_close.append(functools.partial(plugin.off, "error", self._provider_error))
         self.player.start()
-        self._keep(asyncio.create_task(self.replies.run(), name="voicehub-replies"))
-        self._keep(asyncio.create_task(self.turns.run(), name="voicehub-turn-ticks"))
+        self._tasks.start(self.replies.run(), name="voicehub-replies")
+        self._tasks.start(self.turns.run(), name="voicehub-turn-ticks")
         self._started = True
         self.activity.session_attached()
         if self.greeting:
-            self._keep(asyncio.create_task(self.say(self.greeting)))
+            self._tasks.start(self.say(self.greeting), name="voicehub-greeting")
         idle = CallIdle(
             self.activity,
             self.hub.clock,
@@ -254,7 +255,7 @@ class PipelineVoiceSession:
             say=self.say,
             end_call=self.end_call,
         )
-        self._keep(asyncio.create_task(idle.run(), name="voicehub-idle-caller"))
+        self._tasks.start(idle.run(), name="voicehub-idle-caller")
         await self.hub.delivery.attach(self.room_id, self, self.activity)
 
     def on_close(self, callback: Callable[[], None]) -> None:
@@ -279,8 +280,7 @@ class PipelineVoiceSession:
         self.replies.aclose()
         self.turns.aclose()
         await self.player.aclose()
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
         for stream in self._streams:
             with contextlib.suppress(Exception):
                 await stream.aclose()
@@ -505,7 +505,3 @@ class PipelineVoiceSession:
                 f"the voice session of room {self.room_id!r} is not running; "
                 "start() it first (results stay queued until a session is live)"
             )
-
-    def _keep(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)

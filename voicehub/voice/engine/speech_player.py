@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from voicehub.core.jobs import TaskSet
 from voicehub.voice.engine.speech import Speech, SpeechEnd
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class SpeechPlayer:
         self._io = asyncio.Lock()  # audio, marks and clears go out in order
         self.current: Speech | None = None
         self._worker: asyncio.Task[None] | None = None
-        self._controls: set[asyncio.Task[None]] = set()
+        self._controls = TaskSet("the call's speech controls")
         self._closed = False
 
     # -- control ------------------------------------------------------------------------
@@ -289,6 +290,4 @@ class SpeechPlayer:
                 except Exception:
                     log.exception("transport call %r failed", call)
 
-        task = asyncio.get_running_loop().create_task(run())
-        self._controls.add(task)
-        task.add_done_callback(self._controls.discard)
+        self._controls.start(run())
