@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -127,16 +128,34 @@ async def never_settles(socket: ServerConnection) -> None:
             await socket.close(1000, "hangup")
 
 
-@pytest.mark.slow
 def test_a_drain_refusal_names_the_drain_and_exits_5(
     stand_in: Callable[[Script], StandIn],
     recording: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, err = run_call(capsys, stand_in(drain_refusal).url, recording, tmp_path)
+    """The caller tries again (1013: try again later) until --reconnect-for passes (30 s by
+    default), then names the refusal."""
+    refused: list[float] = []
+
+    async def refuses(socket: ServerConnection) -> None:
+        refused.append(time.monotonic())
+        await drain_refusal(socket)
+
+    server = stand_in(refuses).url
+    code, err = run_call(capsys, server, recording, tmp_path, "--reconnect-for", "1")
     assert code == 5, err
     assert err.startswith("voicehub call: refused: the server is draining (shutting down)")
+    assert len(refused) >= 2, refused  # it came back
+    assert refused[-1] - refused[0] < 5, refused  # and gave up after 1 s, not 30
+
+
+def test_reconnect_for_takes_seconds_above_0(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("0", "-1", "soon", "inf"):
+        with pytest.raises(SystemExit) as exited:
+            main(["call", "research", "--say", "hi", "--reconnect-for", bad])
+        assert exited.value.code == 2
+        assert f"{bad!r} is not a number of seconds above 0" in capsys.readouterr().err
 
 
 def test_a_desk_that_cannot_start_is_refused_with_its_reason_and_exits_3(

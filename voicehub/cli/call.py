@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import os
 import shlex
@@ -31,6 +32,17 @@ class _Line(argparse.Action):
         lines = list(getattr(namespace, "lines", None) or [])
         lines.append((self.dest, value))
         namespace.lines = lines
+
+
+def _positive_seconds(value: str) -> float:
+    """--reconnect-for: a number of seconds above 0."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0 or math.isinf(seconds):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds above 0")
+    return seconds
 
 
 def caller_lines(
@@ -131,6 +143,13 @@ def add_parser(commands: Subcommands) -> None:
         help="end when the line drops, instead of coming back to the conversation (through "
         "the same address, with backoff) as a browser does when its server dies or drains",
     )
+    call.add_argument(
+        "--reconnect-for",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="how long to keep trying to come back when the line drops, or the server "
+        "refuses the call for now (draining, busy), before the call ends (default 30)",
+    )
     call.add_argument("--out", type=Path, help="WAV file for the agent's audio")
     phone = call.add_argument_group(
         "phone (--twilio)",
@@ -203,6 +222,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return _run_twilio(args, lines, out)
     if args.carrier is not None:
         return _run_carrier(args, lines, out)
+    backoff = Backoff()
+    if args.reconnect_for is not None:
+        backoff = dataclasses.replace(backoff, give_up_after=args.reconnect_for)
     options = CallOptions(
         desk=args.desk,
         server=args.server,
@@ -213,7 +235,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         realtime=not args.fast or args.webrtc,
         playout_speed=math.inf if args.fast else 1.0,
         webrtc=args.webrtc,
-        reconnect=None if args.no_reconnect else Backoff(),
+        reconnect=None if args.no_reconnect else backoff,
     )
     # a polite caller waits for the agent's turn, but never longer than the whole call may take
     options.turn_timeout = min(options.turn_timeout, args.timeout)
