@@ -1,11 +1,12 @@
-"""The `Store` contract, run against every implementation: the memory store, SQLite on a file and
-Redis (a real redis-server started for the session)."""
+"""The `Store` contract, run against every implementation: the memory store, SQLite on a file,
+Redis (a real redis-server started for the session) and a Sentinel-managed Redis primary with a
+replica (one set for the module; each write waits for the replica, `wait_replicas=1`)."""
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,21 +29,31 @@ from voicehub.core.store.memory import MemoryStore
 from voicehub.core.store.redis import RedisStore
 from voicehub.core.store.sqlite import SQLiteStore
 from voicehub.errors import StoreError
+from voicehub_dev.fakes.redis_sentinel import SentinelSet, running_sentinel_set
 from voicehub_dev.fakes.redis_server import RedisServer, redis_server, unique_prefix
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(scope="module")
+def sentinel_set() -> Iterator[SentinelSet]:
+    with running_sentinel_set() as redis_set:
+        yield redis_set
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "sentinel"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     implementation: Store
     if request.param == "memory":
         implementation = MemoryStore()
     elif request.param == "sqlite":
         implementation = SQLiteStore(tmp_path / "hub.db")
-    else:
+    elif request.param == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
         implementation = RedisStore(server.url, prefix=unique_prefix())
+    else:
+        redis_set: SentinelSet = request.getfixturevalue("sentinel_set")
+        implementation = RedisStore(f"{redis_set.url}?wait_replicas=1", prefix=unique_prefix())
     yield implementation
     await implementation.close()
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from voicehub.core.store.base import Store
 from voicehub.core.store.redis import RedisStore
+from voicehub.core.store.redis_url import is_sentinel_url, parse_sentinel_url, shown_url
 from voicehub.core.store.sqlite import SQLiteStore
 
 __all__ = ["StoreChoice", "describe_store", "open_store"]
@@ -20,7 +21,8 @@ __all__ = ["StoreChoice", "describe_store", "open_store"]
 
 class StoreChoice(BaseModel):
     """`store`: None for the SQLite file at `db_path`, or a `redis://` / `rediss://` /
-    `unix://` URL to share one Redis among processes ("sqlite" and "" mean None).
+    `unix://` URL to share one Redis among processes, or a `redis+sentinel://` URL for the
+    primary a set of Sentinels names (`redis_url`) ("sqlite" and "" mean None).
     `number_key`: the secret of caller-number conversation ids (`VOICEHUB_NUMBER_KEY`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -37,10 +39,14 @@ class StoreChoice(BaseModel):
         if value in (None, "", "sqlite"):
             return None
         assert value is not None
+        if is_sentinel_url(value):
+            parse_sentinel_url(value)  # its ValueError names what is wrong
+            return value
         if not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(
-                f"{value!r} is not a store: use sqlite (the default, at --db) or a Redis URL "
-                "such as redis://localhost:6379/0"
+                f"{shown_url(value)!r} is not a store: use sqlite (the default, at --db), a "
+                "Redis URL such as redis://localhost:6379/0 or a Sentinel-managed primary's "
+                "such as redis+sentinel://localhost:26379/mymaster/0"
             )
         return value
 
@@ -64,5 +70,5 @@ def describe_store(choice: StoreChoice) -> str:
     """Where the data lives, for logs (a Redis URL without its password)."""
     if choice.store is None:
         return str(choice.db_path)
-    scheme, _, rest = choice.store.partition("://")
+    scheme, _, rest = shown_url(choice.store).partition("://")
     return f"{scheme}://{rest.rpartition('@')[2]}"

@@ -19,15 +19,15 @@ ends its side at once.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from voicehub.core.events import Event
-from voicehub.core.redaction import without_credentials
 from voicehub.core.store.base import (
     AccessTokenRecord,
     CallRecord,
@@ -41,16 +41,27 @@ from voicehub.core.store.base import (
     TaskStatus,
 )
 from voicehub.core.store.redis_scripts import APPEND_EVENT, ERASE, SWAP_CALL, WRITE_RECORD
+from voicehub.core.store.redis_url import (
+    SentinelURL,
+    is_sentinel_url,
+    parse_sentinel_url,
+    shown_url,
+)
 from voicehub.errors import MissingExtraError, StoreError, StoreUnavailableError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.asyncio.sentinel import Sentinel
 
 __all__ = ["RedisStore"]
 
 log = logging.getLogger("voicehub.store.redis")
 
 _Record = TypeVar("_Record", bound=BaseModel)
+
+WAIT_TIMEOUT_MS = 1000
+"""How long a write waits for its `wait_replicas` (Redis `WAIT`) before it counts as not
+written."""
 
 
 class RedisStore:
@@ -70,21 +81,32 @@ class RedisStore:
         except ImportError as exc:
             raise MissingExtraError("redis", "redis") from exc
         self.url = url
-        self.shown_url = without_credentials(url)  # what messages and logs say
+        self.shown_url = shown_url(url)  # what messages and logs say
         self.prefix = prefix
         self.channel = f"{prefix}:deliveries"
         self.calls_channel = f"{prefix}:calls"
         # A blocking pool: many rooms at once wait for a connection instead of failing. A
         # command on a pooled connection that Redis closed (it restarted since) is sent once
         # more on a new one, so the first call after a restart does not fail.
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=30,
-            decode_responses=True,
-            retry=Retry(NoBackoff(), 1),
-        )
-        self._redis: Redis | None = Redis(connection_pool=pool)
+        options: dict[str, Any] = {
+            "max_connections": max_connections,
+            "timeout": 30,
+            "decode_responses": True,
+            "retry": Retry(NoBackoff(), 1),
+        }
+        self._sentinel: Sentinel | None = None
+        self._redis: Redis | None
+        self.wait_replicas = 0  # replicas each write waits for (a Sentinel URL's option)
+        if is_sentinel_url(url):
+            try:
+                address = parse_sentinel_url(url)
+            except ValueError as exc:
+                raise StoreError(str(exc)) from exc
+            self._sentinel, self._redis = _sentinel_primary(address, options)
+            self.wait_replicas = address.wait_replicas
+        else:
+            pool = BlockingConnectionPool.from_url(url, **options)
+            self._redis = Redis(connection_pool=pool)
         self._write_script = self._redis.register_script(WRITE_RECORD)
         self._append_script = self._redis.register_script(APPEND_EVENT)
         self._call_script = self._redis.register_script(SWAP_CALL)
@@ -132,6 +154,32 @@ class RedisStore:
                 "Redis is running and reachable"
             ) from exc
 
+    async def _written(self, write: Callable[[Any], Any]) -> Any:
+        """The answer of `write(client)`, a write command (or script) sent through `client`.
+        With `wait_replicas`, it goes down one connection followed by `WAIT`, and counts as
+        written only once that many replicas have it: fewer within `WAIT_TIMEOUT_MS` raise
+        `StoreUnavailableError`, as a lost answer would (the write is on the primary and may
+        be lost in a fail-over; the store's writes are idempotent, so they are retried)."""
+        if not self.wait_replicas:
+            return await self._call(write(self.redis))
+
+        async def replicated() -> list[Any]:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                queued = write(pipe)
+                if inspect.iscoroutine(queued):  # a script queues itself when awaited
+                    await queued
+                pipe.wait(self.wait_replicas, WAIT_TIMEOUT_MS)
+                return list(await pipe.execute())
+
+        answer, replicas = await self._call(replicated())
+        if int(replicas) < self.wait_replicas:
+            raise StoreUnavailableError(
+                f"Redis store {self.shown_url}: a write reached {replicas} of the "
+                f"{self.wait_replicas} replicas it waits for within {WAIT_TIMEOUT_MS} ms "
+                "(wait_replicas); check that the replicas are up and in sync"
+            )
+        return answer
+
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
@@ -167,7 +215,9 @@ class RedisStore:
             announce,
             *index_keys,
         ]
-        written = await self._call(self._write_script(keys=keys, args=args))
+        written = await self._written(
+            lambda client: self._write_script(keys=keys, args=args, client=client)
+        )
         return bool(written)
 
     async def _ids(self, kind: str, *filters: tuple[str, str | Sequence[str] | None]) -> list[str]:
@@ -272,7 +322,10 @@ class RedisStore:
     async def append_event(self, event: Event) -> None:
         key = self._key("events", event.room_id)
         args: list[str | int] = [event.seq, event.model_dump_json(), event.id]
-        if not await self._call(self._append_script(keys=[key], args=args)):
+        stored = await self._written(
+            lambda client: self._append_script(keys=[key], args=args, client=client)
+        )
+        if not stored:
             raise StoreError(
                 f"Redis store {self.shown_url} already holds another event at seq {event.seq} "
                 f"of room {event.room_id!r}: each seq of a room is stored once"
@@ -338,7 +391,8 @@ class RedisStore:
         return int(await self._call(redis.zcard(key)))
 
     # -- instances -----------------------------------------------------------------------
-    # A heartbeat is one HSET (atomic on its own): it touches no index.
+    # A heartbeat is one HSET (atomic on its own): it touches no index. It does not wait for
+    # replicas: a beat lost in a fail-over is replaced by the next one.
 
     async def beat_instance(self, instance: InstanceRecord) -> None:
         redis = self.redis
@@ -365,7 +419,10 @@ class RedisStore:
             json.dumps([call.room_id, call.owner, call.fence]),
         ]
         keys = [self._key("call"), self._key("call", "fence")]
-        return bool(await self._call(self._call_script(keys=keys, args=args)))
+        swapped = await self._written(
+            lambda client: self._call_script(keys=keys, args=args, client=client)
+        )
+        return bool(swapped)
 
     async def get_call(self, room_id: str) -> CallRecord | None:
         return await self._record("call", CallRecord, room_id)
@@ -443,14 +500,15 @@ class RedisStore:
     # One hash, id -> record JSON: each write is a single HSET or HDEL.
 
     async def save_token(self, token: AccessTokenRecord) -> None:
-        await self._call(self.redis.hset(self._key("token"), token.id, token.model_dump_json()))
+        record = token.model_dump_json()
+        await self._written(lambda client: client.hset(self._key("token"), token.id, record))
 
     async def list_tokens(self) -> list[AccessTokenRecord]:
         rows: dict[str, str] = await self._call(self.redis.hgetall(self._key("token")))
         return [AccessTokenRecord.model_validate_json(rows[key]) for key in sorted(rows)]
 
     async def delete_token(self, token_id: str) -> bool:
-        return bool(await self._call(self.redis.hdel(self._key("token"), token_id)))
+        return bool(await self._written(lambda client: client.hdel(self._key("token"), token_id)))
 
     # -- conversations -----------------------------------------------------------------
 
@@ -474,7 +532,8 @@ class RedisStore:
         deliveries = await self._ids("delivery", ("room", rooms))
         present = await self._call(redis.hmget(self._key("room"), rooms))
         ids = {"room": rooms, "task": tasks, "delivery": deliveries}
-        counts = await self._call(self._erase_script(args=[self.prefix, json.dumps(ids)]))
+        args = [self.prefix, json.dumps(ids)]
+        counts = await self._written(lambda client: self._erase_script(args=args, client=client))
         _, task_count, delivery_count, events, calls = (int(n) for n in counts)
         return Erasure(
             room_ids=[room for room, row in zip(rooms, present, strict=True) if row is not None],
@@ -486,5 +545,36 @@ class RedisStore:
 
     async def close(self) -> None:
         redis, self._redis = self._redis, None
+        sentinel, self._sentinel = self._sentinel, None
         if redis is not None:
             await redis.aclose()
+        if sentinel is not None:
+            await sentinel.aclose()
+
+
+def _sentinel_primary(address: SentinelURL, options: dict[str, Any]) -> tuple[Sentinel, Redis]:
+    """The Sentinels of `address` and a client of the primary they name, on a blocking pool
+    as a plain URL's: each new connection asks the Sentinels where the primary is now, so
+    after a fail-over it reaches the promoted replica (a pooled connection to the demoted
+    one is dropped on its READONLY answer, one to a stopped one on its error)."""
+    from redis.asyncio import BlockingConnectionPool
+    from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+
+    class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
+        """SentinelConnectionPool's address discovery, BlockingConnectionPool's waiting."""
+
+    # A Sentinel that does not answer within a second is passed over for the next one.
+    sentinel_options: dict[str, Any] = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
+    if address.sentinel_password is not None:
+        sentinel_options["password"] = address.sentinel_password
+        sentinel_options["username"] = address.sentinel_username
+    sentinel = Sentinel(list(address.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
+    primary = sentinel.master_for(
+        address.service_name,
+        connection_pool_class=BlockingSentinelPool,
+        db=address.db,
+        username=address.username,
+        password=address.password,
+        **options,
+    )
+    return sentinel, primary
