@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.test_store_contract import store
+from tests.core.test_store_contract import sentinel_set, store
 from tests.support.waiting import until
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
@@ -38,7 +38,7 @@ from voicehub.orchestration.recovery import _result as recovered
 from voicehub.orchestration.supervisor import combine
 from voicehub_dev.fakes.redis_server import redis_server, running_redis, unique_prefix
 
-__all__ = ["redis_server", "store"]  # the fixtures, imported for pytest
+__all__ = ["redis_server", "sentinel_set", "store"]  # the fixtures, imported for pytest
 
 SECRET_URL = "redis://default:s3cret@10.0.0.5:6380/0"
 UNSPEAKABLE = ("redis", "10.0.0.5", "6380", "s3cret", "Error", "hub.db", "127.0.0.1")
@@ -157,7 +157,9 @@ async def test_past_the_allowance_the_task_fails_with_a_reason_a_caller_may_hear
         result = await finished(handle, clock, step=0.5)
 
     assert result.status is TaskStatus.FAILED
-    assert STORE_OUTAGE_SECONDS - 1.5 <= clock.now() <= STORE_OUTAGE_SECONDS
+    # given up at the allowance; the clock moves on 0.5 s each 5 ms of real time while the
+    # failure's own record is written (a round trip to a replica too on a Sentinel store)
+    assert STORE_OUTAGE_SECONDS - 1.5 <= clock.now() <= STORE_OUTAGE_SECONDS + 1.0
     assert result.reason == STORE_REASON
     record = await store.get_task(handle.task_id)
     assert record is not None and record.reason == STORE_REASON  # recovery speaks it too
