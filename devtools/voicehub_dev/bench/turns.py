@@ -85,6 +85,45 @@ def voice_stack() -> Any:
     return default_voice_stacks()
 
 
+def without_early_start() -> Any:
+    """The offline voice stack with the end-of-turn model's early start off
+    (`TurnSettings.model_early=None`: the model starts when the policy asks, at the VAD's
+    end of speech): `VOICEHUB_TURNS_SESSION=voicehub_dev.bench.turns:without_early_start`,
+    to weigh what the early start does to the figures."""
+    import dataclasses
+
+    from voicehub.desks.offline_stack import (
+        OfflineStack,
+        PipelineResources,
+        new_tts,
+        speech_to_text_for,
+    )
+    from voicehub.desks.pipeline_call import desk_engine_options, start_pipeline_call
+    from voicehub.desks.voice_stack import VoiceStacks
+    from voicehub.voice.engine.call_parts import CallSpeech
+
+    class EarlyOff(OfflineStack):
+        async def start(self, call: Any) -> Any:
+            desk, shared = call.desk, self.shared
+            options = desk_engine_options(desk)
+            policy = dataclasses.replace(options.turn.policy, model_early=None)
+            turn = dataclasses.replace(options.turn, policy=policy)
+            providers = CallSpeech(
+                stt=speech_to_text_for(desk),
+                tts=new_tts(desk.config.voice.tts),
+                vad=shared.call_vad(desk.config.voice.vad),
+                voices=shared.call_voices(desk),
+            )
+            return await start_pipeline_call(
+                call,
+                providers,
+                options=dataclasses.replace(options, turn=turn),
+                prerender_budget=shared.prerender_budget,
+            )
+
+    return VoiceStacks({"offline": EarlyOff(PipelineResources())})
+
+
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     return {"turns": await measure(voice_stack(), store=store, quick=quick)}
 
@@ -193,6 +232,10 @@ def _request_of(item: PausedRequest | CompleteRequest) -> Callable[[BenchCall], 
             "cut_off": bool(early) or len(turns) > 1,
             "answered_early": bool(early),
             "reply_started_early": bool(started),
+            # to trace an early answer: when agent audio began and replies started, in
+            # seconds from the caller's first word (the greeting's are negative)
+            "audio_from_first_s": [round(t - said.first, 3) for t in transport.segments],
+            "thinking_from_first_s": [round(t - said.first, 3) for t in thinking],
             "eot_s": answer[0] if answer else None,
             "reply_s": audio[0] if audio else None,
             "tool_reached": reached if item.tool else None,
