@@ -106,35 +106,53 @@ def call(folder: Path, env: dict[str, str], words: list[str]) -> tuple[str, list
     return done.stdout, said[1:]
 
 
-def test_the_desks_of_writing_a_desk_answer_the_calls_it_shows(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The page's desks beside the example desks, served once for the module (a start
+    loads every desk's models: the two tests' calls share it); the folder and the calls'
+    environment."""
+    folder = tmp_path_factory.mktemp("newcomer")
+    with serving(folder, page_desks(PAGE.read_text())) as env:
+        yield folder, env
+
+
+def test_the_desks_of_writing_a_desk_answer_the_calls_it_shows(
+    served: tuple[Path, dict[str, str]],
+) -> None:
     page = PAGE.read_text()
     desks = page_desks(page)
     assert {"hello", "helper"} <= set(desks)
     calls = page_calls(page)
     assert {words[2] for words in calls} == {"hello", "helper"}, calls
-    with serving(tmp_path, desks) as env:
-        listed = run(tmp_path, env, [VOICEHUB, "channels"]).stdout
-        for name in desks:
-            assert re.search(rf"^ok +{name} ", listed, re.M), listed
-        for words in calls:
-            printed, answers = call(tmp_path, env, words)
-            fallback, replies = desk_rules(desks[words[2]])
-            assert fallback not in answers, printed
-            if replies:  # a rule answered the page's words (its words up to a placeholder)
-                heads = [reply.split("{")[0] for reply in replies]
-                assert any(a.startswith(h) for a in answers for h in heads if h), printed
-            if "[supervisor]" in desks[words[2]]:  # the workers did the job, spoken once
-                assert re.search(r"^tasks: [1-9]\d* started", printed, re.M), printed
-                assert re.search(r"deliveries: delivered$", printed, re.M), printed
+    folder, env = served
+    listed = run(folder, env, [VOICEHUB, "channels"]).stdout
+    for name in desks:
+        assert re.search(rf"^ok +{name} ", listed, re.M), listed
+    for words in calls:
+        printed, answers = call(folder, env, words)
+        fallback, replies = desk_rules(desks[words[2]])
+        assert fallback not in answers, printed
+        if replies:  # a rule answered the page's words (its words up to a placeholder)
+            heads = [reply.split("{")[0] for reply in replies]
+            assert any(a.startswith(h) for a in answers for h in heads if h), printed
+        if "[supervisor]" in desks[words[2]]:  # the workers did the job, spoken once
+            assert re.search(r"^tasks: [1-9]\d* started", printed, re.M), printed
+            assert re.search(r"deliveries: delivered$", printed, re.M), printed
 
 
-def test_the_ticket_desk_looks_up_the_ticket_the_mcp_page_asks_for(tmp_path: Path) -> None:
+def test_the_ticket_desk_looks_up_the_ticket_the_mcp_page_asks_for(
+    served: tuple[Path, dict[str, str]],
+) -> None:
     """docs/mcp.md's call: the ticket's number is said aloud, and the recognizer writes it
     in words ('ticket one thousand one'): before, the desk's rule took digits only and the
-    caller got the fallback."""
+    caller got the fallback. The example desks are served as they ship (the page's desks
+    beside them change none of them)."""
     [words] = page_calls((DOCS / "mcp.md").read_text())
     assert words[2] == "tickets" and "1001" in words[-1], words
-    with serving(tmp_path, {}) as env:
-        printed, answers = call(tmp_path, env, words)
+    folder, env = served
+    assert (folder / "channels" / "tickets.toml").read_text() == (
+        REPO / "channels" / "tickets.toml"
+    ).read_text()
+    printed, answers = call(folder, env, words)
     assert re.search(r"^\s*[\d.]+  tool +ticket_status ", printed, re.M), printed
     assert "Ticket 1001, the printer jams, is open." in answers, printed
