@@ -1,4 +1,5 @@
-"""Clocks. Everything time-dependent takes a `Clock` so tests can run on virtual time."""
+"""Clocks. Everything time-dependent takes a `Clock` so tests can run on virtual time.
+`WakeAt` is the answer of a pure decision that has nothing to do yet."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ import asyncio
 import heapq
 import itertools
 import time
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Nothing to do yet: decide again at `time`, on the clock the decision was taken on
+    (always later than the `now` it was given), or earlier when something it reads
+    changes. The delivery policy, the follow-up of held results and the turn policy answer
+    with it."""
+
+    time: float
 
 
 class Clock(Protocol):

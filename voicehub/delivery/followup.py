@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from voicehub.core.clock import WakeAt
 from voicehub.core.store.base import DeliveryRecord, DeliveryStatus
 
 __all__ = [
@@ -62,13 +63,6 @@ class FollowUpPlan:
 @dataclass(frozen=True)
 class Skip:
     """Nothing to do for this record, now or later."""
-
-
-@dataclass(frozen=True)
-class WakeAt:
-    """Look again at wall time `time`."""
-
-    time: float
 
 
 @dataclass(frozen=True)

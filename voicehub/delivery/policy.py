@@ -35,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, TypeAlias
 
+from voicehub.core.clock import WakeAt
+
 __all__ = [
     "VOICE_HOLD",
     "Action",
@@ -214,14 +216,6 @@ class Deliver:
     """Make one injection now: a single item, or a `Queued` batch (in arrival order)."""
 
     items: tuple[PendingItem, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class WakeAt:
-    """Nothing is ready: call `decide` again at `time` (always later than `now`), or
-    earlier on an activity change or a new item."""
-
-    time: float
 
 
 @dataclass(frozen=True, slots=True)
