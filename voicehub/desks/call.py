@@ -42,13 +42,14 @@ if TYPE_CHECKING:
     from voicehub.desks.voice_stack import CallSpec
     from voicehub.voice.activity import VoiceActivity
 
-__all__ = ["AgentSession", "DeskOnCall"]
+__all__ = ["AttachedSession", "DeskOnCall"]
 
 log = logging.getLogger("voicehub.voice")
 
 
-class AgentSession(Protocol):
-    """What `DeskOnCall` needs of a call's voice session (pipeline or realtime)."""
+class AttachedSession(Protocol):
+    """What `DeskOnCall` needs of the voice session (pipeline or realtime) it is attached
+    to."""
 
     @property
     def agent(self) -> Agent: ...
@@ -90,7 +91,7 @@ class DeskOnCall:
             if asker is not None and asking is not None
             else None
         )
-        self.session: AgentSession | None = None
+        self.session: AttachedSession | None = None
         self._unsubscribe: list[Callable[[], None]] = []
         self._greetings = TaskSet(f"room {call.room_id}: handoff greetings")
 
@@ -131,7 +132,7 @@ class DeskOnCall:
             tools.append(handoff_tool(self.handler, targets))
         return tools
 
-    def attach(self, session: AgentSession) -> None:
+    def attach(self, session: AttachedSession) -> None:
         """Ask and follow handoffs through `session`, until `detach`."""
         self.session = session
         if self.asker is not None:
@@ -157,7 +158,7 @@ class DeskOnCall:
         if instruction and self.greets_after_handoff:
             self._greetings.start(self._greet(session, instruction), name="handoff greeting")
 
-    async def _greet(self, session: AgentSession, text: str) -> None:
+    async def _greet(self, session: AttachedSession, text: str) -> None:
         """The new agent answers `text` (the desk's handoff instruction), after the reply
         that handed the call over."""
         with contextlib.suppress(VoicehubError):  # the call ended first
