@@ -7,12 +7,12 @@ it must call the session's `playout_confirmed(id)` once every byte sent before t
 really been played to the caller (Twilio echoes marks; the browser page acks).
 
 Optional, for a transport whose wire carries audio another way than PCM16 at its session
-rate (Twilio: G.711 mu-law at 8 kHz): `wire_audio` names that format, and
-`send_wire_audio(data)` queues agent audio already in it. A provider that can produce the
-wire's own format (Deepgram's Aura speaks mu-law at 8 kHz, OpenAI Realtime emits
-`audio/pcmu`) then skips a decode on its side and an encode on the transport's, and no
-audio is resampled on the way. `wire_audio_of` reads it (PCM16 at the session rate when a
-transport does not say).
+rate (Twilio: G.711 mu-law at 8 kHz): `wire_audio` names that format (`DeclaresWire`), and
+`send_wire_audio(data)` queues agent audio already in it (`WireAudioTransport`). A provider
+that can produce the wire's own format (Deepgram's Aura speaks mu-law at 8 kHz, OpenAI
+Realtime emits `audio/pcmu`) then skips a decode on its side and an encode on the
+transport's, and no audio is resampled on the way. `wire_audio_of` reads it (PCM16 at the
+session rate when a transport does not say).
 
 Optional too: a transport that can end the call itself (a socket it closes, a carrier it
 asks) is a `HangsUp`; the agent's end of a call then hangs up, others only close.
@@ -69,19 +69,26 @@ class WireAudio:
     sample_rate: int
 
 
-def wire_audio_of(transport: CallTransport) -> WireAudio:
-    """The transport's `wire_audio`, or PCM16 at its session rate when it has none."""
-    wire = getattr(transport, "wire_audio", None)
-    return wire if isinstance(wire, WireAudio) else WireAudio("pcm16", transport.sample_rate)
-
-
-class WireAudioTransport(CallTransport, Protocol):
-    """A `CallTransport` that also takes agent audio in its `wire_audio` format."""
+@runtime_checkable
+class DeclaresWire(Protocol):
+    """A transport that says how its wire carries audio."""
 
     @property
     def wire_audio(self) -> WireAudio:
         """The encoding and rate of the transport's wire."""
         ...
+
+
+def wire_audio_of(transport: CallTransport) -> WireAudio:
+    """The transport's `wire_audio`, or PCM16 at its session rate when it declares none."""
+    if isinstance(transport, DeclaresWire):
+        return transport.wire_audio
+    return WireAudio("pcm16", transport.sample_rate)
+
+
+@runtime_checkable
+class WireAudioTransport(CallTransport, DeclaresWire, Protocol):
+    """A `CallTransport` that also takes agent audio in its `wire_audio` format."""
 
     async def send_wire_audio(self, data: bytes) -> None:
         """Queue agent audio already in `wire_audio`'s format (no conversion)."""
@@ -91,9 +98,8 @@ class WireAudioTransport(CallTransport, Protocol):
 def plays_mulaw(transport: CallTransport) -> TypeGuard[WireAudioTransport]:
     """The transport's session rate and wire are both 8 kHz and it takes mu-law as it is
     (`send_wire_audio`): a provider can hand it G.711 with no conversion at all."""
-    wire = wire_audio_of(transport)
     return (
-        wire == WireAudio("mulaw", 8000)
+        isinstance(transport, WireAudioTransport)
+        and transport.wire_audio == WireAudio("mulaw", 8000)
         and transport.sample_rate == 8000
-        and callable(getattr(transport, "send_wire_audio", None))
     )
