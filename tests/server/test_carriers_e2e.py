@@ -31,9 +31,9 @@ from voicehub.desks.voice_stack import default_voice_stacks
 from voicehub.server.settings import ServerSettings
 from voicehub.telephony.settings import CarrierSettings
 from voicehub.voice.providers.offline import transcribe
-from voicehub_dev.fakes.plivo import FakePlivo
-from voicehub_dev.fakes.telnyx import FakeTelnyx
-from voicehub_dev.fakes.vonage import FakeVonage
+from voicehub_dev.fakes.plivo import PlivoSide
+from voicehub_dev.fakes.telnyx import TelnyxSide
+from voicehub_dev.fakes.vonage import VonageSide
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.realtime]
@@ -50,10 +50,10 @@ TELNYX_KEY = secrets.token_bytes(32)  # the Telnyx account's signing key (its se
 
 def fake(carrier: str, server: RunningServer) -> Any:
     if carrier == "telnyx":
-        return FakeTelnyx(server.url, PUBLIC, TELNYX_KEY)
+        return TelnyxSide(server.url, PUBLIC, TELNYX_KEY)
     if carrier == "plivo":
-        return FakePlivo(server.url, PUBLIC, PLIVO_TOKEN)
-    return FakeVonage(server.url, PUBLIC, VONAGE_SECRET)
+        return PlivoSide(server.url, PUBLIC, PLIVO_TOKEN)
+    return VonageSide(server.url, PUBLIC, VONAGE_SECRET)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Runn
         public_url=PUBLIC,
         number_key=NUMBER_KEY,
         carriers=CarrierSettings(
-            telnyx_public_key=FakeTelnyx(PUBLIC, PUBLIC, TELNYX_KEY).public_key,
+            telnyx_public_key=TelnyxSide(PUBLIC, PUBLIC, TELNYX_KEY).public_key,
             plivo_auth_token=PLIVO_TOKEN,
             vonage_signature_secret=VONAGE_SECRET,
         ),

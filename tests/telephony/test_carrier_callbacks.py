@@ -33,10 +33,10 @@ from voicehub.server.settings import ServerSettings
 from voicehub.telephony.callback import CallBacks
 from voicehub.telephony.settings import CarrierSettings
 from voicehub_dev.fakes.carrier_rest import PLIVO_ID, PLIVO_TOKEN, TELNYX_KEY, CarrierRest
-from voicehub_dev.fakes.plivo import FakePlivo
+from voicehub_dev.fakes.plivo import PlivoSide
 from voicehub_dev.fakes.server_session import ScriptedSession, ScriptedStack
-from voicehub_dev.fakes.telnyx import FakeTelnyx
-from voicehub_dev.fakes.vonage import FakeVonage
+from voicehub_dev.fakes.telnyx import TelnyxSide
+from voicehub_dev.fakes.vonage import VonageSide
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
@@ -87,10 +87,10 @@ class Line:
 
     def fake(self) -> Any:
         if self.carrier == "telnyx":
-            return FakeTelnyx(self.server.url, PUBLIC, TELNYX_SEED)
+            return TelnyxSide(self.server.url, PUBLIC, TELNYX_SEED)
         if self.carrier == "plivo":
-            return FakePlivo(self.server.url, PUBLIC, PLIVO_TOKEN)
-        return FakeVonage(self.server.url, PUBLIC, VONAGE_SECRET)
+            return PlivoSide(self.server.url, PUBLIC, PLIVO_TOKEN)
+        return VonageSide(self.server.url, PUBLIC, VONAGE_SECRET)
 
     async def session_after(self, count: int) -> ScriptedSession:
         async def live() -> None:
@@ -186,7 +186,7 @@ def httpx_client() -> Any:
     return httpx.AsyncClient(timeout=10)
 
 
-async def vonage_post(phone: FakeVonage, path: str, body: bytes) -> Any:
+async def vonage_post(phone: VonageSide, path: str, body: bytes) -> Any:
     headers = {"Authorization": f"Bearer {phone.token(body)}", "content-type": "application/json"}
     async with httpx_client() as client:
         return await client.post(phone.local(phone.public(path)), content=body, headers=headers)
@@ -202,7 +202,7 @@ async def line(
         monkeypatch.setenv("SSL_CERT_FILE", str(rest.cert))  # the SDKs trust the fake's certificate
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(rest.cert))
         carriers = CarrierSettings(
-            telnyx_public_key=FakeTelnyx(PUBLIC, PUBLIC, TELNYX_SEED).public_key,
+            telnyx_public_key=TelnyxSide(PUBLIC, PUBLIC, TELNYX_SEED).public_key,
             telnyx_api_key=TELNYX_KEY,
             telnyx_api_url=rest.url + "/v2",
             telnyx_account_sid="account-1",

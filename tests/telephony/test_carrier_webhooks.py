@@ -29,10 +29,10 @@ from voicehub.telephony.control import CarrierCallControl
 from voicehub.telephony.settings import CarrierSettings
 from voicehub.tools.call_control import live_calls
 from voicehub_dev.fakes.carrier_rest import TELNYX_KEY, CarrierRest
-from voicehub_dev.fakes.plivo import FakePlivo
+from voicehub_dev.fakes.plivo import PlivoSide
 from voicehub_dev.fakes.server_session import ScriptedStack
-from voicehub_dev.fakes.telnyx import FakeTelnyx
-from voicehub_dev.fakes.vonage import FakeVonage
+from voicehub_dev.fakes.telnyx import TelnyxSide
+from voicehub_dev.fakes.vonage import VonageSide
 
 CHANNELS = Path(__file__).resolve().parents[2] / "channels"
 PUBLIC = "https://voicehub.test"
@@ -51,7 +51,7 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
         public_url=PUBLIC,
         number_key=NUMBER_KEY,
         carriers=CarrierSettings(
-            telnyx_public_key=FakeTelnyx(PUBLIC, PUBLIC, TELNYX_SEED).public_key,
+            telnyx_public_key=TelnyxSide(PUBLIC, PUBLIC, TELNYX_SEED).public_key,
             plivo_auth_token=PLIVO_TOKEN,
             vonage_signature_secret=VONAGE_SECRET,
         ),
@@ -62,10 +62,10 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
 
 def fake(carrier: str, server: RunningServer) -> Any:
     if carrier == "telnyx":
-        return FakeTelnyx(server.url, PUBLIC, TELNYX_SEED)
+        return TelnyxSide(server.url, PUBLIC, TELNYX_SEED)
     if carrier == "plivo":
-        return FakePlivo(server.url, PUBLIC, PLIVO_TOKEN)
-    return FakeVonage(server.url, PUBLIC, VONAGE_SECRET)
+        return PlivoSide(server.url, PUBLIC, PLIVO_TOKEN)
+    return VonageSide(server.url, PUBLIC, VONAGE_SECRET)
 
 
 CARRIERS = ["telnyx", "plivo", "vonage"]
@@ -105,7 +105,7 @@ async def test_telnyx_refuses_forged_stale_and_unsigned_webhooks(server: Running
     telnyx = fake("telnyx", server)
     params = {"CallSid": "v3:abc", "From": "+15550100022", "To": "+15550009998"}
     body = urlencode(params).encode()
-    forged = FakeTelnyx(server.url, PUBLIC).signed(body)  # another account's key
+    forged = TelnyxSide(server.url, PUBLIC).signed(body)  # another account's key
     stale = telnyx.signed(body, timestamp=int(time.time()) - 3600)
     for headers in ({}, forged, stale):
         response = await telnyx.post("/telnyx/research/voice", params, headers=headers)
@@ -146,7 +146,7 @@ async def test_vonage_refuses_a_jwt_under_another_secret_or_with_a_wrong_body_ha
 ) -> None:
     query = urlencode({"uuid": "u-1", "from": "15550100024", "to": "15550009996"})
     url = f"{server.url}/vonage/research/answer?{query}"
-    other = FakeVonage(server.url, PUBLIC, "w" * 40).token()
+    other = VonageSide(server.url, PUBLIC, "w" * 40).token()
     old = jwt.encode({"iat": int(time.time()) - 3600, "api_key": "k"}, VONAGE_SECRET, "HS256")
     async with httpx.AsyncClient(timeout=10) as client:
         for headers in (
@@ -164,7 +164,7 @@ async def test_vonage_refuses_a_jwt_under_another_secret_or_with_a_wrong_body_ha
             headers={"Authorization": f"Bearer {token}"},
         )
         assert event.status_code == 403 and "payload_hash" in event.text
-        signed = FakeVonage(server.url, PUBLIC, VONAGE_SECRET).token(body)
+        signed = VonageSide(server.url, PUBLIC, VONAGE_SECRET).token(body)
         event = await client.post(
             f"{server.url}/vonage/research/event",
             content=body,
@@ -185,7 +185,7 @@ async def test_a_telnyx_call_gets_the_carrier_control_that_reaches_its_rest_api(
             public_url=PUBLIC,
             number_key=NUMBER_KEY,
             carriers=CarrierSettings(
-                telnyx_public_key=FakeTelnyx(PUBLIC, PUBLIC, TELNYX_SEED).public_key,
+                telnyx_public_key=TelnyxSide(PUBLIC, PUBLIC, TELNYX_SEED).public_key,
                 telnyx_api_key=TELNYX_KEY,
                 telnyx_api_url=rest.url + "/v2",
             ),

@@ -1,4 +1,4 @@
-"""What the carrier fakes share around the stream: the answer they read and the tunnel."""
+"""What the carriers' sides share around the stream: the answer they read and the tunnel."""
 
 from __future__ import annotations
 

@@ -32,9 +32,9 @@ from voicehub.client.phone_call import (
     room_record,
     voice_to_voice,
 )
-from voicehub.client.plivo import FakePlivo
-from voicehub.client.telnyx import FakeTelnyx
-from voicehub.client.vonage import FakeVonage
+from voicehub.client.plivo import PlivoSide
+from voicehub.client.telnyx import TelnyxSide
+from voicehub.client.vonage import VonageSide
 from voicehub.errors import VoicehubError
 
 __all__ = ["CARRIER_SECRETS", "CarrierCallOptions", "place_carrier_call"]
@@ -73,11 +73,11 @@ def carrier_for(options: CarrierCallOptions) -> Any:
                 "TELNYX_SIGNING_KEY must be the base64 of a 32-byte Ed25519 seed "
                 "(the server's TELNYX_PUBLIC_KEY is its public key; see docs/carriers.md)"
             )
-        return FakeTelnyx(options.server, options.public_url, seed)
+        return TelnyxSide(options.server, options.public_url, seed)
     if options.carrier == "plivo":
-        return FakePlivo(options.server, options.public_url, options.secret)
+        return PlivoSide(options.server, options.public_url, options.secret)
     if options.carrier == "vonage":
-        return FakeVonage(options.server, options.public_url, options.secret)
+        return VonageSide(options.server, options.public_url, options.secret)
     raise VoicehubError(f"unknown carrier {options.carrier!r}: telnyx, plivo or vonage")
 
 

@@ -1,4 +1,4 @@
-"""The caller's end of a carrier media stream, the same machinery for every carrier's fake.
+"""The caller's end of a carrier media stream, the same machinery for every carrier's side.
 
 A carrier is a WebSocket *client* of the server: it opens the stream its answer named,
 sends its opening frames, then a frame of caller audio every 20 ms (silence between

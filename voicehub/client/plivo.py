@@ -1,5 +1,5 @@
-"""Plivo's side of a number, for `voicehub call --carrier plivo` and the tests' fake Plivo:
-V3-signed webhooks and a bidirectional audio stream.
+"""Plivo's side of a number, for `voicehub call --carrier plivo` (the tests' Plivo too:
+`voicehub_dev.fakes.plivo`): V3-signed webhooks and a bidirectional audio stream.
 
 Written from Plivo's published docs (docs/carriers.md): the answer URL gets a form POST
 signed V3 (`X-Plivo-Signature-V3` over the URL and the sorted parameters, with a nonce,
@@ -32,7 +32,7 @@ from voicehub.client.carrier_line import CarrierLine, Heard
 from voicehub.errors import ProtocolError
 from voicehub.voice.audio import ulaw2lin
 
-__all__ = ["FakePlivo", "PlivoDialect", "v3_signature"]
+__all__ = ["PlivoDialect", "PlivoSide", "v3_signature"]
 
 
 def v3_signature(auth_token: str, url: str, params: dict[str, str], nonce: str) -> str:
@@ -52,7 +52,7 @@ def v3_signature(auth_token: str, url: str, params: dict[str, str], nonce: str) 
     return base64.b64encode(digest.digest()).decode()
 
 
-class FakePlivo(Tunnel):
+class PlivoSide(Tunnel):
     """Plivo's side of a number whose application answers at our URL."""
 
     def __init__(self, local_url: str, public_url: str, auth_token: str) -> None:
@@ -105,7 +105,9 @@ def parse_plivo_xml(text: str, call_id: str, caller: str) -> StreamAnswer:
     if stream.get("bidirectional") != "true" or stream.get("audioTrack", "inbound") != "inbound":
         raise ProtocolError("a two-way stream needs bidirectional=true and audioTrack=inbound")
     if stream.get("contentType") != "audio/x-mulaw;rate=8000":
-        raise ProtocolError(f"contentType {stream.get('contentType')!r}: the fake speaks mu-law")
+        raise ProtocolError(
+            f"contentType {stream.get('contentType')!r}: this Plivo side speaks mu-law"
+        )
     url = (stream.text or "").strip()
     headers = dict(
         pair.split("=", 1) for pair in (stream.get("extraHeaders") or "").split(",") if "=" in pair

@@ -1,5 +1,5 @@
-"""Telnyx's side of a TeXML number, for `voicehub call --carrier telnyx` and the tests'
-fake Telnyx: signed webhooks and the media stream.
+"""Telnyx's side of a TeXML number, for `voicehub call --carrier telnyx` (the tests' Telnyx
+too: `voicehub_dev.fakes.telnyx`): signed webhooks and the media stream.
 
 Written from Telnyx's published docs (docs/carriers.md has the facts): the call webhook is
 a form POST signed with Ed25519 over `timestamp|body` (`telnyx-signature-ed25519`,
@@ -9,7 +9,7 @@ with PCMU both ways; the stream sends `connected`, `start` (stream id at the top
 `dtmf` and `stop`, echoes each `mark` once the audio before it has played, and returns
 the queued marks on `clear`. Anything else the server sends is a problem.
 
-    telnyx = FakeTelnyx(server.url, "https://voicehub.test")   # TELNYX_PUBLIC_KEY=telnyx.public_key
+    telnyx = TelnyxSide(server.url, "https://voicehub.test")   # TELNYX_PUBLIC_KEY=telnyx.public_key
     answer = await telnyx.incoming_call("research", "+15550100")
     async with telnyx.stream(answer) as line: ...
 """
@@ -32,10 +32,10 @@ from voicehub.client.carrier_line import CarrierLine, Heard
 from voicehub.errors import MissingExtraError, ProtocolError
 from voicehub.voice.audio import ulaw2lin
 
-__all__ = ["FakeTelnyx", "TelnyxDialect"]
+__all__ = ["TelnyxDialect", "TelnyxSide"]
 
 
-class FakeTelnyx(Tunnel):
+class TelnyxSide(Tunnel):
     """Telnyx's side of a TeXML number."""
 
     def __init__(self, local_url: str, public_url: str, key: bytes | None = None) -> None:
@@ -113,7 +113,9 @@ def parse_texml(text: str, call_id: str, caller: str) -> StreamAnswer:
         raise ProtocolError("bidirectionalMode must be 'rtp' (the default, mp3, plays files)")
     for attribute in ("bidirectionalCodec", "codec"):
         if stream.get(attribute, "PCMU") != "PCMU":
-            raise ProtocolError(f"{attribute}={stream.get(attribute)!r}: the fake speaks PCMU")
+            raise ProtocolError(
+                f"{attribute}={stream.get(attribute)!r}: this Telnyx side speaks PCMU"
+            )
     params = {p.get("name", ""): p.get("value", "") for p in stream.findall("Parameter")}
     redirect = root.find("./Redirect")
     after = redirect.text if redirect is not None else None

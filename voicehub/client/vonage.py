@@ -1,5 +1,5 @@
-"""Vonage's side of a Voice application, for `voicehub call --carrier vonage` and the tests'
-fake Vonage: signed-JWT webhooks and a WebSocket connection.
+"""Vonage's side of a Voice application, for `voicehub call --carrier vonage` (the tests'
+Vonage too: `voicehub_dev.fakes.vonage`): signed-JWT webhooks and a WebSocket connection.
 
 Written from Vonage's published docs (docs/carriers.md): the answer webhook is a GET with
 `to`, `from`, `uuid` and `conversation_uuid`, signed by a JWT (HS256 under the signature
@@ -29,7 +29,7 @@ from voicehub.client.carrier_answers import StreamAnswer, Tunnel
 from voicehub.client.carrier_line import CarrierLine, Heard
 from voicehub.errors import MissingExtraError, ProtocolError
 
-__all__ = ["BUFFER_MESSAGES", "FakeVonage", "VonageDialect"]
+__all__ = ["BUFFER_MESSAGES", "VonageDialect", "VonageSide"]
 
 _FRAME = 640  # 20 ms of PCM16 at 16 kHz
 # "Vonage will only buffer 3072 messages (~60 s)" of audio sent ahead of playback (its
@@ -37,7 +37,7 @@ _FRAME = 640  # 20 ms of PCM16 at 16 kHz
 BUFFER_MESSAGES = 3072
 
 
-class FakeVonage(Tunnel):
+class VonageSide(Tunnel):
     """Vonage's side of a Voice application whose answer URL is ours."""
 
     def __init__(self, local_url: str, public_url: str, signature_secret: str) -> None:
