@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["BackgroundJobs", "TaskSet", "cancel_and_wait"]
@@ -20,14 +20,18 @@ class TaskSet:
     """The tasks one object started and does not await: each is held until it finishes
     (the event loop keeps only weak references to tasks, so an unheld one can vanish
     mid-run), and one that fails is logged with `owner` and its name, not dropped
-    silently. `cancel` stops them all; `aclose` also waits until they have stopped.
+    silently (or handed to `failed`, for an owner whose tasks may fail as a matter of
+    course). `cancel` stops them all; `aclose` also waits until they have stopped.
 
         self._tasks = TaskSet("the call's transport")
         self._tasks.start(self._pump(), name="pump")
     """
 
-    def __init__(self, owner: str = "background") -> None:
+    def __init__(
+        self, owner: str = "background", *, failed: Callable[[BaseException], None] | None = None
+    ) -> None:
         self.owner = owner
+        self._failed = failed
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def start(
@@ -46,7 +50,10 @@ class TaskSet:
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("%s: task %s failed", self.owner, task.get_name(), exc_info=error)
+            if self._failed is not None:
+                self._failed(error)
+            else:
+                log.error("%s: task %s failed", self.owner, task.get_name(), exc_info=error)
 
     def __len__(self) -> int:
         return len(self._tasks)

@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
-from voicehub.core.jobs import cancel_and_wait
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import TaskRecord, TaskStatus
 from voicehub.core.trusted import replace
 from voicehub.delivery.policy import DeliveryStrategy, strategy_from_json
@@ -97,17 +97,15 @@ class TaskRecovery:
         self.instance_id = instance_id
         self.wall = wall
         # Not the hub's room jobs: a room's jobs keep it loaded, and this job releases it.
-        self._reports: set[asyncio.Task[None]] = set()
+        self._reports = TaskSet("the reports of lost tasks")
 
     async def wait(self) -> None:
         """Wait until every report started so far has been delivered (tests, shutdown)."""
-        while self._reports:
-            await asyncio.gather(*list(self._reports), return_exceptions=True)
+        await self._reports.wait()
 
     async def aclose(self) -> None:
         """Stop the reports still running (shutdown)."""
-        for report in list(self._reports):
-            await cancel_and_wait(report)
+        await self._reports.aclose()
 
     async def take_over(self, lost: str) -> list[TaskRecord]:
         """Claim the unfinished tasks of instance `lost` (those another survivor has not
@@ -135,9 +133,7 @@ class TaskRecovery:
             key = dispatch["id"] if isinstance(dispatch, dict) else f"lone:{task.id}"
             dispatches[task.parent_room_id, key].append(task)
         for (room_id, _), tasks in dispatches.items():
-            report = asyncio.create_task(self._report(room_id, tasks, lost))
-            self._reports.add(report)
-            report.add_done_callback(self._report_done)
+            self._reports.start(self._report(room_id, tasks, lost), name=f"report to {room_id}")
         if claimed:
             log.warning(
                 "instance %s was lost: took over %d of its tasks (%s)",
@@ -145,11 +141,6 @@ class TaskRecovery:
                 len(claimed),
                 ", ".join(t.id for t in claimed),
             )
-
-    def _report_done(self, report: asyncio.Task[None]) -> None:
-        self._reports.discard(report)
-        if not report.cancelled() and report.exception() is not None:
-            log.error("could not report lost tasks", exc_info=report.exception())
 
     async def _claim(self, task: TaskRecord, lost: str) -> TaskRecord | None:
         claimed = replace(

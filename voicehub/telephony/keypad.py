@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from voicehub.core.clock import Clock
+from voicehub.core.jobs import TaskSet
 from voicehub.core.store.base import DeliveryStatus
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Keypad:
         self.session, self.config, self.store, self.clock = session, config, store, clock
         self._digits = ""
         self._timer: asyncio.Task[None] | None = None
-        self._work: set[asyncio.Task[None]] = set()
+        self._work = TaskSet(f"room {session.room_id}: key presses", failed=self._failed)
 
     def press(self, key: str) -> None:
         """One key from a `dtmf` event: 0-9, `*`, `#` (A-D, rare, are ignored)."""
@@ -62,10 +63,10 @@ class Keypad:
             log.info("room %s: key %r is not bound; ignored", self.session.room_id, key)
 
     async def aclose(self) -> None:
-        tasks = [t for t in (self._timer, *self._work) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+        await self._work.aclose()
 
     async def _after_gap(self) -> None:
         await self.clock.sleep(self.config.digit_gap)
@@ -81,15 +82,11 @@ class Keypad:
             self._spawn(self.session.push_text(digits))
 
     def _spawn(self, job: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(job)
-        self._work.add(task)
-        task.add_done_callback(self._done)
+        self._work.start(job, name="key press")
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._work.discard(task)
-        if not task.cancelled() and (error := task.exception()) is not None:
-            # The call may have ended under the key press: log, the call goes on.
-            log.info("room %s: key press not handled: %r", self.session.room_id, error)
+    def _failed(self, error: BaseException) -> None:
+        # The call may have ended under the key press: log, the call goes on.
+        log.info("room %s: key press not handled: %r", self.session.room_id, error)
 
     async def _run(self, binding: KeyBinding) -> None:
         if binding.text is not None:
