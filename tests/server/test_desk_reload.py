@@ -114,3 +114,24 @@ async def test_serve_reload_end_to_end_new_calls_get_the_change_live_calls_keep_
             assert heard.text == "Version two here."
             live = server.switchboard.calls[first.report.room_id]
             assert live.desk.greeting.startswith("Hello, you have reached")
+
+
+@pytest.mark.parametrize("prewarm", [True, False], ids=["prewarm", "no-prewarm"])
+async def test_a_saved_desk_loads_its_models_when_the_start_would_have(
+    folder: Path, tmp_path: Path, prewarm: bool
+) -> None:
+    """With prewarm the reloaded desk's models load at once, as at the start; without
+    (`--no-prewarm`) they load on its first call, as they would have after the start."""
+    settings = ServerSettings(
+        channels_dir=folder, db_path=tmp_path / "v.db", reload_desks=True, prewarm=prewarm
+    )
+    factory = ScriptedStack()
+    async with running_server(settings, voice=factory) as server:
+        assert factory.prepared == (["research"] if prewarm else [])
+        factory.prepared = []
+        reloader = server.app.state.parts.reloader
+        passes = reloader.passes
+        rewrite(folder / "research.toml", GREETING, 'greeting = "Version two here."')
+        await asyncio.wait_for(reloader.wait_for_pass(passes), 30)
+        assert reloader.last is not None and reloader.last.updated == ["research"]
+        assert factory.prepared == (["research"] if prewarm else [])

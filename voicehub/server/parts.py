@@ -150,8 +150,11 @@ class ServerParts:
 
         # how late the loop wakes a timer: for /health (`voicehub soak`), /metrics, the load
         self.loop_health = LoopHealth(clock, observe=lagged)
+        # a desk file saved loads the models of its desk as the start did: at once when
+        # prewarming, else on the desk's first call
+        prepare = runtime.voice.prepare if settings.prewarm else None
         self.reloader = (
-            DeskReloader(settings.channels_dir, runtime.desks, prepare=runtime.voice.prepare)
+            DeskReloader(settings.channels_dir, runtime.desks, prepare=prepare)
             if settings.reload_desks
             else None
         )

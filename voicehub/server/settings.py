@@ -69,7 +69,8 @@ class ServerSettings(RuntimeSettings):
     `store`: None for the SQLite file at `db_path`, or a `redis://` / `rediss://` URL to share
     one Redis among instances. `max_audio_bytes` / `max_text_bytes`: the largest client
     messages accepted (bigger ones close the call with 1009). `prewarm`: load the voice
-    models at startup so the first call does not wait for them. `drain_seconds`: on
+    models at startup (and a reloaded desk's when its file is saved) so the first call does
+    not wait for them. `drain_seconds`: on
     SIGTERM, how long live calls may go on before they are ended (results held).
     `batch_vad`: run the calls' Silero VAD inferences batched (one ONNX run per 20 ms tick
     for every call); false runs one inference per call, as livekit does.
