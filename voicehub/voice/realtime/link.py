@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from websockets.exceptions import InvalidStatus
+
 from voicehub.voice.realtime.connection import EventHandler, ModelConnection
 
 if TYPE_CHECKING:
@@ -63,9 +65,8 @@ class LinkListener(Protocol):
 def describe_connect_error(exc: BaseException) -> str:
     """A short reason for a failed connect: the HTTP status of a refused handshake (429 is
     the rate limit), else the exception."""
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    if isinstance(status, int):
+    if isinstance(exc, InvalidStatus):
+        status = exc.response.status_code
         return f"HTTP {status}" + (" (rate limited)" if status == 429 else "")
     return f"{type(exc).__name__}: {exc}"
 
