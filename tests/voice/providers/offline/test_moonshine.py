@@ -283,3 +283,33 @@ def test_the_end_of_a_request_cut_off_by_a_pause_names_its_topic() -> None:
     assert "heat pumps" in heard.text.lower(), heard.text
     turn = " ".join([stt.hear(spoken("could you research"), RATE).text, heard.text])
     assert research_tool(turn) == ("delegate_workers", '{"task": "heat pumps"}'), turn
+
+
+async def test_the_final_is_decoded_before_the_vads_end_of_speech() -> None:
+    # The speech gate holds about 0.16 s of silence after the last word as speech: with the
+    # window's tail (0.04 s) the decoding that is the final starts about 0.2 s after the
+    # caller's last word, before the session's VAD ends their speech (about 0.3 s); the
+    # flush then takes it, and decodes nothing more.
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline.moonshine_stt import MoonshineSTT
+    from voicehub_dev.bench.voice_latency import frames_of, last_voiced
+
+    spy = Spy()
+    stream = MoonshineSTT(recognizer=spy).stream()  # type: ignore[arg-type]
+    audio = fixture("request.wav") + bytes(2 * RATE)
+    last_word = last_voiced(frames_of(audio))
+    heard_by = 2 * RATE // 50 * (last_word + 1 + round(0.25 / 0.02))  # 0.25 s of silence
+    for frame in frames(audio[:heard_by]):
+        stream.push_frame(frame)
+    interim = (await events_until(stream, T.INTERIM_TRANSCRIPT))[-1].alternatives[0].text
+    tool = research_tool(interim)
+    assert tool is not None and tool[0] == "delegate_workers" and "heat pump" in tool[1]
+    decoded = len(spy.drafts)
+    for frame in frames(audio[heard_by : heard_by + 2 * RATE // 10]):
+        stream.push_frame(frame)
+    stream.flush()
+    final = (await events_until(stream, T.FINAL_TRANSCRIPT))[-1].alternatives[0].text
+    assert final == interim
+    assert len(spy.drafts) == decoded  # the final was the pause's decoding
+    await stream.aclose()

@@ -1,10 +1,11 @@
 """livekit-agents STT plugin for Moonshine Base English (offline): :class:`MoonshineSTT`.
 
 The stream is the utterance stream Whisper's plugin uses (`whisper_stream`): windows cut by
-the speech gate, decoded at each pause while the caller speaks, the final the pause's
-decoding when no speech followed. Moonshine adds drafts: each decoding of a longer window
-of the same utterance verifies the tokens of the one before (`moonshine_engine`), so the
-final after the end of speech costs little more than the encoder.
+the speech gate, decoded at each pause while the caller speaks (`TAIL` into it, a shorter
+pause than Whisper's), the final the pause's decoding when no speech followed. Moonshine
+adds drafts: each decoding of a longer window of the same utterance verifies the tokens of
+the one before (`moonshine_engine`), so the final after the end of speech costs little
+more than the encoder.
 
 Moonshine cannot be primed with a desk's vocabulary as Whisper is. What priming and the
 second, slowed listening do for Whisper is done here by a second opinion
@@ -43,7 +44,16 @@ with vendor_import("livekit-agents"):
         NotGivenOr,
     )
 
-__all__ = ["DOUBTFUL_BELOW", "MoonshineSTT", "SecondOpinion"]
+__all__ = ["DOUBTFUL_BELOW", "TAIL", "MoonshineSTT", "SecondOpinion"]
+
+TAIL = 0.04
+"""The window's `tail` for Moonshine (`WindowSettings`): the gate's silence after which a
+pause is decoded, and the audio kept after the gate's last speech. The speech gate holds
+about 0.16 s of silence after the last word as speech (WebRTC's hangover), so the decoding
+starts about 0.2 s after the caller's last word, on a window holding that much silence,
+before the VAD's end of speech (about 0.3 s): the final is the pause's decoding, ready or
+nearly when the turn ends. Whisper keeps 0.2 s: its decoding, not its start, is what a
+caller waits for."""
 
 DOUBTFUL_BELOW = 0.5
 """A Moonshine final below this confidence (the mean token probability) is heard again by
@@ -115,7 +125,7 @@ class MoonshineSTT(stt.STT[Never]):
         self._recognizer = recognizer or shared_moonshine()
         self._second = second_opinion
         self._correction = correction
-        self._window = window or WindowSettings()
+        self._window = window or WindowSettings(tail=TAIL)
 
     @property
     def model(self) -> str:
