@@ -107,6 +107,7 @@ async def test_a_write_no_replica_has_is_not_acknowledged_with_wait_replicas() -
     with running_sentinel_set(replicas=1) as redis_set:
         store = RedisStore(f"{redis_set.url}?wait_replicas=1", prefix=unique_prefix())
         try:
+            assert await store.check_durability() == []  # AOF on, and writes wait
             await store.append_event(Event(room_id=ROOM, seq=1, text="heard"))
             redis_set.replica.stop()
             event = Event(room_id=ROOM, seq=2, text="on the primary only")
@@ -126,6 +127,9 @@ async def test_without_wait_replicas_a_write_goes_on_with_its_replica_down() -> 
     with running_sentinel_set(replicas=1) as redis_set:
         store = RedisStore(redis_set.url, prefix=unique_prefix())
         try:
+            [warning] = await store.check_durability()  # said at start
+            assert "a fail-over can lose the last results" in warning
+            assert "wait_replicas=1" in warning
             redis_set.replica.stop()
             await store.append_event(Event(room_id=ROOM, seq=1, text="on the primary only"))
             assert [e.seq for e in await store.list_events(ROOM)] == [1]

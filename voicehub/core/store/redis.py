@@ -262,7 +262,8 @@ class RedisStore:
 
     async def check_durability(self) -> list[str]:
         """Warnings (also logged) when Redis may lose writes it acknowledged: voicehub wants
-        `appendonly yes` with `appendfsync everysec` (at most a second lost) or `always`."""
+        `appendonly yes` with `appendfsync everysec` (at most a second lost) or `always`,
+        and, behind Sentinel, `wait_replicas` (a fail-over loses what no replica had)."""
         from redis.exceptions import ResponseError
 
         redis = self.redis
@@ -287,6 +288,12 @@ class RedisStore:
             warnings.append(
                 f"Redis at {self.shown_url} has appendfsync no: a machine crash can lose many "
                 "seconds of results. Set appendfsync everysec"
+            )
+        if self._sentinel is not None and not self.wait_replicas:
+            warnings.append(
+                f"Redis at {self.shown_url} acknowledges each write before any replica has it: "
+                "a fail-over can lose the last results and claims. Add wait_replicas=1 to the "
+                "store URL (with two replicas or more)"
             )
         for warning in warnings:
             log.warning("%s", warning)
