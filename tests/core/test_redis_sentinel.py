@@ -6,7 +6,6 @@ replica is behind by whatever it had not yet copied (docs/operations.md says wha
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
@@ -68,7 +67,6 @@ async def test_writes_go_on_through_a_fail_over_and_none_acknowledged_is_lost_or
             await append(seq)
 
         redis_set.kill_primary()
-        killed_at = time.monotonic()
 
         # the result's outcome, written as the fault hits: retried until it lands
         spoken = claimed.model_copy(update={"status": DeliveryStatus.DELIVERED})
@@ -77,7 +75,6 @@ async def test_writes_go_on_through_a_fail_over_and_none_acknowledged_is_lost_or
             return await store.swap_delivery(spoken, expected_fence=1)
 
         finished = await stored(finish, "the result's outcome")
-        recovered_s = time.monotonic() - killed_at
         if not finished:  # it landed, but its answer was lost: the stored record is ours
             assert await store.get_delivery("d1") == spoken
         replicas = {replica.port for replica in redis_set.replicas}
@@ -96,9 +93,6 @@ async def test_writes_go_on_through_a_fail_over_and_none_acknowledged_is_lost_or
         stale = claimed.model_copy(update={"status": DeliveryStatus.PENDING, "fence": 2})
         assert not await store.swap_delivery(stale, expected_fence=0)
         assert await store.list_deliveries(statuses=[DeliveryStatus.DELIVERED]) == [spoken]
-        # the fail-over is seconds, not the outage limit (down-after 500 ms, one Sentinel)
-        assert recovered_s < OUTAGE_LIMIT / 2, recovered_s
-        print(f"sentinel fail-over: the first write landed {recovered_s:.2f} s after the kill")
     finally:
         await store.close()
 
