@@ -1,8 +1,9 @@
 """The rows of the faults matrix, each a research call through one fault (`call`), on two
 `voicehub serve` instances (run by `voicehub_dev.fakes.faulty_serve`, so that their
 recognizers, voices and event loops obey the bench's control file) on a redis-server of
-the bench's own behind a TCP proxy and a balancer; and the two SQLite rows, each on one
-instance on a SQLite file."""
+the bench's own behind a TCP proxy and a balancer; the Sentinel fail-over row on two instances
+of their own on a primary, two replicas and a Sentinel (`redis+sentinel://` with
+`wait_replicas=1`); and the two SQLite rows, each on one instance on a SQLite file."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from voicehub_dev.fakes.deepgram import FakeDeepgram
 from voicehub_dev.fakes.faulty_serve import CONTROL_ENV
 from voicehub_dev.fakes.on_thread import OnThread
 from voicehub_dev.fakes.redis_proxy import ProxyThread
+from voicehub_dev.fakes.redis_sentinel import running_sentinel_set
 
 __all__ = ["FAULT_SECONDS", "run"]
 
@@ -186,6 +188,9 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
                         rows[fault.name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                     print(f"faults: {fault.name}: {rows[fault.name]}", file=sys.stderr)
             Controls(folder / "faults.json").set()  # none of the fleet's faults
+            if not only or "redis_failover" in only.split(","):
+                rows["redis_failover"] = await _failover_row(folder)
+                print(f"faults: redis_failover: {rows['redis_failover']}", file=sys.stderr)
             for name, row in (("sqlite_locked_10s", _locked), ("sqlite_disk_full_10s", _full)):
                 if not only or name in only.split(","):
                     rows[name] = await _sqlite_row(folder, name, row)
@@ -194,6 +199,52 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
             _restore(CONTROL_ENV, previous[0])
             _restore(DEEPGRAM_KEY_ENV, previous[1])
     return {"faults": rows}
+
+
+async def _failover_row(folder: Path) -> dict[str, Any]:
+    """Two instances on a Sentinel-managed primary with two replicas; once both analysts
+    work, the primary is SIGKILLed and the Sentinel promotes a replica (down-after 500 ms).
+    `failover_s` is the kill to the Sentinel naming the new primary; `recover_s` runs from
+    the kill."""
+    place = folder / "redis_failover"
+    place.mkdir()
+    model = FaultyModel()
+    with running_sentinel_set(replicas=2) as redis_set:
+        failover: dict[str, float] = {}
+
+        async def kill_primary() -> None:
+            redis_set.kill_primary()
+            killed_at = asyncio.get_running_loop().time()
+            replicas = {replica.port for replica in redis_set.replicas}
+            while await asyncio.to_thread(redis_set.primary_port) not in replicas:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)  # the Sentinel's answer, polled
+            failover["failover_s"] = asyncio.get_running_loop().time() - killed_at
+
+        # the row's clock runs from the kill: `inject` returns at once, the wait runs on
+        promoted: list[asyncio.Task[None]] = []
+
+        async def inject() -> None:
+            promoted.append(asyncio.ensure_future(kill_primary()))
+            await asyncio.sleep(0)
+
+        try:
+            async with model.server:
+                channels = fault_desks(place, model.server.base_url)
+                url = f"{redis_set.url}?wait_replicas=1"
+                async with Fleet(place, channels, url, size=2, module=SERVE) as fleet:
+                    await fleet.ready(2)
+                    row = await fault_call(
+                        fleet.balancer.url, fleet.store, Fault("redis_failover", inject)
+                    )
+                    if promoted:
+                        await promoted[0]
+                        row["failover_s"] = round(failover["failover_s"], 2)
+                    return row
+        except (VoicehubError, TimeoutError) as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        finally:
+            for task in promoted:
+                task.cancel()
 
 
 async def _locked(path: Path, disk: SmallDisk | None) -> None:
