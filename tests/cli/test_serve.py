@@ -98,6 +98,7 @@ def test_serve_names_its_broken_desk_files_and_hints_at_a_desk_it_serves(
     assert f"desk file not served: {folder / 'typo.toml'}:5: agents[0].say" in err, err
 
 
+@pytest.mark.slow
 def test_a_normal_reload_is_one_info_line(tmp_path: Path) -> None:
     # a saved desk file is news, not a problem: shown at INFO (still shown with --reload)
     folder = tmp_path / "desks"
