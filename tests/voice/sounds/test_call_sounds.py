@@ -239,7 +239,7 @@ async def test_through_the_speech_player_the_answer_follows_the_sound_with_nothi
     from voicehub.voice.engine.speech_player import SpeechHooks, SpeechPlayer
 
     player = SpeechPlayer(call.line, call.activity, call.clock, SpeechHooks())
-    player.hooks.wait = call.sounds.wrap_wait(player.hooks.wait)
+    player.before_speech(call.sounds.before_speech)
     call.host.speech_pending = lambda: player.current is not None or bool(player.queued)  # type: ignore[method-assign]
     player.start()
     call.activity.agent_thinking_started()

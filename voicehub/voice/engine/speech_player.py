@@ -2,7 +2,8 @@
 
 `SpeechPlayer` plays queued `Speech`es in order. Right before a speech's first frame goes
 out the session may still make it wait (the caller has the floor) or hold it (a result whose
-caller just spoke: `SpeechHooks`). After its last frame the player asks the transport for a
+caller just spoke: `SpeechHooks`); before that, what a call plays besides speech (its
+sounds) is ended (`before_speech`). After its last frame the player asks the transport for a
 mark and the speech ends only when the transport confirms it (`confirm`): a speech is
 "played" once the caller heard it, not once its audio was handed over.
 
@@ -89,6 +90,12 @@ class SpeechPlayer:
         self._worker: asyncio.Task[None] | None = None
         self._controls = TaskSet("the call's speech controls")
         self._closed = False
+        self._before: list[Callable[[], Awaitable[None]]] = []
+
+    def before_speech(self, step: Callable[[], Awaitable[None]]) -> None:
+        """Await `step` right before each speech's first frame, ahead of the `wait` hook:
+        a sound the call plays ends there, so no frame of it follows the agent's first."""
+        self._before.append(step)
 
     # -- control ------------------------------------------------------------------------
 
@@ -217,6 +224,8 @@ class SpeechPlayer:
             if not chunk:
                 continue
             if speech.audio_started_at is None:
+                for step in self._before:
+                    await step()
                 await self.hooks.wait(speech)
                 if speech.done:
                     return

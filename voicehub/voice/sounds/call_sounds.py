@@ -30,9 +30,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.sounds.clips import sound_pcm
@@ -54,7 +53,6 @@ _FILLER_POLL = 0.1  # seconds between looks at a late reply's tools (their start
 _HOLD_RECHECK = 5.0  # seconds between looks at the store for running work while quiet
 
 Kind = Literal["thinking", "filler", "hold"]
-S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -143,15 +141,6 @@ class CallSounds:
             self._halt = True
         async with self._send:  # a frame on its way is out
             pass
-
-    def wrap_wait(self, wait: Callable[[S], Awaitable[None]]) -> Callable[[S], Awaitable[None]]:
-        """The player's `wait` hook with `before_speech` first."""
-
-        async def hook(speech: S) -> None:
-            await self.before_speech()
-            await wait(speech)
-
-        return hook
 
     # -- the watcher --------------------------------------------------------------------------
 

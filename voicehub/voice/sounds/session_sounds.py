@@ -63,8 +63,7 @@ def attach_sounds(session: PipelineVoiceSession, settings: SoundSettings) -> Cal
     sounds = CallSounds(
         settings, session.activity, session.hub.clock, session.transport, _SessionHost(session)
     )
-    hooks = session.player.hooks
-    hooks.wait = sounds.wrap_wait(hooks.wait)
+    session.player.before_speech(sounds.before_speech)
     task = asyncio.get_running_loop().create_task(sounds.run(), name="voicehub-call-sounds")
 
     def stop() -> None:
