@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -150,7 +151,10 @@ class PipelineVoiceSession:
             sample_rate=transport.sample_rate,
             budget=prerender_budget,
         )
+        # Marks of this session's speeches: its own line's mark, never another session's of
+        # the same room (the instance a call came from numbers its speeches from 1 too)
         self._speech_ids = itertools.count(1)
+        self._line = uuid.uuid4().hex[:8]
         self.replies = CallReplies(
             parts,
             engine=self.engine,
@@ -494,7 +498,7 @@ class PipelineVoiceSession:
         return voice
 
     def _new_speech_id(self) -> str:
-        return f"{self.room_id}/speech-{next(self._speech_ids)}"
+        return f"{self.room_id}/speech-{self._line}-{next(self._speech_ids)}"
 
     def _now(self) -> float:
         return self.hub.clock.now()

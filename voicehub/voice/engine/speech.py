@@ -53,6 +53,7 @@ class Speech:
         self.segment = 0
         self.segment_from = 0.0
         self.segment_started_at: float | None = None
+        self.marked = False  # the stretch's mark went out after its last frame
         self.paused = False
         self.changed = asyncio.Event()  # set on a pause, a resume and the end
         self._done: asyncio.Future[SpeechEnd] = asyncio.get_running_loop().create_future()

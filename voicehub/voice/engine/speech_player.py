@@ -166,9 +166,15 @@ class SpeechPlayer:
         return speech
 
     def confirm(self, mark_id: str) -> None:
-        """The transport played everything up to mark `mark_id` (unknown ids: ignored)."""
+        """The transport played everything up to mark `mark_id`. Ignored unless it is the
+        mark sent after the last frame of the stretch now playing: an ack of another id,
+        or of this id before its mark went out (a client's early or stale ack), does not
+        say the caller heard the speech to its end."""
         speech = self.current
         if speech is None or speech.mark_id != mark_id or speech.done or speech.paused:
+            return
+        if not speech.marked:
+            log.info("speech %s: an ack before its mark went out is ignored", mark_id)
             return
         self._activity.playout_confirmed(speech.mark_id)
         speech.heard_seconds = speech.seconds_sent
@@ -253,6 +259,7 @@ class SpeechPlayer:
                 await self._replay(speech)
                 continue
             self._activity.agent_speech_finished(speech.mark_id, interrupted=False)
+            speech.marked = True
             self._send(self._transport.mark, speech.mark_id)
             await speech.until(paused=True)  # the mark's confirmation ends it, or a pause
 
@@ -265,6 +272,7 @@ class SpeechPlayer:
 
     def _new_segment(self, speech: Speech, start: float) -> None:
         speech.segment += 1
+        speech.marked = False
         speech.segment_from = start
         speech.segment_started_at = self._clock.now()
         self._activity.agent_speech_started(speech.mark_id)
