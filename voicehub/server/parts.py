@@ -44,7 +44,12 @@ from voicehub.server.metrics import ServerMetrics
 from voicehub.server.retention import RetentionSweeper
 from voicehub.server.telephony import Telephony
 from voicehub.server.webrtc import WebRTCDesk
-from voicehub.telephony.carriers import carrier_redirectors, voice_path
+from voicehub.telephony.carriers import (
+    carrier_calls,
+    carrier_redirectors,
+    load_verifiers,
+    voice_path,
+)
 from voicehub.telephony.line import PhoneLine, public_url
 from voicehub.telephony.stream_tokens import StreamTokens
 from voicehub.telephony.twilio.callback import dialer_from
@@ -100,12 +105,15 @@ class ServerParts:
 
         phone_timer = phone_clock if phone_clock is not None else SystemClock()
         rest = dialer_from(settings)  # None: no REST API set up
-        # Calls nobody carries are redirected back through their carrier's REST API (Twilio's
-        # here; Telnyx's and Plivo's join once the telephony part has built them).
+        # Telnyx, Plivo and Vonage: their webhooks' verifiers (imported now, not at the first
+        # call) and the REST call control of each whose credentials are set
+        load_verifiers(settings.carriers)
+        carriers = carrier_calls(settings.carriers, lambda path: public_url(settings, path))
+        # Calls nobody carries are redirected back through their carrier's REST API
         self.takeover = takeover = PhoneTakeover(
             runtime.store,
             runtime.instance_id,
-            {"twilio": rest} if rest is not None else {},
+            {**({"twilio": rest} if rest is not None else {}), **carrier_redirectors(carriers)},
             lambda carrier, desk: public_url(settings, voice_path(carrier, desk)),
             phone_timer,
             wall=hub.wall,
@@ -120,9 +128,8 @@ class ServerParts:
             stream_ended=takeover.stream_ended if rest is not None else None,
         )
         self.telephony = telephony = Telephony(
-            phone, board, settings, phone_timer, rest, draining=lambda: drain.draining
+            phone, board, settings, phone_timer, rest, carriers, draining=lambda: drain.draining
         )
-        takeover.redirectors.update(carrier_redirectors(telephony.carrier_calls))
 
         def live_calls() -> int:
             return len(calls.calls)

@@ -12,7 +12,7 @@ loses it when it ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
@@ -21,8 +21,8 @@ from voicehub.core.jobs import BackgroundJobs
 from voicehub.server.desk_transfer import DeskTransferControl
 from voicehub.server.followups import ServerFollowUps
 from voicehub.telephony.callback import CallBackDialer, CallBacks
-from voicehub.telephony.carriers import carrier_calls, carrier_routes, load_verifiers
-from voicehub.telephony.control import NOT_SET_UP, CarrierCallControl
+from voicehub.telephony.carriers import carrier_routes
+from voicehub.telephony.control import NOT_SET_UP, CarrierCallControl, CarrierCalls
 from voicehub.telephony.twilio.callback import TwilioCallBackDialer, callback_routes
 from voicehub.telephony.twilio.transfer import TwilioTransfers
 from voicehub.telephony.twilio.transfer_routes import transfer_routes
@@ -49,14 +49,14 @@ class Telephony:
         settings: ServerSettings,
         clock: Clock,
         rest: TwilioRest | None,
+        carriers: Mapping[str, CarrierCalls],
         *,
         draining: Callable[[], bool] = lambda: False,
     ) -> None:
         self.line, self.board, self.clock = line, board, clock
         self.rest = rest  # None: no REST API set up (`dialer_from`)
         # Telnyx, Plivo and Vonage calls: their REST APIs, where the credentials are set
-        load_verifiers(settings.carriers)
-        self.carrier_calls = carrier_calls(settings.carriers, line.public)
+        self.carrier_calls = dict(carriers)
         dialers: dict[str, CallBackDialer] = dict(self.carrier_calls)
         if rest is not None:
             dialers["twilio"] = TwilioCallBackDialer(rest, line)
