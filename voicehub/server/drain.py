@@ -9,7 +9,8 @@
    back (Twilio's redirect with `resume=1`) is not a new call and is let through;
 3. when another instance is alive (`peers`), each live call is handed over at its next
    quiet moment (the caller and the agent silent, nothing being spoken; at most
-   `HANDOVER_WAIT` seconds after the drain began): its record says so and its line is
+   `HANDOVER_WAIT` seconds after the drain began, or when a result is being spoken then,
+   once it ended, by the drain's deadline at the latest): its record says so and its line is
    closed the way that brings the caller back through the balancer to another instance,
    which goes on without a word (a WebSocket client reconnects on 1012, Twilio follows
    the TwiML's redirect, WebRTC re-offers); from then on no result starts being spoken
@@ -45,7 +46,8 @@ log = logging.getLogger("voicehub.server")
 
 REFUSAL = "this server is shutting down and takes no new calls; call again in a moment"
 HANDOVER_WAIT = 10.0
-"""Seconds a live call may keep the drain waiting for a quiet moment to be handed over."""
+"""Seconds a live call may keep the drain waiting for a quiet moment to be handed over
+(a result being spoken then may go on to its end, up to the drain's deadline)."""
 _QUIET_POLL = 0.05  # seconds between looks for a quiet moment
 
 
@@ -127,22 +129,33 @@ class Drain:
             log.exception("draining: could not tell whether other instances are alive")
             return
         # From now on every call here is handed over: a result started here would be cut
-        board.hub.delivery.hand_over_results()
+        delivery = board.hub.delivery
+        delivery.hand_over_results()
         latest = min(deadline, self.clock.now() + HANDOVER_WAIT)
-        while board.calls:
+        handed: set[int] = set()
+        while True:
             now = self.clock.now()
+            waiting = False
             for call in list(board.calls.values()):
+                if id(call) in handed:
+                    continue
                 session = call.session
+                # a result being spoken is let end (no other starts): cut, it would be
+                # spoken again from its start by the next instance
+                result = delivery.speaking(call.room_id)
                 quiet = (
                     session is not None
                     and (call.saying is None or call.saying.done())  # an apology, say
                     and _quiet(session.activity.snapshot())
-                    and not board.hub.delivery.speaking(call.room_id)
+                    and not result
                 )
-                if quiet or now >= latest:
+                if quiet or (now >= latest and not result) or now >= deadline:
+                    handed.add(id(call))
                     self.handed_over += 1
                     await board.lifecycle.hand_over(call)
-            if now >= latest:
+                else:
+                    waiting = True
+            if not waiting or now >= deadline:
                 return
             await self.clock.sleep(_QUIET_POLL)
 
