@@ -132,12 +132,12 @@ class Drain:
         delivery = board.hub.delivery
         delivery.hand_over_results()
         latest = min(deadline, self.clock.now() + HANDOVER_WAIT)
-        handed: set[int] = set()
+        handed: list[LiveCall] = []  # held here, so that no call is taken for another
         while True:
             now = self.clock.now()
             waiting = False
             for call in list(board.calls.values()):
-                if id(call) in handed:
+                if any(call is done for done in handed):
                     continue
                 session = call.session
                 # a result being spoken is let end (no other starts): cut, it would be
@@ -150,7 +150,7 @@ class Drain:
                     and not result
                 )
                 if quiet or (now >= latest and not result) or now >= deadline:
-                    handed.add(id(call))
+                    handed.append(call)
                     self.handed_over += 1
                     await board.lifecycle.hand_over(call)
                 else:
