@@ -1,8 +1,9 @@
 """A hand-over cuts a result the caller was still playing: the client's ack for it must not
-go out on the line it comes back on (the new server would count as heard a result the
-caller never heard: its speech ids start again, so an old mark's id may be one of its own).
-A fake server hands the call over with a mark still owed, then speaks a mark of its own,
-due later; once its ack arrives, any owed old ack would have been sent before it."""
+go out on the line it comes back on (a server whose speech ids start again on each line
+would count as heard a result the caller never heard; voicehub's name each session's marks
+with a token of their own, tests/voice/engine/test_handover_result.py). A fake server hands
+the call over with a mark still owed, then speaks a mark of its own, due later; once its ack
+arrives, any owed old ack would have been sent before it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from voicehub.voice.events import SAMPLE_RATE
 
 ROOM = "research:handover-acks"
 OLD_MARK = f"{ROOM}/speech-3"  # the result being played when the hand-over came
-NEW_MARK = f"{ROOM}/speech-1"  # the next instance's first speech (its ids start again)
+NEW_MARK = f"{ROOM}/speech-1"  # the next line's first speech, of the same id as an old one's
 
 
 def audio(seconds: float) -> bytes:
