@@ -142,9 +142,8 @@ async def test_plivo_stream_and_its_checkpoints() -> None:
 async def test_plivo_forgets_cleared_checkpoints_so_the_transport_confirms_them() -> None:
     codec = PlivoCodec()
     codec.read(plivo_start())
-    transport = PhoneStreamTransport(codec, sample_rate=8000)
     confirmed: list[str] = []
-    transport.marks_dropped = confirmed.append
+    transport = PhoneStreamTransport(codec, sample_rate=8000, marks_dropped=confirmed.append)
     await transport.send_audio(bytes(3200))
     await transport.mark("m1")
     await transport.clear()

@@ -50,7 +50,7 @@ from voicehub.telephony.carriers import (
     load_verifiers,
     voice_path,
 )
-from voicehub.telephony.line import PhoneLine, public_url
+from voicehub.telephony.line import public_url
 from voicehub.telephony.stream_tokens import StreamTokens
 from voicehub.telephony.twilio.callback import dialer_from
 from voicehub.telephony.twilio.takeover import PhoneTakeover
@@ -118,18 +118,19 @@ class ServerParts:
             phone_timer,
             wall=hub.wall,
         )
-        self.phone = phone = PhoneLine(
+        self.telephony = telephony = Telephony(
             board,
             settings,
+            phone_timer,
+            rest,
+            carriers,
             # signed under the store's secret: any instance lets in a stream another minted
             StreamTokens(phone_clock, secret=runtime.number_key),
             runtime.number_key,
-            clock=phone_timer,
             stream_ended=takeover.stream_ended if rest is not None else None,
+            draining=lambda: drain.draining,
         )
-        self.telephony = telephony = Telephony(
-            phone, board, settings, phone_timer, rest, carriers, draining=lambda: drain.draining
-        )
+        self.phone = telephony.line
 
         def live_calls() -> int:
             return len(calls.calls)

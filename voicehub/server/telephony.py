@@ -23,6 +23,7 @@ from voicehub.server.followups import ServerFollowUps
 from voicehub.telephony.callback import CallBackDialer, CallBacks
 from voicehub.telephony.carriers import carrier_routes
 from voicehub.telephony.control import NOT_SET_UP, CarrierCallControl, CarrierCalls
+from voicehub.telephony.line import PhoneLine
 from voicehub.telephony.twilio.callback import TwilioCallBackDialer, callback_routes
 from voicehub.telephony.twilio.transfer import TwilioTransfers
 from voicehub.telephony.twilio.transfer_routes import transfer_routes
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.server.calls import LiveCall, Switchboard
     from voicehub.server.settings import ServerSettings
+    from voicehub.telephony.stream_tokens import StreamTokens
     from voicehub.telephony.twilio.rest import TwilioRest
-    from voicehub.telephony.twilio.webhooks import PhoneLine
     from voicehub.voice.transport import CallTransport
 
 __all__ = ["Telephony", "telephony_routes"]
@@ -44,16 +45,29 @@ class Telephony:
 
     def __init__(
         self,
-        line: PhoneLine,
         board: Switchboard,
         settings: ServerSettings,
         clock: Clock,
         rest: TwilioRest | None,
         carriers: Mapping[str, CarrierCalls],
+        tokens: StreamTokens,
+        number_key: bytes,
         *,
+        stream_ended: Callable[[str, str, str, str], None] | None = None,
         draining: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.line, self.board, self.clock = line, board, clock
+        # The phone line is built here, told each incoming call's numbers by `remember`
+        # (called on calls, once the call-backs and follow-ups below exist)
+        self.line = line = PhoneLine(
+            board,
+            settings,
+            tokens,
+            number_key,
+            remember=self.remember,
+            clock=clock,
+            stream_ended=stream_ended,
+        )
+        self.board, self.clock = board, clock
         self.rest = rest  # None: no REST API set up (`dialer_from`)
         # Telnyx, Plivo and Vonage calls: their REST APIs, where the credentials are set
         self.carrier_calls = dict(carriers)
@@ -66,7 +80,6 @@ class Telephony:
         self.followups = ServerFollowUps(
             board.hub, board.desks, number_key=line.number_key, rest=rest
         )
-        line.remember = self.remember
         self.transfers = TwilioTransfers(line, rest, clock)
         self._carrier_jobs = BackgroundJobs()
         self._carrier_rooms: set[str] = set()

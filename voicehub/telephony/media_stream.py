@@ -85,8 +85,18 @@ async def run_media_stream(
         log.warning("%s media stream %s refused: %s", codec.carrier, started.stream_id, reason)
         await _close(websocket, 1008, reason)
         return
+
+    def confirm_dropped(name: str) -> None:
+        # a mark is sent under the call's session: it is told a mark a `clear` dropped
+        if call.session is not None:
+            call.session.playout_confirmed(name)
+
     transport = PhoneStreamTransport(
-        codec, sample_rate=SESSION_RATE, call_id=grant.call_sid, clock=line.clock
+        codec,
+        sample_rate=SESSION_RATE,
+        call_id=grant.call_sid,
+        clock=line.clock,
+        marks_dropped=confirm_dropped,
     )
     ids = {"call_sid": grant.call_sid, "stream_sid": started.stream_id}
     desk = line.board.desks[grant.desk]
@@ -139,7 +149,6 @@ class _Feeder:
         assert session is not None
         store = self.line.board.hub.store
         keypad = Keypad(session, call.desk.config.phone, store, self.line.clock)
-        self.transport.marks_dropped = session.playout_confirmed
         try:
             await self._read(websocket, call, session, keypad)
         finally:

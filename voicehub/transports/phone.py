@@ -225,6 +225,7 @@ class PhoneStreamTransport:
         sample_rate: int = 8000,
         call_id: str = "",
         clock: Clock | None = None,
+        marks_dropped: Callable[[str], None] | None = None,
     ) -> None:
         started = codec.started
         if started is None:
@@ -248,9 +249,9 @@ class PhoneStreamTransport:
         self._queue = SendQueue(pacer=self._pacer)
         self._unconfirmed: list[str] = []  # marks sent, not yet echoed
         self._confirmed_by_clear: set[str] = set()
-        # Told each mark a `clear` dropped where the carrier will never answer it (the
-        # server's reader: the session's `playout_confirmed`).
-        self.marks_dropped: Callable[[str], None] | None = None
+        # Told each mark a `clear` dropped where the carrier will never answer it (on the
+        # server: the call's session, as `playout_confirmed`).
+        self.marks_dropped = marks_dropped
         self.media_frames_sent = 0
         self.events_dropped = 0
 
