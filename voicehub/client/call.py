@@ -35,6 +35,7 @@ from websockets.exceptions import ConnectionClosed
 from voicehub.client.endings import CallClosed, CallRefused
 from voicehub.client.reconnect import Backoff, Reconnection, Reconnector
 from voicehub.client.report import AgentSegment, CallReport, ReceivedEvent, Utterance
+from voicehub.core.jobs import TaskSet
 from voicehub.errors import ProtocolError, VoicehubError
 from voicehub.transports.call_events import (
     CallerText,
@@ -122,7 +123,7 @@ class CallClient:
         self._speech: deque[tuple[bytes, Utterance | None]] = deque()
         self._open: AgentSegment | None = None
         self._play_end = 0.0
-        self._acks: set[asyncio.Task[None]] = set()
+        self._acks = TaskSet("the call's playout acks")
         self._last_news = 0.0
         self._change = asyncio.Event()
         self._closed = asyncio.Event()
@@ -187,10 +188,10 @@ class CallClient:
         """Stop the microphone and close the socket (without a hangup message)."""
         for task in self._tasks:
             task.cancel()
-        for task in [*self._tasks, *self._acks]:
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                task.cancel()
                 await task
+        await self._acks.aclose()
         if self._ws is not None:
             await self._ws.close()
             self.report.close_code = self.report.close_code or self._ws.close_code
@@ -478,14 +479,15 @@ class CallClient:
             self.report.segments.append(segment)
         segment.mark_id, self._open = mark_id, None
         due = self._play_end
-        task = asyncio.create_task(self._ack(segment, max(0.0, due - now)))
-        self._acks.add(task)
-        task.add_done_callback(self._acks.discard)
+        task = self._acks.start(self._ack(segment, max(0.0, due - now)), name="ack")
+        # the wake-up comes after the task has left `_acks` (its set's own done callback
+        # runs first): a waiter woken while it was still there saw an ack owed, and no
+        # message might come to wake it again
+        task.add_done_callback(lambda _: self._notify())
 
     def _cleared(self, now: float) -> None:
         """Barge-in: drop what has not played, ack nothing of it."""
-        for task in list(self._acks):
-            task.cancel()
+        self._acks.cancel()
         for segment in self.report.segments:
             segment.cut = segment.cut or segment.acked_at is None
         self._open, self._play_end = None, now
@@ -497,11 +499,6 @@ class CallClient:
         with contextlib.suppress(ConnectionClosed):
             await self._send(Playout(id=segment.mark_id))
             segment.acked_at = self.now()
-        # out of `_acks` before the wake-up: a waiter woken while this task was still in it
-        # saw an ack owed, and no message might come to wake it again
-        if (task := asyncio.current_task()) is not None:
-            self._acks.discard(task)
-        self._notify()
 
     async def _mic(self) -> None:
         """The open microphone: queued speech frames, else silence, on a steady clock
