@@ -21,6 +21,10 @@ from voicehub.errors import StoreUnavailableError
 from voicehub_dev.fakes.redis_sentinel import SentinelSet, running_sentinel_set
 from voicehub_dev.fakes.redis_server import unique_prefix
 
+# Each test starts its own primary, replicas and Sentinel (real processes), and the fail-over
+# runs on the Sentinel's own timers: seconds each. `make test` runs them; `make check` does not.
+pytestmark = pytest.mark.slow
+
 ROOM = "desk:caller"
 T = TypeVar("T")
 OUTAGE_LIMIT = 30.0  # as the hub's STORE_OUTAGE_SECONDS
