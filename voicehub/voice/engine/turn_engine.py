@@ -396,10 +396,14 @@ class TurnEngine:
             turn.awaiting_final = not final
             turn.speech_ended_at = turn.quiet_since = now
             decisions.append(CallerTurnStarted(turn.id))
-            if self._speech in ("reply", "say") and self._interruptible and self._overlap is None:
-                # words over the agent's own speech that the VAD did not hear: judged as
-                # words (a result yields only to the caller's live voice, or their turn)
-                turn.over_agent = self._overlap = _Overlap(started_at=now, last_voiced=now)
+            if self._speech in ("reply", "say") and self._interruptible:
+                # words over the agent's own speech that the VAD did not hear (yet): judged
+                # as words, of the voice the caller has made over it so far (a result
+                # yields only to the caller's live voice, or their turn)
+                self._drop_stale_overlap(now)
+                if self._overlap is None:
+                    self._overlap = _Overlap(started_at=now, last_voiced=now)
+                turn.over_agent = self._overlap
         if final:
             if self._unsettled is not None and turn.restates is None:
                 # a recognizer's final replaces its interims: it says the words a turn
