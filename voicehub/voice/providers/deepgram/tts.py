@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, Never, TypeVar
 
 from voicehub.core.clock import SystemClock
+from voicehub.core.jobs import TaskSet
 from voicehub.voice.audio import ulaw2lin
 from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.deepgram.connection import (
@@ -71,7 +72,7 @@ class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
         self.retry = retry or RetryPolicy()
         self.sleep: Sleep = sleep or SystemClock().sleep
         self._idle: SpeakSocket | None = None
-        self._recycling: set[asyncio.Task[None]] = set()
+        self._recycling = TaskSet("Deepgram's speak socket recycling")
         self._opening: asyncio.Task[None] | None = None  # `prewarm`'s socket, connecting
 
     @property
@@ -120,8 +121,7 @@ class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
             opening.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await opening
-        for task in list(self._recycling):
-            await task
+        await self._recycling.wait()
         if self._idle is not None:
             await self._idle.aclose()
             self._idle = None
@@ -241,9 +241,7 @@ class DeepgramTTS(tts.TTS[Never]):  # Never: no events beyond livekit's own
             else:
                 await socket.aclose()
 
-        task = asyncio.create_task(recycle())
-        self._recycling.add(task)
-        task.add_done_callback(self._recycling.discard)
+        self._recycling.start(recycle())
 
     def _keep(self, socket: SpeakSocket) -> None:
         if self._idle is None:
