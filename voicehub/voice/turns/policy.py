@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from voicehub.core.clock import WakeAt
+
 __all__ = [
     "AskModel",
     "Commit",
@@ -123,13 +125,6 @@ class Listen:
 @dataclass(frozen=True, slots=True)
 class AskModel:
     """Ask the end-of-turn model about the audio up to now."""
-
-
-@dataclass(frozen=True, slots=True)
-class WakeAt:
-    """Decide again at `time` (or on new evidence before it)."""
-
-    time: float
 
 
 @dataclass(frozen=True, slots=True)
