@@ -128,6 +128,16 @@ class SentinelSet:
             return None
         return int(master["port"])
 
+    def sync_replicas(self) -> None:
+        """Until every replica has every write the primary took: a write of this client's
+        own, then `WAIT` for all replicas (replication is one stream, so acking it acks all
+        before it)."""
+        with Redis.from_url(self.primary.url, socket_timeout=10.0) as client:
+            client.set("voicehub-harness:sync", 1)
+            reached = int(client.wait(len(self.replicas), 5000))
+        if reached < len(self.replicas):
+            pytest.fail(f"{reached} of {len(self.replicas)} replicas caught up within 5 s")
+
     def kill_primary(self) -> None:
         """SIGKILL the primary by its PID: no AOF flush, no goodbye to the replica."""
         self.primary.stop(kill=True)
