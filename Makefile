@@ -94,10 +94,12 @@ libopus:
 redis:
 	$(call apt-get-if-missing,command -v redis-server >/dev/null,redis-server,the Redis tests will fail)
 
-# Two workers (pytest-xdist), a test file each at a time: most of the suite waits on real-time
-# audio, not the CPU, so two files overlap well on 2 cores; a file's module fixtures (models,
-# servers) load once. `make test TEST_WORKERS=0` runs it in one process.
-TEST_WORKERS ?= 2
+# One worker (pytest-xdist) per core plus one, a test file each at a time: most of the suite
+# waits on real-time audio and server starts, not the CPU (two workers kept under one of 2
+# cores busy), so a third file overlaps the other two; a file's module fixtures (models,
+# servers) load once; at most 6, as each worker holds its own models. `make test
+# TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n + 1 < 6 ? n + 1 : 6 )))
 test: lint docs browser redis libopus moonshine
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15
 
