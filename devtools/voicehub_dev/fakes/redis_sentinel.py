@@ -37,23 +37,13 @@ class RedisReplica(RedisServer):
         super().__init__(directory)
         self.primary_port = primary.port
 
-    def start(self, *, appendonly: bool = True) -> None:
-        self.process = subprocess.Popen(
-            [
-                self.binary,
-                "--bind", "127.0.0.1",
-                "--port", str(self.port),
-                "--dir", str(self.directory),
-                "--appendonly", "yes" if appendonly else "no",
-                "--appendfsync", "everysec",
-                "--save", "",
-                "--daemonize", "no",
-                "--replicaof", "127.0.0.1", str(self.primary_port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        self._wait_until_ready()
+    def command(self, *, appendonly: bool) -> list[str]:
+        return [
+            *super().command(appendonly=appendonly),
+            "--replicaof",
+            "127.0.0.1",
+            str(self.primary_port),
+        ]
 
 
 class SentinelServer(RedisServer):

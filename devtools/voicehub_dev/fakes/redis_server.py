@@ -47,20 +47,24 @@ class RedisServer:
 
     def start(self, *, appendonly: bool = True) -> None:
         self.process = subprocess.Popen(
-            [
-                self.binary,
-                "--bind", "127.0.0.1",
-                "--port", str(self.port),
-                "--dir", str(self.directory),
-                "--appendonly", "yes" if appendonly else "no",
-                "--appendfsync", "everysec",
-                "--save", "",
-                "--daemonize", "no",
-            ],
+            self.command(appendonly=appendonly),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
         self._wait_until_ready()
+
+    def command(self, *, appendonly: bool) -> list[str]:
+        """The redis-server command line (a replica adds its primary to it)."""
+        return [
+            self.binary,
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", str(self.directory),
+            "--appendonly", "yes" if appendonly else "no",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--daemonize", "no",
+        ]  # fmt: skip
 
     def _wait_until_ready(self) -> None:
         # Waiting for a child process to listen, not timing behaviour: poll its port.
