@@ -132,15 +132,23 @@ class OfflineStack:
 
     async def start(self, call: CallSpec) -> PipelineVoiceSession:
         _refuse_on(self.check(call.desk))
-        desk, shared = call.desk, self.shared
-        providers = CallSpeech(
-            stt=speech_to_text_for(desk),
-            tts=new_tts(desk.config.voice.tts),
-            vad=shared.call_vad(desk.config.voice.vad),
-            voices=shared.call_voices(desk),
-        )
+        shared = self.shared
         return await start_pipeline_call(
-            call, providers, options=shared.options, prerender_budget=shared.prerender_budget
+            call,
+            self.call_speech(call.desk),
+            options=shared.options,
+            prerender_budget=shared.prerender_budget,
+        )
+
+    def call_speech(self, desk: Desk) -> CallSpeech:
+        """The speech plugins of one of `desk`'s calls: a recognizer and voices of its own,
+        and a VAD of its own over the process's shared model."""
+        voice = desk.config.voice
+        return CallSpeech(
+            stt=speech_to_text_for(desk),
+            tts=new_tts(voice.tts),
+            vad=self.shared.call_vad(voice.vad),
+            voices=self.shared.call_voices(desk),
         )
 
     async def aclose(self) -> None:

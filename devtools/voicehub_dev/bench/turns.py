@@ -92,33 +92,20 @@ def without_early_start() -> Any:
     to weigh what the early start does to the figures."""
     import dataclasses
 
-    from voicehub.desks.offline_stack import (
-        OfflineStack,
-        PipelineResources,
-        new_tts,
-        speech_to_text_for,
-    )
+    from voicehub.desks.offline_stack import OfflineStack, PipelineResources
     from voicehub.desks.pipeline_call import desk_engine_options, start_pipeline_call
     from voicehub.desks.voice_stack import VoiceStacks
-    from voicehub.voice.engine.call_parts import CallSpeech
 
     class EarlyOff(OfflineStack):
         async def start(self, call: Any) -> Any:
-            desk, shared = call.desk, self.shared
-            options = desk_engine_options(desk)
+            options = desk_engine_options(call.desk)
             policy = dataclasses.replace(options.turn.policy, model_early=None)
             turn = dataclasses.replace(options.turn, policy=policy)
-            providers = CallSpeech(
-                stt=speech_to_text_for(desk),
-                tts=new_tts(desk.config.voice.tts),
-                vad=shared.call_vad(desk.config.voice.vad),
-                voices=shared.call_voices(desk),
-            )
             return await start_pipeline_call(
                 call,
-                providers,
+                self.call_speech(call.desk),
                 options=dataclasses.replace(options, turn=turn),
-                prerender_budget=shared.prerender_budget,
+                prerender_budget=self.shared.prerender_budget,
             )
 
     return VoiceStacks({"offline": EarlyOff(PipelineResources())})
