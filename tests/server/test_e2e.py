@@ -98,7 +98,8 @@ def options(server: RunningServer, desk: str, conversation: str, **extra: Any) -
 
 def result_segments(report: CallReport, delivery_id: str) -> list[AgentSegment]:
     """The agent audio of one delivery: between its last attempt and its outcome (events and
-    audio share one ordered queue on the server, so the attempt precedes the audio)."""
+    audio share one ordered queue on the server, so the attempt precedes the audio; over
+    WebRTC the client's link holds each mark, and what follows it, until its audio arrived)."""
     outcome = next(
         r
         for r in report.events

@@ -78,7 +78,7 @@ async def real_offer_sdp() -> str:
 
     connection = aiortc.RTCPeerConnection()
     connection.createDataChannel("voicehub")
-    connection.addTrack(paced_track(PlayoutQueue(16000), on_marks=lambda marks: None))
+    connection.addTrack(paced_track(PlayoutQueue(16000), on_marks=lambda marks, track_ms: None))
     await connection.setLocalDescription(await connection.createOffer())
     sdp = str(connection.localDescription.sdp)
     await connection.close()

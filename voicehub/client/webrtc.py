@@ -5,9 +5,11 @@ Caller audio (PCM16 16 kHz, sent as bytes) goes into a `PlayoutQueue` played on 
 track in real time; the agent's track is decoded to 16 kHz PCM16 and yielded as bytes
 (frames of pure silence are skipped: the server's track sends silence between speeches,
 which a WebSocket client never sees); data-channel messages are yielded as text. A speech
-mark (and what follows it) is held back until the agent's track falls silent: the mark
-travels on the data channel and overtakes the last audio frames in the jitter buffer, and
-a WebSocket client gets marks strictly after their audio.
+mark (and what follows it) is held back until the agent's track has played as far as the
+mark's `track_ms`: the mark travels on the data channel and overtakes the last audio frames
+in the jitter buffer and the decoder (by seconds on a starved machine), and a WebSocket
+client gets marks strictly after their audio. A mark without `track_ms` waits for the track
+to fall silent.
 Signaling is the server's WHIP-shaped `POST /desks/{desk}/webrtc`.
 """
 
@@ -34,7 +36,7 @@ from voicehub.transports.rtc_media import (
     import_aiortc,
     paced_track,
 )
-from voicehub.voice.audio import FrameSplitter
+from voicehub.voice.audio import FRAME_MS, FrameSplitter
 from voicehub.voice.audio.playout import PlayoutQueue
 from voicehub.voice.events import SAMPLE_RATE
 
@@ -43,7 +45,7 @@ __all__ = ["WebRTCLink", "open_webrtc_link"]
 log = logging.getLogger("voicehub.client")
 
 _SILENT_PEAK = 2  # Opus gives back (nearly) exact zeros for the server's digital silence
-_MARK_HOLD = 0.5  # seconds a mark may wait for the track to fall silent
+_MARK_HOLD = 2.0  # seconds without a frame after which held marks go anyway (track gone)
 _END = object()
 
 
@@ -62,7 +64,10 @@ class WebRTCLink:
         self._unsent: list[str] = []
         self._reader: asyncio.Task[None] | None = None
         self._ended = False
-        self._held: list[str] = []  # a speech mark and the messages after it
+        # a speech mark and the messages after it: (text, is a mark, where the mark's audio
+        # ends on the track in s, None if not said: it waits for silence instead)
+        self._held: list[tuple[str, bool, float | None]] = []
+        self._played = 0.0  # how far the agent's track has arrived, in s of its clock
         self._hold_timer: asyncio.TimerHandle | None = None
         self._server_close: tuple[int, str] | None = None  # the server's code and reason
         channel.on("open", self._flush)
@@ -124,13 +129,13 @@ class WebRTCLink:
     def _on_message(self, message: str | bytes) -> None:
         if isinstance(message, str) and '"closed_' in message:
             self._closing(message)
-        if isinstance(message, str) and not self._held and '"speech_mark"' not in message:
+        mark = isinstance(message, str) and '"speech_mark"' in message
+        if not mark and not self._held:
             self._incoming.put_nowait(message)
             return
-        self._held.append(str(message))
-        if self._hold_timer is None:
-            loop = asyncio.get_running_loop()
-            self._hold_timer = loop.call_later(_MARK_HOLD, self._release)
+        self._held.append((str(message), mark, _mark_end(str(message)) if mark else None))
+        self._release(up_to=self._played)
+        self._hold_on()
 
     def _closing(self, message: str) -> None:
         """The server closes the call with a code and reason (`error` event `closed_CODE`,
@@ -143,13 +148,26 @@ class WebRTCLink:
             return
         self._server_close = (code, str(event.get("message") or ""))
 
-    def _release(self) -> None:
+    def _release(self, up_to: float | None = None, silent: bool = False) -> None:
+        """Pass held messages on, up to the first mark whose audio has not arrived by track
+        position `up_to` (None: everything; `silent`: the track has fallen silent)."""
+        while self._held:
+            message, mark, end = self._held[0]
+            if mark and up_to is not None and (up_to < end if end is not None else not silent):
+                break
+            self._held.pop(0)
+            self._incoming.put_nowait(message)
+        if not self._held and self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+
+    def _hold_on(self) -> None:
+        """(Re)start the wait after which held marks go even if their audio never came."""
         if self._hold_timer is not None:
             self._hold_timer.cancel()
             self._hold_timer = None
-        held, self._held = self._held, []
-        for message in held:
-            self._incoming.put_nowait(message)
+        if self._held:
+            self._hold_timer = asyncio.get_running_loop().call_later(_MARK_HOLD, self._release)
 
     def _flush(self) -> None:
         unsent, self._unsent = self._unsent, []
@@ -164,12 +182,28 @@ class WebRTCLink:
                 frame = await track.recv()
             except Exception:  # the track ended
                 return
+            silent = False
             for pcm in frames.push(decoder.decode(frame)):
                 peak = np.abs(np.frombuffer(pcm, dtype="<i2")).max()
                 if peak > _SILENT_PEAK:
                     self._incoming.put_nowait(pcm)
-                elif self._held:
-                    self._release()  # the audio before the mark has all arrived
+                else:
+                    silent = True
+            # the receiver's pts count the sender's RTP clock from its first packet
+            self._played = float(frame.pts * frame.time_base) + frame.samples / frame.sample_rate
+            if self._held:
+                self._release(up_to=self._played, silent=silent)
+                self._hold_on()
+
+
+def _mark_end(message: str) -> float | None:
+    """Where a `speech_mark`'s audio ends on the track, in s, with one frame more for the
+    encoder's look-ahead that carries its tail into the next packet (None: not said)."""
+    try:
+        track_ms = json.loads(message).get("track_ms")
+    except (ValueError, AttributeError):
+        return None
+    return (track_ms + FRAME_MS) / 1000 if isinstance(track_ms, int) else None
 
 
 def offer_url(server: str, desk: str, conversation: str, token: str | None) -> str:
@@ -193,7 +227,7 @@ async def open_webrtc_link(
     # the caller's microphone encodes as a browser's does (recognition hears it)
     mic = paced_track(
         link.mic,
-        on_marks=lambda marks: None,
+        on_marks=lambda marks, track_ms: None,
         complexity=BROWSER_COMPLEXITY,
         application=BROWSER_APPLICATION,
     )

@@ -159,7 +159,7 @@ class OpusPackets:
 def paced_track(
     queue: PlayoutQueue,
     *,
-    on_marks: Callable[[tuple[str, ...]], None],
+    on_marks: Callable[[tuple[str, ...], int], None],
     on_audio: Callable[[], None] | None = None,
     complexity: int = OPUS_COMPLEXITY,
     application: str = OPUS_APPLICATION,
@@ -167,8 +167,10 @@ def paced_track(
     """An aiortc `MediaStreamTrack` (kind "audio") playing `queue` in real time, as Opus
     packets (`OpusPackets` at `complexity` and `application`).
 
-    `on_marks` gets the marks whose audio has just been handed to the encoder; `on_audio`
-    is called for each frame that carried queued audio (not silence).
+    `on_marks` gets the marks whose audio has just been handed to the encoder, and where that
+    audio ends on the track: milliseconds from the track's first tick, the clock its RTP
+    timestamps count (a receiver's frame `pts` counts it too, from its first packet);
+    `on_audio` is called for each frame that carried queued audio (not silence).
     """
     aiortc = import_aiortc()
     packets = OpusPackets(queue.sample_rate, complexity, application)
@@ -181,6 +183,7 @@ def paced_track(
         def __init__(self) -> None:
             super().__init__()
             self._next_at: float | None = None
+            self._sent_ms = 0  # every tick advances the RTP clock, skipped or not
 
         async def recv(self) -> Any:
             while True:
@@ -195,9 +198,10 @@ def paced_track(
                 elif delay < -_MAX_LATE:  # the loop stalled: resume the clock, do not burst
                     self._next_at = loop.time()
                 self._next_at += FRAME_MS / 1000
+                self._sent_ms += FRAME_MS
                 tick = queue.tick()
                 if tick.marks:
-                    on_marks(tick.marks)
+                    on_marks(tick.marks, self._sent_ms)
                 if tick.audio is not None and on_audio is not None:
                     on_audio()
                 packet = packets.packet(tick.audio)

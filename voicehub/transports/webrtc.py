@@ -186,9 +186,9 @@ class WebRTCTransport:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _marks_due(self, marks: tuple[str, ...]) -> None:
+    def _marks_due(self, marks: tuple[str, ...], track_ms: int) -> None:
         for mark_id in marks:
-            self.send_event_nowait(SpeechMark(id=mark_id))
+            self.send_event_nowait(SpeechMark(id=mark_id, track_ms=track_ms))
 
     def _audio_sent(self) -> None:
         self.audio_frames_sent += 1

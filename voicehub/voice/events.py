@@ -162,6 +162,10 @@ class SpeechMark(WireModel):
 
     type: Literal["speech_mark"] = "speech_mark"
     id: str
+    # WebRTC only: where the speech's audio ends on the agent's track, in ms from the track's
+    # first packet. The data channel overtakes audio in the jitter buffer and decoder, so a
+    # client holds the mark until its track has played that far.
+    track_ms: int | None = None
 
 
 class ClearAudio(WireModel):
