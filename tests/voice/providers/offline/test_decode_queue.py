@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from voicehub.voice.providers.offline.decode_queue import DecodeQueue, Urgency
+from tests.support.waiting import until
+from voicehub.voice.providers.offline.decode_queue import DecodeQueue, Then, Urgency
 
 
 class Recorder:
@@ -148,3 +149,93 @@ def test_two_workers_run_two_jobs_at_once() -> None:
 def test_a_queue_needs_a_worker() -> None:
     with pytest.raises(ValueError, match="at least one worker"):
         DecodeQueue(0)
+
+
+async def test_a_final_is_not_held_behind_a_second_opinion_running_on_its_lane() -> None:
+    # Three calls at once on one decoding thread: a second opinion (a second of Whisper)
+    # took the thread and the other calls' finals waited behind it. On the second lane it
+    # runs beside them.
+    queue, seen = DecodeQueue(1, second_lane=1), Recorder()
+    doubted, other = object(), object()
+    seen.expected = 2
+    queue.submit(
+        doubted,
+        Urgency.FINAL,
+        lambda: Then(Urgency.SECOND, seen.blocker()),  # heard, doubted: heard again
+        seen.done("doubted"),
+    )
+    assert seen.started.wait(10)  # the second opinion is running, held
+    queue.submit(other, Urgency.FINAL, seen.job("other final"), seen.done("other final"))
+    queue.submit(other, Urgency.PAUSE, seen.job("other pause"), seen.done("other pause"))
+    await until(lambda: len(seen.completed) >= 2, what="the other call's jobs")
+    assert [name for name, _, _ in seen.completed] == ["other final", "other pause"]
+    assert queue.stats().running == 1  # the second opinion, still held
+    seen.all_done.clear()
+    seen.expected = 3
+    seen.gate.set()
+    assert seen.all_done.wait(10)
+    assert seen.completed[-1] == ("doubted", "blocker", None)  # its final: the second run's
+    stats = queue.stats()
+    assert (stats.jobs, stats.second_workers, stats.running) == (4, 1, 0)
+    assert stats.second_busy_seconds > 0
+
+
+def test_without_a_second_lane_a_second_opinion_comes_after_every_other_job() -> None:
+    queue, seen = DecodeQueue(1), Recorder()
+    owners = [object() for _ in range(3)]
+    queue.submit(owners[0], Urgency.FINAL, seen.blocker(), seen.done("blocker"))
+    assert seen.started.wait(10)
+    queue.submit(
+        owners[1],
+        Urgency.FINAL,
+        lambda: Then(Urgency.SECOND, seen.job("second")),
+        seen.done("doubted"),
+    )
+    queue.submit(owners[2], Urgency.INTERIM, seen.job("interim"), seen.done("interim"))
+    seen.expected = 3
+    seen.gate.set()
+    assert seen.all_done.wait(10)
+    assert seen.ran == ["blocker", "interim", "second"]
+    assert seen.completed[-1] == ("doubted", "second", None)
+
+
+def test_the_second_lane_is_behind_when_as_many_wait_as_it_has_threads() -> None:
+    queue, seen = DecodeQueue(1, second_lane=1), Recorder()
+    assert (queue.lane_workers(Urgency.SECOND), queue.lane_workers(Urgency.FINAL)) == (1, 1)
+    queue.submit(object(), Urgency.SECOND, seen.blocker(), seen.done("running"))
+    assert seen.started.wait(10)
+    assert queue.waiting(Urgency.SECOND) == 0  # one running, none waiting
+    queue.submit(object(), Urgency.SECOND, seen.job("waiting"), seen.done("waiting"))
+    assert queue.waiting(Urgency.SECOND) == 1
+    assert queue.stats().second_queued == 1
+    promoted = queue.submit(object(), Urgency.SECOND, seen.job("kept"), seen.done("kept"))
+    queue.promote(promoted)  # a second opinion is a final's already: it stays on its lane
+    assert queue.waiting(Urgency.SECOND) == 2 and queue.waiting(Urgency.FINAL) == 0
+    seen.expected = 3
+    seen.gate.set()
+    assert seen.all_done.wait(10)
+    assert seen.ran == ["blocker", "waiting", "kept"]
+
+
+async def test_a_job_cancelled_while_running_asks_for_nothing_more() -> None:
+    queue, seen = DecodeQueue(1, second_lane=1), Recorder()
+    job = queue.submit(
+        object(),
+        Urgency.FINAL,
+        lambda: (seen.blocker()(), Then(Urgency.SECOND, seen.job("second")))[1],
+        seen.done("first"),
+    )
+    assert seen.started.wait(10)
+    queue.cancel(job)  # the stream closed while its final was decoding
+    seen.expected = 1
+    queue.submit(object(), Urgency.FINAL, seen.job("next"), seen.done("next"))
+    seen.gate.set()
+    assert seen.all_done.wait(10)
+    await until(lambda: queue.stats().jobs == 2 and not queue.stats().running, what="both runs")
+    assert seen.ran == ["blocker", "next"] and job.state == "cancelled"
+    assert [name for name, _, _ in seen.completed] == ["next"]
+
+
+def test_a_second_lane_needs_zero_workers_or_more() -> None:
+    with pytest.raises(ValueError, match="second lane"):
+        DecodeQueue(1, second_lane=-1)

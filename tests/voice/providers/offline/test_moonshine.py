@@ -313,3 +313,80 @@ async def test_the_final_is_decoded_before_the_vads_end_of_speech() -> None:
     assert final == interim
     assert len(spy.drafts) == decoded  # the final was the pause's decoding
     await stream.aclose()
+
+
+class HeldWhisper(Whisper):
+    """A second opinion that hears once `release` is set (a second of Whisper, held)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.hearing = threading.Event()
+        self.release = threading.Event()
+
+    def hear(self, pcm16: bytes, sample_rate: int, **options: Any) -> Any:
+        self.hearing.set()
+        assert self.release.wait(60), "never released"
+        return super().hear(pcm16, sample_rate, **options)
+
+
+async def test_a_final_is_not_held_behind_another_calls_second_opinion() -> None:
+    # Both calls' decodings share the one Moonshine thread; the first call's final is
+    # doubted and heard again by Whisper. The second call's final comes while that
+    # hearing still runs (here: held until the end), and the first call's final is
+    # Whisper's hearing once it ends.
+    from livekit.agents.stt import SpeechEventType as T
+
+    from voicehub.voice.providers.offline.moonshine_engine import MoonshineRecognizer
+    from voicehub.voice.providers.offline.moonshine_stt import MoonshineSTT, SecondOpinion
+
+    shared = MoonshineRecognizer(files=None)
+    shared.prewarm()
+    whisper = HeldWhisper("could you research solar panels")
+    doubting = SecondOpinion(whisper, below=1.01)  # type: ignore[arg-type]  # every final
+    first = MoonshineSTT(recognizer=shared, second_opinion=doubting).stream()
+    second = MoonshineSTT(recognizer=shared).stream()
+    audio = fixture("request.wav") + bytes(2 * RATE // 2)
+    for frame in frames(audio):
+        first.push_frame(frame)
+    first.flush()
+    assert await asyncio.to_thread(whisper.hearing.wait, 60)
+    for frame in frames(audio):
+        second.push_frame(frame)
+    second.flush()
+    final = (await events_until(second, T.FINAL_TRANSCRIPT))[-1].alternatives[0].text
+    tool = research_tool(final)
+    assert tool is not None and "heat pump" in tool[1]
+    assert not whisper.release.is_set() and first.finals_owed == 1
+    whisper.release.set()
+    final = (await events_until(first, T.FINAL_TRANSCRIPT))[-1].alternatives[0].text
+    assert final == "could you research solar panels" and whisper.heard == 1
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_a_doubted_final_keeps_moonshines_hearing_when_the_second_lane_is_behind() -> None:
+    from voicehub.voice.providers.offline.decode_queue import Then, Urgency
+    from voicehub.voice.providers.offline.moonshine_engine import MoonshineRecognizer
+    from voicehub.voice.providers.offline.moonshine_stt import MoonshineSTT, SecondOpinion
+
+    shared = MoonshineRecognizer(files=None)
+    whisper = HeldWhisper("something else")
+    stt = MoonshineSTT(
+        recognizer=shared,
+        second_opinion=SecondOpinion(whisper, below=1.01),  # type: ignore[arg-type]
+    )
+    ahead = stt.decode(fixture("request.wav"), RATE)
+    assert isinstance(ahead, Then) and ahead.urgency == Urgency.SECOND  # the lane is free
+    completed = threading.Event()
+    for _ in range(2):  # one second opinion running (held), one waiting for the lane
+        shared.queue.submit(object(), Urgency.SECOND, ahead.run, lambda *_: completed.set())
+    assert await asyncio.to_thread(whisper.hearing.wait, 60)
+    assert shared.queue.waiting(Urgency.SECOND) == 1
+    kept = stt.decode(fixture("request.wav"), RATE)
+    assert not isinstance(kept, Then)
+    tool = research_tool(kept.text)
+    assert tool is not None and "heat pump" in tool[1]
+    assert stt.second_opinions_skipped == 1
+    assert stt.decode(fixture("request.wav"), RATE, final=False) == kept  # interims: never
+    whisper.release.set()
+    assert await asyncio.to_thread(completed.wait, 60)

@@ -87,8 +87,9 @@ class MoonshineRecognizer:
     ) -> None:
         self._files = files
         self._cache = cache
-        self.queue = DecodeQueue(workers, name="moonshine")
-        """Where streams decode (most urgent first, `decode_queue`)."""
+        self.queue = DecodeQueue(workers, second_lane=1, name="moonshine")
+        """Where streams decode (most urgent first, `decode_queue`); second opinions on
+        its finals (`moonshine_stt`) run on the queue's second lane, one thread."""
         self._lock = threading.Lock()
         self._model = model  # loaded from `files` (or the cache) on first use when None
 

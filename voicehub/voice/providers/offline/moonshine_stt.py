@@ -14,18 +14,27 @@ Moonshine is unsure of, is heard again by the desk's Whisper, whose hearing is k
 is a request where Moonshine heard none, or names one of the desk's topics where Moonshine's
 request named none (`SecondOpinion.choose`). Transcripts are corrected to the desk's topics
 (`vocabulary_correction`) either way.
+
+A second opinion costs about a second of CPU (Whisper's 30 s window), five times a
+Moonshine decoding. It runs on the decode queue's second lane (`Urgency.SECOND`, a thread
+of its own), never on the thread that decodes the calls' finals: other calls' finals do
+not wait behind it (on one thread, three calls at once had paused requests answered 2-10 s
+late). The final it is for waits for it; when the lane is already behind (as many second
+opinions waiting as it has threads), a doubted final keeps Moonshine's hearing instead of
+waiting seconds more (`MoonshineSTT.second_opinions_skipped` counts them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Never
 
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline.decode_queue import Urgency
+from voicehub.voice.providers.offline.decode_queue import Then, Urgency
 from voicehub.voice.providers.offline.inline_stt import mono_pcm16
 from voicehub.voice.providers.offline.moonshine_engine import MoonshineRecognizer
 from voicehub.voice.providers.offline.vocabulary_correction import VocabularyCorrection
@@ -44,7 +53,9 @@ with vendor_import("livekit-agents"):
         NotGivenOr,
     )
 
-__all__ = ["DOUBTFUL_BELOW", "TAIL", "MoonshineSTT", "SecondOpinion"]
+__all__ = ["DOUBTFUL_BELOW", "TAIL", "MoonshineSTT", "SecondOpinion", "built_shared_moonshine"]
+
+log = logging.getLogger("voicehub.voice.stt")
 
 TAIL = 0.04
 """The window's `tail` for Moonshine (`WindowSettings`): the gate's silence after which a
@@ -126,6 +137,8 @@ class MoonshineSTT(stt.STT[Never]):
         self._second = second_opinion
         self._correction = correction
         self._window = window or WindowSettings(tail=TAIL)
+        self.second_opinions_skipped = 0
+        """Doubted finals that kept Moonshine's hearing: the second lane was behind."""
 
     @property
     def model(self) -> str:
@@ -163,16 +176,38 @@ class MoonshineSTT(stt.STT[Never]):
     ) -> WhisperTranscript:
         """What this plugin hears in `pcm16` (blocking), verifying `draft` (the tokens of a
         decoding of the utterance's start); a final may be heard again by the second
-        opinion."""
+        opinion, here on the calling thread."""
+        heard = self.decode(pcm16, sample_rate, final=final, draft=draft)
+        if isinstance(heard, Then):
+            result: WhisperTranscript = heard.run()
+            return result
+        return heard
+
+    def decode(
+        self, pcm16: bytes, sample_rate: int, *, final: bool = True, draft: Sequence[int] = ()
+    ) -> WhisperTranscript | Then:
+        """A decode queue job's work (blocking): Moonshine's hearing, or, for a doubted
+        final, the second opinion to run next on the queue's second lane (`Then`); a final
+        the lane is too far behind for keeps Moonshine's hearing (see the module)."""
         heard = self._recognizer.recognize(pcm16, sample_rate, draft=draft)
         if self._correction is not None and heard.text:
             heard = replace(heard, text=self._correction.correct(heard.text))
         second = self._second
         if not final or second is None or not second.doubts(heard):
             return heard
-        other = second.whisper.hear(pcm16, sample_rate, final=True)
-        chosen = second.choose(heard, other)
-        return chosen if chosen is heard else replace(other, tokens=heard.tokens)
+        queue = self._recognizer.queue
+        if queue.waiting(Urgency.SECOND) >= queue.lane_workers(Urgency.SECOND):
+            self.second_opinions_skipped += 1
+            log.info("second opinion skipped (its lane is behind): kept %r", heard.text)
+            return heard
+
+        def again() -> WhisperTranscript:
+            assert second is not None
+            other = second.whisper.hear(pcm16, sample_rate, final=True)
+            chosen = second.choose(heard, other)
+            return chosen if chosen is heard else replace(other, tokens=heard.tokens)
+
+        return Then(Urgency.SECOND, again)
 
     async def _recognize_impl(
         self,
@@ -186,7 +221,7 @@ class MoonshineSTT(stt.STT[Never]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[WhisperTranscript] = loop.create_future()
         self._recognizer.queue.submit(
-            future, Urgency.FINAL, lambda: self.hear(pcm16, rate), settle_in(loop, future)
+            future, Urgency.FINAL, lambda: self.decode(pcm16, rate), settle_in(loop, future)
         )
         heard = await future
         return final_event(uuid.uuid4().hex, heard, 0.0)
@@ -202,6 +237,11 @@ class MoonshineSTT(stt.STT[Never]):
 
 
 _shared: MoonshineRecognizer | None = None
+
+
+def built_shared_moonshine() -> MoonshineRecognizer | None:
+    """The process-wide model if something used it already (None: no desk did)."""
+    return _shared
 
 
 def shared_moonshine() -> MoonshineRecognizer:

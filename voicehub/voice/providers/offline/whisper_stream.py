@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from voicehub.voice.providers import vendor_import
-from voicehub.voice.providers.offline.decode_queue import DecodeJob, DecodeQueue, Urgency
+from voicehub.voice.providers.offline.decode_queue import DecodeJob, DecodeQueue, Then, Urgency
 from voicehub.voice.providers.offline.inline_stt import (
     InlineRecognizeStream,
     InputItem,
@@ -69,10 +69,11 @@ class UtteranceSTT(Protocol):
     def recognizer(self) -> _HasQueue:
         """Whose queue the decodings run on."""
 
-    def hear(
+    def decode(
         self, pcm16: bytes, sample_rate: int, *, final: bool = True, draft: Sequence[int] = ()
-    ) -> WhisperTranscript:
-        """The words of `pcm16` (blocking; on the queue's worker)."""
+    ) -> WhisperTranscript | Then:
+        """The words of `pcm16` (blocking; on the queue's worker), or more work to queue
+        before they are known (`Then`: a second opinion on a final)."""
 
 
 @dataclass(frozen=True)
@@ -194,8 +195,8 @@ class WhisperStream(InlineRecognizeStream):
             if (before.utterance, before.start) == (window.utterance, window.start):
                 draft = heard.tokens
 
-        def run() -> WhisperTranscript:
-            return whisper.hear(window.audio, rate, final=final, draft=draft)
+        def run() -> WhisperTranscript | Then:
+            return whisper.decode(window.audio, rate, final=final, draft=draft)
 
         loop = self._loop
 

@@ -144,6 +144,12 @@ class WhisperSTT(stt.STT[Never]):
             correction=self._correction,
         )
 
+    def decode(
+        self, pcm16: bytes, sample_rate: int, *, final: bool = True, draft: Sequence[int] = ()
+    ) -> WhisperTranscript:
+        """A decode queue job's work: `hear` (Whisper asks for no second run)."""
+        return self.hear(pcm16, sample_rate, final=final, draft=draft)
+
     async def _recognize_impl(
         self,
         buffer: utils.AudioBuffer,
