@@ -132,3 +132,30 @@ def test_windows_without_calls_or_without_decoding_teach_nothing() -> None:
     clock.now += 2.0
     whisper["busy"] += 0.8  # their first requests
     assert load() == 0.4 and load.per_call == pytest.approx(0.05)
+
+
+async def test_moonshines_first_lane_is_a_recognizer_the_load_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Moonshine decodes the calls of `stt = "auto"`: admission that did not read its queue
+    # saw an idle machine at any count and admitted every caller.
+    from types import SimpleNamespace
+
+    from tests.support.waiting import until
+    from voicehub.voice.providers.offline import moonshine_stt
+
+    queue = DecodeQueue(1, second_lane=1)
+    monkeypatch.setattr(
+        moonshine_stt, "built_shared_moonshine", lambda: SimpleNamespace(queue=queue)
+    )
+    clock = Clock()
+    load = offline_recognizer_load(clock=clock)
+    assert load() == 0.0  # the first reading only starts the count
+    queue.submit(object(), Urgency.SECOND, lambda: "heard again", lambda *_: None)
+    await until(lambda: queue.stats().jobs == 1, what="the second opinion")
+    clock.now += 2.0
+    assert load() == 0.0  # a second opinion is not the calls' decoding (it can be skipped)
+    queue.submit(object(), Urgency.FINAL, lambda: "words", lambda *_: None)
+    await until(lambda: queue.stats().jobs == 2, what="the final")
+    clock.now += 2.0
+    assert load() > 0.0

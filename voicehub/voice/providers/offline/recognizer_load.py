@@ -1,9 +1,9 @@
 """How loaded this process's offline recognizers are: the signal for admitting calls.
 
-An offline call costs the machine mostly its speech recognition: Whisper's decodings on the
-decoding threads (`decode_queue`), PocketSphinx's in its worker processes
-(`sphinx_workers`). Each reports the seconds it spent decoding; `RecognizerLoad` turns them
-into the share of the recognizers' capacity used over the last stretch (at least
+An offline call costs the machine mostly its speech recognition: Moonshine's and Whisper's
+decodings on their decoding threads (`decode_queue`), PocketSphinx's in its worker
+processes (`sphinx_workers`). Each reports the seconds it spent decoding; `RecognizerLoad`
+turns them into the share of the recognizers' capacity used over the last stretch (at least
 `min_window` seconds): 1.0 means they decoded all the time and can no longer keep up, so
 callers would wait longer and longer for their answers. A final transcript that has waited
 for a decoder longer than `late_final` seconds also counts as 1.0 at once (the queue is
@@ -119,6 +119,19 @@ class RecognizerLoad:
         return self._loads[index]
 
 
+def _moonshine_capacity() -> Capacity | None:
+    """The Moonshine queue's first lane (the calls' own decodings). Its second lane (second
+    opinions) is not counted: a second opinion is skipped when that lane is behind, so it
+    never holds a call's answer for long."""
+    from voicehub.voice.providers.offline import moonshine_stt
+
+    recognizer = moonshine_stt.built_shared_moonshine()
+    if recognizer is None:
+        return None
+    stats = recognizer.queue.stats()
+    return Capacity(stats.busy_seconds, stats.workers, stats.oldest_final_wait)
+
+
 def _whisper_capacity() -> Capacity | None:
     from voicehub.voice.providers.offline import whisper_engine
 
@@ -145,8 +158,8 @@ def offline_recognizer_load(
     clock: Callable[[], float] = time.monotonic,
     calls: Callable[[], int] | None = None,
 ) -> RecognizerLoad:
-    """The load of this process's shared Whisper and PocketSphinx recognizers (those in
-    use): a callable to read whenever a call asks to be admitted; given the live `calls`,
+    """The load of this process's shared Moonshine, Whisper and PocketSphinx recognizers
+    (those in use): a callable to read whenever a call asks to be admitted; given the live `calls`,
     it also counts the calls just admitted (see the module)."""
-    sources = [_whisper_capacity, _sphinx_capacity]
+    sources = [_moonshine_capacity, _whisper_capacity, _sphinx_capacity]
     return RecognizerLoad(sources, min_window=min_window, clock=clock, calls=calls)
