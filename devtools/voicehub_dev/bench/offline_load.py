@@ -8,7 +8,8 @@ time when every call was answered, none failed or stayed stuck, and the server's
 loop lag stayed under 50 ms at the 99th percentile (its `voicehub_event_loop_lag_seconds`
 histogram, read from /metrics before and after; the figure is the bucket bound the
 percentile falls under, so "50" means 25-50 ms). `offline_calls_realtime` is the highest
-such count of the ramp (the ramp stops at the first count that fails), then the same soak
+such count of the ramp (`ramp.Ramp`: rising steps from 2, then the gap to the first count
+that fails halved up to twice, so the figure is found on any CPU), then the same soak
 runs at twice that count (`at_twice`: with `VOICEHUB_MAX_LOAD` set to the offline stack's
 default, which servers with admission use to refuse calls above it).
 
@@ -42,23 +43,24 @@ _CHANNELS = Path("channels")
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     """The `offline` section: about 3 minutes with `quick`, 15-40 without."""
     from voicehub.voice.providers.offline.recognizer_load import DEFAULT_MAX_LOAD
+    from voicehub_dev.bench.ramp import Ramp
 
     stt = os.environ.get("VOICEHUB_BENCH_STT", "auto")
-    # fine at the bottom: an offline stack on a small machine carries calls by the handful
-    ramp = [4, 8] if quick else [2, 4, 6, 8, 10, 15, 20, 30, 40, 60, 80, 100, 150]
+    # from a handful (an offline stack on a small machine carries calls by the handful),
+    # then the gap to the first count that fails halved twice (`ramp`: 2 minutes a try)
+    steps = [4, 8] if quick else [2, 5, 10, 20, 30, 45, 60, 80, 100, 150]
+    ramp = Ramp(steps, resolution=0.15, refinements=0 if quick else 2)
     minutes = 0.5 if quick else 2.0
     lines = await asyncio.to_thread(CallerLines.synthesize)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-offline-") as tmp:
         channels = _channels_with(Path(tmp) / "channels", stt)
-        steps: list[dict[str, Any]] = []
-        carried = 0
-        for calls in ramp:
+        steps_run: list[dict[str, Any]] = []
+        while (calls := ramp.next()) is not None:
             step = await soak_at(calls, minutes, channels, lines)
-            steps.append(step)
-            if not step["realtime"]:
-                break
-            carried = calls
+            steps_run.append(step)
+            ramp.passed(calls, step["realtime"])
+        carried = ramp.figure
         twice = None
         if carried:
             limit = {"VOICEHUB_MAX_LOAD": str(DEFAULT_MAX_LOAD)}
@@ -70,7 +72,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
                 "stt": stt,
                 "criteria": "every call answered, none failed or stuck, loop lag p99 < 50 ms",
                 "minutes_per_count": minutes,
-                "ramp": steps,
+                "ramp": steps_run,
                 "at_twice": twice,
                 "cpus": os.cpu_count(),
                 "load_average_1m_end": os.getloadavg()[0],

@@ -358,16 +358,21 @@ async def calls_per_core(
     plugins: Plugins,
     *,
     tries: int = 2,
+    refinements: int = 4,
 ) -> dict[str, Any]:
-    """Ramp voicehub calls until one count fails: loop lag p99 at 20 ms or more, or a call
-    that never replied although it had a whole turn. Report the largest healthy count and,
-    per count, lag p99, CPU per frame, core use, frames kept, calls without reply and the
-    machine's CPU steal. A failing count is tried again, up to `tries` times in all (a
-    shared VM stalls now and then), and keeps its best try; every try is in the detail. The
-    ramp stops at the first count that fails all its tries (larger ones only fail slower);
-    a first count that fails gives 0, with its row saying why, rather than no figures."""
+    """Ramp voicehub calls (`ramp.Ramp`: `steps`, then up to `refinements` halvings of the
+    gap to the first count that fails) and report the largest healthy count: loop lag p99
+    under 20 ms, and no call that never replied although it had a whole turn. Per count:
+    lag p99, CPU per frame, core use, frames kept, calls without reply and the machine's
+    CPU steal. A failing count is tried again, up to `tries` times in all (a shared VM
+    stalls now and then), and keeps its best try; every try is in the detail. A first step
+    that fails is refined towards zero, so a slower CPU than the steps were chosen for
+    still gets its figure."""
+    from voicehub_dev.bench.ramp import Ramp
+
+    ramp = Ramp(steps, refinements=refinements)
     table: dict[str, dict[str, Any]] = {}
-    for count in steps:
+    while (count := ramp.next()) is not None:
         runs: list[Window] = []
         while len(runs) < tries and (not runs or not _healthy(runs[-1])):
             runs.append(
@@ -386,15 +391,9 @@ async def calls_per_core(
             "calls_without_reply": window.silent_calls,
             "cpu_steal_pct": window.steal_pct,
         }
-        if not _healthy(window):
-            break
-    healthy = [
-        int(n)
-        for n, row in table.items()
-        if row["lag_p99_ms"] < LAG_LIMIT_MS and not row["calls_without_reply"]
-    ]
+        ramp.passed(count, _healthy(window))
     return {
-        "calls_per_core": max(healthy, default=0),
+        "calls_per_core": ramp.figure,
         "calls_ramp": {n: row["lag_p99_ms"] for n, row in table.items()},
         "calls_ramp_detail": table,
         "calls_setup": {"seconds_measured": measure, "plugins": plugins, "tries": tries},
