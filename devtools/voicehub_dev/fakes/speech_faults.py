@@ -10,6 +10,8 @@ outside the server process (`voicehub_dev.fakes.faulty_serve`), through a contro
     {"tts": "raise"}     every synthesis started meanwhile raises
     {"tts": "hang"}      every synthesis started meanwhile sends no audio until the file
                          says otherwise
+    {"tts": "lost"}      every synthesis started meanwhile never sends audio (a request
+                         lost on its way: only a synthesis started later answers)
     {"stall": [n, s]}    the event loop is blocked `s` seconds (once per new `n`)
 
 Anything the file does not name runs as the wrapped provider does. The wrappers are
@@ -230,6 +232,8 @@ class FaultyTTS:
             raise APIConnectionError("voice fault injected")
         if mode == "hang":
             await self.control.until_not("tts", "hang")
+        if mode == "lost":
+            await asyncio.Event().wait()  # never set: this synthesis is gone for good
 
     def synthesize(self, text: str, **options: Any) -> Any:
         return _FaultyChunked(self, self.inner.synthesize(text, **options))

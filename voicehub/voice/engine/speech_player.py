@@ -12,6 +12,10 @@ what the caller heard, estimated from the audio sent and the time since the stre
 `resume` plays it on from a little before that place, as a new stretch with its own mark.
 `interrupt` ends it (playing or paused) as interrupted.
 
+A voice that sends nothing for `voice_stall_limit` seconds (its next chunk, or its first)
+fails the speech it is saying, as a voice that raises does: a hung synthesis would otherwise
+hold the call's speech, and every result queued behind it, for good.
+
 It keeps `VoiceActivity` in step (each stretch is a speech there: started at its first frame,
 finished after its last or at a pause, played at its confirmation) and counts queued speeches
 as queued replies. Transport calls (audio, marks, clears) are made one at a time, in order.
@@ -23,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,11 +39,18 @@ if TYPE_CHECKING:
     from voicehub.voice.activity import VoiceActivity
     from voicehub.voice.transport import CallTransport
 
-__all__ = ["REPLAY_BEFORE", "SpeechHooks", "SpeechPlayer"]
+__all__ = ["REPLAY_BEFORE", "VOICE_STALL_LIMIT", "SpeechHooks", "SpeechPlayer", "VoiceStalled"]
 
 log = logging.getLogger("voicehub.voice")
 
 REPLAY_BEFORE = 0.3  # a resumed speech starts this much before the caller stopped hearing it
+# seconds a voice may send nothing before its speech fails: as long as the engine waits for
+# a recognizer that owes a final, and far past any synthesis's first audio
+VOICE_STALL_LIMIT = 15.0
+
+
+class VoiceStalled(Exception):
+    """The voice sent no audio for the speech for `voice_stall_limit` seconds."""
 
 
 def _never_hold(speech: Speech) -> bool:
@@ -79,8 +90,10 @@ class SpeechPlayer:
         activity: VoiceActivity,
         clock: Clock,
         hooks: SpeechHooks | None = None,
+        voice_stall_limit: float = VOICE_STALL_LIMIT,
     ) -> None:
         self._transport, self._activity, self._clock = transport, activity, clock
+        self._stall_limit = voice_stall_limit
         self.hooks = hooks or SpeechHooks()
         self._rate = transport.sample_rate
         self._queue: deque[Speech] = deque()
@@ -88,9 +101,13 @@ class SpeechPlayer:
         self._io = asyncio.Lock()  # audio, marks and clears go out in order
         self.current: Speech | None = None
         self._worker: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
         self._controls = TaskSet("the call's speech controls")
         self._closed = False
         self._before: list[Callable[[], Awaitable[None]]] = []
+        self._voice_wait: tuple[Speech, float] | None = None  # awaiting the voice since
+        self._voice_waiting = asyncio.Event()
+        self._stalled: Speech | None = None  # cancelled for its voice's silence
 
     def before_speech(self, step: Callable[[], Awaitable[None]]) -> None:
         """Await `step` right before each speech's first frame, ahead of the `wait` hook:
@@ -102,6 +119,7 @@ class SpeechPlayer:
     def start(self) -> None:
         if self._worker is None:
             self._worker = asyncio.create_task(self._run(), name="voicehub-speech-player")
+            self._watch = asyncio.create_task(self._watch_voice(), name="voicehub-voice-watch")
 
     def play(self, speech: Speech) -> Speech:
         """Queue `speech` behind the others; returns it (await `speech.wait()`)."""
@@ -188,10 +206,11 @@ class SpeechPlayer:
             self._activity.reply_dequeued()
             self._settle(speech, SpeechEnd.INTERRUPTED)
         self.interrupt(force=True)
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+        for task in (self._watch, self._worker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         async with self._io:  # the last clear or mark is out
             pass
 
@@ -210,21 +229,60 @@ class SpeechPlayer:
             try:
                 await self._play(speech)
             except asyncio.CancelledError:
-                self._settle(speech, SpeechEnd.INTERRUPTED)
-                raise
+                task = asyncio.current_task()
+                if self._stalled is not speech or task is None or task.uncancel() > 0:
+                    self._settle(speech, SpeechEnd.INTERRUPTED)
+                    raise
+                stalled = VoiceStalled(f"the voice sent no audio for {self._stall_limit:g} s")
+                log.warning("speech %s failed: %s", speech.id, stalled)
+                self._failed(speech, stalled)
             except Exception as error:
                 log.exception("speech %s failed", speech.id)
-                if speech.audio_started_at is not None and not speech.done and not speech.paused:
-                    self._activity.agent_speech_finished(speech.mark_id, interrupted=True)
-                    self._send(self._transport.clear)
-                self._settle(speech, SpeechEnd.FAILED, error)
+                self._failed(speech, error)
             finally:
+                self._stalled = None
                 self.current = None
                 with contextlib.suppress(Exception):
                     await speech.audio.aclose()  # type: ignore[attr-defined]
 
+    def _failed(self, speech: Speech, error: BaseException) -> None:
+        if speech.audio_started_at is not None and not speech.done and not speech.paused:
+            self._activity.agent_speech_finished(speech.mark_id, interrupted=True)
+            self._send(self._transport.clear)
+        self._settle(speech, SpeechEnd.FAILED, error)
+
+    async def _watch_voice(self) -> None:
+        """Cancel the speech whose voice has sent nothing for the stall limit (see the
+        module); it sleeps only while a speech waits for its voice."""
+        while True:
+            wait = self._voice_wait
+            if wait is None:
+                self._voice_waiting.clear()
+                await self._voice_waiting.wait()
+                continue
+            speech, since = wait
+            left = since + self._stall_limit - self._clock.now()
+            if left > 0:
+                await self._clock.sleep(left)
+                continue
+            self._voice_wait, self._stalled = None, speech
+            if self._worker is not None:
+                self._worker.cancel()  # it waits in the voice's next chunk: see _run
+
+    async def _next_chunk(self, speech: Speech, audio: AsyncIterator[bytes]) -> bytes | None:
+        """The voice's next chunk for `speech`, None at its end (watched for stalls)."""
+        self._voice_wait = (speech, self._clock.now())
+        self._voice_waiting.set()
+        try:
+            return await anext(audio)
+        except StopAsyncIteration:
+            return None
+        finally:
+            self._voice_wait = None
+
     async def _play(self, speech: Speech) -> None:
-        async for chunk in speech.audio:
+        audio = aiter(speech.audio)
+        while (chunk := await self._next_chunk(speech, audio)) is not None:
             if speech.done:
                 return
             if not chunk:

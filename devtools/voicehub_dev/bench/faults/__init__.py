@@ -16,6 +16,8 @@ request (what the request itself meets) or once both analysts work:
   aborted (no close frame) a second into the caller's request;
 - `tts_raises_10s`, `tts_hangs_10s`: every synthesis raises / sends nothing for 10 s while
   the results come in;
+- `tts_lost_10s`: every synthesis started in those 10 s never sends audio at all (lost
+  requests; later ones answer);
 - `loop_stall_2s`: the server's event loop is blocked 2 s;
 - `sqlite_locked_10s`: one instance on SQLite; another process holds `BEGIN EXCLUSIVE` 10 s;
 - `sqlite_disk_full_10s`: one instance on SQLite on a 16 MB tmpfs, filled for 10 s.

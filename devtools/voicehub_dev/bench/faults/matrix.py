@@ -138,6 +138,7 @@ def fleet_faults(rig: Rig) -> Iterator[Fault]:
     yield Fault("deepgram_dropped", during=drop_deepgram, desk="research-deepgram")
     yield Fault("tts_raises_10s", speech("tts", "raise", FAULT_SECONDS))
     yield Fault("tts_hangs_10s", speech("tts", "hang", FAULT_SECONDS))
+    yield Fault("tts_lost_10s", speech("tts", "lost", FAULT_SECONDS))
     yield Fault("loop_stall_2s", stall)
 
 
