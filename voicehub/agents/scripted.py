@@ -211,6 +211,19 @@ class ScriptedLLM:
             return False
         return not self._is_request(plain, plain, offered, {half[0]})
 
+    def takes(self, text: str) -> bool:
+        """Whether a rule of its own answers a caller turn saying `text` as it was heard:
+        matched exactly (no tolerant pass), a catch-all ("*") not counting. The turn policy
+        asks this to tell words that make a whole request (`voicehub.voice.turns.words.
+        makes_request`)."""
+        plain = without_punctuation(text)
+        for index, rule in enumerate(self.rules):
+            if rule.on != "user" or "*" in rule.match:
+                continue
+            if match_rule(self._compiled[index], rule, plain) is not None:
+                return True
+        return False
+
     def _is_request(self, text: str, plain: str, available: set[str], skip: set[int]) -> bool:
         """Whether a rule calling an offered tool (not a catch-all) matches the turn."""
         others = {

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from voicehub.desks.call import DeskOnCall
-from voicehub.desks.turns import desk_turn_setup, desk_words_open
+from voicehub.desks.turns import desk_turn_setup, desk_words_complete, desk_words_open
 from voicehub.errors import ConfigError
 from voicehub.voice.denoise import caller_filter
 from voicehub.voice.engine.session import (
@@ -95,7 +95,11 @@ async def start_pipeline_call(
         call.transport,
         providers,
         options=options if options is not None else desk_engine_options(desk),
-        judges=TurnJudges(end_of_turn=turns.model, words_open=desk_words_open(desk)),
+        judges=TurnJudges(
+            end_of_turn=turns.model,
+            words_open=desk_words_open(desk),
+            words_complete=desk_words_complete(desk),
+        ),
         turn_observer=call.turn_observer,
         prerender_budget=prerender_budget,
     )

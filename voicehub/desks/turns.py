@@ -6,21 +6,23 @@ load). `desk_words_open` is the text half of the end of a turn for this desk: th
 words end mid-request by the general rules (`voicehub.voice.turns.words.ends_open`), when
 one of the desk's scripted agents waits for the subject of a half request ("could you
 research"), or when they stop inside one of the desk's knowledge topics ("look into heat").
+`desk_words_complete` is the other way round: the words make a whole request one of the
+desk's scripted agents answers as it stands (`voicehub.voice.turns.words.makes_request`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from voicehub.agents.scripted import ScriptedLLM
 from voicehub.voice.turns.setup import TurnSetup, turn_setup
-from voicehub.voice.turns.words import ends_open
+from voicehub.voice.turns.words import ends_open, makes_request
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
 
-__all__ = ["desk_turn_setup", "desk_words_open"]
+__all__ = ["desk_turn_setup", "desk_words_complete", "desk_words_open", "scripted_words_complete"]
 
 
 def desk_turn_setup(desk: Desk) -> TurnSetup:
@@ -41,6 +43,25 @@ def desk_words_open(desk: Desk) -> Callable[[str], bool]:
         return ends_open(text, awaits_more, topics)
 
     return words_open
+
+
+def desk_words_complete(desk: Desk) -> Callable[[str], bool]:
+    """Whether a caller's words make a whole request on `desk` (see the module)."""
+    return scripted_words_complete(
+        [llm for a in desk.agents.values() if (llm := _scripted(a.llm)) is not None]
+    )
+
+
+def scripted_words_complete(scripted: Sequence[ScriptedLLM]) -> Callable[[str], bool]:
+    """Whether a caller's words make a whole request one of `scripted` answers."""
+
+    def takes(text: str) -> bool:
+        return any(llm.takes(text) for llm in scripted)
+
+    def words_complete(text: str) -> bool:
+        return makes_request(text, takes)
+
+    return words_complete
 
 
 def _scripted(llm: object) -> ScriptedLLM | None:

@@ -5,9 +5,12 @@ real time, the scripted agent, Silero, Smart Turn as `turn = "model"` ships it),
 stacks in turns, pass after pass, so both see the same load:
 
 - `before`: the stack shipped until 2026-12-02: Whisper (`stt = "auto"` chose it), Piper
-  rendering whole sentences, the VAD ending speech after 0.35 s of silence;
+  rendering whole sentences, the VAD ending speech after 0.35 s of silence, the model
+  alone holding a turn it hears as unfinished up to the 2 s ceiling;
 - `after`: the shipped stack: Moonshine with Whisper as its second opinion (`auto`), Piper
-  speaking in vocoder chunks, the VAD ending speech after `END_SILENCE`.
+  speaking in vocoder chunks, the VAD ending speech after `END_SILENCE`, words the agent
+  answers as they stand holding the turn for the model only up to `complete_silence`
+  (`voicehub.voice.turns.policy`).
 
 `v2v_ms`: median, p95 and max over every turn of every pass (8 turns a pass; 5 passes: 40
 turns each, 2 with `--quick`), from the caller's last voiced frame to the agent's first
@@ -30,7 +33,7 @@ from typing import Any
 from voicehub_dev.bench.stats import summary_ms
 
 
-async def _stacks() -> dict[str, tuple[Any, Any, float]]:
+async def _stacks() -> dict[str, tuple[Any, Any, float, bool]]:
     from voicehub.voice.providers.offline import MoonshineSTT, WhisperSTT
     from voicehub.voice.providers.offline.moonshine_stt import SecondOpinion
     from voicehub.voice.providers.offline.tts_engines import PiperEngine
@@ -43,8 +46,8 @@ async def _stacks() -> dict[str, tuple[Any, Any, float]]:
     for model in (whisper, moonshine):
         await asyncio.to_thread(model.prewarm)
     return {
-        "before": (whisper, piper_plugin(WholeSentences(engine)), 0.35),
-        "after": (moonshine, piper_plugin(engine), END_SILENCE),
+        "before": (whisper, piper_plugin(WholeSentences(engine)), 0.35, False),
+        "after": (moonshine, piper_plugin(engine), END_SILENCE, True),
     }
 
 
@@ -67,7 +70,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(passes):
-            for name, (stt, tts, silence) in stacks.items():
+            for name, (stt, tts, silence, whole_requests) in stacks.items():
                 tuning = {"vad_min_silence_s": silence, "min_endpointing_delay_s": 0.0}
                 asked = _inferences(setup.model)
                 figures = await v2v_latency(
@@ -78,6 +81,7 @@ async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
                     tuning,
                     providers=(stt, tts),
                     turns_setup=setup,
+                    whole_requests=whole_requests,
                 )
                 inferences[name] += _inferences(setup.model) - asked
                 stages[name].append(figures["stages_median_ms"])

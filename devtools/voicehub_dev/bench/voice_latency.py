@@ -21,6 +21,7 @@ import numpy as np
 
 from voicehub.agents.agent import Agent
 from voicehub.agents.scripted import ScriptedLLM
+from voicehub.desks.turns import scripted_words_complete
 from voicehub.hub import Hub
 from voicehub.voice.audio import frame_bytes
 from voicehub.voice.engine.session import EngineOptions
@@ -124,12 +125,16 @@ async def v2v_latency(
     providers: tuple[Any, Any] | None = None,
     before_turn: Callable[[str], None] | None = None,
     turns_setup: TurnSetup | None = None,
+    whole_requests: bool = True,
 ) -> dict[str, Any]:
     """End of caller speech (its last voiced frame pushed) to the first agent audio frame at
     the transport: Piper + PocketSphinx + `vad_kind` + the scripted agent, turn by turn.
     The first turn warms the pipeline up and is not counted. `providers` replaces the
     offline (STT, TTS); `before_turn` gets each turn's words before the caller says them;
-    `turns_setup` replaces the VAD-only turns of `tuning` (a desk's turn policy and model)."""
+    `turns_setup` replaces the VAD-only turns of `tuning` (a desk's turn policy and model);
+    `whole_requests`: words the agent answers as they stand hold the turn for the model only
+    briefly, as on a desk (`voicehub.desks.turns.desk_words_complete`); False: the model
+    alone holds it, up to the ceiling."""
     if providers is None:
         stt, tts = PocketSphinxSTT(), PiperTTS()
         await asyncio.to_thread(stt.prewarm)
@@ -151,17 +156,22 @@ async def v2v_latency(
     stages: dict[str, list[float]] = {stage: [] for stage in _STAGES}
     understood = unanswered = 0
     name = f"latency-{vad_kind}-{tuning['vad_min_silence_s']}"
+    agent = _desk_agent()
+    judged: dict[str, Any] = {}
+    if whole_requests and isinstance(agent.llm, ScriptedLLM):
+        judged["words_complete"] = scripted_words_complete([agent.llm])
     async with Hub(store=sqlite_or_memory(store, folder)(name)) as hub:
         call = VoicehubCall(
             hub,
             name,
-            _desk_agent(),
+            agent,
             keep_events=True,
             stt=stt,
             tts=tts,
             vad=vad,
             options=EngineOptions(turn=TurnEngineSettings(policy=policy)),
             end_of_turn=turns_setup.model if turns_setup is not None else None,
+            **judged,
         )
         await call.start()
         caller = PacedCaller(call.push)

@@ -333,7 +333,8 @@ def pipeline_session(
 ) -> PipelineVoiceSession:
     """A `PipelineVoiceSession` from the keywords tests and benches tune: `stt`, `tts`, `vad`,
     `voices` (its `CallSpeech`), `extra_tools`, `greeting`, `reply_gate` (its `CallAgent`),
-    `end_of_turn`, `words_open` (its `TurnJudges`), and the session's own keywords."""
+    `end_of_turn`, `words_open`, `words_complete` (its `TurnJudges`), and the session's own
+    keywords."""
     from voicehub.voice.engine.session import (
         CallAgent,
         CallSpeech,
@@ -354,7 +355,11 @@ def pipeline_session(
         reply_gate=options.pop("reply_gate", None),
     )
     judges = TurnJudges(
-        **{key: options.pop(key) for key in ("end_of_turn", "words_open") if key in options}
+        **{
+            key: options.pop(key)
+            for key in ("end_of_turn", "words_open", "words_complete")
+            if key in options
+        }
     )
     return PipelineVoiceSession(hub, room_id, on_call, transport, speech, judges=judges, **options)
 

@@ -409,6 +409,26 @@ def test_model_mode_commits_at_once_when_complete_and_waits_when_not() -> None:
     assert turn.text == "I want to know about"
 
 
+def test_words_that_make_a_whole_request_hold_an_unfinished_sounding_turn_only_briefly() -> None:
+    engine = TurnEngine(
+        TurnEngineSettings(policy=TurnPolicy("model", max_silence=2.0)),
+        words_complete=lambda text: "library" in text.lower(),
+    )
+    engine.speech_started(0.0)
+    assert AskEndOfTurn(1) in engine.speech_ended(1.25, ended_at=1.0)
+    engine.transcript("Tell me the opening hours of the library,", final=True, now=1.3)
+    assert commits(engine.end_of_turn(1, 0.2, 1.35)) == []  # the model says unfinished
+    assert engine.next_wake() == pytest.approx(1.4)  # complete_silence, not the ceiling
+    [turn] = commits(engine.tick(1.4))
+    assert turn.text == "Tell me the opening hours of the library,"
+
+    engine.speech_started(5.0)  # words no rule takes wait for the ceiling, as before
+    engine.speech_ended(6.35, ended_at=6.0)
+    engine.transcript("My robber,", final=True, now=6.4)
+    assert commits(engine.end_of_turn(2, 0.2, 6.45)) == []
+    assert engine.next_wake() == 8.0
+
+
 def test_settings_are_checked() -> None:
     bad: list[dict[str, Any]] = [
         {"final_timeout": -1},

@@ -29,6 +29,7 @@ settings_of = st.builds(
     model_silence=st.floats(min_value=0.05, max_value=0.6),
     threshold=probabilities,
     max_silence=st.floats(min_value=1.0, max_value=5.0),
+    complete_silence=st.floats(min_value=0.05, max_value=6.0),
 )
 
 
@@ -39,16 +40,24 @@ def run_turn(
     probability: float,
     latency: float,
     words_at: float = 0.0,
+    words_complete: bool = False,
 ) -> tuple[float, str]:
     """Drive the policy as the engine would, on a virtual clock, for a caller who stopped
     at t=0 and stays silent: the model answers `latency` s after it is asked, the words
-    arrive at `words_at`. Returns when and why the turn was committed."""
+    arrive at `words_at` (making a whole request when `words_complete`). Returns when and
+    why the turn was committed."""
     now, asked_at, answer = 0.0, None, None
     for _ in range(100):
         known = words_open if now >= words_at else None
         if asked_at is not None and now >= asked_at + latency:
             answer = probability
-        evidence = TurnEvidence(0.0, known, asked=asked_at is not None, probability=answer)
+        evidence = TurnEvidence(
+            0.0,
+            known,
+            asked=asked_at is not None,
+            probability=answer,
+            words_complete=words_complete and known is False,
+        )
         decision = decide(evidence, settings, now)
         if isinstance(decision, Commit):
             return now, decision.reason
@@ -108,6 +117,38 @@ def test_decisions_depend_only_on_their_arguments_and_respect_the_ceiling(
 
 
 @given(
+    settings=settings_of,
+    ended=times,
+    silence=silences,
+    words_open=st.sampled_from([None, True, False]),
+    asked=st.booleans(),
+    probability=st.none() | probabilities,
+)
+def test_whole_request_words_commit_only_closed_and_not_before_complete_silence(
+    settings: TurnSettings,
+    ended: float,
+    silence: float,
+    words_open: bool | None,
+    asked: bool,
+    probability: float | None,
+) -> None:
+    evidence = TurnEvidence(ended, words_open, asked, probability, words_complete=True)
+    now = ended + silence
+    decision = decide(evidence, settings, now)
+    without = decide(TurnEvidence(ended, words_open, asked, probability), settings, now)
+    if isinstance(decision, Commit) and decision.reason == "words":
+        assert settings.mode == "model" and asked and words_open is False
+        assert now >= ended + settings.complete_silence
+        assert probability is None or probability < settings.threshold
+    else:  # where the rule does not commit, it changes nothing but an earlier wake-up
+        assert decision == without or (
+            isinstance(decision, WakeAt)
+            and decision.time == ended + settings.complete_silence
+            and without == WakeAt(ended + settings.max_silence)
+        )
+
+
+@given(
     settings=settings_of.filter(lambda s: s.mode == "model"),
     probability=probabilities,
     latency=st.floats(min_value=0, max_value=0.5),
@@ -147,6 +188,34 @@ def test_a_complete_utterance_commits_soon_after_the_model_answers() -> None:
     assert (at, reason) == (0.65, "silence")
 
 
+@pytest.mark.parametrize(
+    ("words_open", "words_complete", "probability", "latency", "expected"),
+    [
+        # "tell me the opening hours of the library," (a comma; the model says unfinished)
+        (False, True, 0.2, 0.06, (0.4, "words")),
+        (False, True, 0.93, 0.06, (0.26, "model")),  # the model says complete first
+        (False, True, 0.9, 1.0, (0.4, "words")),  # a late answer: the words do not wait on it
+        (False, False, 0.2, 0.06, (2.0, "ceiling")),  # "my robber,": no request of the desk's
+        (True, True, 0.2, 0.06, (2.0, "ceiling")),  # open words win: "research solar ... for"
+    ],
+)
+def test_words_that_make_a_whole_request_wait_for_the_model_only_briefly(
+    words_open: bool,
+    words_complete: bool,
+    probability: float,
+    latency: float,
+    expected: tuple[float, str],
+) -> None:
+    at, reason = run_turn(
+        TurnSettings(),  # the defaults: the model asked at 0.2 s, complete_silence 0.4 s
+        words_open=words_open,
+        probability=probability,
+        latency=latency,
+        words_complete=words_complete,
+    )
+    assert (round(at, 6), reason) == expected
+
+
 def test_the_model_is_asked_once_per_silence() -> None:
     settings = TurnSettings()
     assert decide(TurnEvidence(0.0, False), settings, 0.1) == WakeAt(0.2)
@@ -167,6 +236,7 @@ def test_the_model_is_asked_once_per_silence() -> None:
         ({"vad_silence": 2.5}, "vad_silence (2.5) must not exceed max_silence"),
         ({"model_early": 0}, "model_early must be None or a positive number"),
         ({"model_early": math.nan}, "model_early must be None or a positive number"),
+        ({"complete_silence": -1.0}, "complete_silence must be a positive number"),
     ],
 )
 def test_settings_are_checked(options: dict[str, object], message: str) -> None:

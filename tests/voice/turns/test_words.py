@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from voicehub.voice.turns.repair import merge_words, resumes_turn
-from voicehub.voice.turns.words import ends_inside, ends_open, spoken_words
+from voicehub.voice.turns.words import ends_inside, ends_open, makes_request, spoken_words
 
 TOPICS = ("heat pumps", "solar panels", "led lights")
 
@@ -68,3 +68,24 @@ def test_a_resumed_turn_is_merged_only_before_the_reply_is_heard() -> None:
 )
 def test_two_stretches_read_as_one_sentence(first: str, second: str, merged: str) -> None:
     assert merge_words(first, second) == merged
+
+
+@pytest.mark.parametrize(
+    ("text", "whole"),
+    [
+        ("Tell me the opening hours of the library,", True),  # Moonshine's comma
+        ("tell me the opening hours of the library", True),
+        ("Tell me the opening hours of the library?", True),
+        ("Tell me the opening hours of the library...", False),  # trailing off
+        ("Tell me the opening hours of the library \u2026", False),
+        ("Tell me the opening hours of the library -", False),
+        ("My robber,", False),  # no rule of the desk takes it
+        ("", False),
+        ("...", False),
+    ],
+)
+def test_words_the_desk_takes_make_a_request_unless_they_trail_off(text: str, whole: bool) -> None:
+    def takes(words: str) -> bool:
+        return "library" in words.lower()
+
+    assert makes_request(text, takes) is whole

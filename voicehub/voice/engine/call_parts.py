@@ -58,11 +58,13 @@ class CallSpeech:
 @dataclass(frozen=True, slots=True)
 class TurnJudges:
     """What judges the caller's turns beyond silence: the end-of-turn model (for turn mode
-    "model") and `words_open(text)`, whether words stop mid-request (a desk's half
-    requests)."""
+    "model"), `words_open(text)`, whether words stop mid-request (a desk's half
+    requests), and `words_complete(text)`, whether they make a whole request the desk
+    answers (None: no words do; the model alone then holds a turn to the ceiling)."""
 
     end_of_turn: EndOfTurnModel | None = None
     words_open: Callable[[str], bool] = ends_open
+    words_complete: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)

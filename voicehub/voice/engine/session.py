@@ -127,7 +127,12 @@ class PipelineVoiceSession:
         flushes = finalizes_on_flush(speech.stt)
         if turn.flush_finalizes != flushes:
             turn = dataclasses.replace(turn, flush_finalizes=flushes)
-        self.engine = TurnEngine(turn, words_open=judges.words_open, started_at=hub.clock.now())
+        self.engine = TurnEngine(
+            turn,
+            words_open=judges.words_open,
+            words_complete=judges.words_complete,
+            started_at=hub.clock.now(),
+        )
         self.history = CallHistory(self.options.history_messages)
         self.records = CallRecords(hub, room_id, transport)
         parts = CallParts(hub, room_id, self.activity, self.records, self.history)

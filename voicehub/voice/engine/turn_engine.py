@@ -203,18 +203,21 @@ class _Reply:
 
 class TurnEngine:
     """One call's turn-taking (see the module docstring). `words_open(text)` says whether a
-    caller's words stop mid-request (a desk knows its own half requests)."""
+    caller's words stop mid-request (a desk knows its own half requests); `words_complete(
+    text)`, whether they make a whole request the desk answers (None: never)."""
 
     def __init__(
         self,
         settings: TurnEngineSettings | None = None,
         *,
         words_open: Callable[[str], bool] = ends_open,
+        words_complete: Callable[[str], bool] | None = None,
         gate: GateSettings | None = None,
         started_at: float = 0.0,
     ) -> None:
         self.settings = settings or TurnEngineSettings()
         self._words_open = words_open
+        self._words_complete = words_complete
         self._gate_settings = gate or GateSettings()
         self._gate = GateState(vad_seen_at=started_at)
         self._held: HoldTick | None = None  # the due tick waits for a provider
@@ -591,11 +594,13 @@ class TurnEngine:
     def _evidence(self, turn: _Turn) -> TurnEvidence:
         text = turn.text(with_interim=True)
         words_open = None if turn.awaiting_final else bool(text) and self._words_open(text)
+        complete = self._words_complete
         return TurnEvidence(
             speech_ended_at=turn.speech_ended_at,
             words_open=words_open,
             asked=turn.asked,
             probability=turn.complete,
+            words_complete=words_open is False and complete is not None and complete(text),
         )
 
     def _try_commit(self, now: float, *, deadline: bool = False) -> list[Decision]:

@@ -19,6 +19,9 @@ Two modes (`[voice] turn`):
   words`); words ending mid-request ("could you research", "find out about") wait, and so
   does an utterance the model calls incomplete. Whatever the evidence, `max_silence`
   seconds of silence end the turn (`[voice] max_turn_silence`): nobody waits longer.
+  Words that make a whole request the desk answers (`words_complete`: "tell me the
+  opening hours of the library", which a recognizer may end with a comma and the model
+  may hear as unfinished) hold the turn for the model only up to `complete_silence`.
 
 The model commits only once the words of the turn are known (`words_open` is not None):
 the reply needs them anyway, and words ending mid-request overrule the model, which reads
@@ -48,7 +51,7 @@ __all__ = [
 ]
 
 TurnMode = Literal["model", "vad"]
-CommitReason = Literal["model", "silence", "ceiling"]
+CommitReason = Literal["model", "silence", "ceiling", "words"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,10 @@ class TurnSettings:
       holds them speaking) at which the model starts ahead of the VAD's end of speech; its
       answer is the one asked for at `model_silence` when the caller stays silent into the
       end (`voicehub.voice.turns.early`). None: the model starts only when asked.
+    - `complete_silence`: mode "model": the silence that ends a turn whose words make a
+      whole request (`TurnEvidence.words_complete`) when the model has not said complete
+      by then (it says unfinished, or its answer is late): instead of the ceiling (a
+      ceiling below it still comes first).
     """
 
     mode: TurnMode = "model"
@@ -72,11 +79,12 @@ class TurnSettings:
     threshold: float = 0.5
     max_silence: float = 2.0
     model_early: float | None = 0.1
+    complete_silence: float = 0.4
 
     def __post_init__(self) -> None:
         if self.mode not in ("model", "vad"):
             raise ValueError(f"turn mode {self.mode!r}: expected 'model' or 'vad'")
-        for name in ("vad_silence", "model_silence", "max_silence"):
+        for name in ("vad_silence", "model_silence", "max_silence", "complete_silence"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
@@ -109,12 +117,15 @@ class TurnEvidence:
       transcript of all the speech so far is in.
     - `asked`: the model was asked about the audio up to `speech_ended_at`.
     - `probability`: its answer (None: not asked, or not back yet).
+    - `words_complete`: those words (known, not open) make a whole request the desk
+      answers (`voicehub.voice.turns.words.makes_request`).
     """
 
     speech_ended_at: float | None
     words_open: bool | None = None
     asked: bool = False
     probability: float | None = None
+    words_complete: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +141,8 @@ class AskModel:
 @dataclass(frozen=True, slots=True)
 class Commit:
     """The turn is over. `reason`: the model said so ("model"), VAD silence in mode "vad"
-    ("silence"), or the ceiling ("ceiling")."""
+    ("silence"), the ceiling ("ceiling"), or `complete_silence` after words that make a
+    whole request ("words")."""
 
     reason: CommitReason
 
@@ -157,7 +169,12 @@ def decide(evidence: TurnEvidence, settings: TurnSettings, now: float) -> TurnDe
         ask_at = ended + settings.model_silence
         return AskModel() if now >= ask_at else WakeAt(ask_at)
     if evidence.probability is None or evidence.probability < settings.threshold:
-        return WakeAt(ceiling)  # the answer is on its way, or the utterance sounds unfinished
+        # the answer is on its way, or the utterance sounds unfinished: a whole request
+        # by its words waits for the model only up to `complete_silence`
+        if evidence.words_complete and evidence.words_open is False:
+            complete_at = ended + settings.complete_silence
+            return Commit("words") if now >= complete_at else WakeAt(complete_at)
+        return WakeAt(ceiling)
     if evidence.words_open is None:
         return WakeAt(ceiling)  # complete by its sound: commit once the words agree
     return Commit("model")

@@ -6,6 +6,12 @@ of those cases: an utterance ending on an article, a preposition, a conjunction,
 ("um"), or "could you" is not finished, and a desk knows its own half requests (its
 scripted agent's `awaits_more`: "could you research" waits for a topic). `ends_open` says
 so; the turn policy (`voicehub.voice.turns.policy`) waits on it up to its ceiling.
+
+The other way round, words can say a request is whole: the desk answers them as they
+stand ("tell me the opening hours of the library": a rule of its scripted agent takes
+them). `makes_request` says so, unless the recognizer wrote the caller trailing off ("...",
+a dash); a comma is no such sign (Moonshine ends finished requests with one). The policy
+then holds the turn for the model only briefly.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-__all__ = ["OPEN_ENDINGS", "ends_inside", "ends_open", "spoken_words"]
+__all__ = ["OPEN_ENDINGS", "ends_inside", "ends_open", "makes_request", "spoken_words"]
 
 # Words after which an English request is not over.
 OPEN_ENDINGS = frozenset(
@@ -38,6 +44,8 @@ _OPEN_PAIRS = frozenset(
     }
 )  # fmt: skip
 _WORD = re.compile(r"[a-z']+")
+# What a transcript ends on when the caller trailed off: an ellipsis or a dash.
+_TRAILING_OFF = re.compile(r"(\.\.\.|\u2026|[-\u2013\u2014])\W*$")
 
 
 def spoken_words(text: str) -> list[str]:
@@ -78,3 +86,14 @@ def ends_inside(words: Sequence[str], phrases: Iterable[str]) -> bool:
             if len(words) >= size and list(words[-size:]) == wanted[:size]:
                 return True
     return False
+
+
+def makes_request(text: str, takes: Callable[[str], bool]) -> bool:
+    """Whether `text`, a caller's words so far, is a whole request: `takes(text)`, the desk
+    answers it as it stands (a rule of its scripted agent matches it), and the transcript
+    does not end trailing off ("library..." or "library -"; a comma or no mark at all is
+    not trailing off). Whether the words end mid-request is `ends_open`'s to say: the turn
+    policy asks both."""
+    if not spoken_words(text) or _TRAILING_OFF.search(text) is not None:
+        return False
+    return takes(text)
