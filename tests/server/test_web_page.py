@@ -1,5 +1,6 @@
-"""The console page's scripts, run in Node: both parse, and the capture worklet turns the
-microphone's rate into 16 kHz PCM16 frames of 640 bytes with the tone intact."""
+"""The console page's scripts, run in Node: both parse, the capture worklet turns the
+microphone's rate into 16 kHz PCM16 frames of 640 bytes with the tone intact, and the page
+comes back to a dropped call at once unless the server was busy."""
 
 from __future__ import annotations
 
@@ -67,3 +68,31 @@ def test_the_capture_worklet_sends_20_ms_frames_at_16_khz(rate: int) -> None:
     assert 49 <= result["frames"] <= 50  # one second, less the resampler's last partial frame
     assert 435 < result["hertz"] < 445
     assert 14000 < result["peak"] < 17000  # half scale: the smoothing keeps the level
+
+
+# The page's Reconnect (an ES module): the first waits after a drop with each close code.
+_RECONNECT = """
+const { Reconnect } = await import(process.argv[1]);
+const waits = {};
+for (const code of [1006, 1012, 1013]) {
+  const backoff = new Reconnect({ first: 100, most: 400, jitter: 0 });
+  waits[code] = [backoff.next(code), backoff.next(code), backoff.next(code), backoff.next(code)];
+}
+console.log(JSON.stringify(waits));
+"""
+
+
+def test_the_page_tries_again_at_once_unless_the_server_was_busy() -> None:
+    assert NODE is not None
+    module = (WEB_DIR / "reconnect.js").as_uri()
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", _RECONNECT, module],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    waits = json.loads(done.stdout)
+    assert waits["1006"] == [0, 200, 400, 400]  # the instance died: at once, then the backoff
+    assert waits["1012"] == [0, 200, 400, 400]  # handed over
+    assert waits["1013"] == [100, 200, 400, 400]  # busy or draining: the backoff first

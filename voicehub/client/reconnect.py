@@ -5,9 +5,10 @@ The line may drop because the instance serving the call died, was drained (it ha
 call over: close 1012, reconnect now), is busy or draining (1013, try again later), or the
 network broke (no close frame: 1006). The client reconnects to the address it called (a load
 balancer in production, which sends it to a live instance) with the same conversation id,
-after a backoff (`Backoff`: 0.1 s doubling to 2 s, with jitter; at once on a hand-over), for
-up to `give_up_after` seconds. The instance it reaches takes the call up (`CallSession.continued`
-says how) and the conversation goes on. It does not reconnect after its own hang-up, nor
+at once (`Reconnector`), then after a backoff (`Backoff`: 0.1 s doubling to 2 s, with
+jitter; busy or draining, the first attempt waits too), for up to `give_up_after` seconds.
+The instance it reaches takes the call up (`CallSession.continued` says how) and the
+conversation goes on. It does not reconnect after its own hang-up, nor
 when the server ended the call or refused it for good (it went away: 1001; bad token,
 unknown desk, replaced by a newer connection, a session that could not start).
 """
@@ -28,7 +29,7 @@ RECONNECT_CODES = frozenset({1006, 1012, 1013})
 """Close codes after which the call goes on: abnormal (no close frame: the server died or
 the network broke), service restart (handed over), try again later (busy or draining). A
 server going away (1001) ended the call on purpose: its results are held for a call-back."""
-_AT_ONCE = 1012  # handed over: another instance is ready for the call now
+_LATER = 1013  # busy or draining: the first attempt waits its backoff; any other at once
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,17 @@ class Backoff:
 @dataclass
 class Reconnection:
     """One drop of the line and the way back: when it dropped (`closed_at`, seconds on the
-    call's timeline) and why (`code`, `reason`), when the call was live again (`live_at`,
-    None if it never was) and how the server took it up (`continued`)."""
+    call's timeline) and why (`code`, `reason`), when each attempt began (`tried_at`), when
+    the last one's line opened (`opened_at`: the server accepted it), when the call was
+    live again (`live_at`: the server's session event; None if it never was) and how the
+    server took it up (`continued`)."""
 
     closed_at: float
     code: int | None
     reason: str
     attempts: int = 0
+    tried_at: list[float] = field(default_factory=list)
+    opened_at: float | None = None
     live_at: float | None = None
     continued: str = ""
 
@@ -71,10 +76,16 @@ class Reconnection:
 class Reconnector:
     """Decides whether and when a dropped call reconnects; `open_line()` opens a new line
     to the same conversation (raising when it cannot) and returns once the server's
-    session event arrived, with how the call continued."""
+    session event arrived, with how the call continued.
+
+    The first attempt is at once, unless the server said busy or draining (1013): after a
+    hand-over (1012) another instance is ready, and after an abnormal close (1006) the
+    instance most likely died, so the balancer sends the attempt to a live one (a network
+    that broke fails it at once, and the backoff begins)."""
 
     backoff: Backoff = field(default_factory=Backoff)
     history: list[Reconnection] = field(default_factory=list)
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # a test's virtual clock
 
     @staticmethod
     def wanted(code: int | None, *, hung_up: bool) -> bool:
@@ -94,14 +105,15 @@ class Reconnector:
         delays = self.backoff.delays()
         first = True
         while True:
-            delay = 0.0 if first and drop.code == _AT_ONCE else next(delays)
+            delay = 0.0 if first and drop.code != _LATER else next(delays)
             first = False
             if now() + delay > deadline:
                 log.warning("gave up reconnecting after %d attempts", drop.attempts)
                 return False
             if delay > 0:
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
             drop.attempts += 1
+            drop.tried_at.append(now())
             try:
                 drop.continued = await open_line()
             except Exception as exc:  # refused, busy, unreachable: try again
