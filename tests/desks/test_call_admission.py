@@ -86,3 +86,26 @@ def test_a_named_part_of_the_load_refuses_calls_when_it_is_past_the_limit() -> N
 def test_a_part_cannot_take_the_name_of_the_meters_own_shares() -> None:
     with pytest.raises(ValueError, match=r"\['cpu'\] are the meter's own"):
         Process().meter(parts={"cpu": lambda: 0.0})
+
+
+def test_calls_still_starting_count_in_the_cpu_share_at_what_a_live_call_costs() -> None:
+    # With a load limit alone, callers redialling a server at its limit were let in by the
+    # handful on one low reading (no call counted until it started): some went unanswered.
+    process = Process()
+    admission = CallAdmission(process.meter(window=2.0), max_load=0.8)
+    process.calls = 10
+    process.run(1.0, cpu_seconds=1.2)  # 0.6 of two CPUs for 10 live calls
+    assert admission.meter.shares()["cpu"] == 0.6
+    admitted = 0
+    while admission.admit() is None:
+        admitted += 1
+        assert admitted < 10, "a burst of callers was let in on one reading"
+    assert admitted == 4  # 10 live + 4 starting: 0.84 of the CPUs
+    assert admission.meter.pending == 4
+    assert admission.busy() == "overloaded (cpu at 0.84 of its limit)"
+    for _ in range(4):  # they started: the live count has them, the reading is the same
+        admission.meter.started()
+    process.calls = 14
+    assert admission.meter.shares()["cpu"] == 0.6
+    process.calls = 0  # no live call to learn a cost from: the share as measured
+    assert admission.meter.shares()["cpu"] == 0.6

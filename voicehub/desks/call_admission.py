@@ -19,7 +19,11 @@ The load is the worst of these shares, each 1.0 when the process is at its limit
   busy decoding thread of two CPUs is 0.5), and the calls admitted then go unanswered.
 
 A call admitted counts towards the calls at once, before it has started, so a burst of
-callers is not all admitted on the count of an idle moment. A
+callers is not all admitted on the count of an idle moment: in the calls share, and in the
+CPU share at what a live call costs now (`pending`; the server counts them in its
+recognizers' share too). With only a load limit, 60 callers redialling a server at its
+limit were let in by the handful whenever one reading dipped, none of them counted until
+it started, and admitted calls went unanswered. A
 call coming back (a reconnect, Twilio's redirect after a fail-over) is not a new call: it is
 always admitted. What a refusal looks like is each transport's (see `voicehub.server.entry_gate`).
 """
@@ -83,6 +87,11 @@ class LoadMeter:
         for `window` seconds if it never does."""
         self._admitted.append(self._now())
 
+    @property
+    def pending(self) -> int:
+        """Calls admitted that have not started yet (within `window`)."""
+        return len(self._admitted)
+
     def started(self) -> None:
         """A call started (the live count has it now)."""
         if self._admitted:
@@ -96,9 +105,12 @@ class LoadMeter:
         lag = max((lag for _, lag in self._lags), default=0.0)
         (then, cpu_then), (latest, cpu_now) = self._cpu_samples[0], self._cpu_samples[-1]
         cpu = (cpu_now - cpu_then) / (latest - then) / self.cpus if latest > then else 0.0
+        live, pending = self.calls(), len(self._admitted)
+        if live > 0:  # the calls about to start, at what a live one costs
+            cpu *= (live + pending) / live
         shares = {"lag": lag / LAG_BUDGET, "cpu": cpu}
         if self.max_calls is not None:
-            shares["calls"] = (self.calls() + len(self._admitted)) / self.max_calls
+            shares["calls"] = (live + pending) / self.max_calls
         for name, part in self.parts.items():
             shares[name] = part()
         return {name: round(value, 3) for name, value in shares.items()}

@@ -135,10 +135,13 @@ class ServerParts:
         def live_calls() -> int:
             return len(calls.calls)
 
+        def calls_counted() -> int:  # the calls admitted that are still starting too
+            return live_calls() + meter.pending
+
         meter = LoadMeter(
             calls=live_calls,
             max_calls=settings.max_calls,
-            parts={"recognizers": offline_recognizer_load(calls=live_calls)},
+            parts={"recognizers": offline_recognizer_load(calls=calls_counted)},
         )
         self.admission = admission = CallAdmission(meter, settings.max_load)
         starts = (
