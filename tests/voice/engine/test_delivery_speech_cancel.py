@@ -1,15 +1,19 @@
-"""A result still being pre-rendered when the call ends must not keep its driver alive."""
+"""A result still being pre-rendered when the call ends must not keep its driver alive, nor
+a pre-rendering whose synthesis was lost keep its result from being spoken."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, cast
 
-from voicehub.core.clock import VirtualClock
-from voicehub.voice.engine.results import ResultSpeaker
+from voicehub.core.clock import VirtualClock, settle
+from voicehub.delivery.injector import InjectOutcome
+from voicehub.voice.engine.results import RENDER_WAIT, ResultSpeaker
+from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.providers import vendor_import
 
 with vendor_import("livekit-agents"):
+    from livekit import rtc
     from livekit.agents import tts
 
 
@@ -57,4 +61,62 @@ async def test_cancelling_a_wait_for_a_rendering_cancels_the_waiter() -> None:
     waiting.cancel()
     await asyncio.wait({waiting})
     assert waiting.cancelled()
+    speaker.aclose()
+
+
+class Answering:
+    """A synthesis that answers: one chunk of 0.1 s of audio."""
+
+    async def __aenter__(self) -> Answering:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __aiter__(self) -> Any:
+        return self._chunks()
+
+    async def _chunks(self) -> Any:
+        frame = rtc.AudioFrame(bytes(3200), 16000, 1, 1600)
+        yield tts.SynthesizedAudio(frame=frame, request_id="r1")
+
+
+class LosesItsFirstRequest:
+    """A voice whose first synthesis is lost for good (its request never answered); the
+    next ones answer."""
+
+    capabilities = tts.TTSCapabilities(streaming=False)
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def synthesize(self, text: str) -> Any:
+        self.requests += 1
+        return StuckStream() if self.requests == 1 else Answering()
+
+
+async def test_a_result_whose_pre_rendering_is_lost_is_synthesized_when_it_is_due() -> None:
+    # The faults bench's tts_lost_10s: the wait for the rendering had no end, and the result
+    # stayed `delivering` while the call went on (the voice answered its check-ins).
+    clock = VirtualClock()
+    voice = LosesItsFirstRequest()
+    heard: list[bytes] = []
+
+    async def speak_audio(text: str, audio: Any) -> Speech:
+        speech = Speech("call-1/speech-x-1", "delivery", text, audio)
+        heard.extend([chunk async for chunk in audio])
+        speech.finish(SpeechEnd.PLAYED)
+        return speech
+
+    speaker = ResultSpeaker(
+        cast(Any, None), clock, lambda: cast(Any, voice), speak_audio, sample_rate=16000
+    )
+    text = "the results on heat pumps"
+    speaker.prepare("dlv-1", text)
+    speaking = asyncio.create_task(speaker.speak(text, {"delivery_ids": ["dlv-1"]}))
+    await settle()
+    assert not speaking.done()  # a rendering under way is waited for a little
+    await clock.advance(RENDER_WAIT)
+    assert await asyncio.wait_for(speaking, 5) is InjectOutcome.FINISHED
+    assert voice.requests == 2 and b"".join(heard) == bytes(3200)
     speaker.aclose()

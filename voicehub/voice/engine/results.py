@@ -41,9 +41,11 @@ if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.voice.activity import VoiceActivity
 
-__all__ = ["ANSWER_TIMEOUT", "PrerenderBudget", "ResultSpeaker", "outcome_of"]
+__all__ = ["ANSWER_TIMEOUT", "RENDER_WAIT", "PrerenderBudget", "ResultSpeaker", "outcome_of"]
 
 log = logging.getLogger("voicehub.voice")
+
+RENDER_WAIT = 1.0  # seconds a result due now waits for its pre-rendering to finish
 
 
 class PrerenderBudget:
@@ -86,6 +88,7 @@ class _Rendering:
     size: int = 0
     task: asyncio.Task[None] | None = None
     complete: bool = False
+    ended: asyncio.Event = field(default_factory=asyncio.Event)  # its task is over, however
 
 
 class ResultSpeaker:
@@ -169,6 +172,8 @@ class ResultSpeaker:
         except Exception:  # synthesized when spoken instead
             log.exception("could not pre-render delivery %s", delivery_id)
             self.discard(delivery_id)
+        finally:
+            rendering.ended.set()
 
     async def _prerendered(self, text: str, ids: list[str]) -> list[bytes] | None:
         """The rendered audio of `text` (one item, or a batch joined as the service joins
@@ -181,8 +186,9 @@ class ResultSpeaker:
         for rendering in renderings:
             assert rendering is not None
             if rendering.task is not None and not rendering.task.done():
-                # started long ago: nearly done (asyncio.wait: a cancelled call still ends)
-                await asyncio.wait({rendering.task})
+                # started long ago: nearly done, or its synthesis is lost for good (then
+                # speaking it now, from the first chunk the voice sends, is as quick)
+                await wait_or_sleep(self._clock, rendering.ended, RENDER_WAIT)
             if not rendering.complete:
                 return None
             chunks += rendering.chunks
