@@ -14,10 +14,12 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from voicehub.desks.call_resume import APOLOGY
 from voicehub.desks.keys import missing_keys
 from voicehub.desks.pipeline_call import start_pipeline_call
 from voicehub.errors import ConfigError
 from voicehub.voice.engine.call_parts import CallSpeech
+from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 
 if TYPE_CHECKING:
     from voicehub.desks.desk import Desk
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from voicehub.voice.engine.session import PipelineVoiceSession
 
 __all__ = [
+    "RENDERED_AHEAD",
     "VOICES",
     "OfflineStack",
     "PipelineResources",
@@ -40,6 +43,11 @@ log = logging.getLogger("voicehub.desks")
 
 VOICES = ("piper", "espeak")
 """Agent `voice` names the embedded stack can speak with."""
+
+RENDERED_AHEAD = (APOLOGY,)
+"""Lines rendered at start-up in every voice the desks speak with: the apology is the first
+thing a caller taken up after a lost instance hears, and rendering it then (about 0.1 s of
+CPU, more on a busy machine) was part of the silence after the loss."""
 
 
 class PipelineResources:
@@ -77,9 +85,23 @@ class PipelineResources:
         return models + [self._text_to_speech(name) for name in agent_voices(desk)]
 
     async def load(self, desks: Sequence[Desk]) -> None:
-        """Load the models `desks` use, in a worker thread (about 2 s)."""
+        """Load the models `desks` use, in a worker thread (about 2 s), then render the
+        lines their calls may have to say before anything else (`RENDERED_AHEAD`)."""
         models = [model for desk in desks for model in self.models_for(desk)]
         await asyncio.to_thread(lambda: [model.prewarm() for model in models])
+        voices = {desk.config.voice.tts for desk in desks} | {
+            name for desk in desks for name in agent_voices(desk)
+        }
+        for kind in sorted(voices & set(VOICES)):
+            for line in RENDERED_AHEAD:
+                await self.render_ahead(kind, line)
+
+    async def render_ahead(self, kind: str, line: str) -> None:
+        """Speak `line` once with the voice `kind`, to nobody: the engine keeps what it
+        rendered (Piper's line cache), so a call saying it later plays it at once."""
+        tts = self._text_to_speech(kind)
+        async for _ in synthesized_pcm(tts, one_text(line), tts.sample_rate):
+            pass
 
     def call_vad(self, kind: str) -> Any:
         """A VAD object of its own for one call, on the process's shared model (and, for
