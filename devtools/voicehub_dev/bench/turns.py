@@ -90,16 +90,34 @@ def without_early_start() -> Any:
     (`TurnSettings.model_early=None`: the model starts when the policy asks, at the VAD's
     end of speech): `VOICEHUB_TURNS_SESSION=voicehub_dev.bench.turns:without_early_start`,
     to weigh what the early start does to the figures."""
+    return _with_policy(model_early=None)
+
+
+def without_whole_requests() -> Any:
+    """The offline voice stack with the whole-request word rule off (`TurnSettings.
+    complete_silence` at the ceiling: words the desk answers as they stand no longer cut the
+    model's wait short): `VOICEHUB_TURNS_SESSION=voicehub_dev.bench.turns:
+    without_whole_requests`, to weigh what the rule does to the false cut-offs."""
+    return _with_policy(complete_silence=None)
+
+
+def _with_policy(**changes: Any) -> Any:
+    """The offline voice stack with the desks' turn policy changed (`complete_silence=None`:
+    at the policy's ceiling)."""
     import dataclasses
 
     from voicehub.desks.offline_stack import OfflineStack, PipelineResources
     from voicehub.desks.pipeline_call import desk_engine_options, start_pipeline_call
     from voicehub.desks.voice_stack import VoiceStacks
 
-    class EarlyOff(OfflineStack):
+    class Changed(OfflineStack):
         async def start(self, call: Any) -> Any:
             options = desk_engine_options(call.desk)
-            policy = dataclasses.replace(options.turn.policy, model_early=None)
+            policy = options.turn.policy
+            chosen = dict(changes)
+            if "complete_silence" in chosen and chosen["complete_silence"] is None:
+                chosen["complete_silence"] = policy.max_silence
+            policy = dataclasses.replace(policy, **chosen)
             turn = dataclasses.replace(options.turn, policy=policy)
             return await start_pipeline_call(
                 call,
@@ -108,7 +126,7 @@ def without_early_start() -> Any:
                 prerender_budget=self.shared.prerender_budget,
             )
 
-    return VoiceStacks({"offline": EarlyOff(PipelineResources())})
+    return VoiceStacks({"offline": Changed(PipelineResources())})
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
