@@ -10,7 +10,11 @@ stacks in turns, pass after pass, so both see the same load:
 - `after`: the shipped stack: Moonshine with Whisper as its second opinion (`auto`), Piper
   speaking in vocoder chunks, the VAD ending speech after `END_SILENCE`, words the agent
   answers as they stand holding the turn for the model only up to `complete_silence`
-  (`voicehub.voice.turns.policy`).
+  (`voicehub.voice.turns.policy`);
+- `after_no_words` (only when `VOICEHUB_V2V_STACKS` names it): `after` with that word rule
+  off, the model alone holding a turn up to the ceiling, to weigh the rule.
+
+`VOICEHUB_V2V_STACKS` (comma separated, `before,after` by default) chooses the stacks run.
 
 `v2v_ms`: median, p95 and max over every turn of every pass (8 turns a pass; 5 passes: 40
 turns each, 2 with `--quick`), from the caller's last voiced frame to the agent's first
@@ -32,6 +36,8 @@ from typing import Any
 
 from voicehub_dev.bench.stats import summary_ms
 
+STACKS = os.environ.get("VOICEHUB_V2V_STACKS", "before,after")
+
 
 async def _stacks() -> dict[str, tuple[Any, Any, float, bool]]:
     from voicehub.voice.providers.offline import MoonshineSTT, WhisperSTT
@@ -40,15 +46,24 @@ async def _stacks() -> dict[str, tuple[Any, Any, float, bool]]:
     from voicehub.voice.providers.offline.vad import END_SILENCE
     from voicehub_dev.bench.tts import WholeSentences, piper_plugin
 
+    chosen = [name.strip() for name in STACKS.split(",") if name.strip()]
+    if not chosen or not set(chosen) <= {"before", "after", "after_no_words"}:
+        raise ValueError(
+            f"VOICEHUB_V2V_STACKS={STACKS!r}: expected a comma-separated choice of "
+            "before, after, after_no_words"
+        )
     engine = await asyncio.to_thread(PiperEngine.load)
     whisper = WhisperSTT()
     moonshine = MoonshineSTT(second_opinion=SecondOpinion(WhisperSTT()))
     for model in (whisper, moonshine):
         await asyncio.to_thread(model.prewarm)
-    return {
+    chunked = piper_plugin(engine)
+    every = {
         "before": (whisper, piper_plugin(WholeSentences(engine)), 0.35, False),
-        "after": (moonshine, piper_plugin(engine), END_SILENCE, True),
+        "after": (moonshine, chunked, END_SILENCE, True),
+        "after_no_words": (moonshine, chunked, END_SILENCE, False),
     }
+    return {name: every[name] for name in chosen}
 
 
 async def run(store: str = "sqlite", quick: bool = False) -> dict[str, Any]:
