@@ -27,6 +27,7 @@ from voicehub.voice.providers import vendor_import
 from voicehub.voice.providers.offline import PiperTTS, load_vad
 from voicehub.voice.providers.recovering_stream import (
     FIRST_DELAY,
+    QUIET_LIMIT,
     STEADY_AFTER,
     RecoveringRecognizeStream,
 )
@@ -171,6 +172,46 @@ async def test_an_iterated_stream_whose_events_end_with_an_error_is_replaced() -
     stream.push_frame(frame())
     assert opener.streams[1].frames == 1
     await stream.aclose()
+
+
+async def frames_for(
+    stream: RecoveringRecognizeStream, clock: VirtualClock, seconds: float
+) -> None:
+    """`seconds` of caller audio, one 20 ms frame at a time on the call's clock."""
+    for _ in range(round(seconds * 50)):
+        stream.push_frame(frame())
+        await clock.advance(0.02)
+
+
+async def test_a_stream_that_owes_a_final_and_goes_quiet_is_replaced() -> None:
+    # A socket that stopped answering without closing: before, every turn after it was
+    # unheard for the rest of the call.
+    clock, opener, heard = VirtualClock(), Opener(DirectStream), []
+    stream = RecoveringRecognizeStream(opener, clock)
+    stream.deliver_to(lambda event: heard.append(event.alternatives[0].text))
+    stream.flush()  # an utterance ended; its final never comes
+    await frames_for(stream, clock, QUIET_LIMIT - 1.5)
+    assert len(opener.streams) == 1  # slow is not dead
+    await frames_for(stream, clock, 3.5)  # seen within a second of the limit
+    await settle()
+    assert len(opener.streams) == 2 and opener.streams[0].closed
+    assert heard == [""]  # its owed final answered empty
+    stream.push_frame(frame())
+    opener.streams[1].say("heat pumps")
+    assert heard == ["", "heat pumps"]
+
+
+async def test_a_stream_that_owes_a_final_but_still_speaks_or_owes_nothing_is_kept() -> None:
+    clock, opener, heard = VirtualClock(), Opener(DirectStream), []
+    stream = RecoveringRecognizeStream(opener, clock)
+    stream.deliver_to(lambda event: heard.append(event.alternatives[0].text))
+    await frames_for(stream, clock, 3 * QUIET_LIMIT)  # a caller silent for a minute
+    first = opener.streams[0]
+    stream.flush()
+    for _ in range(4):  # owing, behind on a loaded machine, but its interims come
+        await frames_for(stream, clock, QUIET_LIMIT / 2)
+        first.say("still")
+    assert len(opener.streams) == 1 and heard == ["still"] * 4
 
 
 # -- the pipeline session ------------------------------------------------------------------

@@ -10,6 +10,11 @@ after a stream that lived, then after a delay doubling from `FIRST_DELAY` up to
 `STEADY_AFTER` seconds starts the count again). The audio meanwhile is not heard; each
 final the failed stream owed is answered empty, so the turn it belonged to ends unheard
 rather than waiting for a final that will never come.
+
+A stream that goes quiet is over too: one that has owed a final for `QUIET_LIMIT` seconds
+with no event at all (a socket that stopped answering without closing, a decoder that
+hung) is replaced as a failed one is. The engine has given up on that final by then
+(`recognizer_wait_limit`, 15 s); without this, every turn after it would be unheard.
 """
 
 from __future__ import annotations
@@ -30,13 +35,15 @@ with vendor_import("livekit-agents"):
     from livekit.agents import stt as lk_stt
     from livekit.agents.language import LanguageCode
 
-__all__ = ["FIRST_DELAY", "MAX_DELAY", "STEADY_AFTER", "RecoveringRecognizeStream"]
+__all__ = ["FIRST_DELAY", "MAX_DELAY", "QUIET_LIMIT", "STEADY_AFTER", "RecoveringRecognizeStream"]
 
 log = logging.getLogger("voicehub.voice")
 
 FIRST_DELAY = 0.5
 MAX_DELAY = 10.0
 STEADY_AFTER = 30.0
+QUIET_LIMIT = 20.0  # seconds owing a final with no event before a stream counts as dead
+_CHECK_EVERY = 50  # frames (1 s of 20 ms frames) between looks at a quiet stream
 
 Sink = Callable[[lk_stt.SpeechEvent], None]
 
@@ -53,6 +60,8 @@ class RecoveringRecognizeStream:
         self._reader: asyncio.Task[None] | None = None
         self._reopening: asyncio.Task[None] | None = None
         self._failures = 0  # in a row, without a stream that lived
+        self._owing_since: float | None = None  # owed a final, with no event since
+        self._frames = 0
         self._closed = False
         self.reopened = 0  # new streams opened after a failure
 
@@ -76,6 +85,10 @@ class RecoveringRecognizeStream:
             stream.push_frame(frame)
         except RuntimeError as error:  # it ended: failed (or closing, then we are too)
             self._failed(stream, error)
+            return
+        self._frames += 1
+        if self._frames % _CHECK_EVERY == 0:
+            self._check_quiet(stream)
 
     def flush(self) -> None:
         self._each(lambda abilities: abilities.flush())
@@ -118,9 +131,21 @@ class RecoveringRecognizeStream:
         except RuntimeError as error:
             self._failed(stream, error)
 
+    def _check_quiet(self, stream: Any) -> None:
+        owed = recognizer_abilities(stream).finals_owed
+        now = self._clock.now()
+        if owed <= 0:
+            self._owing_since = None
+        elif self._owing_since is None:
+            self._owing_since = now
+        elif now - self._owing_since >= QUIET_LIMIT:
+            quiet = now - self._owing_since
+            self._failed(stream, TimeoutError(f"no event for {quiet:.0f} s, owing {owed} final(s)"))
+
     def _follow(self, stream: Any) -> None:
         def take(event: lk_stt.SpeechEvent) -> None:
             if stream is self._stream and self._sink is not None:
+                self._owing_since = None  # it is alive
                 self._sink(event)
 
         if isinstance(stream, DirectEvents):
@@ -142,7 +167,7 @@ class RecoveringRecognizeStream:
         if self._closed or stream is not self._stream:
             return
         owed = recognizer_abilities(stream).finals_owed
-        self._stream = None
+        self._stream, self._owing_since = None, None
         lived = self._clock.now() - self._opened_at
         self._failures = 1 if lived >= STEADY_AFTER else self._failures + 1
         delay = (
