@@ -7,6 +7,9 @@ outside the server process (`voicehub_dev.fakes.faulty_serve`), through a contro
                          later do not
     {"stt": "hang"}      the recognizer answers nothing (audio goes in, no transcript comes
                          out) until the file says otherwise; what it held comes out then
+    {"stt": "lost"}      each recognizer stream that hears something meanwhile answers
+                         nothing more for good (it owes the finals), as a socket that
+                         stopped answering without closing; streams opened later answer
     {"tts": "raise"}     every synthesis started meanwhile raises
     {"tts": "hang"}      every synthesis started meanwhile sends no audio until the file
                          says otherwise
@@ -117,6 +120,7 @@ class FaultyRecognizeStream:
         self._events: asyncio.Queue[Any] = asyncio.Queue()
         self._held: list[Any] = []
         self._failed = False
+        self._lost = False  # answers nothing more, for good
         self._raise_seen = control.state.get("stt_raise")  # fails on a newer order only
         self._reader: asyncio.Task[None] | None = None
         self._releaser: asyncio.Task[None] | None = None
@@ -175,6 +179,10 @@ class FaultyRecognizeStream:
 
     def _take(self, event: Any) -> None:
         if self._failed:
+            return
+        self._lost = self._lost or self.control.mode("stt") == "lost"
+        if self._lost:
+            self._held.append(event)  # never released
             return
         if self.control.mode("stt") == "hang":
             self._held.append(event)

@@ -12,6 +12,8 @@ request (what the request itself meets) or once both analysts work:
   longer than the task's 20 s);
 - `stt_raises`: the recognizer's stream fails mid-call, before the request;
 - `stt_hangs_10s`: the recognizer answers nothing for 10 s while the caller asks;
+- `stt_lost`: the recognizer stream that hears the caller's request answers nothing more,
+  for good (streams opened after those 10 s answer);
 - `deepgram_dropped`: (on a desk recognizing with Deepgram, the fake) the listen socket
   aborted (no close frame) a second into the caller's request;
 - `tts_raises_10s`, `tts_hangs_10s`: every synthesis raises / sends nothing for 10 s while

@@ -135,6 +135,7 @@ def fleet_faults(rig: Rig) -> Iterator[Fault]:
 
     yield Fault("stt_raises", arm=recognizers_fail)
     yield Fault("stt_hangs_10s", arm=speech_for_a_while("stt", "hang", FAULT_SECONDS))
+    yield Fault("stt_lost", arm=speech_for_a_while("stt", "lost", FAULT_SECONDS))
     yield Fault("deepgram_dropped", during=drop_deepgram, desk="research-deepgram")
     yield Fault("tts_raises_10s", speech("tts", "raise", FAULT_SECONDS))
     yield Fault("tts_hangs_10s", speech("tts", "hang", FAULT_SECONDS))
