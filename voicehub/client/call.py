@@ -416,6 +416,7 @@ class CallClient:
 
         async def open_line() -> str:
             line = await self._open_line(resume=True)  # a call in progress: not refused busy
+            drop.opened_at = self.now()
             self._ws = line
             async for message in line:  # up to the session event: the call is live then
                 if isinstance(message, str):

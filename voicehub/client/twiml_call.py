@@ -39,11 +39,14 @@ ENDED = frozenset({"completed", "busy", "no-answer", "failed", "canceled"})
 
 @dataclass
 class StreamLeg:
-    """One media stream of a call: when it opened and closed (the account's clock)."""
+    """One media stream of a call: when its socket was asked for (`requested_at`: the
+    TwiML's `<Stream>` ran; None when it was not opened by TwiML), when it opened (connected
+    and started) and when it closed (the account's clock)."""
 
     line: PhoneLineClient
     opened_at: float
     closed_at: float | None = None
+    requested_at: float | None = None
 
 
 class Call:
@@ -182,8 +185,9 @@ class Call:
         phone = self.account.phone_line(answer)
         if self.legs:
             phone.carry_over(self.legs[-1].line)
+        requested = self.account.clock.now()
         await phone.open()
-        self.add_leg(phone)
+        self.add_leg(phone, requested_at=requested)
         self.history.append("stream: connected to the server")
         await self.account.stream_opened(self, phone)
         await phone.closed.wait()
@@ -191,9 +195,9 @@ class Call:
         self.stream = None
         self.history.append("stream: closed")
 
-    def add_leg(self, phone: PhoneLineClient) -> None:
-        """`phone` (open) carries the call from now on."""
-        self.legs.append(StreamLeg(phone, self.account.clock.now()))
+    def add_leg(self, phone: PhoneLineClient, *, requested_at: float | None = None) -> None:
+        """`phone` (open) carries the call from now on (asked for at `requested_at`)."""
+        self.legs.append(StreamLeg(phone, self.account.clock.now(), requested_at=requested_at))
         self.stream = phone
 
     def _leg_closed(self, phone: PhoneLineClient) -> None:

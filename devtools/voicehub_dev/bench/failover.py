@@ -13,12 +13,16 @@ dies or is drained. Three `voicehub serve` processes on one Redis behind a balan
   mid-reply, mid-tool (analyst-b's model is slow) or mid-delivery, in turn: calls ended (the
   caller could not go on), results lost (not delivered once the call settled), results
   spoken twice (heard delivered more than once).
+
+`VOICEHUB_BENCH_FAILOVER_SAMPLES` (gaps per transport, default 5) and
+`VOICEHUB_BENCH_FAILOVER_KILLS` (default 20; 0 measures the gaps only) change the counts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import statistics
 import tempfile
 import time
@@ -57,48 +61,94 @@ def _options(fleet: Fleet, desk: str, conversation: str) -> CallOptions:
     )
 
 
-async def websocket_gap(fleet: Fleet, *, drain: bool) -> float:
-    """One call: after the greeting, kill (or drain) its instance; the gap in ms."""
+Phases = dict[str, float]
+
+
+async def _claimed_at(fleet: Fleet, room: str, old: str, wall_at_kill: float) -> float:
+    """Seconds from the kill (at `wall_at_kill`, epoch) to another instance's claim of the
+    call: its record names the new owner and was written at (its `updated_at`)."""
+    await fleet.owner(room, not_=old)
+    record = await fleet.store.get_call(room)
+    assert record is not None
+    return record.updated_at - wall_at_kill
+
+
+def _ms(phases: dict[str, float]) -> Phases:
+    return {name: round(seconds * 1000, 1) for name, seconds in phases.items()}
+
+
+async def websocket_gap(fleet: Fleet, *, drain: bool) -> tuple[float, Phases]:
+    """One call: after the greeting, kill (or drain) its instance; the gap in ms, and (a
+    kill) its phases in ms: the caller noticing (the socket closed), reconnecting (the
+    backoff and failed attempts), connecting (the new socket accepted), the claim (the
+    store's record names the new instance; from the socket open), the session event, and
+    the first agent audio (from the session event)."""
     conversation = f"gap-ws-{time.monotonic_ns()}"
+    room = f"research:{conversation}"
+    phases: dict[str, float] = {}
     async with CallClient(_options(fleet, "research", conversation)) as call:
         await call.wait_for_turn()
-        owner = await fleet.owner(f"research:{conversation}")
-        moment = call.now()
+        owner = await fleet.owner(room)
+        moment, wall = call.now(), time.time()
         owner.drain() if drain else owner.kill()
-        fleet.replace()
+        claim = asyncio.ensure_future(_claimed_at(fleet, room, owner.name, wall))
         if drain:
+            fleet.replace()
             await call.wait_for(lambda: len(call.report.events_of(CallSession)) == 2, 60)
             reconnector = call.reconnector
             assert reconnector is not None
             gap = reconnector.history[-1].gap
             assert gap is not None
+            claim.cancel()
         else:
             segments = call.report.segments
             await call.wait_for(lambda: any(s.first_audio_at > moment for s in segments), 60)
-            gap = min(s.first_audio_at for s in segments if s.first_audio_at > moment) - moment
+            first = min(s.first_audio_at for s in segments if s.first_audio_at > moment)
+            gap = first - moment
+            assert call.reconnector is not None
+            drop = call.reconnector.history[-1]
+            assert drop.live_at is not None and drop.opened_at is not None
+            claimed = moment + await claim
+            phases = {
+                "notice": drop.closed_at - moment,
+                "reconnect": drop.tried_at[-1] - drop.closed_at,
+                "connect": drop.opened_at - drop.tried_at[-1],
+                "claim": claimed - drop.opened_at,
+                "session": drop.live_at - claimed,
+                "first_audio": first - drop.live_at,
+            }
+            fleet.replace()  # after the gap: a deployment starts it on another machine
         await call.hangup()
-    return round(gap * 1000, 1)
+    return round(gap * 1000, 1), _ms(phases)
 
 
-async def twilio_gap(fleet: Fleet, *, drain: bool) -> float:
-    """A phone call: after the greeting, kill (or drain) its instance; the gap in ms."""
+async def twilio_gap(fleet: Fleet, *, drain: bool) -> tuple[float, Phases]:
+    """A phone call: after the greeting, kill (or drain) its instance; the gap in ms, and
+    (a kill) its phases in ms: Twilio noticing (the stream's socket closed), the redirect
+    (the voice webhook's TwiML fetched), connecting (the new stream open and started), the
+    claim (the record names the new instance; from the stream open) and the first agent
+    audio (from the claim)."""
     phone = TwilioCall(
         TwilioCaller(fleet.balancer.url, PUBLIC_URL, AUTH_TOKEN), playout_speed=SPEED
     )
     caller = f"+1555{time.monotonic_ns() % 10**7:07d}"
     await phone.dial("research", caller)
+    phases: dict[str, float] = {}
     try:
         room = f"research:{phone.line.answer.parameters['conversation']}"
         await phone.line.wait_quiet(0.5, timeout=60)
         owner = await fleet.owner(room)
-        moment = phone.clock.now()
+        moment, wall = phone.clock.now(), time.time()
         owner.drain() if drain else owner.kill()
-        fleet.replace()
+        claim = asyncio.ensure_future(_claimed_at(fleet, room, owner.name, wall))
+        if drain:
+            fleet.replace()
         await phone.wait_for_stream(1, timeout=60)
         if drain:
             old, new = phone.legs[-2], phone.legs[-1]
             assert old.closed_at is not None
             gap = new.opened_at - old.closed_at
+            claim.cancel()
         else:
             played = phone.line.played
             for _ in range(1200):
@@ -108,9 +158,20 @@ async def twilio_gap(fleet: Fleet, *, drain: bool) -> float:
             else:
                 raise TimeoutError("no agent audio after the kill")
             gap = first - moment
+            old, new = phone.legs[-2], phone.legs[-1]
+            assert old.closed_at is not None and new.requested_at is not None
+            claimed = moment + await claim
+            phases = {
+                "notice": old.closed_at - moment,
+                "redirect": new.requested_at - old.closed_at,
+                "connect": new.opened_at - new.requested_at,
+                "claim": claimed - new.opened_at,
+                "first_audio": first - claimed,
+            }
+            fleet.replace()  # after the gap: a deployment starts it on another machine
     finally:
         await phone.hang_up()
-    return round(gap * 1000, 1)
+    return round(gap * 1000, 1), _ms(phases)
 
 
 async def kill_mid_call(fleet: Fleet, speech: bytes, phase: str) -> dict[str, int]:
@@ -156,8 +217,15 @@ async def kill_mid_call(fleet: Fleet, speech: bytes, phase: str) -> dict[str, in
     return found
 
 
+def _median_phases(samples: list[Phases]) -> Phases:
+    """Each phase's median over the samples (medians need not add up to the gap's)."""
+    return {name: statistics.median(s[name] for s in samples) for name in samples[0]}
+
+
 async def run(store: str, quick: bool) -> dict[str, Any]:
     samples, kills = (2, 3) if quick else (5, 20)
+    samples = int(os.environ.get("VOICEHUB_BENCH_FAILOVER_SAMPLES", samples))
+    kills = int(os.environ.get("VOICEHUB_BENCH_FAILOVER_KILLS", kills))
     speech = caller_audio(text=REQUEST)
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as directory:
         folder = Path(directory)
@@ -165,16 +233,19 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
             channels = desk_files(folder, model.base_url)
             async with Fleet(folder, channels, url, size=3) as fleet:
                 gaps: dict[str, list[float]] = {"websocket": [], "twilio": []}
+                split: dict[str, list[Phases]] = {"websocket": [], "twilio": []}
                 handovers: dict[str, list[float]] = {"websocket": [], "twilio": []}
                 for _ in range(samples):
                     for transport, measure in (
                         ("websocket", websocket_gap),
                         ("twilio", twilio_gap),
                     ):
-                        await fleet.ready(2)
-                        gaps[transport].append(await measure(fleet, drain=False))
-                        await fleet.ready(2)
-                        handovers[transport].append(await measure(fleet, drain=True))
+                        await fleet.ready(3)
+                        gap, phases = await measure(fleet, drain=False)
+                        gaps[transport].append(gap)
+                        split[transport].append(phases)
+                        await fleet.ready(3)
+                        handovers[transport].append((await measure(fleet, drain=True))[0])
                 tally = {"calls": 0, "ended": 0, "lost": 0, "twice": 0}
                 by_phase = {
                     phase: {"calls": 0, "ended": 0, "lost": 0, "twice": 0} for phase in PHASES
@@ -191,9 +262,10 @@ async def run(store: str, quick: bool) -> dict[str, Any]:
         "failover": {
             "gap_ms": {t: statistics.median(v) for t, v in gaps.items()},
             "gap_ms_max": {t: max(v) for t, v in gaps.items()},
+            "gap_phases_ms": {t: _median_phases(v) for t, v in split.items()},
             "handover_gap_ms": {t: statistics.median(v) for t, v in handovers.items()},
             "handover_gap_ms_max": {t: max(v) for t, v in handovers.items()},
-            "samples_ms": {"gap": gaps, "handover_gap": handovers},
+            "samples_ms": {"gap": gaps, "gap_phases": split, "handover_gap": handovers},
             "kills": {
                 "count": tally["calls"],
                 "calls_ended": tally["ended"],
