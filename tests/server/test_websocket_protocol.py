@@ -140,7 +140,7 @@ async def test_frames_go_out_in_order_and_the_mark_follows_its_audio() -> None:
     await asyncio.wait_for(pump, 5)
     assert decoded(socket.sent) == [
         b"\x01\x00" * 320,
-        {"type": "speech_mark", "id": "speech-1/1"},
+        {"type": "speech_mark", "id": "speech-1/1", "track_ms": None},
         {"type": "agent_state", "state": "listening"},
         (1000, "bye"),
     ]
@@ -159,7 +159,7 @@ async def test_clear_drops_unsent_audio_but_keeps_events_and_marks() -> None:
     socket = RecordingSocket()
     await asyncio.wait_for(transport.pump(socket), 5)
     assert decoded(socket.sent) == [
-        {"type": "speech_mark", "id": "m1"},
+        {"type": "speech_mark", "id": "m1", "track_ms": None},
         {"type": "clear"},
         (1000, ""),
     ]
