@@ -9,7 +9,7 @@ requests from whole ones on the evaluation set, and what the turn policy would m
   silence (what the model hears when it is asked); 0.5 is chance.
 - `policy_with_known_words`: the pure policy (`voicehub.voice.turns.policy`) on this set,
   the words before each pause known exactly (the recogniser's part left out) and read as
-  the desk reads them (`voicehub.desks.turns.desk_words_open`): its false
+  the desk reads them (`voicehub.desks.turns.desk_words_open`, `desk_words_complete`): its false
   cut-off rate (pauses up to 1.0 s) and end-of-turn delay on complete requests, in mode
   "model" and in mode "vad" (silence alone, for comparison).
 """
@@ -63,11 +63,16 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
 
 
 def _commit_time(
-    settings: TurnSettings, words_open: bool, probability: float, latency: float
+    settings: TurnSettings,
+    words_open: bool,
+    probability: float,
+    latency: float,
+    words_complete: bool = False,
 ) -> float:
     """Seconds of silence after which the policy commits, the model answering `latency`
-    seconds after it is asked."""
-    evidence = TurnEvidence(0.0, words_open=words_open)
+    seconds after it is asked (the words, known at once, making a whole request when
+    `words_complete`)."""
+    evidence = TurnEvidence(0.0, words_open=words_open, words_complete=words_complete)
     now = 0.0
     for _ in range(8):
         decision = decide(evidence, settings, now)
@@ -75,7 +80,13 @@ def _commit_time(
             return now
         if isinstance(decision, AskModel):
             now += latency
-            evidence = TurnEvidence(0.0, words_open, asked=True, probability=probability)
+            evidence = TurnEvidence(
+                0.0,
+                words_open,
+                asked=True,
+                probability=probability,
+                words_complete=words_complete,
+            )
         elif isinstance(decision, WakeAt):
             now = decision.time
     return now
@@ -115,10 +126,11 @@ def model_figures(
     p_whole = model.probabilities(wholes)
     p_complete = model.probabilities(completes)
     latency = statistics.median(wall)
-    from voicehub.desks.turns import desk_words_open
+    from voicehub.desks.turns import desk_words_complete, desk_words_open
 
     names = {item.desk for item in paused} | {item.desk for item in complete}
     words_open = {name: desk_words_open(desks[name]) for name in names}
+    whole = {name: desk_words_complete(desks[name]) for name in names}
     policy: dict[str, Any] = {}
     for mode in ("model", "vad"):
         chosen = TurnSettings(mode)
@@ -128,11 +140,14 @@ def model_figures(
             if item.pause > 1.0:
                 continue
             is_open = words_open[item.desk](item.before)
-            early = bool(_commit_time(chosen, is_open, p, latency) < item.pause)
+            is_whole = whole[item.desk](item.before)
+            early = bool(_commit_time(chosen, is_open, p, latency, is_whole) < item.pause)
             cut_off.append(early)
             per_voice[item.voice].append(early)
         delays = [
-            _commit_time(chosen, words_open[item.desk](item.words), p, latency)
+            _commit_time(
+                chosen, words_open[item.desk](item.words), p, latency, whole[item.desk](item.words)
+            )
             for item, p in zip(complete, p_complete, strict=True)
         ]
         policy[mode] = {
