@@ -134,6 +134,7 @@ async def twilio_gap(fleet: Fleet, *, drain: bool) -> tuple[float, Phases]:
     caller = f"+1555{time.monotonic_ns() % 10**7:07d}"
     await phone.dial("research", caller)
     phases: dict[str, float] = {}
+    claim: asyncio.Future[float] | None = None
     try:
         room = f"research:{phone.line.answer.parameters['conversation']}"
         await phone.line.wait_quiet(0.5, timeout=60)
@@ -170,6 +171,8 @@ async def twilio_gap(fleet: Fleet, *, drain: bool) -> tuple[float, Phases]:
             }
             fleet.replace()  # after the gap: a deployment starts it on another machine
     finally:
+        if claim is not None:
+            claim.cancel()  # a sample that failed does not leave it polling a closed store
         await phone.hang_up()
     return round(gap * 1000, 1), _ms(phases)
 
