@@ -130,7 +130,7 @@ def model_figures(
 
     names = {item.desk for item in paused} | {item.desk for item in complete}
     words_open = {name: desk_words_open(desks[name]) for name in names}
-    whole = {name: desk_words_complete(desks[name]) for name in names}
+    requests = {name: desk_words_complete(desks[name]) for name in names}
     policy: dict[str, Any] = {}
     for mode in ("model", "vad"):
         chosen = TurnSettings(mode)
@@ -140,13 +140,17 @@ def model_figures(
             if item.pause > 1.0:
                 continue
             is_open = words_open[item.desk](item.before)
-            is_whole = whole[item.desk](item.before)
+            is_whole = requests[item.desk](item.before)
             early = bool(_commit_time(chosen, is_open, p, latency, is_whole) < item.pause)
             cut_off.append(early)
             per_voice[item.voice].append(early)
         delays = [
             _commit_time(
-                chosen, words_open[item.desk](item.words), p, latency, whole[item.desk](item.words)
+                chosen,
+                words_open[item.desk](item.words),
+                p,
+                latency,
+                requests[item.desk](item.words),
             )
             for item, p in zip(complete, p_complete, strict=True)
         ]
