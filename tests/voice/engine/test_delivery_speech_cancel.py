@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from voicehub.core.clock import VirtualClock, settle
 from voicehub.delivery.injector import InjectOutcome
-from voicehub.voice.engine.results import RENDER_WAIT, ResultSpeaker
+from voicehub.voice.engine.results import RENDER_STALL, ResultSpeaker
 from voicehub.voice.engine.speech import Speech, SpeechEnd
 from voicehub.voice.providers import vendor_import
 
@@ -115,8 +115,65 @@ async def test_a_result_whose_pre_rendering_is_lost_is_synthesized_when_it_is_du
     speaker.prepare("dlv-1", text)
     speaking = asyncio.create_task(speaker.speak(text, {"delivery_ids": ["dlv-1"]}))
     await settle()
-    assert not speaking.done()  # a rendering under way is waited for a little
-    await clock.advance(RENDER_WAIT)
+    await clock.advance(RENDER_STALL - 1)
+    await settle()
+    assert not speaking.done()  # a rendering under way is waited for while it may answer
+    await clock.advance(1)
     assert await asyncio.wait_for(speaking, 5) is InjectOutcome.FINISHED
     assert voice.requests == 2 and b"".join(heard) == bytes(3200)
+    speaker.aclose()
+
+
+class Slow:
+    """A synthesis that answers slowly: a chunk of 0.1 s every 10 s of the call's clock."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+
+    async def __aenter__(self) -> Slow:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __aiter__(self) -> Any:
+        return self._chunks()
+
+    async def _chunks(self) -> Any:
+        for _ in range(3):
+            await self.clock.sleep(10)
+            frame = rtc.AudioFrame(bytes(3200), 16000, 1, 1600)
+            yield tts.SynthesizedAudio(frame=frame, request_id="r1")
+
+
+async def test_a_slow_pre_rendering_that_keeps_sending_is_waited_for() -> None:
+    clock = VirtualClock()
+    requests: list[str] = []
+
+    class SlowVoice:
+        capabilities = tts.TTSCapabilities(streaming=False)
+
+        def synthesize(self, text: str) -> Slow:
+            requests.append(text)
+            return Slow(clock)
+
+    heard: list[bytes] = []
+
+    async def speak_audio(text: str, audio: Any) -> Speech:
+        speech = Speech("call-1/speech-x-1", "delivery", text, audio)
+        heard.extend([chunk async for chunk in audio])
+        speech.finish(SpeechEnd.PLAYED)
+        return speech
+
+    speaker = ResultSpeaker(
+        cast(Any, None), clock, lambda: cast(Any, SlowVoice()), speak_audio, sample_rate=16000
+    )
+    text = "the results on heat pumps"
+    speaker.prepare("dlv-1", text)
+    speaking = asyncio.create_task(speaker.speak(text, {"delivery_ids": ["dlv-1"]}))
+    for _ in range(40):  # 40 s of call time, a chunk every 10 s: 30 s past one stall's length
+        await clock.advance(1)
+        await settle()
+    assert await asyncio.wait_for(speaking, 5) is InjectOutcome.FINISHED
+    assert len(requests) == 1 and b"".join(heard) == bytes(3 * 3200)  # the rendering's own
     speaker.aclose()

@@ -35,17 +35,19 @@ from voicehub.delivery.policy import VOICE_HOLD
 from voicehub.errors import VoicehubError
 from voicehub.voice.engine.offer import ANSWER_TIMEOUT, OfferDialogue, question
 from voicehub.voice.engine.speech import Speech, SpeechEnd
+from voicehub.voice.engine.speech_player import VOICE_STALL_LIMIT
 from voicehub.voice.engine.tts_audio import one_text, synthesized_pcm
 
 if TYPE_CHECKING:
     from voicehub.core.clock import Clock
     from voicehub.voice.activity import VoiceActivity
 
-__all__ = ["ANSWER_TIMEOUT", "RENDER_WAIT", "PrerenderBudget", "ResultSpeaker", "outcome_of"]
+__all__ = ["ANSWER_TIMEOUT", "RENDER_STALL", "PrerenderBudget", "ResultSpeaker", "outcome_of"]
 
 log = logging.getLogger("voicehub.voice")
 
-RENDER_WAIT = 1.0  # seconds a result due now waits for its pre-rendering to finish
+# seconds a result due now waits for its pre-rendering to send more audio: a voice's stall
+RENDER_STALL = VOICE_STALL_LIMIT
 
 
 class PrerenderBudget:
@@ -185,10 +187,13 @@ class ResultSpeaker:
         texts: list[str] = []
         for rendering in renderings:
             assert rendering is not None
-            if rendering.task is not None and not rendering.task.done():
-                # started long ago: nearly done, or its synthesis is lost for good (then
-                # speaking it now, from the first chunk the voice sends, is as quick)
-                await wait_or_sleep(self._clock, rendering.ended, RENDER_WAIT)
+            # started long ago: nearly done, so waited for while its voice sends audio; one
+            # that sent nothing for a stall's length is lost (then spoken as synthesized)
+            while rendering.task is not None and not rendering.task.done():
+                size = rendering.size
+                await wait_or_sleep(self._clock, rendering.ended, RENDER_STALL)
+                if rendering.size == size and not rendering.ended.is_set():
+                    break
             if not rendering.complete:
                 return None
             chunks += rendering.chunks
