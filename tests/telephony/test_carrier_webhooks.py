@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -203,3 +204,57 @@ async def test_a_telnyx_call_gets_the_carrier_control_that_reaches_its_rest_api(
 
                 await until(lambda: rest.requests, timeout=10)
     assert rest.requests == [("telnyx", "send_digits", answer.call_id, {"digits": "12#"})]
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/twilio/research/status", "application/x-www-form-urlencoded"),
+        ("/telnyx/research/status", "application/x-www-form-urlencoded"),
+        ("/plivo/research/status", "application/x-www-form-urlencoded"),
+        ("/vonage/research/event", "application/json"),
+        ("/desks/research/webrtc", "application/sdp"),
+    ],
+)
+async def test_a_sender_gone_mid_body_is_no_server_error(
+    server: RunningServer, path: str, kind: str
+) -> None:
+    """A carrier whose status callback is cut as its call ends (or a browser closing
+    mid-offer) sends half a body: the server logs that the sender went away, raises
+    nothing (no "Exception in ASGI application" traceback), and goes on answering."""
+    seen = _Records()
+    watched = [logging.getLogger(name) for name in ("uvicorn.error", "voicehub")]
+    levels = [logger.level for logger in watched]
+    for logger in watched:
+        logger.addHandler(seen)
+        logger.setLevel(logging.INFO)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {kind}\r\n"
+        writer.write(f"{head}Content-Length: 1000\r\n\r\nCallSid=CA1&".encode())
+        await writer.drain()
+        writer.close()  # gone before the other 988 bytes
+        await writer.wait_closed()
+        del reader
+        went_away = await until(
+            lambda: [r for r in seen.records if "went away" in r.getMessage()],
+            what=f"the server noting that the sender of {path} went away",
+            timeout=10,
+        )
+    finally:
+        for logger, level in zip(watched, levels, strict=True):
+            logger.removeHandler(seen)
+            logger.setLevel(level)
+    assert path in went_away[0].getMessage()
+    assert [r.getMessage() for r in seen.records if r.levelno >= logging.ERROR] == []
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        assert (await client.get("/health")).status_code == 200

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -111,7 +111,11 @@ class WebRTCDesk:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/sdp":
             return _refuse(415, f"send the SDP offer as application/sdp, not {kind or 'nothing'!r}")
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # the browser went away mid-offer: no fault of ours
+            log.info("%s: the sender went away before its offer arrived", request.url.path)
+            return _refuse(400, "the offer did not arrive: the client went away")
         if len(body) > MAX_OFFER_BYTES:
             return _refuse(413, f"offer of {len(body)} bytes: at most {MAX_OFFER_BYTES}")
         try:

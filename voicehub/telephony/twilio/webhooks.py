@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import re
-from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -43,6 +42,7 @@ from voicehub.errors import MissingExtraError
 from voicehub.telephony.answer import answer_call
 from voicehub.telephony.line import PhoneLine
 from voicehub.telephony.media_stream import from_parameter, run_media_stream
+from voicehub.telephony.webhook_body import form_of, read_body
 from voicehub.transports.twilio import TwilioCodec
 
 __all__ = [
@@ -59,7 +59,6 @@ __all__ = [
 log = logging.getLogger("voicehub.twilio")
 
 _SID = re.compile(r"[A-Za-z0-9]{2,64}")
-_MAX_FORM_BYTES = 64_000  # Twilio's webhook forms are about 1 KB
 HANGUP_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>'
 
 
@@ -85,11 +84,10 @@ def signature_problem(line: PhoneLine, request: Request, params: dict[str, str])
 
 async def signed_form(request: Request) -> tuple[PhoneLine, dict[str, str]] | Response:
     line: PhoneLine = request.app.state.phone
-    body = await request.body()
-    if len(body) > _MAX_FORM_BYTES:
-        return PlainTextResponse("webhook body too big\n", status_code=413)
-    # Twilio posts application/x-www-form-urlencoded; parsing it here spares a dependency.
-    params = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+    body = await read_body(request)
+    if isinstance(body, Response):
+        return body
+    params = form_of(body)  # Twilio posts application/x-www-form-urlencoded
     problem = signature_problem(line, request, params)
     if problem is not None:
         log.warning("refused %s from %s: %s", request.url.path, _peer(request), problem)
