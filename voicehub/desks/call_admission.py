@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["LAG_BUDGET", "CallAdmission", "LoadMeter"]
 
@@ -134,17 +134,29 @@ class LoadMeter:
 
 class CallAdmission:
     """Whether a new call may start: not above `max_load` (None: no limit on the load; the
-    calls share still applies when the meter has `max_calls`)."""
+    calls share still applies when the meter has `max_calls`), and no `guard` refusing it
+    (each says why a new call is refused now, or None: the server's is its memory limit,
+    `voicehub.server.admission_memory`)."""
 
-    def __init__(self, meter: LoadMeter, max_load: float | None) -> None:
+    def __init__(
+        self,
+        meter: LoadMeter,
+        max_load: float | None,
+        guards: Sequence[Callable[[], str | None]] = (),
+    ) -> None:
         self.meter = meter
         self.max_load = max_load
+        self.guards = tuple(guards)
 
     def busy(self) -> str | None:
         """Why a new call would be refused now (None: it is admitted)."""
         shares = self.meter.shares()
         if self.meter.max_calls is not None and shares["calls"] >= 1.0:
             return f"at its limit of {self.meter.max_calls} calls"
+        for guard in self.guards:
+            reason = guard()
+            if reason is not None:
+                return reason
         if self.max_load is None:
             return None
         worst = max(shares, key=lambda name: shares[name])

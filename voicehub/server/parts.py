@@ -30,6 +30,7 @@ from voicehub.desks.runtime import ProcessRuntime
 from voicehub.hub import new_instance_id
 from voicehub.recordings.folder import RecordingFolder
 from voicehub.server.access import AccessTokens
+from voicehub.server.admission_memory import MemoryGuard
 from voicehub.server.call_metrics import CallMetrics
 from voicehub.server.call_recordings import CallRecordings
 from voicehub.server.call_starts import CallStartLimits
@@ -143,7 +144,10 @@ class ServerParts:
             max_calls=settings.max_calls,
             parts={"recognizers": offline_recognizer_load(calls=calls_counted)},
         )
-        self.admission = admission = CallAdmission(meter, settings.max_load)
+        self.memory = MemoryGuard()  # near its memory limit: no new calls
+        self.admission = admission = CallAdmission(
+            meter, settings.max_load, guards=(self.memory.busy,)
+        )
         starts = (
             CallStartLimits(
                 per_minute=settings.call_starts_per_minute,
